@@ -1,0 +1,53 @@
+"""tracegrad: exact derivatives of plain NumPy code, compiled to fused kernels.
+
+    import numpy as np
+    import tracegrad as tg
+
+    @tg.grad
+    def loss(w, x, b):
+        return (w * x + b - 5.0) ** 2
+
+    loss(2.0, 3.0, 1.0)   # -> array(12.)
+"""
+
+from .api import (
+    Transformed,
+    clear_programs,
+    grad,
+    hessian,
+    jacobian,
+    jit,
+    make_ir,
+    stop_gradient,
+    value_and_grad,
+)
+from .backends import available_backends, default_backend_name
+from .checking import check_grad
+from .custom import custom_vjp
+from .errors import BackendError, GradientCheckError, ShapeError, TracingError
+from .ir import Graph
+
+from . import numpy  # noqa: E402,F401  (the explicit namespace: tracegrad.numpy.sin, ...)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError",
+    "Graph",
+    "GradientCheckError",
+    "ShapeError",
+    "TracingError",
+    "Transformed",
+    "available_backends",
+    "check_grad",
+    "clear_programs",
+    "custom_vjp",
+    "default_backend_name",
+    "grad",
+    "hessian",
+    "jacobian",
+    "jit",
+    "make_ir",
+    "stop_gradient",
+    "value_and_grad",
+]

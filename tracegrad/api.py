@@ -1,0 +1,459 @@
+"""The public transforms: grad, value_and_grad, jacobian, hessian, jit, make_ir, stop_gradient.
+
+Every transform is a `Transformed` callable. Called on arrays, it traces the function once per
+argument signature (shapes, dtypes, static arguments, tree structure), derives the graph it needs,
+optimises it, compiles it for a backend and caches the program. Called inside another trace (on
+tracers), it derives the same graph and inlines it into the enclosing trace: that is how
+transforms compose (grad of grad, jit of grad, hessian = jacobian of grad).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import autodiff, backends, ir, passes
+from . import primitives as P
+from .ir import Graph
+from .trace import Tracer, inline_graph, trace
+from .tree import TreeDef, flatten, leaf_paths, replace_leaves, tuple_of, unflatten
+
+log = logging.getLogger("tracegrad")
+
+KINDS = ("jit", "grad", "value_and_grad", "jacobian")
+MAX_PROGRAMS = 512
+
+
+def _configure_logging() -> None:
+    topics = os.environ.get("TRACEGRAD_LOG", "")
+    if topics and not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("tracegrad: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
+def _log_enabled(topic: str) -> bool:
+    topics = {t.strip() for t in os.environ.get("TRACEGRAD_LOG", "").split(",")}
+    return topic in topics or "all" in topics
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a compiled program is specialised on."""
+
+    treedef: TreeDef
+    avals: tuple[tuple[tuple[int, ...], str], ...]
+    static: tuple
+
+    def describe_change(self, old: Signature, names: list[str]) -> str:
+        if old.static != self.static:
+            return f"a static argument changed: {old.static} -> {self.static}"
+        if old.treedef != self.treedef:
+            return f"the argument structure changed: {old.treedef} -> {self.treedef}"
+        changes = []
+        for name, (s0, d0), (s1, d1) in zip(names, old.avals, self.avals):
+            if s0 != s1:
+                changes.append(f"{name} changed shape {s0} -> {s1}")
+            if d0 != d1:
+                changes.append(f"{name} changed dtype {np.dtype(d0)} -> {np.dtype(d1)}")
+        return "; ".join(changes) or "the backend changed"
+
+
+@dataclass
+class Program:
+    graph: Graph
+    out_tree: TreeDef
+    run: Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+    backend: str
+
+
+_programs: OrderedDict[tuple, Program] = OrderedDict()
+_trace_counts: dict[Any, int] = {}
+_last_signature: dict[Any, Signature] = {}
+
+
+def _spec_of(fun: Callable) -> Any:
+    return fun.spec if isinstance(fun, Transformed) else fun
+
+
+def _name_of(fun: Callable) -> str:
+    if isinstance(fun, Transformed):
+        return f"{fun.kind}({_name_of(fun.fun)})"
+    return getattr(fun, "__qualname__", getattr(fun, "__name__", repr(fun)))
+
+
+class Transformed:
+    """A function under a transform. Call it like the original function."""
+
+    def __init__(
+        self,
+        fun: Callable,
+        kind: str,
+        argnums: int | tuple[int, ...] = 0,
+        has_aux: bool = False,
+        static_argnums: int | Sequence[int] = (),
+        backend: str | None = None,
+    ):
+        if not callable(fun):
+            raise TypeError(f"{kind} expects a function, got {type(fun).__name__}")
+        _check_argnums(argnums, kind)
+        self.fun, self.kind, self.argnums, self.has_aux = fun, kind, argnums, has_aux
+        self.static_argnums = _int_tuple(static_argnums, "static_argnums")
+        self.backend = backend
+        if backend is not None:
+            backends.get_backend(backend)  # fail early on a bad name
+        functools.update_wrapper(self, fun, updated=())
+        _configure_logging()
+
+    @property
+    def spec(self) -> tuple:
+        return (self.kind, _spec_of(self.fun), self.argnums, self.has_aux, self.static_argnums)
+
+    @property
+    def trace_count(self) -> int:
+        """How many times this transform of this function has been traced to a new program."""
+        return _trace_counts.get(self.spec, 0)
+
+    def __repr__(self) -> str:
+        return f"<tracegrad {_name_of(self)}>"
+
+    def __get__(self, obj, objtype=None):  # decorating methods
+        return self if obj is None else functools.partial(self, obj)
+
+    # ---- calling
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            raise TypeError(
+                f"{_name_of(self)}: keyword arguments are not supported ({', '.join(kwargs)}); "
+                "pass them positionally, or close over them with functools.partial"
+            )
+        self._check_call(args)
+        if ir.active_builder() is not None:
+            return self._inline(args)
+        return self._execute(args)
+
+    def _check_call(self, args: tuple) -> None:
+        for i in self.static_argnums:
+            if i >= len(args):
+                raise ValueError(
+                    f"static_argnums {i} is out of range: {_name_of(self)} was called with "
+                    f"{len(args)} positional arguments"
+                )
+        if self.kind == "jit":
+            return
+        for i in _int_tuple(self.argnums, "argnums"):
+            if i >= len(args):
+                raise ValueError(
+                    f"argnums {i} is out of range: {_name_of(self)} was called with {len(args)} "
+                    f"positional argument(s); argnums counts from 0"
+                )
+            if i in self.static_argnums:
+                raise ValueError(f"argument {i} cannot be both differentiated and static")
+
+    def _split(self, args: tuple):
+        static = tuple(args[i] for i in self.static_argnums)
+        for i, s in zip(self.static_argnums, static):
+            try:
+                hash(s)
+            except TypeError:
+                raise TypeError(
+                    f"static argument {i} of {_name_of(self)} must be hashable, got "
+                    f"{type(s).__name__}; pass arrays as ordinary (traced) arguments"
+                ) from None
+        dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+        positions = [i for i in range(len(args)) if i not in self.static_argnums]
+        for i, a in zip(positions, dynamic):
+            if a is None:
+                raise TypeError(
+                    f"argument {i} of {_name_of(self)} is None; tracegrad traces arrays and "
+                    f"numbers. Mark it static with static_argnums=({i},) or leave it out."
+                )
+        leaves, treedef = flatten(dynamic)
+        return static, positions, leaves, treedef
+
+    def _wrap_args(self, static: tuple, positions: list[int]):
+        def wrap(dynamic: tuple) -> tuple:
+            full: list[Any] = [None] * (len(static) + len(dynamic))
+            for i, s in zip(self.static_argnums, static):
+                full[i] = s
+            for i, d in zip(positions, dynamic):
+                full[i] = d
+            return tuple(full)
+
+        return wrap
+
+    def _execute(self, args: tuple):
+        static, positions, leaves, treedef = self._split(args)
+        names = _leaf_names(treedef, positions)
+        arrays = [_as_array(leaf, name, _name_of(self)) for leaf, name in zip(leaves, names)]
+        backend = backends.get_backend(self.backend)
+        sig = Signature(treedef, tuple((a.shape, a.dtype.str) for a in arrays), static)
+        key = (self.spec, backend.name, sig)
+        program = _programs.get(key)
+        if program is None:
+            self._note_retrace(sig, names)
+            graph, out_tree, captures = self.build(
+                [(a.shape, a.dtype) for a in arrays], treedef, static, positions
+            )
+            assert not captures, "a top-level trace cannot capture values"
+            graph = passes.optimize(graph)
+            program = Program(graph, out_tree, backend.compile(graph), backend.name)
+            _programs[key] = program
+            if len(_programs) > MAX_PROGRAMS:
+                _programs.popitem(last=False)
+            _trace_counts[self.spec] = _trace_counts.get(self.spec, 0) + 1
+        else:
+            _programs.move_to_end(key)
+        outs = program.run(arrays)
+        return unflatten(program.out_tree, [_fresh(o, arrays) for o in outs])
+
+    def _note_retrace(self, sig: Signature, names: list[str]) -> None:
+        old = _last_signature.get(self.spec)
+        _last_signature[self.spec] = sig
+        if old is not None and _log_enabled("retrace"):
+            log.info("re-tracing %s because %s", _name_of(self), sig.describe_change(old, names))
+
+    def _inline(self, args: tuple):
+        static, positions, leaves, treedef = self._split(args)
+        names = _leaf_names(treedef, positions)
+        avals = []
+        for leaf, name in zip(leaves, names):
+            if isinstance(leaf, Tracer):
+                avals.append((leaf.shape, leaf.dtype))
+            else:
+                a = _as_array(leaf, name, _name_of(self))
+                avals.append((a.shape, a.dtype))
+        graph, out_tree, captures = self.build(avals, treedef, static, positions)
+        outs = inline_graph(graph, leaves, captures)
+        return unflatten(out_tree, outs)
+
+    # ---- deriving the graph
+    def build(self, avals, treedef: TreeDef, static: tuple, positions: list[int]):
+        """Trace and transform: (graph with flat outputs, their tree, captured tracers)."""
+        wrap = self._wrap_args(static, positions)
+        fgraph, out_tree, captures = trace(self.fun, avals, treedef, wrap)
+        if self.kind == "jit":
+            return fgraph, out_tree, captures
+        wrt, wrt_tree = self._wrt(treedef, positions, fgraph)
+        value_tree, aux_tree, n_value = self._split_output(out_tree, fgraph)
+        if self.kind in ("grad", "value_and_grad"):
+            graph = autodiff.adjoint(fgraph, wrt, [0], seed_ones=True)
+            n_out = len(fgraph.outputs)
+            value, aux, grads = graph.outputs[:1], graph.outputs[1:n_out], graph.outputs[n_out:]
+            if self.kind == "grad":
+                outputs = list(grads) + list(aux)
+                tree = tuple_of(wrt_tree, aux_tree) if self.has_aux else wrt_tree
+            else:
+                outputs = list(value) + list(aux) + list(grads)
+                head = tuple_of(value_tree, aux_tree) if self.has_aux else value_tree
+                tree = tuple_of(head, wrt_tree)
+            return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
+        # jacobian: one jacobian per (value leaf, wrt leaf)
+        value_graph = Graph(fgraph.inputs, fgraph.nodes, fgraph.outputs[:n_value])
+        graph = autodiff.jacobian(value_graph, wrt)
+        jacs = list(graph.outputs[n_value:])
+        outputs = jacs + list(fgraph.outputs[n_value:])
+        tree = replace_leaves(value_tree, lambda: wrt_tree)
+        if self.has_aux:
+            tree = tuple_of(tree, aux_tree)
+        return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
+
+    def _wrt(self, treedef: TreeDef, positions: list[int], fgraph: Graph):
+        """Flat input positions to differentiate, and the tree the gradients come back in."""
+        arg_trees = treedef.children
+        offsets = np.cumsum([0] + [t.num_leaves for t in arg_trees])
+        argnums = _int_tuple(self.argnums, "argnums")
+        wrt, trees = [], []
+        names = _leaf_names(treedef, positions)
+        for i in argnums:
+            k = positions.index(i)
+            trees.append(arg_trees[k])
+            for j in range(offsets[k], offsets[k + 1]):
+                var = fgraph.inputs[j]
+                if not P.is_float(var.dtype):
+                    raise TypeError(
+                        f"{_name_of(self)}: cannot differentiate with respect to {names[j]}, "
+                        f"which has dtype {var.dtype}; only float arrays have derivatives. "
+                        "Convert it with .astype(np.float64), or leave it out of argnums."
+                    )
+                wrt.append(j)
+        tree = trees[0] if isinstance(self.argnums, int) else tuple_of(*trees)
+        return wrt, tree
+
+    def _split_output(self, out_tree: TreeDef, fgraph: Graph):
+        """(value tree, aux tree, number of value leaves), checking what the transform needs."""
+        name = _name_of(self)
+        if self.has_aux:
+            if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
+                raise TypeError(
+                    f"{name} has has_aux=True, so the function must return a pair "
+                    f"(output, aux); it returned {out_tree}"
+                )
+            value_tree, aux_tree = out_tree.children
+        else:
+            value_tree, aux_tree = out_tree, TreeDef("tuple")
+        n_value = value_tree.num_leaves
+        if self.kind in ("grad", "value_and_grad"):
+            out = fgraph.outputs[0] if n_value else None
+            if value_tree.kind != "leaf" or out is None or out.shape != ():
+                shape = out.shape if value_tree.kind == "leaf" and out is not None else str(value_tree)
+                raise TypeError(
+                    f"{name} needs a function that returns a scalar (0-d) value, but it returned "
+                    f"{shape}. Reduce it (e.g. .sum() or np.mean), or use tg.jacobian."
+                )
+            if not P.is_float(out.dtype):
+                raise TypeError(f"{name}: the output has dtype {out.dtype}; only float outputs have derivatives")
+        return value_tree, aux_tree, n_value
+
+
+def _leaf_names(treedef: TreeDef, positions: list[int]) -> list[str]:
+    names = []
+    for pos, child in zip(positions, treedef.children):
+        names += [f"argument {pos}{path}" for path in leaf_paths(child)]
+    return names
+
+
+def _as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
+    """A call's argument leaf as an array (Python numbers become float64 0-d)."""
+    if isinstance(leaf, np.ndarray):
+        arr = leaf
+    elif isinstance(leaf, bool):
+        arr = np.asarray(leaf)
+    elif isinstance(leaf, (int, float)) and not isinstance(leaf, np.generic):
+        arr = np.asarray(float(leaf))
+    elif isinstance(leaf, np.generic):
+        arr = np.asarray(leaf)
+    elif hasattr(leaf, "__cuda_array_interface__") or hasattr(leaf, "__array_interface__"):
+        arr = np.asarray(leaf)
+    else:
+        raise TypeError(
+            f"{fname}: {name} is a {type(leaf).__name__}; tracegrad traces arrays and numbers "
+            "(and tuples, lists and dicts of them). Mark other arguments static with "
+            "static_argnums, or close over them."
+        )
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_) or np.iscomplexobj(arr):
+        raise TypeError(f"{fname}: {name} has dtype {arr.dtype}; tracegrad supports real numbers and bools")
+    return arr
+
+
+def _fresh(out: np.ndarray, inputs: list[np.ndarray]) -> np.ndarray:
+    """Results never alias the user's arrays, and are ordinary writable arrays."""
+    if not out.flags.writeable or out.base is not None or any(out is a for a in inputs):
+        return np.array(out)
+    return out
+
+
+def _int_tuple(value, name: str) -> tuple[int, ...]:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),)
+    if isinstance(value, (tuple, list)) and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
+    ):
+        return tuple(int(v) for v in value)
+    raise TypeError(f"{name} must be an int or a tuple of ints, got {value!r}")
+
+
+def _check_argnums(argnums, kind: str) -> None:
+    nums = _int_tuple(argnums, "argnums")
+    if kind != "jit" and not nums:
+        raise ValueError("argnums must name at least one argument")
+    if any(n < 0 for n in nums):
+        raise ValueError(f"argnums must be non-negative, got {argnums!r}")
+    if len(set(nums)) != len(nums):
+        raise ValueError(f"argnums repeats an argument: {argnums!r}")
+
+
+def _transform(kind: str):
+    def make(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
+        if fun is None:  # used as @tg.grad(argnums=1)
+            return lambda f: Transformed(f, kind, argnums, has_aux, static_argnums, backend)
+        return Transformed(fun, kind, argnums, has_aux, static_argnums, backend)
+
+    return make
+
+
+def grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
+    """The gradient of a scalar function with respect to argument(s) `argnums`.
+
+    >>> import tracegrad as tg
+    >>> float(tg.grad(lambda w, x: (w * x - 5.0) ** 2)(2.0, 3.0))
+    -6.0
+    """
+    return _transform("grad")(fun, argnums, has_aux, static_argnums, backend)
+
+
+def value_and_grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
+    """`(f(*args), grad(f)(*args))`, computed together in one program."""
+    return _transform("value_and_grad")(fun, argnums, has_aux, static_argnums, backend)
+
+
+def jacobian(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
+    """d f / d x with shape `f(x).shape + x.shape`, all rows at once (one batched adjoint)."""
+    return _transform("jacobian")(fun, argnums, has_aux, static_argnums, backend)
+
+
+def hessian(fun=None, argnums=0, static_argnums=(), backend=None):
+    """Second derivatives: `jacobian(grad(f))`, shape `x.shape + x.shape`."""
+    if fun is None:
+        return lambda f: hessian(f, argnums, static_argnums, backend)
+    inner = Transformed(fun, "grad", argnums, False, static_argnums, backend)
+    return Transformed(inner, "jacobian", argnums, False, static_argnums, backend)
+
+
+def jit(fun=None, static_argnums=(), backend=None):
+    """Compile `fun` (forward only) and cache the program per argument signature."""
+    if fun is None:
+        return lambda f: jit(f, static_argnums, backend)
+    return Transformed(fun, "jit", (), False, static_argnums, backend)
+
+
+def stop_gradient(x):
+    """The value of `x`, with zero derivative (PyTorch's `.detach()`)."""
+
+    def stop(leaf):
+        if isinstance(leaf, Tracer):
+            from .trace import _call
+
+            return _call(lambda v: P.emit(P.stop_gradient_p, v), leaf)
+        return leaf
+
+    leaves, treedef = flatten(x)
+    return unflatten(treedef, [stop(leaf) for leaf in leaves])
+
+
+def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
+    """A function returning the IR graph `fun` traces to (after any transforms), printable.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> print(tg.make_ir(lambda x: np.sin(x) * 2.0)(np.ones(3)))  # doctest: +ELLIPSIS
+    graph(%0:f64[3]) {
+      %1:f64[3] = sin %0 ...
+      %2:f64[3] = const[shape=(3,), value=array(2.)]...
+      %3:f64[3] = mul %1 %2 ...
+      return %3
+    }
+    """
+    transformed = fun if isinstance(fun, Transformed) else Transformed(fun, "jit", (), False, static_argnums)
+
+    def make(*args) -> Graph:
+        transformed._check_call(args)
+        static, positions, leaves, treedef = transformed._split(args)
+        names = _leaf_names(treedef, positions)
+        arrays = [_as_array(leaf, n, _name_of(transformed)) for leaf, n in zip(leaves, names)]
+        graph, _, _ = transformed.build([(a.shape, a.dtype) for a in arrays], treedef, static, positions)
+        return passes.optimize(graph, lower=False) if optimize else graph
+
+    return make
+
+
+def clear_programs() -> None:
+    """Forget every compiled program held in memory (the next calls trace again)."""
+    _programs.clear()
+    _last_signature.clear()

@@ -1,0 +1,145 @@
+"""Reverse mode as a graph-to-graph transform, and the batching transform jacobians are built on.
+
+`adjoint(graph, wrt, of)` walks the nodes backwards, asks each primitive's adjoint rule for the
+cotangents of its inputs and accumulates them with `add`. The rules emit ordinary primitives, so
+the result is an ordinary graph: differentiate it again for higher orders.
+
+`jacobian(graph, wrt)` seeds the adjoint with every basis cotangent at once: it batches the
+adjoint graph over an identity matrix instead of running it once per output element.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from . import ir
+from . import primitives as P
+from .ir import Builder, Graph, Var
+
+
+def active_values(graph: Graph, wrt: Sequence[int]) -> set[Var]:
+    """Values that depend differentiably on the inputs at positions `wrt`."""
+    active = {graph.inputs[i] for i in wrt}
+    for node in graph.nodes:
+        if (
+            node.prim.differentiable
+            and P.is_float(node.out.dtype)
+            and any(v in active for v in node.inputs)
+        ):
+            active.add(node.out)
+    return active
+
+
+def backward(
+    graph: Graph, env: dict[Var, Var], wrt: Sequence[int], seeds: dict[int, Var]
+) -> list[Var]:
+    """Emit, into the current builder, the cotangents of `graph.inputs[wrt]`.
+
+    `env` maps the graph's values to values of the current builder (for the primal part);
+    `seeds` maps output positions to their cotangents there.
+    """
+    active = active_values(graph, wrt)
+    cts: dict[Var, Var] = {}
+
+    def accumulate(v: Var, ct: Var) -> None:
+        cts[v] = P.add(cts[v], ct) if v in cts else ct
+
+    for index, ct in seeds.items():
+        if graph.outputs[index] in active:
+            accumulate(graph.outputs[index], ct)
+
+    for node in reversed(graph.nodes):
+        ct = cts.pop(node.out, None)
+        if ct is None or node.out not in active:
+            continue
+        if node.prim.adjoint is None:
+            raise NotImplementedError(f"no adjoint rule for {node.prim.name}")
+        inputs = [env[v] for v in node.inputs]
+        with ir.source_location(f"grad {node.source}" if node.source else "grad"):
+            input_cts = node.prim.adjoint(ct, env[node.out], *inputs, **node.params)
+        for v, v_ct in zip(node.inputs, input_cts, strict=True):
+            if v_ct is not None and v in active:
+                accumulate(v, v_ct)
+
+    grads = []
+    for i in wrt:
+        v = graph.inputs[i]
+        grads.append(cts[v] if v in cts else P.zeros_like(env[v]))
+    return grads
+
+
+def adjoint(graph: Graph, wrt: Sequence[int], of: Sequence[int], seed_ones: bool) -> Graph:
+    """A graph computing `graph`'s outputs, then the cotangents of the inputs at `wrt`.
+
+    With `seed_ones`, each output in `of` is seeded with 1 (it must be a scalar: this is `grad`).
+    Otherwise the seeds are extra inputs, appended after `graph.inputs` (a vector-Jacobian product).
+    """
+    builder = Builder()
+    builder.inputs = list(graph.inputs)
+    builder.nodes = list(graph.nodes)
+    env = {v: v for v in graph.inputs}
+    env.update({node.out: node.out for node in graph.nodes})
+    with ir.building(builder):
+        seeds = {}
+        for index in of:
+            out = graph.outputs[index]
+            seeds[index] = (
+                P.const(1, out.shape, out.dtype) if seed_ones else builder.new_input(out.shape, out.dtype)
+            )
+        grads = backward(graph, env, wrt, seeds)
+    return builder.graph(list(graph.outputs) + grads)
+
+
+def batch_inline(graph: Graph, args: Sequence[Var], batched: Sequence[bool], size: int):
+    """Emit `graph` into the current builder with a leading batch axis of `size` on some inputs.
+
+    Returns the output values and, for each, whether it carries the batch axis.
+    """
+    builder = ir.current_builder()
+    env: dict[Var, tuple[Var, bool]] = {
+        v: (a, b) for v, a, b in zip(graph.inputs, args, batched, strict=True)
+    }
+    for node in graph.nodes:
+        inputs = [env[v] for v in node.inputs]
+        flags = tuple(b for _, b in inputs)
+        values = tuple(v for v, _ in inputs)
+        with ir.source_location(node.source):
+            if any(flags):
+                env[node.out] = (node.prim.batch(size, values, flags, **node.params), True)
+            else:
+                env[node.out] = (builder.add(node.prim, values, node.params, node.source), False)
+    return [env[v] for v in graph.outputs]
+
+
+def jacobian(graph: Graph, wrt: Sequence[int]) -> Graph:
+    """Outputs: `graph`'s outputs, then d output_j / d input_i for each output j, each i in `wrt`.
+
+    Each jacobian has shape `output_j.shape + input_i.shape`.
+    """
+    builder = Builder()
+    builder.inputs = list(graph.inputs)
+    builder.nodes = list(graph.nodes)
+    outputs = list(graph.outputs)
+    with ir.building(builder):
+        for j, out in enumerate(graph.outputs):
+            if not P.is_float(out.dtype):
+                raise TypeError(
+                    f"jacobian: output {j} has dtype {out.dtype}; only float outputs have derivatives"
+                )
+            vjp = adjoint(graph, wrt, [j], seed_ones=False)
+            m = out.size
+            seed = P.const(np.eye(m, dtype=out.dtype).reshape((m,) + out.shape))
+            results = batch_inline(
+                vjp,
+                list(graph.inputs) + [seed],
+                [False] * len(graph.inputs) + [True],
+                m,
+            )
+            for (ct, is_batched), i in zip(results[len(graph.outputs) :], wrt, strict=True):
+                x = graph.inputs[i]
+                if not is_batched:  # a cotangent that does not depend on the seed
+                    ct = P.broadcast_to(P.reshape(ct, (1,) + x.shape), (m,) + x.shape)
+                outputs.append(P.reshape(ct, out.shape + x.shape))
+    return builder.graph(outputs)

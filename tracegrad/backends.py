@@ -1,0 +1,105 @@
+"""Backends turn an optimised graph into a callable on NumPy arrays.
+
+`numpy` is the reference interpreter. The fused backends (`cpu`, `cuda`) live in their code
+generator modules and are imported only when asked for, so importing tracegrad stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+from . import interpreter
+from .errors import BackendError
+from .ir import Graph
+
+Executable = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+
+
+class Backend(Protocol):
+    name: str
+
+    def available(self) -> tuple[bool, str]:
+        """(usable here, why not)."""
+
+    def compile(self, graph: Graph) -> Executable: ...
+
+
+class NumpyBackend:
+    name = "numpy"
+
+    def available(self) -> tuple[bool, str]:
+        return True, ""
+
+    def compile(self, graph: Graph) -> Executable:
+        return lambda args: interpreter.evaluate(graph, args)
+
+
+# name -> module that defines `BACKEND`; fastest first.
+_FUSED = {"cpu": "tracegrad.codegen_cpu", "cuda": "tracegrad.codegen_cuda"}
+_PREFERENCE = ("cpu", "numpy")
+_loaded: dict[str, Backend] = {"numpy": NumpyBackend()}
+
+NAMES = ("numpy", "cpu", "cuda")
+
+
+def _load(name: str) -> Backend | None:
+    if name in _loaded:
+        return _loaded[name]
+    module_name = _FUSED.get(name)
+    if module_name is None:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:  # this backend is not part of this build
+            return None
+        raise
+    _loaded[name] = module.BACKEND
+    return module.BACKEND
+
+
+def available_backends() -> dict[str, str]:
+    """Each known backend name -> '' if usable here, else why not."""
+    out = {}
+    for name in NAMES:
+        backend = _load(name)
+        if backend is None:
+            out[name] = "not part of this build"
+        else:
+            ok, why = backend.available()
+            out[name] = "" if ok else why
+    return out
+
+
+def default_backend_name() -> str:
+    env = os.environ.get("TRACEGRAD_BACKEND", "").strip()
+    if env:
+        return env
+    for name in _PREFERENCE:
+        backend = _load(name)
+        if backend is not None and backend.available()[0]:
+            return name
+    return "numpy"
+
+
+def get_backend(name: str | None) -> Backend:
+    name = default_backend_name() if name is None else name
+    if name not in NAMES:
+        raise BackendError(
+            f"unknown backend {name!r}; choose one of {', '.join(map(repr, NAMES))} "
+            "(or unset TRACEGRAD_BACKEND for the fastest available)"
+        )
+    backend = _load(name)
+    if backend is None:
+        raise BackendError(f"backend {name!r} is not part of this build of tracegrad; use 'numpy'")
+    ok, why = backend.available()
+    if not ok:
+        raise BackendError(
+            f"backend {name!r} is not available here: {why}. Run `tracegrad doctor` to see what "
+            "this machine supports, or use backend='cpu'."
+        )
+    return backend

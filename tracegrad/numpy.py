@@ -1,0 +1,26 @@
+"""The NumPy functions tracegrad can trace, under an explicit namespace.
+
+`tracegrad.numpy.sin(x)` is `numpy.sin(x)`: on traced values NumPy dispatches to tracegrad, on
+ordinary arrays it computes as usual. Only the supported functions are here, so a missing name is
+a clear `AttributeError` at the point of use.
+"""
+
+import numpy as _np
+
+from .numpy_api import SUPPORTED as _SUPPORTED
+
+for _name in _SUPPORTED:
+    if _name.startswith("linalg."):
+        continue
+    if hasattr(_np, _name):
+        globals()[_name] = getattr(_np, _name)
+abs = _np.abs  # noqa: A001
+pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
+float32, float64 = _np.float32, _np.float64
+
+
+class linalg:  # noqa: N801  (mirrors numpy.linalg)
+    norm = staticmethod(_np.linalg.norm)
+
+
+del _name

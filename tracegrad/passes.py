@@ -1,0 +1,180 @@
+"""Graph simplifications, each a function Graph -> Graph.
+
+`optimize` is what runs before a graph executes: identity nodes that only matter to autodiff are
+lowered, constants are folded, `x*1` and `x+0` disappear, repeated subexpressions are shared and
+dead nodes are removed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import primitives as P
+from .ir import Graph, Node, Var
+from .primitives import Kind
+
+# Arrays at most this big are folded when all their inputs are constants.
+FOLD_LIMIT = 64
+
+
+def dce(graph: Graph) -> Graph:
+    """Drop nodes whose values no output needs."""
+    live = set(graph.outputs)
+    kept = []
+    for node in reversed(graph.nodes):
+        if node.out in live:
+            kept.append(node)
+            live.update(node.inputs)
+    return Graph(graph.inputs, tuple(reversed(kept)), graph.outputs)
+
+
+def cse(graph: Graph) -> Graph:
+    """Share nodes that apply the same primitive to the same inputs with the same parameters."""
+    env: dict[Var, Var] = {}
+    seen: dict[tuple, Var] = {}
+    nodes = []
+    for node in graph.nodes:
+        inputs = tuple(env.get(v, v) for v in node.inputs)
+        key = (node.prim.name, tuple(v.id for v in inputs), node.param_key())
+        if key in seen:
+            env[node.out] = seen[key]
+            continue
+        seen[key] = node.out
+        nodes.append(_with_inputs(node, inputs))
+    return Graph(graph.inputs, tuple(nodes), tuple(env.get(v, v) for v in graph.outputs))
+
+
+def _with_inputs(node: Node, inputs: tuple[Var, ...]) -> Node:
+    if inputs == node.inputs:
+        return node
+    return Node(node.prim, inputs, node.params, node.out, node.source)
+
+
+def _fill(node: Node | None) -> np.ndarray | None:
+    """The scalar of a fill constant (one number over a shape), else None."""
+    if node is not None and node.prim is P.const_p and node.params["value"].ndim == 0:
+        return node.params["value"]
+    return None
+
+
+def _const_value(node: Node | None) -> np.ndarray | None:
+    if node is not None and node.prim is P.const_p:
+        return np.broadcast_to(node.params["value"], node.params["shape"])
+    return None
+
+
+def _is(value: np.ndarray | None, number: float) -> bool:
+    return value is not None and value.ndim == 0 and value == number
+
+
+def simplify(graph: Graph, lower: bool = True) -> Graph:
+    """Local rewrites: constants folded, neutral elements removed, and (with `lower`) the identity
+    nodes that only autodiff needs (stop_gradient, custom_grad) replaced by their value."""
+    env: dict[Var, Var] = {}
+    producer: dict[Var, Node] = {}
+    nodes: list[Node] = []
+
+    def make_fill(value, out: Var, source) -> Var:
+        value = np.asarray(value, dtype=out.dtype).copy()
+        node = Node(P.const_p, (), {"value": value, "shape": out.shape}, out, source)
+        nodes.append(node)
+        producer[out] = node
+        return out
+
+    for node in graph.nodes:
+        inputs = tuple(env.get(v, v) for v in node.inputs)
+        node = _with_inputs(node, inputs)
+        if node.prim.kind is Kind.IDENTITY and not lower:
+            replacement = None
+        else:
+            replacement = _rewrite(node, [producer.get(v) for v in inputs])
+        if isinstance(replacement, Var):
+            env[node.out] = replacement
+            continue
+        if replacement is not None:  # a folded scalar or array
+            value = np.asarray(replacement)
+            if value.ndim == 0:
+                env[node.out] = make_fill(value, node.out, node.source)
+            else:
+                value = np.array(value, dtype=node.out.dtype)
+                value.flags.writeable = False
+                new = Node(P.const_p, (), {"value": value, "shape": node.out.shape}, node.out, node.source)
+                nodes.append(new)
+                producer[node.out] = new
+            continue
+        nodes.append(node)
+        producer[node.out] = node
+    return Graph(graph.inputs, tuple(nodes), tuple(env.get(v, v) for v in graph.outputs))
+
+
+def _rewrite(node: Node, producers: list[Node | None]):
+    """None to keep the node; a Var to replace it by; an array to fold it into a constant."""
+    prim, ins = node.prim, node.inputs
+    if prim.kind is Kind.IDENTITY:
+        return ins[-1]
+    if prim.kind is Kind.CONST:
+        return None
+    fills = [_fill(p) for p in producers]
+    # Elementwise on fills only: one scalar computation.
+    if prim.kind is Kind.ELEMENTWISE and all(f is not None for f in fills):
+        with np.errstate(all="ignore"):
+            return prim.impl(*fills, **node.params)
+    # Small constant arrays fold; big ones stay (they are passed to kernels as buffers).
+    values = [_const_value(p) for p in producers]
+    if all(v is not None for v in values) and node.out.size <= FOLD_LIMIT:
+        with np.errstate(all="ignore"):
+            return prim.impl(*values, **node.params)
+    # Linear primitives of a zero are zero; shape primitives move a fill unchanged.
+    if prim.linear and len(ins) == 1 and _is(fills[0], 0):
+        return np.zeros((), node.out.dtype)
+    if prim.kind is Kind.SHAPE and len(ins) == 1 and fills[0] is not None and prim is not P.unslice_p:
+        return fills[0]
+    if prim is P.reduce_sum_p and fills[0] is not None:
+        count = ins[0].size // max(node.out.size, 1)
+        return fills[0] * count
+    return _algebra(node, fills, producers)
+
+
+def _algebra(node: Node, fills, producers):
+    prim, (a, *rest) = node.prim, node.inputs
+    b = rest[0] if rest else None
+    fa, fb = (fills + [None, None])[:2]
+    if prim is P.add_p:
+        if _is(fb, 0):
+            return a
+        if _is(fa, 0):
+            return b
+    elif prim is P.sub_p and _is(fb, 0):
+        return a
+    elif prim in (P.mul_p, P.div_p) and _is(fb, 1):
+        return a
+    elif prim is P.mul_p and _is(fa, 1):
+        return b
+    elif prim is P.ct_mul_p:
+        if _is(fa, 0):
+            return np.zeros((), node.out.dtype)
+        if _is(fb, 1):
+            return a
+        if _is(fa, 1):
+            return b
+    elif prim is P.neg_p and producers[0] is not None and producers[0].prim is P.neg_p:
+        return producers[0].inputs[0]
+    elif prim is P.where_p and fills[0] is not None:
+        return node.inputs[1] if bool(fills[0]) else node.inputs[2]
+    elif prim is P.reshape_p and producers[0] is not None and producers[0].prim is P.reshape_p:
+        inner = producers[0].inputs[0]
+        if inner.shape == node.out.shape:
+            return inner
+    return None
+
+
+def optimize(graph: Graph, lower: bool = True, rounds: int = 4) -> Graph:
+    """The pipeline that runs before execution, repeated until the graph stops shrinking.
+
+    `lower=False` keeps the identity nodes autodiff needs (for graphs shown to users)."""
+    for _ in range(rounds):
+        before = len(graph.nodes)
+        graph = dce(cse(simplify(graph, lower)))
+        if len(graph.nodes) == before:
+            break
+    return graph

@@ -1,0 +1,766 @@
+"""The primitive table: every operation tracegrad knows, declared once with every facet it needs.
+
+A `Primitive` holds
+- `infer`: its shape and dtype rule,
+- `impl`: its NumPy reference implementation (the interpreter and the oracle),
+- `adjoint`: its reverse-mode rule, written with the op constructors below, so the adjoint is
+  ordinary IR and can be differentiated again,
+- `batch`: how it acts on values with an extra leading (batch) axis (jacobians, hessians),
+- `scalar`: for elementwise primitives, the scalar expression the code generators splice into a
+  loop body. `M.name(...)` marks a math-library call that each generator renders its own way.
+
+Invariants the op constructors guarantee, so that rules and code generators stay simple:
+- operands of an elementwise node have the node's shape and (for arithmetic) its dtype;
+  broadcasting and promotion are explicit `broadcast_to` and `convert` nodes;
+- a cotangent has exactly the shape and dtype of its value; an adjoint rule returns `None` for an
+  input that gets no cotangent (a symbolic zero).
+
+Adjoint rules multiply cotangents by local derivatives with `ct_mul`, whose value is 0 wherever the
+cotangent is 0, even if the derivative there is inf or nan. That is how the gradient of
+`np.where(x > 0, np.sqrt(x), 0.0)` stays finite at x = 0, at every order.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import ir
+from .errors import ShapeError, at
+from .ir import Var
+
+
+class Kind(enum.Enum):
+    ELEMENTWISE = "elementwise"  # one output element from the same-index input elements
+    REDUCE = "reduce"  # reduces `axes` of its single input
+    MATMUL = "matmul"  # batched matrix product
+    SHAPE = "shape"  # moves data without arithmetic (reshape, slice, broadcast...)
+    CONST = "const"  # no inputs: a literal value
+    IDENTITY = "identity"  # passes a value through; only autodiff treats it specially
+
+
+Shapes = tuple[tuple[int, ...], ...]
+Dtypes = tuple[np.dtype, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Primitive:
+    name: str
+    kind: Kind
+    impl: Callable[..., np.ndarray]
+    infer: Callable[[Shapes, Dtypes, dict], tuple[tuple[int, ...], np.dtype]]
+    adjoint: Callable[..., tuple[Var | None, ...]] | None = None
+    batch: Callable[..., Var] | None = None
+    scalar: str | Callable[[Sequence[str], dict], str] | None = None
+    differentiable: bool = True
+    # A linear primitive maps a zero cotangent to zero; the simplifier may drop it then.
+    linear: bool = False
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def _register(prim: Primitive) -> Primitive:
+    assert prim.name not in PRIMITIVES, prim.name
+    PRIMITIVES[prim.name] = prim
+    return prim
+
+
+# ----------------------------------------------------------------------------------------------
+# Emitting nodes
+
+
+def emit(prim: Primitive, *inputs: Var, **params: Any) -> Var:
+    """Append `prim(*inputs, **params)` to the graph being built and return its value."""
+    return ir.current_builder().add(prim, inputs, params, ir.current_source())
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return np.issubdtype(dtype, np.floating)
+
+
+def float_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype NumPy gives a float function of this dtype (ints and bools give float64)."""
+    return np.dtype(dtype) if is_float(dtype) else np.dtype(np.float64)
+
+
+Operand = Var | float | int | bool
+
+
+def const(value: Any, shape: tuple[int, ...] | None = None, dtype: Any = None) -> Var:
+    """A literal. A 0-d value with a `shape` is a fill: one number broadcast over that shape."""
+    value = np.asarray(value, dtype=dtype)
+    if shape is None:
+        shape = value.shape
+    if value.shape not in ((), tuple(shape)):
+        raise ValueError(f"const of shape {value.shape} cannot fill {shape}")
+    if value.ndim == 0:
+        value = value.copy()  # a private 0-d array: params are immutable
+    else:
+        value = np.array(value, copy=True)
+        value.flags.writeable = False
+    return emit(const_p, value=value, shape=tuple(int(d) for d in shape))
+
+
+def zeros_like(v: Var) -> Var:
+    return const(0, v.shape, v.dtype)
+
+
+def _result_dtype(operands: Sequence[Operand]) -> np.dtype:
+    # Python scalars are "weak" (NEP 50): float32 array * 2.0 stays float32.
+    return np.result_type(*[v.dtype if isinstance(v, Var) else v for v in operands])
+
+
+def broadcast_shapes(*shapes: tuple[int, ...], op: str = "operation") -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        shown = " and ".join(str(tuple(s)) for s in shapes)
+        raise ShapeError(
+            f"{op}: operands could not be broadcast together: shapes {shown}"
+            f"{at(ir.current_source())}. Make the shapes agree, e.g. with reshape or "
+            "np.expand_dims."
+        ) from None
+
+
+def convert(x: Var, dtype: Any) -> Var:
+    dtype = np.dtype(dtype)
+    return x if x.dtype == dtype else emit(convert_p, x, dtype=dtype)
+
+
+def broadcast_to(x: Var, shape: tuple[int, ...]) -> Var:
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    broadcast_shapes(x.shape, shape, op="broadcast_to")
+    if tuple(np.broadcast_shapes(x.shape, shape)) != shape:
+        raise ShapeError(f"cannot broadcast shape {x.shape} to {shape}{at(ir.current_source())}")
+    return emit(broadcast_to_p, x, shape=shape)
+
+
+def _prepare(operands: Sequence[Operand], op: str, dtype: np.dtype | None = None) -> list[Var]:
+    """Promote and broadcast operands to one dtype and shape, as explicit nodes."""
+    dtype = _result_dtype(operands) if dtype is None else np.dtype(dtype)
+    shape = broadcast_shapes(*[v.shape for v in operands if isinstance(v, Var)], op=op)
+    out = []
+    for v in operands:
+        if isinstance(v, Var):
+            out.append(broadcast_to(convert(v, dtype), shape))
+        else:
+            out.append(const(v, shape, dtype))
+    return out
+
+
+def _elementwise(prim: Primitive, *operands: Operand, dtype: Any = None) -> Var:
+    return emit(prim, *_prepare(operands, prim.name, dtype))
+
+
+def _float_unary(prim: Primitive, x: Var) -> Var:
+    return emit(prim, convert(x, float_dtype(x.dtype)))
+
+
+# Op constructors: NumPy semantics (promotion, broadcasting) on IR values.
+def add(a: Operand, b: Operand) -> Var:
+    return _elementwise(add_p, a, b)
+
+
+def sub(a: Operand, b: Operand) -> Var:
+    return _elementwise(sub_p, a, b)
+
+
+def mul(a: Operand, b: Operand) -> Var:
+    return _elementwise(mul_p, a, b)
+
+
+def div(a: Operand, b: Operand) -> Var:
+    dtype = float_dtype(_result_dtype([a, b]))
+    return _elementwise(div_p, a, b, dtype=dtype)
+
+
+def power(a: Operand, b: Operand) -> Var:
+    if isinstance(a, Var) and not isinstance(b, Var) and float(b) == int(b) and abs(b) <= 64:
+        if is_float(a.dtype) or b >= 0:
+            dtype = _result_dtype([a, b])
+            return integer_pow(convert(a, dtype), int(b))
+    dtype = _result_dtype([a, b])
+    if not is_float(dtype):
+        raise TypeError(
+            f"integer ** traced integer is not supported{at(ir.current_source())}; "
+            "convert to float with .astype(np.float64)"
+        )
+    return _elementwise(pow_p, a, b)
+
+
+def integer_pow(x: Var, n: int) -> Var:
+    if n == 1:
+        return x
+    return emit(integer_pow_p, x, n=int(n))
+
+
+def ct_mul(ct: Var, d: Var) -> Var:
+    """`ct * d`, but exactly 0 where `ct` is 0 (even if `d` is inf or nan there)."""
+    return _elementwise(ct_mul_p, ct, d)
+
+
+def neg(x: Var) -> Var:
+    return emit(neg_p, x)
+
+
+def reciprocal(x: Var) -> Var:
+    return div(1.0, x)
+
+
+def maximum(a: Operand, b: Operand) -> Var:
+    return _elementwise(maximum_p, a, b)
+
+
+def minimum(a: Operand, b: Operand) -> Var:
+    return _elementwise(minimum_p, a, b)
+
+
+def where(c: Operand, a: Operand, b: Operand) -> Var:
+    dtype = _result_dtype([a, b])
+    shape = broadcast_shapes(*[v.shape for v in (c, a, b) if isinstance(v, Var)], op="where")
+    if isinstance(c, Var):
+        cv = broadcast_to(c if c.dtype == np.bool_ else compare(ne_p, c, 0), shape)
+    else:
+        cv = const(bool(c), shape, np.bool_)
+    a, b = _prepare([a, b], "where", dtype)
+    return emit(where_p, cv, broadcast_to(a, shape), broadcast_to(b, shape))
+
+
+def compare(prim: Primitive, a: Operand, b: Operand) -> Var:
+    return emit(prim, *_prepare([a, b], prim.name))
+
+
+def logical(prim: Primitive, *operands: Operand) -> Var:
+    return emit(prim, *_prepare(operands, prim.name, np.bool_))
+
+
+def unary(prim: Primitive, x: Var) -> Var:
+    return _float_unary(prim, x)
+
+
+def reduce(prim: Primitive, x: Var, axes: Sequence[int] | int | None, keepdims=False) -> Var:
+    axes = normalize_axes(axes, x.ndim)
+    if prim in (reduce_sum_p, reduce_prod_p) and x.dtype == np.bool_:
+        x = convert(x, np.int64)
+    if prim in (reduce_max_p, reduce_min_p) and x.size == 0:
+        raise ValueError(
+            f"zero-size array to reduction operation {prim.name} which has no identity"
+            f"{at(ir.current_source())}"
+        )
+    out = emit(prim, x, axes=axes) if axes else x
+    if keepdims:
+        out = reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+    return out
+
+
+def reduce_sum(x: Var, axes=None, keepdims=False) -> Var:
+    return reduce(reduce_sum_p, x, axes, keepdims)
+
+
+def normalize_axes(axes, ndim: int) -> tuple[int, ...]:
+    if axes is None:
+        return tuple(range(ndim))
+    if isinstance(axes, (int, np.integer)):
+        axes = (axes,)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise ValueError(
+                f"axis {a} is out of bounds for an array of dimension {ndim}"
+                f"{at(ir.current_source())}"
+            )
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {tuple(axes)}{at(ir.current_source())}")
+    return tuple(sorted(out))
+
+
+def reshape(x: Var, shape: tuple[int, ...]) -> Var:
+    shape = tuple(int(d) for d in shape)
+    if shape == x.shape:
+        return x
+    return emit(reshape_p, x, shape=shape)
+
+
+def transpose(x: Var, perm: Sequence[int] | None = None) -> Var:
+    perm = tuple(reversed(range(x.ndim))) if perm is None else tuple(int(p) % x.ndim for p in perm)
+    if sorted(perm) != list(range(x.ndim)):
+        raise ValueError(f"axes {perm} are not a permutation of {x.ndim} axes{at(ir.current_source())}")
+    if perm == tuple(range(x.ndim)):
+        return x
+    return emit(transpose_p, x, perm=perm)
+
+
+def swap_last(x: Var) -> Var:
+    perm = list(range(x.ndim))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return transpose(x, perm)
+
+
+def matmul(a: Var, b: Var) -> Var:
+    """NumPy's matmul for 1-D and n-D operands, lowered to the batched 2-D primitive."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: operands must not be scalars (0-d){at(ir.current_source())}; use *")
+    dtype = _result_dtype([a, b])
+    a, b = convert(a, dtype), convert(b, dtype)
+    a2 = reshape(a, (1,) + a.shape) if a.ndim == 1 else a
+    b2 = reshape(b, b.shape + (1,)) if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ShapeError(
+            f"matmul: inner dimensions differ: shapes {a.shape} and {b.shape} "
+            f"({a2.shape[-1]} != {b2.shape[-2]}){at(ir.current_source())}"
+        )
+    batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2], op="matmul")
+    a2 = broadcast_to(a2, batch + a2.shape[-2:])
+    b2 = broadcast_to(b2, batch + b2.shape[-2:])
+    out = emit(matmul_p, a2, b2)
+    shape = batch + (a2.shape[-2],) * (a.ndim > 1) + (b2.shape[-1],) * (b.ndim > 1)
+    return reshape(out, shape)
+
+
+def slice_(x: Var, index: tuple[tuple[int, int, int], ...]) -> Var:
+    """Basic slicing with normalised (start, stop, step) per axis."""
+    if all(ix == (0, d, 1) for ix, d in zip(index, x.shape)):
+        return x
+    return emit(slice_p, x, index=tuple(index))
+
+
+def concatenate(xs: Sequence[Var], axis: int) -> Var:
+    if len(xs) == 1:
+        return xs[0]
+    dtype = _result_dtype(xs)
+    xs = [convert(x, dtype) for x in xs]
+    return emit(concatenate_p, *xs, axis=axis)
+
+
+# ----------------------------------------------------------------------------------------------
+# Shape rules
+
+
+def _same(shapes: Shapes, dtypes: Dtypes, params: dict, out_dtype=None):
+    if len(set(shapes)) > 1:
+        raise ir.IRError(f"elementwise operands must have one shape, got {shapes}")
+    return shapes[0], (dtypes[-1] if out_dtype is None else np.dtype(out_dtype))
+
+
+def _same_bool(shapes, dtypes, params):
+    return _same(shapes, dtypes, params, np.bool_)
+
+
+def _reduced(shapes, dtypes, params):
+    axes = params["axes"]
+    return tuple(d for i, d in enumerate(shapes[0]) if i not in axes), dtypes[0]
+
+
+def _slice_len(start: int, stop: int, step: int) -> int:
+    return len(range(start, stop, step))
+
+
+# ----------------------------------------------------------------------------------------------
+# Adjoint rules: rule(ct, out, *inputs, **params) -> one cotangent (or None) per input.
+
+
+def _unary_rule(derivative: Callable[[Var, Var], Var]):
+    return lambda ct, out, x: (ct_mul(ct, derivative(x, out)),)
+
+
+def _sum_to(ct: Var, shape: tuple[int, ...]) -> Var:
+    """The adjoint of broadcasting `shape` up to `ct.shape`: sum over the broadcast axes."""
+    lead = ct.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and ct.shape[lead + i] != 1
+    )
+    return reshape(reduce_sum(ct, axes), shape)
+
+
+def _keepdims_shape(x_shape, axes):
+    return tuple(1 if i in axes else d for i, d in enumerate(x_shape))
+
+
+def _expand_reduced(v: Var, x: Var, axes) -> Var:
+    return broadcast_to(reshape(v, _keepdims_shape(x.shape, axes)), x.shape)
+
+
+def _extremum_rule(ct, out, x, axes):
+    hit = compare(eq_p, x, _expand_reduced(out, x, axes))
+    count = reduce_sum(convert(hit, x.dtype), axes)
+    share = div(ct, count)
+    return (where(hit, _expand_reduced(share, x, axes), 0.0),)
+
+
+def _prod_rule(ct, out, x, axes):
+    # d prod / d x_i = prod / x_i; at an exact zero of x this is 0/0 (documented limitation).
+    return (ct_mul(_expand_reduced(ct, x, axes), div(_expand_reduced(out, x, axes), x)),)
+
+
+def _extremum_binary(pick: Primitive):
+    def rule(ct, out, a, b):
+        win_a, tie = compare(pick, a, b), compare(eq_p, a, b)
+        half = mul(ct, 0.5)
+        ct_a = where(win_a, ct, where(tie, half, 0.0))
+        ct_b = where(win_a, 0.0, where(tie, half, ct))
+        return ct_a, ct_b
+
+    return rule
+
+
+def _pow_rule(ct, out, a, b):
+    ct_a = ct_mul(ct, mul(b, emit(pow_p, a, sub(b, 1.0))))
+    # out * log(a) is 0 * -inf at a = 0; its limit (b > 0) is 0.
+    ct_b = ct_mul(ct, where(compare(eq_p, out, 0.0), 0.0, mul(out, unary(log_p, a))))
+    return ct_a, ct_b
+
+
+def _integer_pow_rule(ct, out, x, n):
+    if n == 0:
+        return (None,)
+    return (ct_mul(ct, mul(integer_pow(x, n - 1), float(n))),)
+
+
+def _broadcast_rule(ct, out, x, shape):
+    return (_sum_to(ct, x.shape),)
+
+
+def _slice_rule(ct, out, x, index):
+    return (emit(unslice_p, ct, shape=x.shape, index=index),)
+
+
+def _unslice_rule(ct, out, x, shape, index):
+    return (slice_(ct, index),)
+
+
+def _concatenate_rule(ct, out, *xs, axis):
+    cts, start = [], 0
+    for x in xs:
+        index = tuple(
+            (start, start + x.shape[axis], 1) if i == axis else (0, d, 1)
+            for i, d in enumerate(out.shape)
+        )
+        cts.append(slice_(ct, index))
+        start += x.shape[axis]
+    return tuple(cts)
+
+
+def _convert_rule(ct, out, x, dtype):
+    return (convert(ct, x.dtype) if is_float(x.dtype) else None,)
+
+
+def _custom_grad_rule(ct, out, *inputs, bwd: ir.Graph, n_args: int):
+    """Cotangents of the primal arguments come from the user's traced `bwd(residuals, ct)`."""
+    residuals = inputs[n_args:-1]
+    cts = ir.inline(ir.current_builder(), bwd, [*residuals, ct])
+    # the residuals and the forward value get no cotangent through this node
+    return tuple(cts) + (None,) * (len(inputs) - n_args)
+
+
+# ----------------------------------------------------------------------------------------------
+# Batching rules: batch(size, inputs, batched, **params) -> output with a leading batch axis.
+
+
+def _batched(x: Var, is_batched: bool, size: int) -> Var:
+    return x if is_batched else broadcast_to(reshape(x, (1,) + x.shape), (size,) + x.shape)
+
+
+def _batch_elementwise(prim: Primitive):
+    def rule(size, inputs, batched, **params):
+        return emit(prim, *[_batched(x, b, size) for x, b in zip(inputs, batched, strict=True)], **params)
+
+    return rule
+
+
+def _batch_reduce(prim: Primitive):
+    return lambda size, inputs, batched, axes: emit(prim, inputs[0], axes=tuple(a + 1 for a in axes))
+
+
+def _batch_broadcast(size, inputs, batched, shape):
+    (x,) = inputs
+    lead = len(shape) - (x.ndim - 1)
+    x = reshape(x, (size,) + (1,) * lead + x.shape[1:])
+    return broadcast_to(x, (size,) + tuple(shape))
+
+
+def _batch_matmul(size, inputs, batched):
+    return emit(matmul_p, *[_batched(x, b, size) for x, b in zip(inputs, batched, strict=True)])
+
+
+def _batch_concatenate(size, inputs, batched, axis):
+    xs = [_batched(x, b, size) for x, b in zip(inputs, batched, strict=True)]
+    return emit(concatenate_p, *xs, axis=axis + 1)
+
+
+def _batch_unsupported(name):
+    def rule(size, inputs, batched, **params):
+        raise NotImplementedError(
+            f"jacobian/hessian through {name} with a batched operand is not supported"
+        )
+
+    return rule
+
+
+# ----------------------------------------------------------------------------------------------
+# Scalar templates. `M.f(...)` is a math-library call; each code generator renders it.
+
+
+def _integer_pow_scalar(args, params):
+    x, n = args[0], params["n"]
+    if n == 0:
+        return f"({x} * 0 + 1)"
+    if 0 < n <= 4:
+        return "(" + " * ".join([x] * n) + ")"
+    if -4 <= n < 0:
+        return f"(1 / ({' * '.join([x] * -n)}))"
+    return f"({x} ** {n})"
+
+
+def _convert_scalar(args, params):
+    dtype = params["dtype"]
+    return f"np.{np.dtype(dtype).name}({args[0]})"
+
+
+# ----------------------------------------------------------------------------------------------
+# The table
+
+
+def _ew(name, impl, adjoint=None, scalar=None, infer=_same, differentiable=True, linear=False):
+    prim = Primitive(name, Kind.ELEMENTWISE, impl, infer, adjoint, None, scalar, differentiable, linear)
+    object.__setattr__(prim, "batch", _batch_elementwise(prim))
+    return _register(prim)
+
+
+const_p = _register(
+    Primitive(
+        "const",
+        Kind.CONST,
+        impl=lambda value, shape: np.broadcast_to(value, shape),
+        infer=lambda shapes, dtypes, p: (tuple(p["shape"]), p["value"].dtype),
+        differentiable=False,
+    )
+)
+
+neg_p = _ew("neg", np.negative, lambda ct, out, x: (neg(ct),), "(-{0})", linear=True)
+add_p = _ew("add", np.add, lambda ct, out, a, b: (ct, ct), "({0} + {1})", linear=True)
+sub_p = _ew("sub", np.subtract, lambda ct, out, a, b: (ct, neg(ct)), "({0} - {1})", linear=True)
+mul_p = _ew("mul", np.multiply, lambda ct, out, a, b: (ct_mul(ct, b), ct_mul(ct, a)), "({0} * {1})")
+div_p = _ew(
+    "div",
+    np.true_divide,
+    lambda ct, out, a, b: (ct_mul(ct, reciprocal(b)), ct_mul(ct, neg(div(out, b)))),
+    "({0} / {1})",
+)
+pow_p = _ew("pow", np.power, _pow_rule, "M.pow({0}, {1})")
+integer_pow_p = _ew(
+    "integer_pow",
+    lambda x, n: np.power(x, n) if n >= 0 else np.power(x, float(n)).astype(x.dtype),
+    _integer_pow_rule,
+    _integer_pow_scalar,
+)
+ct_mul_p = _ew(
+    "ct_mul",
+    lambda ct, d: np.where(ct == 0, ct, ct * d),
+    lambda g, out, ct, d: (ct_mul(g, d), ct_mul(g, ct)),
+    "({0} * {1} if {0} != 0 else {0})",
+)
+maximum_p = _ew("maximum", np.maximum, None, "max({0}, {1})")
+minimum_p = _ew("minimum", np.minimum, None, "min({0}, {1})")
+
+exp_p = _ew("exp", np.exp, _unary_rule(lambda x, out: out), "M.exp({0})")
+expm1_p = _ew("expm1", np.expm1, _unary_rule(lambda x, out: add(out, 1.0)), "M.expm1({0})")
+log_p = _ew("log", np.log, _unary_rule(lambda x, out: reciprocal(x)), "M.log({0})")
+log1p_p = _ew("log1p", np.log1p, _unary_rule(lambda x, out: reciprocal(add(x, 1.0))), "M.log1p({0})")
+sqrt_p = _ew("sqrt", np.sqrt, _unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})")
+sin_p = _ew("sin", np.sin, _unary_rule(lambda x, out: unary(cos_p, x)), "M.sin({0})")
+cos_p = _ew("cos", np.cos, _unary_rule(lambda x, out: neg(unary(sin_p, x))), "M.cos({0})")
+tan_p = _ew("tan", np.tan, _unary_rule(lambda x, out: add(mul(out, out), 1.0)), "M.tan({0})")
+arcsin_p = _ew(
+    "arcsin", np.arcsin, _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(1.0, mul(x, x))))),
+    "M.asin({0})",
+)
+arccos_p = _ew(
+    "arccos", np.arccos,
+    _unary_rule(lambda x, out: neg(reciprocal(unary(sqrt_p, sub(1.0, mul(x, x)))))),
+    "M.acos({0})",
+)
+arctan_p = _ew(
+    "arctan", np.arctan, _unary_rule(lambda x, out: reciprocal(add(mul(x, x), 1.0))), "M.atan({0})"
+)
+sinh_p = _ew("sinh", np.sinh, _unary_rule(lambda x, out: unary(cosh_p, x)), "M.sinh({0})")
+cosh_p = _ew("cosh", np.cosh, _unary_rule(lambda x, out: unary(sinh_p, x)), "M.cosh({0})")
+tanh_p = _ew("tanh", np.tanh, _unary_rule(lambda x, out: sub(1.0, mul(out, out))), "M.tanh({0})")
+abs_p = _ew("abs", np.abs, _unary_rule(lambda x, out: emit(sign_p, x)), "abs({0})")
+sign_p = _ew("sign", np.sign, lambda ct, out, x: (None,), "M.sign({0})")
+
+where_p = _ew(
+    "where",
+    np.where,
+    lambda ct, out, c, a, b: (None, where(c, ct, 0.0), where(c, 0.0, ct)),
+    "({1} if {0} else {2})",
+)
+convert_p = _ew(
+    "convert",
+    lambda x, dtype: x.astype(dtype),
+    _convert_rule,
+    _convert_scalar,
+    infer=lambda shapes, dtypes, p: (shapes[0], np.dtype(p["dtype"])),
+    linear=True,
+)
+
+lt_p = _ew("lt", np.less, scalar="({0} < {1})", infer=_same_bool, differentiable=False)
+le_p = _ew("le", np.less_equal, scalar="({0} <= {1})", infer=_same_bool, differentiable=False)
+gt_p = _ew("gt", np.greater, scalar="({0} > {1})", infer=_same_bool, differentiable=False)
+ge_p = _ew("ge", np.greater_equal, scalar="({0} >= {1})", infer=_same_bool, differentiable=False)
+eq_p = _ew("eq", np.equal, scalar="({0} == {1})", infer=_same_bool, differentiable=False)
+ne_p = _ew("ne", np.not_equal, scalar="({0} != {1})", infer=_same_bool, differentiable=False)
+and_p = _ew("and", np.logical_and, scalar="({0} and {1})", infer=_same_bool, differentiable=False)
+or_p = _ew("or", np.logical_or, scalar="({0} or {1})", infer=_same_bool, differentiable=False)
+not_p = _ew("not", np.logical_not, scalar="(not {0})", infer=_same_bool, differentiable=False)
+
+object.__setattr__(maximum_p, "adjoint", _extremum_binary(gt_p))
+object.__setattr__(minimum_p, "adjoint", _extremum_binary(lt_p))
+
+
+def _identity(name, adjoint, batch, differentiable=True):
+    return _register(
+        Primitive(
+            name,
+            Kind.IDENTITY,
+            impl=lambda *xs, **params: xs[-1],
+            infer=lambda shapes, dtypes, p: (shapes[-1], dtypes[-1]),
+            adjoint=adjoint,
+            batch=batch,
+            differentiable=differentiable,
+        )
+    )
+
+
+stop_gradient_p = _identity(
+    "stop_gradient",
+    lambda ct, out, x: (None,),
+    lambda size, inputs, batched: emit(stop_gradient_p, inputs[0]),
+)
+custom_grad_p = _identity("custom_grad", _custom_grad_rule, _batch_unsupported("custom_vjp"))
+
+
+def _reduction(name, impl, adjoint, linear=False):
+    prim = Primitive(name, Kind.REDUCE, impl, _reduced, adjoint, None, None, True, linear)
+    object.__setattr__(prim, "batch", _batch_reduce(prim))
+    return _register(prim)
+
+
+reduce_sum_p = _reduction(
+    "reduce_sum",
+    lambda x, axes: np.sum(x, axis=axes),
+    lambda ct, out, x, axes: (_expand_reduced(ct, x, axes),),
+    linear=True,
+)
+reduce_max_p = _reduction("reduce_max", lambda x, axes: np.max(x, axis=axes), _extremum_rule)
+reduce_min_p = _reduction("reduce_min", lambda x, axes: np.min(x, axis=axes), _extremum_rule)
+reduce_prod_p = _reduction("reduce_prod", lambda x, axes: np.prod(x, axis=axes), _prod_rule)
+
+
+def _matmul_infer(shapes, dtypes, params):
+    a, b = shapes
+    if a[:-2] != b[:-2] or a[-1] != b[-2] or len(a) < 2:
+        raise ir.IRError(f"matmul of {a} and {b}")
+    return a[:-1] + b[-1:], dtypes[0]
+
+
+matmul_p = _register(
+    Primitive(
+        "matmul",
+        Kind.MATMUL,
+        impl=np.matmul,
+        infer=_matmul_infer,
+        adjoint=lambda ct, out, a, b: (matmul_(ct, swap_last(b)), matmul_(swap_last(a), ct)),
+        batch=_batch_matmul,
+    )
+)
+
+
+def matmul_(a: Var, b: Var) -> Var:
+    return emit(matmul_p, a, b)
+
+
+def _shape_prim(name, impl, infer, adjoint, batch):
+    return _register(Primitive(name, Kind.SHAPE, impl, infer, adjoint, batch, linear=True))
+
+
+broadcast_to_p = _shape_prim(
+    "broadcast_to",
+    lambda x, shape: np.broadcast_to(x, shape),
+    lambda shapes, dtypes, p: (tuple(p["shape"]), dtypes[0]),
+    _broadcast_rule,
+    _batch_broadcast,
+)
+reshape_p = _shape_prim(
+    "reshape",
+    lambda x, shape: np.reshape(x, shape),
+    lambda shapes, dtypes, p: (tuple(p["shape"]), dtypes[0]),
+    lambda ct, out, x, shape: (reshape(ct, x.shape),),
+    lambda size, inputs, batched, shape: reshape(inputs[0], (size,) + tuple(shape)),
+)
+transpose_p = _shape_prim(
+    "transpose",
+    lambda x, perm: np.transpose(x, perm),
+    lambda shapes, dtypes, p: (tuple(shapes[0][i] for i in p["perm"]), dtypes[0]),
+    lambda ct, out, x, perm: (transpose(ct, tuple(np.argsort(perm))),),
+    lambda size, inputs, batched, perm: transpose(inputs[0], (0,) + tuple(p + 1 for p in perm)),
+)
+slice_p = _shape_prim(
+    "slice",
+    lambda x, index: x[tuple(slice(a, (None if b < 0 else b), c) for a, b, c in index)],
+    lambda shapes, dtypes, p: (tuple(_slice_len(*ix) for ix in p["index"]), dtypes[0]),
+    _slice_rule,
+    lambda size, inputs, batched, index: slice_(inputs[0], ((0, size, 1),) + tuple(index)),
+)
+
+
+def _unslice_impl(x, shape, index):
+    out = np.zeros(shape, dtype=x.dtype)
+    out[tuple(slice(a, (None if b < 0 else b), c) for a, b, c in index)] = x
+    return out
+
+
+unslice_p = _shape_prim(
+    "unslice",
+    _unslice_impl,
+    lambda shapes, dtypes, p: (tuple(p["shape"]), dtypes[0]),
+    _unslice_rule,
+    lambda size, inputs, batched, shape, index: emit(
+        unslice_p, inputs[0], shape=(size,) + tuple(shape), index=((0, size, 1),) + tuple(index)
+    ),
+)
+
+
+def _concatenate_infer(shapes, dtypes, params):
+    axis = params["axis"]
+    total = sum(s[axis] for s in shapes)
+    return shapes[0][:axis] + (total,) + shapes[0][axis + 1 :], dtypes[0]
+
+
+concatenate_p = _shape_prim(
+    "concatenate",
+    lambda *xs, axis: np.concatenate(xs, axis=axis),
+    _concatenate_infer,
+    _concatenate_rule,
+    _batch_concatenate,
+)
+
+
+def math_functions() -> dict[str, Primitive]:
+    """The elementwise primitives whose scalar template calls the math library."""
+    return {
+        name: p
+        for name, p in PRIMITIVES.items()
+        if isinstance(p.scalar, str) and p.scalar.startswith("M.")
+    }
+

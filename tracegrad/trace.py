@@ -1,0 +1,353 @@
+"""Tracing: tracers stand in for arrays, and NumPy dispatches to them.
+
+A `Tracer` wraps one IR value of the graph being built. It implements `__array_ufunc__`,
+`__array_function__` and the Python operators, so the user's plain `np.sin(x)` records a node.
+Each node remembers the user's source line. Shapes are concrete: Python control flow on shapes and
+ordinary values just runs; `bool()` of a traced value raises a `TracingError`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import linecache
+import os
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+from . import ir
+from . import primitives as P
+from .errors import TracingError, at
+from .ir import Builder, Graph, Var
+from .tree import TreeDef, flatten, unflatten
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+
+def user_frame():
+    """The innermost stack frame outside tracegrad and NumPy: the user's line."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith(_PACKAGE_DIR) or filename.startswith(_NUMPY_DIR)):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def user_source() -> str | None:
+    frame = user_frame()
+    if frame is None:
+        return None
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _user_line() -> str:
+    frame = user_frame()
+    if frame is None:
+        return ""
+    code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    return f"\n  at {where}" + (f": {code}" if code else "")
+
+
+class Tracer:
+    """A traced array: shape and dtype are known, the values are not."""
+
+    __slots__ = ("ir_var", "builder")
+    __array_priority__ = 1000
+    __hash__ = None  # like NumPy arrays: == builds a value, so tracers are not hashable
+
+    def __init__(self, var: Var, builder: Builder):
+        self.ir_var = var
+        self.builder = builder
+
+    shape = property(lambda self: self.ir_var.shape)
+    dtype = property(lambda self: self.ir_var.dtype)
+    ndim = property(lambda self: self.ir_var.ndim)
+    size = property(lambda self: self.ir_var.size)
+
+    def __repr__(self) -> str:
+        return f"Tracer<{self.ir_var.type}>"
+
+    # ---- values that cannot be known while tracing
+    def _concrete(self, what: str):
+        raise TracingError(
+            f"tracegrad cannot {what} a traced value: its value is not known while tracing."
+            f"{_user_line()}\nUse np.where(condition, a, b) instead of Python control flow on "
+            "traced values, or pass the value as a static argument (static_argnums)."
+        )
+
+    def __bool__(self):
+        self._concrete("branch on (bool() of)")
+
+    def __float__(self):
+        self._concrete("convert to float")
+
+    def __int__(self):
+        self._concrete("convert to int")
+
+    def __index__(self):
+        self._concrete("use as an index")
+
+    def __complex__(self):
+        self._concrete("convert to complex")
+
+    def __array__(self, *args, **kwargs):
+        raise TracingError(
+            "tracegrad cannot convert a traced value to a NumPy array while tracing."
+            f"{_user_line()}\nCall np.* functions on it directly (they are traced), and convert "
+            "results outside the decorated function."
+        )
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d traced value")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    # ---- NumPy dispatch
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = getattr(ufunc, "__name__", str(ufunc))
+        if method != "__call__":
+            raise TracingError(
+                f"np.{name}.{method} is not supported on traced values{_user_line()}\n"
+                f"Use the equivalent function (e.g. np.sum for np.add.reduce)."
+            )
+        for key in ("out", "where"):
+            if key in kwargs:
+                raise TracingError(f"np.{name}(..., {key}=...) is not supported on traced values{_user_line()}")
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise TracingError(f"np.{name}: unsupported arguments {sorted(kwargs)}{_user_line()}")
+        handler = UFUNCS.get(name)
+        if handler is None:
+            _unsupported(f"np.{name}", list(UFUNCS) + list(FUNCTIONS))
+        result = _call(handler, *inputs)
+        return result.astype(dtype) if dtype is not None else result
+
+    def __array_function__(self, func, types, args, kwargs):
+        name = _function_name(func)
+        handler = FUNCTIONS.get(name)
+        if handler is None:
+            _unsupported(name, list(FUNCTIONS) + list(UFUNCS))
+        return _call(handler, *args, **kwargs)
+
+    # ---- operators
+    def __add__(self, o): return _call(P.add, self, o)
+    def __radd__(self, o): return _call(P.add, o, self)
+    def __sub__(self, o): return _call(P.sub, self, o)
+    def __rsub__(self, o): return _call(P.sub, o, self)
+    def __mul__(self, o): return _call(P.mul, self, o)
+    def __rmul__(self, o): return _call(P.mul, o, self)
+    def __truediv__(self, o): return _call(P.div, self, o)
+    def __rtruediv__(self, o): return _call(P.div, o, self)
+    def __pow__(self, o): return _call(P.power, self, o)
+    def __rpow__(self, o): return _call(P.power, o, self)
+    def __matmul__(self, o): return _call(P.matmul, self, o)
+    def __rmatmul__(self, o): return _call(P.matmul, o, self)
+    def __neg__(self): return _call(_neg, self)
+    def __pos__(self): return self
+    def __abs__(self): return _call(_unary(P.abs_p), self)
+    def __lt__(self, o): return _call(_cmp(P.lt_p), self, o)
+    def __le__(self, o): return _call(_cmp(P.le_p), self, o)
+    def __gt__(self, o): return _call(_cmp(P.gt_p), self, o)
+    def __ge__(self, o): return _call(_cmp(P.ge_p), self, o)
+    def __eq__(self, o): return _call(_cmp(P.eq_p), self, o)  # type: ignore[override]
+    def __ne__(self, o): return _call(_cmp(P.ne_p), self, o)  # type: ignore[override]
+    def __and__(self, o): return _call(_logic(P.and_p), self, o)
+    def __rand__(self, o): return _call(_logic(P.and_p), o, self)
+    def __or__(self, o): return _call(_logic(P.or_p), self, o)
+    def __ror__(self, o): return _call(_logic(P.or_p), o, self)
+    def __invert__(self): return _call(_logic(P.not_p), self)
+
+    def __floordiv__(self, o):
+        raise TracingError(f"// on traced values is not differentiable and not supported{_user_line()}")
+
+    __rfloordiv__ = __mod__ = __rmod__ = __floordiv__
+
+    def __getitem__(self, index): return _call(_getitem, self, index)
+
+    # ---- methods
+    T = property(lambda self: _call(P.transpose, self))
+    mT = property(lambda self: _call(P.swap_last, self))
+
+    def sum(self, axis=None, keepdims=False, **kw): return np.sum(self, axis=axis, keepdims=keepdims, **kw)
+    def mean(self, axis=None, keepdims=False, **kw): return np.mean(self, axis=axis, keepdims=keepdims, **kw)
+    def max(self, axis=None, keepdims=False, **kw): return np.max(self, axis=axis, keepdims=keepdims, **kw)
+    def min(self, axis=None, keepdims=False, **kw): return np.min(self, axis=axis, keepdims=keepdims, **kw)
+    def prod(self, axis=None, keepdims=False, **kw): return np.prod(self, axis=axis, keepdims=keepdims, **kw)
+    def var(self, axis=None, keepdims=False, **kw): return np.var(self, axis=axis, keepdims=keepdims, **kw)
+    def std(self, axis=None, keepdims=False, **kw): return np.std(self, axis=axis, keepdims=keepdims, **kw)
+    def dot(self, other): return np.dot(self, other)
+    def ravel(self, order="C"): return np.ravel(self)
+    def flatten(self, order="C"): return np.ravel(self)
+    def squeeze(self, axis=None): return np.squeeze(self, axis=axis)
+    def swapaxes(self, a, b): return np.swapaxes(self, a, b)
+    def copy(self): return self
+    def clip(self, a_min=None, a_max=None): return np.clip(self, a_min, a_max)
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return np.reshape(self, shape)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return np.transpose(self, axes or None)
+
+    def astype(self, dtype, copy=True): return _call(lambda x: P.convert(x, dtype), self)
+
+
+# ----------------------------------------------------------------------------------------------
+# Turning arguments into IR operands and results back into tracers
+
+
+def _lift(t: Tracer, builder: Builder) -> Var:
+    """The value of tracer `t` as seen from `builder` (capturing it from an enclosing builder)."""
+    if t.builder is builder:
+        return t.ir_var
+    chain = builder.parent
+    while chain is not None and chain is not t.builder:
+        chain = chain.parent
+    if chain is None:
+        raise TracingError(
+            "a traced value was used outside the function that traced it (it escaped, for "
+            "example through a global or a closure kept across calls). Pass it as an argument."
+        )
+    return builder.capture(id(t.ir_var), t, t.ir_var.shape, t.ir_var.dtype)
+
+
+def operand(x: Any, builder: Builder):
+    """An op operand: a Var, or a Python scalar (kept weak for NumPy's promotion rules)."""
+    if isinstance(x, Tracer):
+        return _lift(x, builder)
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        return x
+    if isinstance(x, (np.ndarray, np.generic, list, tuple)):
+        arr = np.asarray(x)
+        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+            raise TypeError(f"cannot use a value of dtype {arr.dtype} in a traced computation")
+        return P.const(arr)
+    if isinstance(x, Var):
+        return x
+    raise TypeError(
+        f"cannot use a {type(x).__name__} in a traced computation{at(user_source())}; "
+        "only arrays, numbers and traced values"
+    )
+
+
+def to_var(x: Any, builder: Builder) -> Var:
+    v = operand(x, builder)
+    if isinstance(v, Var):
+        return v
+    dtype = np.float64 if isinstance(v, float) else np.asarray(v).dtype
+    return P.const(v, (), dtype)
+
+
+def _wrap(result: Any, builder: Builder) -> Any:
+    if isinstance(result, Var):
+        return Tracer(result, builder)
+    if isinstance(result, (tuple, list)):
+        return type(result)(_wrap(r, builder) for r in result)
+    return result
+
+
+def _call(fn: Callable, *args, **kwargs):
+    """Run an op constructor on tracer arguments, recording the user's source line."""
+    builder = ir.active_builder()
+    if builder is None:
+        raise TracingError(
+            "a traced value was used after its function returned (it escaped through a global "
+            "or a closure). Return it from the traced function instead."
+        )
+    with ir.source_location(user_source()):
+        return _wrap(fn(*[_arg(a, builder) for a in args], **kwargs), builder)
+
+
+def _arg(a: Any, builder: Builder):
+    """Top-level arguments: tracers and NumPy arrays become IR values; the rest pass as they are
+    (Python scalars stay weakly typed; lists are the handler's business)."""
+    if isinstance(a, (Tracer, np.ndarray, np.generic)):
+        return operand(a, builder)
+    return a
+
+
+def as_operand(x: Any):
+    """For handlers: any array-like (tracer, array, list, number) as an op operand."""
+    return operand(x, ir.current_builder())
+
+
+def as_var(x: Any) -> Var:
+    return to_var(x, ir.current_builder())
+
+
+def _unsupported(name: str, known: list[str]):
+    short = name.split(".")[-1]
+    close = difflib.get_close_matches(short, [k.split(".")[-1] for k in known], n=3)
+    hint = f" Did you mean: {', '.join('np.' + c for c in close)}?" if close else ""
+    raise TracingError(
+        f"{name} is not supported on traced values{_user_line()}\n{hint} "
+        "The supported functions are listed in docs/api.md."
+    )
+
+
+def _function_name(func) -> str:
+    module = getattr(func, "__module__", "numpy") or "numpy"
+    name = func.__name__
+    if module.startswith("numpy.linalg"):
+        return f"linalg.{name}"
+    return name
+
+
+# The NumPy function table lives in its own module; imported here for dispatch.
+from .numpy_api import FUNCTIONS, UFUNCS, _cmp, _getitem, _logic, _neg, _unary  # noqa: E402
+
+
+# ----------------------------------------------------------------------------------------------
+# Tracing a function
+
+
+def trace(fun: Callable, avals: list[tuple[tuple[int, ...], np.dtype]], treedef: TreeDef,
+          wrap_args: Callable[[list[Any]], tuple] | None = None):
+    """Trace `fun` on fresh inputs of the given shapes and dtypes.
+
+    Returns the graph (inputs: the leaves, then values captured from enclosing traces), the
+    output tree, and the enclosing tracers that were captured (in graph-input order).
+    """
+    builder = Builder(ir.active_builder())
+    with ir.building(builder):
+        tracers = [Tracer(builder.new_input(shape, dtype), builder) for shape, dtype in avals]
+        args = unflatten(treedef, tracers)
+        result = fun(*args) if wrap_args is None else fun(*wrap_args(args))
+        out_leaves, out_tree = flatten(result)
+        out_vars = []
+        for leaf in out_leaves:
+            with ir.source_location(user_source()):
+                out_vars.append(to_var(_result_leaf(leaf), builder))
+    graph = builder.graph(out_vars)
+    return graph, out_tree, [t for t, _ in builder.captures]
+
+
+def _result_leaf(leaf: Any):
+    if isinstance(leaf, (Tracer, np.ndarray, np.generic, bool, int, float)):
+        return leaf
+    raise TypeError(
+        f"a traced function returned a {type(leaf).__name__}; return arrays, numbers, or tuples, "
+        "lists and dicts of them"
+    )
+
+
+def inline_graph(graph: Graph, args: list[Any], captures: list[Tracer]) -> list[Tracer]:
+    """Emit `graph` into the active trace with `args` (+ `captures`) as its inputs."""
+    builder = ir.current_builder()
+    with ir.source_location(user_source()):
+        vars_ = [to_var(a, builder) for a in args] + [_lift(t, builder) for t in captures]
+    outs = ir.inline(builder, graph, vars_)
+    return [Tracer(v, builder) for v in outs]
