@@ -557,7 +557,7 @@ div_p = _ew(
     lambda ct, out, a, b: (ct_mul(ct, reciprocal(b)), ct_mul(ct, neg(div(out, b)))),
     "({0} / {1})",
 )
-pow_p = _ew("pow", np.power, _pow_rule, "M.pow({0}, {1})")
+pow_p = _ew("pow", np.power, _pow_rule, "({0} ** {1})")
 integer_pow_p = _ew(
     "integer_pow",
     lambda x, n: np.power(x, n) if n >= 0 else np.power(x, float(n)).astype(x.dtype),
@@ -597,7 +597,7 @@ sinh_p = _ew("sinh", np.sinh, _unary_rule(lambda x, out: unary(cosh_p, x)), "M.s
 cosh_p = _ew("cosh", np.cosh, _unary_rule(lambda x, out: unary(sinh_p, x)), "M.cosh({0})")
 tanh_p = _ew("tanh", np.tanh, _unary_rule(lambda x, out: sub(1.0, mul(out, out))), "M.tanh({0})")
 abs_p = _ew("abs", np.abs, _unary_rule(lambda x, out: emit(sign_p, x)), "abs({0})")
-sign_p = _ew("sign", np.sign, lambda ct, out, x: (None,), "M.sign({0})")
+sign_p = _ew("sign", np.sign, lambda ct, out, x: (None,), "np.sign({0})")
 
 where_p = _ew(
     "where",
