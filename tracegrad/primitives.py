@@ -58,6 +58,8 @@ class Primitive:
     differentiable: bool = True
     # A linear primitive maps a zero cotangent to zero; the simplifier may drop it then.
     linear: bool = False
+    # Where the primitive is smooth: the range tests and fuzzers sample inputs from.
+    domain: tuple[float, float] = (-2.0, 2.0)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -531,8 +533,11 @@ def _convert_scalar(args, params):
 # The table
 
 
-def _ew(name, impl, adjoint=None, scalar=None, infer=_same, differentiable=True, linear=False):
-    prim = Primitive(name, Kind.ELEMENTWISE, impl, infer, adjoint, None, scalar, differentiable, linear)
+def _ew(name, impl, adjoint=None, scalar=None, infer=_same, differentiable=True, linear=False,
+        domain=(-2.0, 2.0)):
+    prim = Primitive(
+        name, Kind.ELEMENTWISE, impl, infer, adjoint, None, scalar, differentiable, linear, domain
+    )
     object.__setattr__(prim, "batch", _batch_elementwise(prim))
     return _register(prim)
 
@@ -556,8 +561,9 @@ div_p = _ew(
     np.true_divide,
     lambda ct, out, a, b: (ct_mul(ct, reciprocal(b)), ct_mul(ct, neg(div(out, b)))),
     "({0} / {1})",
+    domain=(0.5, 2.0),
 )
-pow_p = _ew("pow", np.power, _pow_rule, "({0} ** {1})")
+pow_p = _ew("pow", np.power, _pow_rule, "({0} ** {1})", domain=(0.5, 2.0))
 integer_pow_p = _ew(
     "integer_pow",
     lambda x, n: np.power(x, n) if n >= 0 else np.power(x, float(n)).astype(x.dtype),
@@ -575,20 +581,24 @@ minimum_p = _ew("minimum", np.minimum, None, "min({0}, {1})")
 
 exp_p = _ew("exp", np.exp, _unary_rule(lambda x, out: out), "M.exp({0})")
 expm1_p = _ew("expm1", np.expm1, _unary_rule(lambda x, out: add(out, 1.0)), "M.expm1({0})")
-log_p = _ew("log", np.log, _unary_rule(lambda x, out: reciprocal(x)), "M.log({0})")
-log1p_p = _ew("log1p", np.log1p, _unary_rule(lambda x, out: reciprocal(add(x, 1.0))), "M.log1p({0})")
-sqrt_p = _ew("sqrt", np.sqrt, _unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})")
+log_p = _ew("log", np.log, _unary_rule(lambda x, out: reciprocal(x)), "M.log({0})", domain=(0.2, 3.0))
+log1p_p = _ew("log1p", np.log1p, _unary_rule(lambda x, out: reciprocal(add(x, 1.0))), "M.log1p({0})",
+              domain=(-0.5, 2.0))
+sqrt_p = _ew("sqrt", np.sqrt, _unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})", domain=(0.2, 3.0))
 sin_p = _ew("sin", np.sin, _unary_rule(lambda x, out: unary(cos_p, x)), "M.sin({0})")
 cos_p = _ew("cos", np.cos, _unary_rule(lambda x, out: neg(unary(sin_p, x))), "M.cos({0})")
-tan_p = _ew("tan", np.tan, _unary_rule(lambda x, out: add(mul(out, out), 1.0)), "M.tan({0})")
+tan_p = _ew("tan", np.tan, _unary_rule(lambda x, out: add(mul(out, out), 1.0)), "M.tan({0})",
+            domain=(-1.2, 1.2))
 arcsin_p = _ew(
     "arcsin", np.arcsin, _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(1.0, mul(x, x))))),
     "M.asin({0})",
+    domain=(-0.9, 0.9),
 )
 arccos_p = _ew(
     "arccos", np.arccos,
     _unary_rule(lambda x, out: neg(reciprocal(unary(sqrt_p, sub(1.0, mul(x, x)))))),
     "M.acos({0})",
+    domain=(-0.9, 0.9),
 )
 arctan_p = _ew(
     "arctan", np.arctan, _unary_rule(lambda x, out: reciprocal(add(mul(x, x), 1.0))), "M.atan({0})"
