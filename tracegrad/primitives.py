@@ -573,7 +573,8 @@ integer_pow_p = _ew(
 ct_mul_p = _ew(
     "ct_mul",
     lambda ct, d: np.where(ct == 0, ct, ct * d),
-    lambda g, out, ct, d: (ct_mul(g, d), ct_mul(g, ct)),
+    # d(out)/d(d) is ct, itself 0 where masked: mask that term on ct, not on g.
+    lambda g, out, ct, d: (ct_mul(g, d), ct_mul(ct, g)),
     "({0} * {1} if {0} != 0 else {0})",
 )
 maximum_p = _ew("maximum", np.maximum, None, "max({0}, {1})")
