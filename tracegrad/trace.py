@@ -135,7 +135,7 @@ class Tracer:
         name = _function_name(func)
         handler = FUNCTIONS.get(name)
         if handler is None:
-            _unsupported(name, list(FUNCTIONS) + list(UFUNCS))
+            _unsupported(f"np.{name}", list(FUNCTIONS) + list(UFUNCS))
         return _call(handler, *args, **kwargs)
 
     # ---- operators
@@ -291,9 +291,9 @@ def as_var(x: Any) -> Var:
 def _unsupported(name: str, known: list[str]):
     short = name.split(".")[-1]
     close = difflib.get_close_matches(short, [k.split(".")[-1] for k in known], n=3)
-    hint = f" Did you mean: {', '.join('np.' + c for c in close)}?" if close else ""
+    hint = f"Did you mean: {', '.join('np.' + c for c in close)}? " if close else ""
     raise TracingError(
-        f"{name} is not supported on traced values{_user_line()}\n{hint} "
+        f"{name} is not supported on traced values{_user_line()}\n{hint}"
         "The supported functions are listed in docs/api.md."
     )
 
