@@ -19,6 +19,7 @@ from .api import (
     jit,
     make_ir,
     stop_gradient,
+    tap,
     value_and_grad,
 )
 from .backends import available_backends, default_backend_name
@@ -49,5 +50,6 @@ __all__ = [
     "jit",
     "make_ir",
     "stop_gradient",
+    "tap",
     "value_and_grad",
 ]

@@ -22,7 +22,7 @@ from . import autodiff, backends, ir, passes
 from . import primitives as P
 from .ir import Graph
 from .trace import Tracer, inline_graph, trace
-from .tree import TreeDef, flatten, leaf_paths, replace_leaves, tuple_of, unflatten
+from .tree import LEAF, TreeDef, flatten, leaf_paths, replace_leaves, tuple_of, unflatten
 
 log = logging.getLogger("tracegrad")
 
@@ -72,6 +72,20 @@ class Program:
     out_tree: TreeDef
     run: Callable[[Sequence[np.ndarray]], list[np.ndarray]]
     backend: str
+    # (name, hook) for the last outputs of `run`: cotangents that hooks observe (tg.tap)
+    hooks: list[tuple[str, Callable]]
+
+    def __call__(self, arrays: list[np.ndarray]):
+        outs = [_fresh(o, arrays) for o in self.run(arrays)]
+        if self.hooks:
+            outs, observed = outs[: -len(self.hooks)], outs[-len(self.hooks) :]
+            for (name, hook), value in zip(self.hooks, observed):
+                if hook(name, value) is not None:
+                    raise TypeError(
+                        f"the hook on tap {name!r} returned a value; hooks only observe "
+                        "gradients. To change a gradient, use tg.custom_vjp."
+                    )
+        return unflatten(self.out_tree, outs)
 
 
 _programs: OrderedDict[tuple, Program] = OrderedDict()
@@ -100,11 +114,15 @@ class Transformed:
         has_aux: bool = False,
         static_argnums: int | Sequence[int] = (),
         backend: str | None = None,
+        taps: bool = False,
     ):
         if not callable(fun):
             raise TypeError(f"{kind} expects a function, got {type(fun).__name__}")
         _check_argnums(argnums, kind)
         self.fun, self.kind, self.argnums, self.has_aux = fun, kind, argnums, has_aux
+        if taps and kind not in ("grad", "value_and_grad"):
+            raise ValueError("taps=True is for grad and value_and_grad")
+        self.taps = bool(taps)
         self.static_argnums = _int_tuple(static_argnums, "static_argnums")
         self.backend = backend
         if backend is not None:
@@ -114,7 +132,9 @@ class Transformed:
 
     @property
     def spec(self) -> tuple:
-        return (self.kind, _spec_of(self.fun), self.argnums, self.has_aux, self.static_argnums)
+        return (
+            self.kind, _spec_of(self.fun), self.argnums, self.has_aux, self.static_argnums, self.taps
+        )
 
     @property
     def trace_count(self) -> int:
@@ -203,16 +223,15 @@ class Transformed:
                 [(a.shape, a.dtype) for a in arrays], treedef, static, positions
             )
             assert not captures, "a top-level trace cannot capture values"
-            graph = passes.optimize(graph)
-            program = Program(graph, out_tree, backend.compile(graph), backend.name)
+            graph, hooks = passes.extract_hooks(passes.optimize(graph))
+            program = Program(graph, out_tree, backend.compile(graph), backend.name, hooks)
             _programs[key] = program
             if len(_programs) > MAX_PROGRAMS:
                 _programs.popitem(last=False)
             _trace_counts[self.spec] = _trace_counts.get(self.spec, 0) + 1
         else:
             _programs.move_to_end(key)
-        outs = program.run(arrays)
-        return unflatten(program.out_tree, [_fresh(o, arrays) for o in outs])
+        return program(arrays)
 
     def _note_retrace(self, sig: Signature, names: list[str]) -> None:
         old = _last_signature.get(self.spec)
@@ -244,9 +263,11 @@ class Transformed:
         wrt, wrt_tree = self._wrt(treedef, positions, fgraph)
         value_tree, aux_tree, n_value = self._split_output(out_tree, fgraph)
         if self.kind in ("grad", "value_and_grad"):
-            graph = autodiff.adjoint(fgraph, wrt, [0], seed_ones=True)
-            n_out = len(fgraph.outputs)
-            value, aux, grads = graph.outputs[:1], graph.outputs[1:n_out], graph.outputs[n_out:]
+            # this differentiation owns the function's taps: their hooks fire with its cotangents
+            graph = autodiff.adjoint(fgraph, wrt, [0], seed_ones=True, taps=True)
+            n_out, n_wrt = len(fgraph.outputs), len(wrt)
+            value, aux = graph.outputs[:1], graph.outputs[1:n_out]
+            grads = graph.outputs[n_out : n_out + n_wrt]
             if self.kind == "grad":
                 outputs = list(grads) + list(aux)
                 tree = tuple_of(wrt_tree, aux_tree) if self.has_aux else wrt_tree
@@ -254,6 +275,10 @@ class Transformed:
                 outputs = list(value) + list(aux) + list(grads)
                 head = tuple_of(value_tree, aux_tree) if self.has_aux else value_tree
                 tree = tuple_of(head, wrt_tree)
+            if self.taps:
+                names = [node.params["name"] for node in autodiff.tap_nodes(fgraph)]
+                outputs += list(graph.outputs[n_out + n_wrt :])
+                tree = tuple_of(tree, TreeDef("dict", tuple(LEAF for _ in names), tuple(names)))
             return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
         # jacobian: one jacobian per (value leaf, wrt leaf)
         value_graph = Graph(fgraph.inputs, fgraph.nodes, fgraph.outputs[:n_value])
@@ -371,27 +396,30 @@ def _check_argnums(argnums, kind: str) -> None:
 
 
 def _transform(kind: str):
-    def make(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
+    def make(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, taps=False):
         if fun is None:  # used as @tg.grad(argnums=1)
-            return lambda f: Transformed(f, kind, argnums, has_aux, static_argnums, backend)
-        return Transformed(fun, kind, argnums, has_aux, static_argnums, backend)
+            return lambda f: Transformed(f, kind, argnums, has_aux, static_argnums, backend, taps)
+        return Transformed(fun, kind, argnums, has_aux, static_argnums, backend, taps)
 
     return make
 
 
-def grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
+def grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, taps=False):
     """The gradient of a scalar function with respect to argument(s) `argnums`.
+
+    With `taps=True` it returns `(gradients, {name: cotangent})` for the values marked with
+    `tg.tap` inside the function.
 
     >>> import tracegrad as tg
     >>> float(tg.grad(lambda w, x: (w * x - 5.0) ** 2)(2.0, 3.0))
     -6.0
     """
-    return _transform("grad")(fun, argnums, has_aux, static_argnums, backend)
+    return _transform("grad")(fun, argnums, has_aux, static_argnums, backend, taps)
 
 
-def value_and_grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
-    """`(f(*args), grad(f)(*args))`, computed together in one program."""
-    return _transform("value_and_grad")(fun, argnums, has_aux, static_argnums, backend)
+def value_and_grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, taps=False):
+    """`(f(*args), grad(f)(*args))`, computed together in one program (`taps` as for grad)."""
+    return _transform("value_and_grad")(fun, argnums, has_aux, static_argnums, backend, taps)
 
 
 def jacobian(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
@@ -426,6 +454,40 @@ def stop_gradient(x):
 
     leaves, treedef = flatten(x)
     return unflatten(treedef, [stop(leaf) for leaf in leaves])
+
+
+def tap(value, name: str, hook: Callable | None = None):
+    """Mark an intermediate value inside a traced function; returns it unchanged.
+
+    `tg.grad(f, taps=True)` then also returns d output / d value under `name`; `hook(name,
+    cotangent)` is called after each gradient computation (hooks observe, they never change a
+    gradient). The differentiation that owns a tap is the innermost one around the function that
+    contains it; names must be unique within one traced function (in a loop, use f"h{i}").
+
+    >>> import numpy as np, tracegrad as tg
+    >>> def loss(w, x, b):
+    ...     y = tg.tap(w * x + b, "y")
+    ...     return (y - 5.0) ** 2
+    >>> grads, taps = tg.grad(loss, taps=True)(2.0, 3.0, 1.0)
+    >>> float(taps["y"])
+    4.0
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"tap names must be non-empty strings, got {name!r}")
+    if hook is not None and not callable(hook):
+        raise TypeError(f"the hook of tap {name!r} must be callable, got {type(hook).__name__}")
+    if not isinstance(value, Tracer):
+        return value  # not traced: nothing to differentiate, nothing to observe
+    if not P.is_float(value.dtype):
+        raise TypeError(f"tap {name!r}: only float values have gradients, got dtype {value.dtype}")
+    if any(n.prim is P.tap_p and n.params["name"] == name for n in value.builder.nodes):
+        raise ValueError(
+            f"tap name {name!r} is used twice in one traced function; names must be unique "
+            "(a tap inside a loop needs a name per iteration, e.g. f'h{i}')"
+        )
+    from .trace import _call
+
+    return _call(lambda v: P.emit(P.tap_p, v, name=name, hook=hook), value)
 
 
 def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):

@@ -19,11 +19,17 @@ from . import primitives as P
 from .ir import Builder, Graph, Var
 
 
-def active_values(graph: Graph, wrt: Sequence[int]) -> set[Var]:
-    """Values that depend differentiably on the inputs at positions `wrt`."""
+def tap_nodes(graph: Graph) -> list[ir.Node]:
+    return [node for node in graph.nodes if node.prim is P.tap_p]
+
+
+def active_values(graph: Graph, wrt: Sequence[int], taps: bool = False) -> set[Var]:
+    """Values that depend differentiably on the inputs at `wrt` (or, with `taps`, on a tap)."""
     active = {graph.inputs[i] for i in wrt}
     for node in graph.nodes:
-        if (
+        if taps and node.prim is P.tap_p and P.is_float(node.out.dtype):
+            active.add(node.out)
+        elif (
             node.prim.differentiable
             and P.is_float(node.out.dtype)
             and any(v in active for v in node.inputs)
@@ -33,15 +39,18 @@ def active_values(graph: Graph, wrt: Sequence[int]) -> set[Var]:
 
 
 def backward(
-    graph: Graph, env: dict[Var, Var], wrt: Sequence[int], seeds: dict[int, Var]
-) -> list[Var]:
+    graph: Graph, env: dict[Var, Var], wrt: Sequence[int], seeds: dict[int, Var], taps: bool = False
+) -> tuple[list[Var], list[Var]]:
     """Emit, into the current builder, the cotangents of `graph.inputs[wrt]`.
 
     `env` maps the graph's values to values of the current builder (for the primal part);
-    `seeds` maps output positions to their cotangents there.
+    `seeds` maps output positions to their cotangents there. With `taps`, also returns the
+    cotangent flowing into each tap node (in graph order) and emits a hook node for each tap
+    that has a hook.
     """
-    active = active_values(graph, wrt)
+    active = active_values(graph, wrt, taps)
     cts: dict[Var, Var] = {}
+    tap_cts: dict[ir.Node, Var] = {}
 
     def accumulate(v: Var, ct: Var) -> None:
         cts[v] = P.add(cts[v], ct) if v in cts else ct
@@ -52,6 +61,12 @@ def backward(
 
     for node in reversed(graph.nodes):
         ct = cts.pop(node.out, None)
+        if taps and node.prim is P.tap_p:
+            with ir.source_location(node.source):
+                ct = P.zeros_like(env[node.out]) if ct is None else ct
+                tap_cts[node] = ct
+                if node.params["hook"] is not None:
+                    P.emit(P.hook_p, ct, name=node.params["name"], hook=node.params["hook"])
         if ct is None or node.out not in active:
             continue
         if node.prim.adjoint is None:
@@ -67,20 +82,34 @@ def backward(
     for i in wrt:
         v = graph.inputs[i]
         grads.append(cts[v] if v in cts else P.zeros_like(env[v]))
-    return grads
+    return grads, [tap_cts[node] for node in tap_nodes(graph)] if taps else []
 
 
-def adjoint(graph: Graph, wrt: Sequence[int], of: Sequence[int], seed_ones: bool) -> Graph:
-    """A graph computing `graph`'s outputs, then the cotangents of the inputs at `wrt`.
+def copy_primal(builder: Builder, graph: Graph) -> dict[Var, Var]:
+    """Emit `graph`'s nodes into `builder` with its inputs as they are; taps become plain values
+    (the differentiation that owns them has consumed them). Returns the value mapping."""
+    env: dict[Var, Var] = {v: v for v in graph.inputs}
+    for node in graph.nodes:
+        if node.prim is P.tap_p:
+            env[node.out] = env[node.inputs[0]]
+        else:
+            inputs = tuple(env[v] for v in node.inputs)
+            env[node.out] = builder.add(node.prim, inputs, node.params, node.source)
+    return env
+
+
+def adjoint(
+    graph: Graph, wrt: Sequence[int], of: Sequence[int], seed_ones: bool, taps: bool = False
+) -> Graph:
+    """A graph computing `graph`'s outputs, then the cotangents of the inputs at `wrt`, then (with
+    `taps`) the cotangent at each tap node of `graph`, in graph order.
 
     With `seed_ones`, each output in `of` is seeded with 1 (it must be a scalar: this is `grad`).
     Otherwise the seeds are extra inputs, appended after `graph.inputs` (a vector-Jacobian product).
     """
     builder = Builder()
     builder.inputs = list(graph.inputs)
-    builder.nodes = list(graph.nodes)
-    env = {v: v for v in graph.inputs}
-    env.update({node.out: node.out for node in graph.nodes})
+    env = copy_primal(builder, graph)
     with ir.building(builder):
         seeds = {}
         for index in of:
@@ -88,8 +117,8 @@ def adjoint(graph: Graph, wrt: Sequence[int], of: Sequence[int], seed_ones: bool
             seeds[index] = (
                 P.const(1, out.shape, out.dtype) if seed_ones else builder.new_input(out.shape, out.dtype)
             )
-        grads = backward(graph, env, wrt, seeds)
-    return builder.graph(list(graph.outputs) + grads)
+        grads, tap_cts = backward(graph, env, wrt, seeds, taps)
+    return builder.graph([env[v] for v in graph.outputs] + grads + tap_cts)
 
 
 def batch_inline(graph: Graph, args: Sequence[Var], batched: Sequence[bool], size: int):
@@ -120,8 +149,8 @@ def jacobian(graph: Graph, wrt: Sequence[int]) -> Graph:
     """
     builder = Builder()
     builder.inputs = list(graph.inputs)
-    builder.nodes = list(graph.nodes)
-    outputs = list(graph.outputs)
+    env = copy_primal(builder, graph)
+    outputs = [env[v] for v in graph.outputs]
     with ir.building(builder):
         for j, out in enumerate(graph.outputs):
             if not P.is_float(out.dtype):

@@ -22,7 +22,7 @@ def dce(graph: Graph) -> Graph:
     live = set(graph.outputs)
     kept = []
     for node in reversed(graph.nodes):
-        if node.out in live:
+        if node.out in live or node.prim.effectful:
             kept.append(node)
             live.update(node.inputs)
     return Graph(graph.inputs, tuple(reversed(kept)), graph.outputs)
@@ -36,7 +36,7 @@ def cse(graph: Graph) -> Graph:
     for node in graph.nodes:
         inputs = tuple(env.get(v, v) for v in node.inputs)
         key = (node.prim.name, tuple(v.id for v in inputs), node.param_key())
-        if key in seen:
+        if key in seen:  # (two identical hook nodes are one observation)
             env[node.out] = seen[key]
             continue
         seen[key] = node.out
@@ -84,7 +84,7 @@ def simplify(graph: Graph, lower: bool = True) -> Graph:
     for node in graph.nodes:
         inputs = tuple(env.get(v, v) for v in node.inputs)
         node = _with_inputs(node, inputs)
-        if node.prim.kind is Kind.IDENTITY and not lower:
+        if node.prim.kind is Kind.IDENTITY and (not lower or node.prim.effectful):
             replacement = None
         else:
             replacement = _rewrite(node, [producer.get(v) for v in inputs])
@@ -178,3 +178,15 @@ def optimize(graph: Graph, lower: bool = True, rounds: int = 4) -> Graph:
         if len(graph.nodes) == before:
             break
     return graph
+
+
+def extract_hooks(graph: Graph) -> tuple[Graph, list[tuple[str, object]]]:
+    """Move hook nodes out of the graph: their values become extra outputs, after the others.
+
+    Returns the graph and the (name, hook) of each extra output, in order."""
+    hooks = [node for node in graph.nodes if node.prim is P.hook_p]
+    if not hooks:
+        return graph, []
+    nodes = tuple(node for node in graph.nodes if node.prim is not P.hook_p)
+    outputs = graph.outputs + tuple(node.inputs[0] for node in hooks)
+    return Graph(graph.inputs, nodes, outputs), [(n.params["name"], n.params["hook"]) for n in hooks]

@@ -60,6 +60,8 @@ class Primitive:
     linear: bool = False
     # Where the primitive is smooth: the range tests and fuzzers sample inputs from.
     domain: tuple[float, float] = (-2.0, 2.0)
+    # An effectful node is kept even when nothing uses its value (a gradient hook).
+    effectful: bool = False
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -639,7 +641,7 @@ object.__setattr__(maximum_p, "adjoint", _extremum_binary(gt_p))
 object.__setattr__(minimum_p, "adjoint", _extremum_binary(lt_p))
 
 
-def _identity(name, adjoint, batch, differentiable=True):
+def _identity(name, adjoint, batch, differentiable=True, effectful=False):
     return _register(
         Primitive(
             name,
@@ -649,6 +651,7 @@ def _identity(name, adjoint, batch, differentiable=True):
             adjoint=adjoint,
             batch=batch,
             differentiable=differentiable,
+            effectful=effectful,
         )
     )
 
@@ -659,6 +662,21 @@ stop_gradient_p = _identity(
     lambda size, inputs, batched: emit(stop_gradient_p, inputs[0]),
 )
 custom_grad_p = _identity("custom_grad", _custom_grad_rule, _batch_unsupported("custom_vjp"))
+# tap: a named intermediate value (tg.tap). The differentiation that owns it reports the cotangent
+# flowing into it, then lowers it; the cotangent passes through unchanged.
+tap_p = _identity(
+    "tap",
+    lambda ct, out, x, name, hook: (ct,),
+    lambda size, inputs, batched, name, hook: emit(tap_p, inputs[0], name=name, hook=hook),
+)
+# hook: after the program runs, `hook(name, value)` is called on the host with this value.
+hook_p = _identity(
+    "hook",
+    None,
+    lambda size, inputs, batched, name, hook: emit(hook_p, inputs[0], name=name, hook=hook),
+    differentiable=False,
+    effectful=True,
+)
 
 
 def _reduction(name, impl, adjoint, linear=False):
