@@ -211,14 +211,13 @@ class Transformed:
 
     def _execute(self, args: tuple):
         static, positions, leaves, treedef = self._split(args)
-        names = _leaf_names(treedef, positions)
-        arrays = [_as_array(leaf, name, _name_of(self)) for leaf, name in zip(leaves, names)]
+        arrays = self._arrays(leaves, treedef, positions)
         backend = backends.get_backend(self.backend)
         sig = Signature(treedef, tuple((a.shape, a.dtype.str) for a in arrays), static)
         key = (self.spec, backend.name, sig)
         program = _programs.get(key)
         if program is None:
-            self._note_retrace(sig, names)
+            self._note_retrace(sig, _leaf_names(treedef, positions))
             graph, out_tree, captures = self.build(
                 [(a.shape, a.dtype) for a in arrays], treedef, static, positions
             )
@@ -238,6 +237,19 @@ class Transformed:
         _last_signature[self.spec] = sig
         if old is not None and _log_enabled("retrace"):
             log.info("re-tracing %s because %s", _name_of(self), sig.describe_change(old, names))
+
+    def _arrays(self, leaves: list, treedef: TreeDef, positions: list[int]) -> list[np.ndarray]:
+        """The call's leaves as arrays; names for the error message only when one is bad."""
+        arrays = []
+        for leaf in leaves:
+            if type(leaf) is np.ndarray and leaf.dtype.kind in "fiub":  # the common case, fast
+                arrays.append(leaf)
+            elif type(leaf) is float:
+                arrays.append(np.asarray(leaf))
+            else:
+                name = _leaf_names(treedef, positions)[len(arrays)]
+                arrays.append(_as_array(leaf, name, _name_of(self)))
+        return arrays
 
     def _inline(self, args: tuple):
         static, positions, leaves, treedef = self._split(args)

@@ -46,16 +46,20 @@ _loaded: dict[str, Backend] = {"numpy": NumpyBackend()}
 NAMES = ("numpy", "cpu", "cuda")
 
 
+_missing: set[str] = set()
+
+
 def _load(name: str) -> Backend | None:
     if name in _loaded:
         return _loaded[name]
     module_name = _FUSED.get(name)
-    if module_name is None:
+    if module_name is None or name in _missing:
         return None
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name == module_name:  # this backend is not part of this build
+            _missing.add(name)
             return None
         raise
     _loaded[name] = module.BACKEND
@@ -86,7 +90,19 @@ def default_backend_name() -> str:
     return "numpy"
 
 
+_resolved: dict[tuple[str | None, str], Backend] = {}
+
+
 def get_backend(name: str | None) -> Backend:
+    """The backend called `name` (None: TRACEGRAD_BACKEND, else the fastest available)."""
+    key = (name, os.environ.get("TRACEGRAD_BACKEND", ""))
+    backend = _resolved.get(key)
+    if backend is None:
+        backend = _resolved[key] = _get_backend(name)
+    return backend
+
+
+def _get_backend(name: str | None) -> Backend:
     name = default_backend_name() if name is None else name
     if name not in NAMES:
         raise BackendError(

@@ -10,11 +10,28 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TreeDef:
     kind: str  # "leaf", "none", "tuple", "list", "dict"
     children: tuple[TreeDef, ...] = ()
     keys: tuple = ()
+
+    # Tree definitions are part of every cache key: hash once, compare cheaply.
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.kind, self.children, self.keys))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        return (
+            isinstance(other, TreeDef)
+            and hash(self) == hash(other)
+            and (self.kind, self.children, self.keys) == (other.kind, other.children, other.keys)
+        )
 
     @property
     def num_leaves(self) -> int:
