@@ -1,0 +1,15 @@
+"""The basics example, runnable as a file:
+
+    python3 examples/basics.py [--backend numpy|cpu|cuda] [--size N] [--steps N]
+        [--plot FILE.png] [--quiet]
+
+Its code is in tracegrad/examples/basics.py, so that `tracegrad run basics` works from an
+installed package too.
+"""
+
+import sys
+
+from tracegrad.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["run", "basics", *sys.argv[1:]]))

@@ -1,0 +1,15 @@
+"""The gradient-flow example, runnable as a file:
+
+    python3 examples/gradient_flow.py [--backend numpy|cpu|cuda] [--size N] [--steps N]
+        [--plot FILE.png] [--quiet]
+
+Its code is in tracegrad/examples/gradient_flow.py, so that `tracegrad run gradient-flow` works from an
+installed package too.
+"""
+
+import sys
+
+from tracegrad.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["run", "gradient-flow", *sys.argv[1:]]))

@@ -1,0 +1,15 @@
+"""The higher-order example, runnable as a file:
+
+    python3 examples/higher_order.py [--backend numpy|cpu|cuda] [--size N] [--steps N]
+        [--plot FILE.png] [--quiet]
+
+Its code is in tracegrad/examples/higher_order.py, so that `tracegrad run higher-order` works from an
+installed package too.
+"""
+
+import sys
+
+from tracegrad.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["run", "higher-order", *sys.argv[1:]]))

@@ -1,0 +1,15 @@
+"""The mlp example, runnable as a file:
+
+    python3 examples/mlp.py [--backend numpy|cpu|cuda] [--size N] [--steps N]
+        [--plot FILE.png] [--quiet]
+
+Its code is in tracegrad/examples/mlp.py, so that `tracegrad run mlp` works from an
+installed package too.
+"""
+
+import sys
+
+from tracegrad.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["run", "mlp", *sys.argv[1:]]))

@@ -1,0 +1,15 @@
+"""The newton example, runnable as a file:
+
+    python3 examples/newton.py [--backend numpy|cpu|cuda] [--size N] [--steps N]
+        [--plot FILE.png] [--quiet]
+
+Its code is in tracegrad/examples/newton.py, so that `tracegrad run newton` works from an
+installed package too.
+"""
+
+import sys
+
+from tracegrad.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["run", "newton", *sys.argv[1:]]))
