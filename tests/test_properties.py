@@ -24,7 +24,7 @@ UNARY = [
     ("cube", lambda v: v**3 / 3.0),
     ("lorentz", lambda v: 1.0 / (1.0 + v * v)),
     ("transpose", lambda v: v.T),
-    ("reverse", lambda v: v[::-1]),
+    ("reverse", lambda v: v[::-1] if v.ndim else v),
     ("tail", lambda v: v[..., 1:] if v.ndim and v.shape[-1] > 1 else v),
     ("sum_last", lambda v: v.sum(axis=-1, keepdims=True) if v.ndim else v),
     ("mean_first", lambda v: np.mean(v, axis=0) if v.ndim else v),

@@ -63,6 +63,11 @@ def _const_value(node: Node | None) -> np.ndarray | None:
     return None
 
 
+def _uniform(value: np.ndarray) -> bool:
+    first = value.reshape(-1)[0]
+    return bool(np.all(value == first)) and not (first == 0 and np.any(np.signbit(value) != np.signbit(first)))
+
+
 def _is(value: np.ndarray | None, number: float) -> bool:
     return value is not None and value.ndim == 0 and value == number
 
@@ -93,6 +98,8 @@ def simplify(graph: Graph, lower: bool = True) -> Graph:
             continue
         if replacement is not None:  # a folded scalar or array
             value = np.asarray(replacement)
+            if value.size and value.ndim and _uniform(value):
+                value = value.reshape(-1)[0]  # one number over a shape: a fill
             if value.ndim == 0:
                 env[node.out] = make_fill(value, node.out, node.source)
             else:
