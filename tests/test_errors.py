@@ -124,3 +124,16 @@ def test_errors_leave_the_cache_usable():
     with pytest.raises(TypeError):
         f("bad")
     np.testing.assert_array_equal(f(np.ones(2)), [2.0, 2.0])
+
+
+def test_debug_nans_points_at_the_line_that_made_the_nan(monkeypatch, backend):
+    monkeypatch.setenv("TRACEGRAD_DEBUG_NANS", "1")
+
+    def f(x):
+        safe = np.where(x > 0, np.sqrt(x), 0.0)  # NaN only in the untaken branch: not blamed
+        return np.sum(safe + np.log(x - 1.0))  # the culprit
+
+    with pytest.raises(FloatingPointError, match=r"`log` at test_errors.py:\d+"):
+        tg.jit(f, backend=backend)(np.array([0.0, 4.0]))
+    # without NaNs in the results nothing is raised
+    tg.grad(lambda x: np.sum(np.where(x > 0, np.sqrt(x), 0.0)), backend=backend)(np.array([0.0, 4.0]))

@@ -77,6 +77,8 @@ class Program:
 
     def __call__(self, arrays: list[np.ndarray]):
         outs = [_fresh(o, arrays) for o in self.run(arrays)]
+        if _debug_nans() and any(o.dtype.kind == "f" and np.isnan(o).any() for o in outs):
+            self._raise_nan(arrays)
         if self.hooks:
             outs, observed = outs[: -len(self.hooks)], outs[-len(self.hooks) :]
             for (name, hook), value in zip(self.hooks, observed):
@@ -86,6 +88,26 @@ class Program:
                         "gradients. To change a gradient, use tg.custom_vjp."
                     )
         return unflatten(self.out_tree, outs)
+
+    def _raise_nan(self, arrays: list[np.ndarray]):
+        raise FloatingPointError(_nan_report(self.graph, arrays))
+
+
+def _debug_nans() -> bool:
+    return os.environ.get("TRACEGRAD_DEBUG_NANS", "") not in ("", "0")
+
+
+def _nan_report(graph: Graph, arrays: list[np.ndarray]) -> str:
+    from . import interpreter
+
+    node = interpreter.nan_origin(graph, arrays)
+    if node is None:
+        return "a NaN appeared in the results (its origin could not be found in the graph)"
+    where = f" at {node.source}" if node.source else ""
+    return (
+        f"a NaN was first produced by `{node.prim.name}`{where} from inputs without NaN "
+        "(TRACEGRAD_DEBUG_NANS is set)"
+    )
 
 
 _programs: OrderedDict[tuple, Program] = OrderedDict()
