@@ -110,7 +110,11 @@ def _build(S: Spec):
         """(sin(r), cos(r)) for |r| <= pi/4."""
         z = r * r
         s = fma(r * z, horner(z, SIN4), r)
-        c = fma(z * z, horner(z, COS4), fma(-0.5, z, 1.0))
+        # cos(r) = w + ((1 - w) - z/2 + z**2*COS4), w = 1 - z/2 rounded: the bracket recovers
+        # the rounding error of w exactly (Sterbenz), so only the final addition rounds.
+        hz = 0.5 * z
+        w = 1.0 - hz
+        c = w + (((1.0 - w) - hz) + z * z * horner(z, COS4))
         return s, c
 
     def sin(x):

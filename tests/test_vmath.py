@@ -1,0 +1,436 @@
+"""Accuracy, special values, vectorisation and mode switch of tracegrad.vmath.
+
+Accuracy is measured in ulps against a higher-precision reference: np.longdouble (x87 80-bit,
+64-bit mantissa) for float64 and NumPy's float64 result for float32.  Every element-wise loop
+is compiled once and shared between the tests that use it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+
+import numpy as np
+import pytest
+from numba import njit, prange
+
+from tracegrad import vmath as vm
+
+F64, F32 = np.float64, np.float32
+DTYPES = {"f64": F64, "f32": F32}
+NAMES = list(vm.FUNCTIONS)
+
+# Largest error in ulps measured over the samples below (and over 10x denser ones while
+# developing; see docs/vmath.md), rounded up.  The targets were 4 ulp (float64) and 2 ulp
+# (float32); every function meets them.
+MAX_ULP = {
+    "exp": (1.1, 1.1),
+    "expm1": (2.2, 1.7),
+    "log": (0.9, 0.9),
+    "log1p": (1.5, 1.5),
+    "sin": (1.9, 0.7),
+    "cos": (1.9, 0.7),
+    "tan": (3.0, 0.7),
+    "tanh": (2.7, 0.75),
+    "arctan": (1.8, 1.95),
+    "sinh": (2.3, 1.95),
+    "cosh": (1.5, 1.5),
+    "arcsin": (2.2, 0.65),
+    "arccos": (1.2, 1.2),
+}
+NP_FUNC = {name: getattr(np, name) for name in NAMES}
+
+
+# --- sampling and reference --------------------------------------------------------------------
+
+
+def _bits_range(rng, lo, hi, n, dtype):
+    """n values uniformly distributed over the bit patterns between positive lo and hi, i.e.
+    evenly over the binades: every exponent in the range gets about the same share."""
+    it = np.int64 if dtype == F64 else np.int32
+    a, b = (int(np.array(v, dtype).view(it)) for v in (lo, hi))
+    return rng.integers(a, b, n).astype(it).view(dtype)
+
+
+def samples(name, dtype, n=100_000, seed=0):
+    """Dense samples of the whole domain of ``name``, with the hard regions oversampled."""
+    rng = np.random.default_rng(seed)
+    fi = np.finfo(dtype)
+    d64 = dtype == F64
+    sub = fi.smallest_subnormal
+
+    def U(a, b):
+        return rng.uniform(a, b, n).astype(dtype)
+
+    def B(a, b):
+        return _bits_range(rng, a, b, n, dtype)
+
+    def pm(v):
+        return np.concatenate([v, -v])
+
+    if name == "exp":
+        hi, lo, sub_lo = (709.8, -745.2, -708.4) if d64 else (88.8, -104.0, -87.4)
+        parts = [U(lo - 2, hi + 2), U(-1, 1), pm(B(sub, 1.0)), U(hi - 1, hi + 0.1), U(lo - 0.1, sub_lo)]
+    elif name == "expm1":
+        hi = 709.8 if d64 else 88.8
+        parts = [U(-45, hi + 1), U(-1, 1), pm(B(sub, 1.0))]
+    elif name == "log":
+        parts = [B(sub, fi.max), U(0.5, 2), U(0.99, 1.01), B(sub, fi.smallest_normal)]
+    elif name == "log1p":
+        parts = [U(-1, 1), pm(B(sub, 1.0)), B(1.0, fi.max), -1 + B(fi.eps / 2, 1.0), U(-0.3, 0.5)]
+    elif name in ("sin", "cos", "tan"):
+        k = rng.integers(-(10**6), 10**6, n) * (np.pi / 2)  # next to multiples of pi/2
+        near = np.concatenate([k, np.nextafter(k, np.inf), np.nextafter(k, -np.inf)])
+        parts = [U(-10, 10), U(-1e4, 1e4), pm(B(sub, vm.TRIG_MAX_ARG["float64"])), near.astype(dtype)]
+        if d64:
+            parts += [U(-1e10, 1e10), pm(B(1e13, vm.TRIG_MAX_ARG["float64"]))]
+    elif name == "tanh":
+        parts = [U(-25, 25), pm(B(sub, 30.0)), U(-1, 1)]
+    elif name in ("sinh", "cosh"):
+        hi = 711.0 if d64 else 90.0
+        parts = [U(-hi, hi), pm(B(sub, 1.0)), U(-3, 3), pm(U(hi - 2, hi))]
+    elif name == "arctan":
+        parts = [pm(B(sub, fi.max)), U(-3, 3), U(-0.5, 0.5)]
+    elif name in ("arcsin", "arccos"):
+        parts = [U(-1, 1), pm(1 - B(fi.eps / 4, 0.5)), pm(B(sub, 1.0)), U(-0.6, 0.6)]
+    else:  # pragma: no cover
+        raise KeyError(name)
+    return np.concatenate(parts).astype(dtype)
+
+
+def reference(name, x):
+    """``name`` of x in more precision than x has."""
+    with np.errstate(all="ignore"):
+        wide = x.astype(np.longdouble if x.dtype == F64 else F64)
+        return NP_FUNC[name](wide)
+
+
+def ulp_error(got, ref, dtype):
+    """|got - ref| in units of the last place of ref in ``dtype`` (subnormal spacing at the
+    bottom); 0 where both are nan or got equals ref rounded (covers infinities), inf where
+    only one of them is nan or infinite."""
+    fi = np.finfo(dtype)
+    with np.errstate(all="ignore"):
+        ref_rounded = ref.astype(dtype).astype(ref.dtype)
+        g = got.astype(ref.dtype)
+        same = (g == ref_rounded) | (np.isnan(g) & np.isnan(ref))
+        finite = np.isfinite(ref_rounded) & np.isfinite(g)
+        _, e = np.frexp(np.abs(ref))
+        e = np.maximum(e.astype(np.int64) - 1 - fi.nmant, fi.minexp - fi.nmant)
+        err = np.where(finite, np.abs(g - ref) / np.ldexp(np.ones_like(ref), e), np.inf)
+    return np.where(same, 0.0, err).astype(F64)
+
+
+# --- compiled loops, shared ----------------------------------------------------------------------
+
+
+def _make_loop(f, parallel=False):
+    if parallel:
+
+        @njit(parallel=True)
+        def loop(x, out):
+            for i in prange(x.size):
+                out[i] = f(x[i])
+
+    else:
+
+        @njit
+        def loop(x, out):
+            for i in range(x.size):
+                out[i] = f(x[i])
+
+    return loop
+
+
+@functools.lru_cache(maxsize=None)
+def loop_for(name, dt):
+    return _make_loop(vm.get(name, DTYPES[dt]))
+
+
+def apply(name, dt, x):
+    out = np.empty_like(x)
+    loop_for(name, dt)(x, out)
+    return out
+
+
+# --- accuracy --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("name", NAMES)
+def test_accuracy(name, dt):
+    dtype = DTYPES[dt]
+    x = samples(name, dtype)
+    got = apply(name, dt, x)
+    assert got.dtype == dtype
+    err = ulp_error(got, reference(name, x), dtype)
+    worst = int(np.argmax(err))
+    bound = MAX_ULP[name][0 if dt == "f64" else 1]
+    assert err[worst] <= bound, f"{name}_{dt}({x[worst]!r}) = {got[worst]!r}: {err[worst]:.2f} ulp"
+    assert bound <= (4.0 if dt == "f64" else 2.0)
+
+
+def test_reference_is_accurate():
+    """np.longdouble results agree with 50-digit mpmath to a small fraction of a float64 ulp,
+    so they can serve as the reference (including sin of large arguments)."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 50
+    rng = np.random.default_rng(1)
+    cases = {
+        "sin": np.concatenate([rng.uniform(-1e13, 1e13, 40), rng.uniform(-10, 10, 40)]),
+        "tan": rng.uniform(-1e6, 1e6, 40),
+        "exp": rng.uniform(-700, 700, 40),
+        "log1p": rng.uniform(-0.9, 10, 40),
+        "arcsin": rng.uniform(-1, 1, 40),
+    }
+    mp_func = {"sin": mpmath.sin, "tan": mpmath.tan, "exp": mpmath.exp, "log1p": mpmath.log1p,
+               "arcsin": mpmath.asin}
+    for name, x in cases.items():
+        ref = reference(name, x)
+        exact = np.array([mpmath.nstr(mp_func[name](mpmath.mpf(float(v))), 30) for v in x],
+                         dtype=np.longdouble)
+        assert ulp_error(ref, exact, F64).max() < 0.01, name
+
+
+def test_large_trig_arguments():
+    x = np.array([1e10, -1e10, 123456789.0, 3.5e13, 2.0**45], dtype=F64)
+    for name in ("sin", "cos", "tan"):
+        err = ulp_error(apply(name, "f64", x), reference(name, x), F64)
+        assert err.max() <= MAX_ULP[name][0], name
+    assert abs(vm.sin_f64(1e10) - (-0.4875060250875107)) <= 2e-16
+
+
+def test_trig_beyond_limit_is_nan():
+    for dt, dtype in DTYPES.items():
+        big = np.array([2.0**46, -1e20, np.finfo(dtype).max, np.inf, -np.inf], dtype=dtype)
+        for name in ("sin", "cos", "tan"):
+            assert np.isnan(apply(name, dt, big)).all(), (name, dt)
+
+
+# --- special values --------------------------------------------------------------------------------
+
+
+def special_inputs(name, dtype):
+    fi = np.finfo(dtype)
+    v = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 2.0,
+         fi.smallest_subnormal, -fi.smallest_subnormal, fi.smallest_normal, fi.max, -fi.max]
+    if name in ("exp", "expm1", "sinh", "cosh"):
+        # around the overflow and underflow thresholds
+        lo = math.log(float(fi.smallest_subnormal))
+        hi = math.log(float(fi.max))
+        edges = [hi, hi + math.log(2.0), lo, lo - math.log(2.0), math.log(float(fi.smallest_normal))]
+        for e in edges:
+            c = dtype(e)
+            v += [c, np.nextafter(c, dtype(np.inf)), np.nextafter(c, dtype(-np.inf)), -c]
+    if name in ("log", "log1p"):
+        v += [-2.0, 1.0 + fi.eps, 1.0 - fi.eps / 2, -1.0 + fi.eps / 2]
+    x = np.array(v, dtype=dtype)
+    if name in ("sin", "cos", "tan"):  # nan beyond the limit: test_trig_beyond_limit_is_nan
+        x = x[~(np.abs(x) > vm.TRIG_MAX_ARG[np.dtype(dtype).name])]
+    return x
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("name", NAMES)
+def test_special_values(name, dt):
+    """inf, nan, signed zeros, subnormals and the overflow/underflow edges: within the bound of
+    the correctly rounded result; zeros and infinities exactly, with their sign."""
+    dtype = DTYPES[dt]
+    x = special_inputs(name, dtype)
+    got = apply(name, dt, x)
+    ref = reference(name, x)
+    err = ulp_error(got, ref, dtype)
+    bound = MAX_ULP[name][0 if dt == "f64" else 1]
+    assert err.max() <= bound, (x[np.argmax(err)], got[np.argmax(err)])
+    with np.errstate(over="ignore"):
+        ref_d = ref.astype(dtype)
+    exact = (ref_d == 0) | np.isinf(ref_d)
+    np.testing.assert_array_equal(got[exact], ref_d[exact])
+    np.testing.assert_array_equal(np.signbit(got[exact]), np.signbit(ref_d[exact]))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref_d))
+
+
+EXACT = [
+    ("exp", 0.0, 1.0), ("exp", -0.0, 1.0), ("log", 1.0, 0.0), ("log", 0.0, -np.inf),
+    ("log", -0.0, -np.inf), ("log", np.inf, np.inf), ("log1p", 0.0, 0.0), ("log1p", -0.0, -0.0),
+    ("log1p", -1.0, -np.inf), ("expm1", 0.0, 0.0), ("expm1", -0.0, -0.0),
+    ("expm1", -np.inf, -1.0), ("sin", 0.0, 0.0), ("sin", -0.0, -0.0), ("cos", 0.0, 1.0),
+    ("cos", -0.0, 1.0), ("tan", 0.0, 0.0), ("tan", -0.0, -0.0), ("tanh", 0.0, 0.0),
+    ("tanh", -0.0, -0.0), ("tanh", 30.0, 1.0), ("tanh", -30.0, -1.0), ("tanh", np.inf, 1.0),
+    ("tanh", -np.inf, -1.0), ("sinh", -0.0, -0.0), ("cosh", 0.0, 1.0), ("cosh", -np.inf, np.inf),
+    ("arctan", -0.0, -0.0), ("arcsin", -0.0, -0.0), ("arcsin", 1.0, np.pi / 2),
+    ("arccos", 1.0, 0.0), ("arccos", -1.0, np.pi), ("arccos", 0.0, np.pi / 2),
+    ("arctan", np.inf, np.pi / 2), ("arctan", -np.inf, -np.pi / 2),
+    ("exp", 710.0, np.inf), ("exp", -746.0, 0.0), ("sinh", 711.0, np.inf), ("sinh", -711.0, -np.inf),
+]
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize(("name", "x", "expected"), EXACT)
+def test_exact_values(name, x, expected, dt):
+    dtype = DTYPES[dt]
+    got = apply(name, dt, np.array([x], dtype=dtype))[0]
+    want = dtype(expected)
+    assert got == want and np.signbit(got) == np.signbit(want), (got, want)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("name", NAMES)
+def test_nan_propagates(name, dt):
+    dtype = DTYPES[dt]
+    assert np.isnan(apply(name, dt, np.array([np.nan, -np.nan], dtype=dtype))).all()
+
+
+def test_domain_errors_give_nan():
+    for dt, dtype in DTYPES.items():
+        assert np.isnan(apply("log", dt, np.array([-1.0, -1e-30, -np.inf], dtype))).all()
+        assert np.isnan(apply("log1p", dt, np.array([-1.5, -np.inf], dtype))).all()
+        for name in ("arcsin", "arccos"):
+            assert np.isnan(apply(name, dt, np.array([1.0000001, -2.0, np.inf], dtype))).all()
+
+
+def test_sincos_matches_sin_and_cos():
+    for dt, dtype in DTYPES.items():
+        x = samples("sin", dtype, n=20_000)
+        sc = njit(lambda v, f=vm.get("sincos", dtype): f(v))
+        pairs = np.array([sc(v) for v in x[:2000]], dtype=dtype)
+        for col, name in enumerate(("sin", "cos")):
+            err = ulp_error(pairs[:, col], reference(name, x[:2000]), dtype)
+            assert err.max() <= MAX_ULP["tan"][0 if dt == "f64" else 1], name
+
+
+# --- types and compilation -------------------------------------------------------------------------
+
+
+def test_function_table():
+    assert set(NAMES) >= {"exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "arctan",
+                          "sinh", "cosh", "arcsin", "arccos"}
+    for name, (f64, f32) in vm.FUNCTIONS.items():
+        assert f64 is getattr(vm, f"{name}_f64") and f32 is getattr(vm, f"{name}_f32")
+        assert vm.get(name, "float64") is f64 and vm.get(name, np.float32) is f32
+    with pytest.raises(TypeError):
+        vm.get("exp", np.int64)
+    with pytest.raises(KeyError):
+        vm.get("nope", np.float64)
+
+
+# Implemented in float32 arithmetic; the others compute in float64 on purpose (docs/vmath.md).
+PURE_F32 = ["exp", "expm1", "log", "log1p", "sinh", "cosh", "arctan", "arccos"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_float32_stays_float32(name):
+    loop = loop_for(name, "f32")
+    loop(np.ones(4, F32), np.empty(4, F32))
+    scalar = njit(lambda v, f=vm.get(name, F32): f(v))
+    scalar(F32(0.5))
+    assert scalar.nopython_signatures[0].return_type.name == "float32"
+    if name in PURE_F32:
+        ir_text = loop.inspect_llvm(loop.signatures[0])
+        assert "fpext" not in ir_text and "<8 x double>" not in ir_text, "promoted to float64"
+
+
+def _host_has(feature):
+    try:
+        import llvmlite.binding as llvm
+
+        features = llvm.get_host_cpu_features()
+        return bool(features.get(feature, False))
+    except Exception:  # pragma: no cover - fall back to /proc/cpuinfo
+        try:
+            with open("/proc/cpuinfo") as fh:
+                return feature in fh.read().split()
+        except OSError:
+            return False
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("name", NAMES)
+def test_loop_is_vectorised(name, dt):
+    """The element-wise loop compiles to packed FMAs on ymm/zmm registers."""
+    if not (_host_has("avx2") and _host_has("fma")):
+        pytest.skip("host CPU has no AVX2/FMA: nothing to check")
+    loop = loop_for(name, dt)
+    loop(np.ones(64, DTYPES[dt]), np.empty(64, DTYPES[dt]))
+    asm = loop.inspect_asm(loop.signatures[0])
+    packed = re.findall(r"vfn?m(?:add|sub)\d+p[sd]\s+[^\n]*%[yz]mm", asm)
+    assert len(packed) >= 3, f"{name}_{dt}: no packed FMA in the loop"
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_parallel_prange_and_generated_source(dt):
+    """Called the way the code generator does: ``_vm.<name>_<dt>(v)`` in exec'd source, inside
+    a ``parallel=True`` prange loop and a plain loop."""
+    dtype = DTYPES[dt]
+    src = f"""
+from tracegrad import vmath as _vm
+from numba import njit, prange
+
+@njit(parallel=True)
+def kernel_par(x, out):
+    for i in prange(x.size):
+        v = x[i]
+        out[i] = _vm.sin_{dt}(v) * _vm.exp_{dt}(-v * v) + _vm.tanh_{dt}(v) * v
+
+@njit
+def kernel_seq(x, out):
+    for i in range(x.size):
+        v = x[i]
+        out[i] = _vm.sin_{dt}(v) * _vm.exp_{dt}(-v * v) + _vm.tanh_{dt}(v) * v
+"""
+    ns: dict = {}
+    exec(compile(src, f"<generated {dt}>", "exec"), ns)
+    x = np.linspace(-3, 3, 10_001).astype(dtype)
+    out_par, out_seq = np.empty_like(x), np.empty_like(x)
+    ns["kernel_par"](x, out_par)
+    ns["kernel_seq"](x, out_seq)
+    assert out_par.dtype == dtype
+    np.testing.assert_array_equal(out_par, out_seq)
+    xd = x.astype(F64)
+    want = np.sin(xd) * np.exp(-xd * xd) + np.tanh(xd) * xd
+    np.testing.assert_allclose(out_par, want, rtol=1e-13 if dt == "f64" else 1e-5, atol=1e-6 if dt == "f32" else 1e-15)
+
+
+def test_accepts_other_scalar_types():
+    assert vm.exp_f64(0) == 1.0
+    assert vm.log_f32(1) == 0.0
+    assert njit(lambda v: vm.exp_f32(v))(np.float64(0.0)) == 1.0
+
+
+# --- mode switch -----------------------------------------------------------------------------------
+
+
+def test_math_mode_reads_environment(monkeypatch):
+    vm.set_math_mode(None)
+    monkeypatch.delenv("TRACEGRAD_MATH", raising=False)
+    assert vm.math_mode() == "vector"
+    monkeypatch.setenv("TRACEGRAD_MATH", "libm")
+    assert vm.math_mode() == "libm"  # read at call time
+    monkeypatch.setenv("TRACEGRAD_MATH", "vector")
+    assert vm.math_mode() == "vector"
+    monkeypatch.setenv("TRACEGRAD_MATH", "svml")
+    with pytest.raises(ValueError, match="vector.*libm"):
+        vm.math_mode()
+
+
+def test_set_math_mode_overrides(monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_MATH", "libm")
+    try:
+        vm.set_math_mode("vector")
+        assert vm.math_mode() == "vector"
+        with pytest.raises(ValueError, match="vector.*libm"):
+            vm.set_math_mode("fast")
+        assert vm.math_mode() == "vector"
+        vm.set_math_mode(None)
+        assert vm.math_mode() == "libm"
+    finally:
+        vm.set_math_mode(None)
+
+
+def test_math_reference_sanity():
+    """A few textbook values, independent of the reference machinery."""
+    assert abs(vm.exp_f64(1.0) - math.e) <= 4.5e-16  # 0.67 ulp: the neighbour of e
+    assert vm.log_f64(math.e) == 1.0
+    assert abs(vm.sin_f64(math.pi / 6) - 0.5) <= 1.2e-16
+    assert vm.arctan_f64(1.0) == math.pi / 4
