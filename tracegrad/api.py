@@ -77,7 +77,9 @@ class Program:
 
     def __call__(self, arrays: list[np.ndarray]):
         outs = [_fresh(o, arrays) for o in self.run(arrays)]
-        if _debug_nans() and any(o.dtype.kind == "f" and np.isnan(o).any() for o in outs):
+        if _debug_nans() and any(
+            isinstance(o, np.ndarray) and o.dtype.kind == "f" and np.isnan(o).any() for o in outs
+        ):
             self._raise_nan(arrays)
         if self.hooks:
             outs, observed = outs[: -len(self.hooks)], outs[-len(self.hooks) :]
@@ -235,14 +237,18 @@ class Transformed:
         static, positions, leaves, treedef = self._split(args)
         arrays = self._arrays(leaves, treedef, positions)
         backend = backends.get_backend(self.backend)
-        sig = Signature(treedef, tuple((a.shape, a.dtype.str) for a in arrays), static)
+        avals = [aval(a) for a in arrays]
+        if backend.name != "cuda" and any(not isinstance(a, np.ndarray) for a in arrays):
+            raise TypeError(
+                f"{_name_of(self)} got a GPU (device) array but runs on the {backend.name!r} "
+                "backend; pass backend='cuda', or copy the array to the host first"
+            )
+        sig = Signature(treedef, tuple((s, d.str) for s, d in avals), static)
         key = (self.spec, backend.name, sig)
         program = _programs.get(key)
         if program is None:
             self._note_retrace(sig, _leaf_names(treedef, positions))
-            graph, out_tree, captures = self.build(
-                [(a.shape, a.dtype) for a in arrays], treedef, static, positions
-            )
+            graph, out_tree, captures = self.build(avals, treedef, static, positions)
             assert not captures, "a top-level trace cannot capture values"
             graph, hooks = passes.extract_hooks(passes.optimize(graph))
             program = Program(graph, out_tree, backend.compile(graph), backend.name, hooks)
@@ -281,8 +287,7 @@ class Transformed:
             if isinstance(leaf, Tracer):
                 avals.append((leaf.shape, leaf.dtype))
             else:
-                a = _as_array(leaf, name, _name_of(self))
-                avals.append((a.shape, a.dtype))
+                avals.append(aval(_as_array(leaf, name, _name_of(self))))
         graph, out_tree, captures = self.build(avals, treedef, static, positions)
         outs = inline_graph(graph, leaves, captures)
         return unflatten(out_tree, outs)
@@ -389,7 +394,12 @@ def _as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
         arr = np.asarray(float(leaf))
     elif isinstance(leaf, np.generic):
         arr = np.asarray(leaf)
-    elif hasattr(leaf, "__cuda_array_interface__") or hasattr(leaf, "__array_interface__"):
+    elif is_device_array(leaf):
+        shape, dtype = aval(leaf)
+        if not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
+            raise TypeError(f"{fname}: {name} has dtype {dtype}; tracegrad supports real numbers and bools")
+        return leaf  # stays on the device: the cuda backend takes it without a copy
+    elif hasattr(leaf, "__array_interface__") or hasattr(leaf, "__array__"):
         arr = np.asarray(leaf)
     else:
         raise TypeError(
@@ -402,8 +412,23 @@ def _as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
     return arr
 
 
-def _fresh(out: np.ndarray, inputs: list[np.ndarray]) -> np.ndarray:
+def is_device_array(x: Any) -> bool:
+    """A GPU array (Numba device array, CuPy array, PyTorch CUDA tensor...)."""
+    return hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray)
+
+
+def aval(x: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) of a host or device array."""
+    if isinstance(x, np.ndarray):
+        return x.shape, x.dtype
+    interface = x.__cuda_array_interface__
+    return tuple(interface["shape"]), np.dtype(interface["typestr"])
+
+
+def _fresh(out: Any, inputs: list) -> Any:
     """Results never alias the user's arrays, and are ordinary writable arrays."""
+    if not isinstance(out, np.ndarray):
+        return out  # a device array made by the backend
     if not out.flags.writeable or out.base is not None or any(out is a for a in inputs):
         return np.array(out)
     return out
@@ -543,7 +568,7 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
         static, positions, leaves, treedef = transformed._split(args)
         names = _leaf_names(treedef, positions)
         arrays = [_as_array(leaf, n, _name_of(transformed)) for leaf, n in zip(leaves, names)]
-        graph, _, _ = transformed.build([(a.shape, a.dtype) for a in arrays], treedef, static, positions)
+        graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
         return passes.optimize(graph, lower=False) if optimize else graph
 
     return make
