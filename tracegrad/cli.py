@@ -23,7 +23,8 @@ import os
 import platform
 import sys
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -61,10 +62,8 @@ def cmd_examples(args: argparse.Namespace) -> int:
 
 
 def _default_backend() -> str:
-    try:
-        return tg.default_backend_name()
-    except Exception as exc:  # a bad TRACEGRAD_BACKEND must not break the listing
-        return f"unknown ({exc})"
+    name, error = guarded(tg.default_backend_name)  # a bad TRACEGRAD_BACKEND must not break this
+    return name if error is None else f"unknown ({error})"
 
 
 def _run_epilog() -> str:
@@ -308,7 +307,26 @@ def _argnums(text: str | None, static: tuple[int, ...], count: int) -> int | tup
         nums = tuple(int(t) for t in text.split(",") if t.strip())
     except ValueError:
         raise CLIError(f"--argnums takes whole numbers separated by commas, got {text!r}") from None
+    for i in nums:
+        if not 0 <= i < count or i in static:
+            what = "static" if i in static else "out of range"
+            raise CLIError(f"--argnums {i} is {what}: --args gives {count} argument(s), counted from 0",
+                           hint="differentiate with respect to a traced (non-static) argument")
     return nums[0] if len(nums) == 1 else nums
+
+
+def _parameter_names(fun: Callable) -> list[str]:
+    inner = fun.fun if isinstance(fun, (tg.Transformed, tg.custom_vjp)) else fun
+    try:
+        return list(inspect.signature(inner).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _describe_argnums(fun: Callable, argnums: int | tuple[int, ...]) -> str:
+    names = _parameter_names(fun)
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    return ", ".join(names[i] if i < len(names) else f"argument {i}" for i in nums)
 
 
 def cmd_ir(args: argparse.Namespace) -> int:
@@ -321,28 +339,32 @@ def cmd_ir(args: argparse.Namespace) -> int:
     fun, name = load_function(args.target)
     values, static = parse_args_spec(args.args or "")
     _check_arity(fun, name, values)
-    signature = _signature_text(name, values, static)
     optimize = not args.no_optimize
     stage = "optimised" if optimize else "as traced, unoptimised"
 
-    print(f"# {signature}: the traced IR ({stage})")
-    print(tg.make_ir(fun, static_argnums=static, optimize=optimize)(*values))
+    # Build everything before printing anything, so an error is not preceded by half a report.
+    sections = [(f"{_signature_text(name, values, static)}: the traced IR ({stage})",
+                 tg.make_ir(fun, static_argnums=static, optimize=optimize)(*values))]
     shown: Callable = fun
     if args.grad or args.hessian:
         argnums = _argnums(args.argnums, static, len(values))
+        wrt = _describe_argnums(fun, argnums)
         if args.hessian:
             shown = tg.hessian(fun, argnums=argnums, static_argnums=static)
-            what = f"hessian of {name} with respect to argument(s) {argnums}"
+            title = f"hessian of {name} with respect to {wrt} ({stage})"
         else:
             shown = tg.grad(fun, argnums=argnums, static_argnums=static)
-            what = f"grad of {name} with respect to argument(s) {argnums}: the adjoint IR"
-        print()
-        print(f"# {what} ({stage})")
-        print(tg.make_ir(shown, optimize=optimize)(*values))
+            title = f"grad of {name} with respect to {wrt}: the adjoint IR ({stage})"
+        sections.append((title, tg.make_ir(shown, optimize=optimize)(*values)))
     if args.kernels:
-        print()
-        print(f"# generated kernels (backend: {args.backend or tg.default_backend_name()})")
-        print(_kernel_source(make_kernels, shown, static, args.backend, values))
+        backend = args.backend or tg.default_backend_name()
+        sections.append((f"generated kernels (backend: {backend})",
+                         _kernel_source(make_kernels, shown, static, args.backend, values)))
+    for i, (title, body) in enumerate(sections):
+        if i:
+            print()
+        print(f"# {title}")
+        print(body)
     return 0
 
 
@@ -368,42 +390,48 @@ def _kernel_source(make_kernels: Callable, fun: Callable, static: tuple[int, ...
 # tracegrad doctor
 
 
-def _version(distribution: str, module: str) -> str:
-    try:
-        from importlib.metadata import version
+def guarded(fun: Callable, *args: Any) -> tuple[Any, str | None]:
+    """(fun(*args), None), or (None, 'Error: message') if it raised anything at all.
 
-        return version(distribution)
-    except Exception:
-        pass
+    The doctor must report whatever is broken on a machine, never crash on it."""
     try:
-        return str(importlib.import_module(module).__version__)
-    except Exception as exc:
-        return f"not installed ({type(exc).__name__})"
+        return fun(*args), None
+    except Exception as exc:  # noqa: BLE001  (reporting any failure is the point)
+        return None, f"{type(exc).__name__}: {_one_line(exc)}"
+
+
+def _version(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    return " ".join(str(text).split()).rstrip(" :")
+
+
+def _list_cuda_devices() -> list[str]:
+    from numba import cuda
+
+    simulated = os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
+    devices = []
+    for gpu in cuda.gpus:
+        name = gpu.name.decode() if isinstance(gpu.name, bytes) else str(gpu.name)
+        cc = ".".join(map(str, getattr(gpu, "compute_capability", ()) or ()))
+        devices.append(f"{gpu.id}: {name}" + (f", compute capability {cc}" if cc else "")
+                       + (" (the CUDA simulator: NUMBA_ENABLE_CUDASIM=1)" if simulated else ""))
+    return devices
 
 
 def cuda_devices() -> tuple[list[str], str]:
     """(a line per CUDA device, why there are none). Never raises."""
-    try:
-        from numba import cuda
-    except Exception as exc:
-        return [], f"numba.cuda cannot be imported: {_one_line(exc)}"
-    try:
-        simulated = os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
-        devices = []
-        for gpu in cuda.gpus:
-            name = gpu.name.decode() if isinstance(gpu.name, bytes) else str(gpu.name)
-            cc = ".".join(map(str, getattr(gpu, "compute_capability", ()) or ()))
-            devices.append(f"{gpu.id}: {name}" + (f", compute capability {cc}" if cc else "")
-                           + (" (the CUDA simulator: NUMBA_ENABLE_CUDASIM=1)" if simulated else ""))
-        if devices:
-            return devices, ""
-        return [], "numba.cuda found no device"
-    except Exception as exc:
-        return [], _one_line(exc)
+    devices, error = guarded(_list_cuda_devices)
+    if error is not None:
+        return [], error
+    return devices, "" if devices else "numba.cuda found no device"
 
 
 def _format_bytes(n: float) -> str:
@@ -427,7 +455,7 @@ def _describe_cache(info: Any) -> list[str]:
     for key, value in info.items():
         if isinstance(value, (int, float)) and ("bytes" in str(key) or str(key) == "size"):
             value = f"{_format_bytes(value)} ({value:,} bytes)"
-        lines.append(f"{str(key):<{width}}  {value}")
+        lines.append(f"{key!s:<{width}}  {value}")
     return lines
 
 
@@ -441,16 +469,16 @@ ENVIRONMENT = {
 
 
 def _smoke_test(backend: str) -> str:
-    """Compute one known gradient on `backend`: 'ok (12 ms)' or what went wrong."""
+    """Compute one known gradient on `backend`: how long it took, or what went wrong."""
     start = time.perf_counter()
-    try:
-        value = tg.grad(lambda w, x, b: (w * x + b - 5.0) ** 2, backend=backend)(2.0, 3.0, 1.0)
-        seconds = time.perf_counter() - start
-        if float(value) != 12.0:
-            return f"WRONG: d/dw (w*x + b - 5)**2 at (2, 3, 1) gave {float(value)}, not 12"
-        return f"a first gradient took {seconds * 1e3:.0f} ms (tracing and compiling included)"
-    except Exception as exc:
-        return f"FAILED: {type(exc).__name__}: {_one_line(exc)}"
+    fun = tg.grad(lambda w, x, b: (w * x + b - 5.0) ** 2, backend=backend)
+    value, error = guarded(fun, 2.0, 3.0, 1.0)
+    seconds = time.perf_counter() - start
+    if error is not None:
+        return f"FAILED: {error}"
+    if float(value) != 12.0:
+        return f"WRONG: d/dw (w*x + b - 5)**2 at (2, 3, 1) gave {float(value)}, not 12"
+    return f"a first gradient took {seconds * 1e3:.0f} ms (tracing and compiling included)"
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -460,19 +488,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         ("tracegrad", f"{tg.__version__}  ({os.path.dirname(os.path.abspath(tg.__file__))})"),
         ("Python", f"{platform.python_version()}  ({sys.executable})"),
         ("NumPy", np.__version__),
-        ("Numba", _version("numba", "numba")),
-        ("llvmlite", _version("llvmlite", "llvmlite")),
+        ("Numba", _version("numba")),
+        ("llvmlite", _version("llvmlite")),
         ("platform", f"{platform.platform()}, {os.cpu_count()} CPUs"),
     ]
     for key, value in rows:
         print(f"  {key:<10} {value}")
     print()
 
-    try:
-        available = tg.available_backends()
-    except Exception as exc:
-        available = {}
-        print(f"backends: could not list them: {_one_line(exc)}")
+    available, error = guarded(tg.available_backends)
+    if error is not None:
+        print(f"backends: could not list them: {error}")
         problems += 1
     if available:
         print(f"backends (default: {_default_backend()})")
@@ -499,12 +525,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print("  not available in this build of tracegrad (compiled programs are cached in memory, "
               "per process)")
     else:
-        try:
-            for line in _describe_cache(cache_info()):
-                print(f"  {line}")
-        except Exception as exc:
-            print(f"  could not read it: {type(exc).__name__}: {_one_line(exc)}")
+        info, error = guarded(cache_info)
+        if error is not None:
+            print(f"  could not read it: {error}")
             problems += 1
+        for line in _describe_cache(info) if error is None else []:
+            print(f"  {line}")
     print()
 
     print("environment")
@@ -612,7 +638,7 @@ def _report(exc: BaseException) -> None:
         text = f"{type(exc).__name__}: {exc}"
     else:
         text = f"{type(exc).__name__}: {exc}"
-        hint = hint or "this looks like a bug; run again with --debug for the traceback"
+        hint = hint or "run again with --debug for the full traceback"
     first, *rest = text.strip().splitlines() or [""]
     print(f"{PROG}: error: {first}", file=sys.stderr)
     for line in rest:

@@ -27,7 +27,7 @@ def relu(z):
 
 def cases(backend: str) -> list[tuple[str, str, str, object, object]]:
     """(expression, derivative, point, expected, computed by tracegrad) for each classic case."""
-    grad = lambda f, argnums=0: tg.grad(f, argnums=argnums, backend=backend)  # noqa: E731
+    grad = lambda f, argnums=0: tg.grad(f, argnums=argnums, backend=backend)
     return [
         ("L = w*x**2", "dL/dw", "w=2, x=3", 9.0,
          grad(lambda w, x: w * x**2)(2.0, 3.0)),

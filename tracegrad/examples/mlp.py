@@ -11,7 +11,14 @@ import numpy as np
 
 import tracegrad as tg
 from tracegrad.examples._common import (
-    Printer, Progress, check_plot_path, check_positive, header, new_figure, resolve_backend, save,
+    Printer,
+    Progress,
+    check_plot_path,
+    check_positive,
+    header,
+    new_figure,
+    resolve_backend,
+    save,
 )
 
 NAME = "mlp"
