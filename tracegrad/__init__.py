@@ -10,6 +10,7 @@
     loss(2.0, 3.0, 1.0)   # -> array(12.)
 """
 
+from . import numpy  # noqa: F401  (the explicit namespace: tracegrad.numpy.sin, ...)
 from .api import (
     Transformed,
     clear_programs,
@@ -27,8 +28,6 @@ from .checking import check_grad
 from .custom import custom_vjp
 from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
-
-from . import numpy  # noqa: E402,F401  (the explicit namespace: tracegrad.numpy.sin, ...)
 
 __version__ = "0.1.0"
 

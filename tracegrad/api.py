@@ -13,8 +13,9 @@ import functools
 import logging
 import os
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -395,7 +396,7 @@ def _as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
     elif isinstance(leaf, np.generic):
         arr = np.asarray(leaf)
     elif is_device_array(leaf):
-        shape, dtype = aval(leaf)
+        _, dtype = aval(leaf)
         if not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
             raise TypeError(f"{fname}: {name} has dtype {dtype}; tracegrad supports real numbers and bools")
         return leaf  # stays on the device: the cuda backend takes it without a copy

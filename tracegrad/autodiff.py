@@ -10,7 +10,7 @@ adjoint graph over an identity matrix instead of running it once per output elem
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,9 +27,7 @@ def active_values(graph: Graph, wrt: Sequence[int], taps: bool = False) -> set[V
     """Values that depend differentiably on the inputs at `wrt` (or, with `taps`, on a tap)."""
     active = {graph.inputs[i] for i in wrt}
     for node in graph.nodes:
-        if taps and node.prim is P.tap_p and P.is_float(node.out.dtype):
-            active.add(node.out)
-        elif (
+        if (taps and node.prim is P.tap_p and P.is_float(node.out.dtype)) or (
             node.prim.differentiable
             and P.is_float(node.out.dtype)
             and any(v in active for v in node.inputs)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 

@@ -12,7 +12,7 @@ its adjoint rule inlines that graph, so a custom rule can be differentiated agai
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from . import ir
 from . import primitives as P

@@ -5,7 +5,7 @@ It is the oracle every fused backend is tested against, so it stays simple and o
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

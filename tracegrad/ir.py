@@ -15,8 +15,9 @@ import contextlib
 import contextvars
 import hashlib
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:
 class Var:
     """One SSA value: a concrete shape and dtype. Identity is the value's identity."""
 
-    __slots__ = ("id", "shape", "dtype")
+    __slots__ = ("dtype", "id", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: Any):
         self.id = next(_ids)
@@ -198,7 +199,7 @@ def _names(graph: Graph) -> dict[Var, str]:
 def node_lines(graph: Graph, sources: bool = True, canonical_consts: bool = False) -> list[str]:
     """One line per node: `%4:f64[8] = mul %2 %3   # model.py:12`."""
     names = _names(graph)
-    name = lambda v: names.get(v, f"?{v.id}")  # noqa: E731  (a free var shows as ?id)
+    name = lambda v: names.get(v, f"?{v.id}")
     lines = []
     for node in graph.nodes:
         args = " ".join(name(v) for v in node.inputs)

@@ -14,12 +14,12 @@ for _name in _SUPPORTED:
         continue
     if hasattr(_np, _name):
         globals()[_name] = getattr(_np, _name)
-abs = _np.abs  # noqa: A001
+abs = _np.abs
 pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
 float32, float64 = _np.float32, _np.float64
 
 
-class linalg:  # noqa: N801  (mirrors numpy.linalg)
+class linalg:
     norm = staticmethod(_np.linalg.norm)
 
 

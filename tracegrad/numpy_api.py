@@ -13,7 +13,6 @@ import numpy as np
 
 from . import ir
 from . import primitives as P
-from . import trace as _trace
 from .errors import ShapeError, TracingError, at
 from .ir import Var
 
@@ -23,11 +22,24 @@ def _src() -> str:
 
 
 def _v(x: Any) -> Var:
-    return x if isinstance(x, Var) else _trace.as_var(x)
+    """An IR value: tracers arrive as values already; numbers and arrays become constants."""
+    if isinstance(x, Var):
+        return x
+    return P.const(_array(x))
 
 
 def _o(x: Any):
-    return x if isinstance(x, Var) else _trace.as_operand(x)
+    """An operand: a value, or a Python number kept weakly typed for NumPy's promotion."""
+    if isinstance(x, Var) or (isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)):
+        return x
+    return P.const(_array(x))
+
+
+def _array(x: Any) -> np.ndarray:
+    arr = np.asarray(x)
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise TypeError(f"cannot use a value of dtype {arr.dtype} in a traced computation{_src()}")
+    return arr
 
 
 def _unary(prim):
@@ -277,7 +289,7 @@ def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
     contracted = [c for c in ta if c in tb and c not in out]
     free_a = [c for c in ta if c not in tb]
     free_b = [c for c in tb if c not in ta]
-    n = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))  # noqa: E731
+    n = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))
     a3 = P.reshape(P.transpose(a, [ta.index(c) for c in batch + free_a + contracted]),
                    (n(batch), n(free_a), n(contracted)))
     b3 = P.reshape(P.transpose(b, [tb.index(c) for c in batch + contracted + free_b]),
@@ -408,8 +420,9 @@ def _getitem(x: Var, index) -> Var:
         index = (index,)
     for item in index:
         if not (item is None or item is Ellipsis or isinstance(item, (int, np.integer, slice))):
+            kind = "an array" if isinstance(item, (Var, list)) else f"a {type(item).__name__}"
             raise TracingError(
-                f"indexing a traced value with a {type(item).__name__} is not supported{_src()}; "
+                f"indexing a traced value with {kind} is not supported{_src()}; "
                 "only static ints, slices, None and ... (no arrays or traced indices)"
             )
         if isinstance(item, slice) and any(

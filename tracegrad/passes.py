@@ -151,9 +151,7 @@ def _algebra(node: Node, fills, producers):
             return a
         if _is(fa, 0):
             return b
-    elif prim is P.sub_p and _is(fb, 0):
-        return a
-    elif prim in (P.mul_p, P.div_p) and _is(fb, 1):
+    elif (prim is P.sub_p and _is(fb, 0)) or (prim in (P.mul_p, P.div_p) and _is(fb, 1)):
         return a
     elif prim is P.mul_p and _is(fa, 1):
         return b

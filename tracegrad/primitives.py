@@ -23,8 +23,9 @@ cotangent is 0, even if the derivative there is inf or nan. That is how the grad
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -188,10 +189,9 @@ def div(a: Operand, b: Operand) -> Var:
 
 
 def power(a: Operand, b: Operand) -> Var:
-    if isinstance(a, Var) and not isinstance(b, Var) and float(b) == int(b) and abs(b) <= 64:
-        if is_float(a.dtype) or b >= 0:
-            dtype = _result_dtype([a, b])
-            return integer_pow(convert(a, dtype), int(b))
+    small_integer = not isinstance(b, Var) and abs(b) <= 64 and float(b) == int(b)
+    if isinstance(a, Var) and small_integer and (is_float(a.dtype) or b >= 0):
+        return integer_pow(convert(a, _result_dtype([a, b])), int(b))
     dtype = _result_dtype([a, b])
     if not is_float(dtype):
         raise TypeError(

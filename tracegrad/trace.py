@@ -12,7 +12,8 @@ import difflib
 import linecache
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from . import ir
 from . import primitives as P
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
+from .numpy_api import FUNCTIONS, UFUNCS, _cmp, _getitem, _logic, _neg, _unary
 from .tree import TreeDef, flatten, unflatten
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -31,7 +33,7 @@ def user_frame():
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not (filename.startswith(_PACKAGE_DIR) or filename.startswith(_NUMPY_DIR)):
+        if not filename.startswith((_PACKAGE_DIR, _NUMPY_DIR)):
             return frame
         frame = frame.f_back
     return None
@@ -56,7 +58,7 @@ def _user_line() -> str:
 class Tracer:
     """A traced array: shape and dtype are known, the values are not."""
 
-    __slots__ = ("ir_var", "builder")
+    __slots__ = ("builder", "ir_var")
     __array_priority__ = 1000
     __hash__ = None  # like NumPy arrays: == builds a value, so tracers are not hashable
 
@@ -272,20 +274,13 @@ def _call(fn: Callable, *args, **kwargs):
 
 
 def _arg(a: Any, builder: Builder):
-    """Top-level arguments: tracers and NumPy arrays become IR values; the rest pass as they are
-    (Python scalars stay weakly typed; lists are the handler's business)."""
+    """Tracers and NumPy arrays, also inside lists and tuples (np.stack([x, y])), become IR
+    values; everything else passes as it is (Python scalars stay weakly typed)."""
     if isinstance(a, (Tracer, np.ndarray, np.generic)):
         return operand(a, builder)
+    if isinstance(a, (list, tuple)):
+        return type(a)(_arg(x, builder) for x in a)
     return a
-
-
-def as_operand(x: Any):
-    """For handlers: any array-like (tracer, array, list, number) as an op operand."""
-    return operand(x, ir.current_builder())
-
-
-def as_var(x: Any) -> Var:
-    return to_var(x, ir.current_builder())
 
 
 def _unsupported(name: str, known: list[str]):
@@ -305,9 +300,6 @@ def _function_name(func) -> str:
         return f"linalg.{name}"
     return name
 
-
-# The NumPy function table lives in its own module; imported here for dispatch.
-from .numpy_api import FUNCTIONS, UFUNCS, _cmp, _getitem, _logic, _neg, _unary  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ A `TreeDef` is hashable, so it can be part of a cache key. Dict keys keep their 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True, eq=False)
