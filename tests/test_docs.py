@@ -1,0 +1,206 @@
+"""The documentation runs: every ```python block in README.md and docs/*.md is executed, in order,
+one namespace per file. A ```python block followed directly by an ```output block must print
+exactly that output, so listings (IR, tables) cannot drift from the code.
+
+Blocks that must not run use another tag: ```py for PyTorch code shown for comparison, ```shell
+for commands, ```text for anything else.
+
+After a deliberate change, regenerate the output blocks and the generated lists with
+
+    python3 tests/test_docs.py --update
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import tracegrad as tg
+from tracegrad.numpy_api import SUPPORTED
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
+UPDATE_HINT = "regenerate with: python3 tests/test_docs.py --update"
+
+SUPPORTED_START = "<!-- supported-functions:start (generated from tracegrad.numpy_api.SUPPORTED) -->"
+SUPPORTED_END = "<!-- supported-functions:end -->"
+
+
+@dataclass
+class Block:
+    tag: str
+    code: str
+    line: int  # line of the first code line in the file (1-based)
+    start: int  # character offsets of the code inside the file text
+    end: int
+    output: Block | None = None  # the ```output block that follows, if any
+
+
+def blocks(text: str) -> list[Block]:
+    found = []
+    for m in FENCE.finditer(text):
+        line = text.count("\n", 0, m.start(2)) + 1
+        found.append(Block(m.group(1).strip(), m.group(2), line, m.start(2), m.end(2)))
+    for block, following in zip(found, found[1:]):
+        between = text[block.end : following.start]
+        # only the closing fence, blank lines and the next opening fence in between
+        if block.tag == "python" and following.tag == "output" and between.count("```") == 2 \
+                and not between.replace("```output", "").replace("```", "").strip():
+            block.output = following
+    return found
+
+
+def python_blocks(path: Path) -> list[Block]:
+    return [b for b in blocks(path.read_text()) if b.tag == "python"]
+
+
+def run_blocks(path: Path) -> list[tuple[Block, str]]:
+    """Execute the file's python blocks in order; return each block with what it printed.
+
+    Code is compiled with the markdown file's name and line numbers, so tracebacks and the
+    `# file:line` comments of IR listings point into the document."""
+    namespace: dict = {"__name__": f"docs_{path.stem.replace('-', '_')}"}
+    results = []
+    for number, block in enumerate(python_blocks(path), 1):
+        source = "\n" * (block.line - 1) + block.code
+        stdout = io.StringIO()
+        try:
+            code = compile(source, path.name, "exec")
+            with contextlib.redirect_stdout(stdout):
+                exec(code, namespace)  # noqa: S102  (running the documentation is the point)
+        except Exception:  # noqa: BLE001  (reported with the file and block)
+            pytest.fail(
+                f"{path.relative_to(ROOT)}: python block {number} (line {block.line}) failed:\n"
+                f"{traceback.format_exc()}",
+                pytrace=False,
+            )
+        results.append((block, stdout.getvalue()))
+    return results
+
+
+def normalise(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+
+
+def supported_section() -> str:
+    """The generated Markdown list of supported NumPy names."""
+    names = [f"`np.{name}`" for name in SUPPORTED]
+    return "\n".join([SUPPORTED_START, "", ", ".join(names), "", SUPPORTED_END])
+
+
+# ----------------------------------------------------------------------------------------------
+# The tests
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_python_blocks_run_and_print_their_output(path):
+    tg.clear_programs()
+    for number, (block, printed) in enumerate(run_blocks(path), 1):
+        if block.output is None:
+            continue
+        expected, actual = normalise(block.output.code), normalise(printed)
+        if expected != actual:
+            import difflib
+
+            diff = "\n".join(difflib.unified_diff(
+                expected.splitlines(), actual.splitlines(), "documented", "printed now", lineterm=""
+            ))
+            pytest.fail(
+                f"{path.relative_to(ROOT)}: python block {number} (line {block.line}) printed "
+                f"something other than its output block:\n{diff}\n{UPDATE_HINT}",
+                pytrace=False,
+            )
+
+
+def test_docs_have_python_blocks():
+    for path in DOC_FILES:
+        if path.name in ("index.md", "cli.md"):
+            continue
+        assert python_blocks(path), f"{path.name} has no executed ```python block"
+
+
+def test_every_public_name_is_in_the_api_reference():
+    api = (ROOT / "docs" / "api.md").read_text()
+    missing = [name for name in tg.__all__ if f"`{name}" not in api and f"tg.{name}" not in api]
+    assert not missing, f"docs/api.md does not document: {missing}"
+
+
+def test_supported_numpy_functions_list_is_current():
+    api = (ROOT / "docs" / "api.md").read_text()
+    assert supported_section() in api, f"docs/api.md: the supported-function list is stale; {UPDATE_HINT}"
+
+
+def test_relative_links_resolve():
+    link = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
+    for path in DOC_FILES:
+        for target, _ in link.findall(path.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            assert (path.parent / target).exists(), f"{path.relative_to(ROOT)} links to missing {target}"
+
+
+def test_readme_quick_start_is_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    assert (
+        "```shell\n"
+        "python3 -m pip install -e . && python3 -m tracegrad run basics\n"
+        'python3 -m pip install -e ".[test]" && python3 -m pytest\n'
+        "```"
+    ) in readme
+
+
+def test_readme_names_every_environment_variable():
+    readme = (ROOT / "README.md").read_text()
+    for name in ("TRACEGRAD_BACKEND", "TRACEGRAD_LOG", "TRACEGRAD_MATH", "TRACEGRAD_CACHE_DIR",
+                 "TRACEGRAD_DUMP_KERNELS"):
+        assert name in readme, name
+
+
+def test_block_parser_pairs_output_blocks():
+    text = "x\n```python\nprint(1)\n```\n\n```output\n1\n```\n```py\nno\n```\n```python\npass\n```\n"
+    found = blocks(text)
+    assert [b.tag for b in found] == ["python", "output", "py", "python"]
+    assert found[0].output is found[1] and found[3].output is None
+    assert found[0].line == 3
+
+
+# ----------------------------------------------------------------------------------------------
+# Regenerating
+
+
+def update() -> None:
+    """Rewrite every output block with what its code prints now, and the generated lists."""
+    for path in DOC_FILES:
+        text = path.read_text()
+        if SUPPORTED_START in text:
+            head, rest = text.split(SUPPORTED_START, 1)
+            _, tail = rest.split(SUPPORTED_END, 1)
+            text = head + supported_section() + tail
+            path.write_text(text)
+        if not python_blocks(path):
+            continue
+        tg.clear_programs()
+        replacements = [
+            (block.output.start, block.output.end, printed.strip("\n") + "\n")
+            for block, printed in run_blocks(path)
+            if block.output is not None
+        ]
+        for start, end, new in sorted(replacements, reverse=True):
+            text = text[:start] + new + text[end:]
+        path.write_text(text)
+        print(f"updated {path.relative_to(ROOT)} ({len(replacements)} output blocks)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--update"]:
+        sys.exit(f"usage: python3 {os.path.relpath(__file__)} --update")
+    update()
