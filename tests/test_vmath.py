@@ -392,6 +392,49 @@ def kernel_seq(x, out):
     np.testing.assert_allclose(out_par, want, rtol=1e-13 if dt == "f64" else 1e-5, atol=1e-6 if dt == "f32" else 1e-15)
 
 
+def test_fastmath_caller_keeps_accuracy():
+    """vmath's operations keep their own flags when inlined into a fastmath=True kernel."""
+    for name in ("exp", "sin", "log1p", "tanh"):
+        for dt, dtype in DTYPES.items():
+            f = vm.get(name, dtype)
+
+            @njit(fastmath=True)
+            def loop(x, out):
+                for i in range(x.size):
+                    out[i] = f(x[i])
+
+            x = samples(name, dtype, n=5_000)
+            out = np.empty_like(x)
+            loop(x, out)
+            finite = np.isfinite(x)
+            err = ulp_error(out[finite], reference(name, x[finite]), dtype)
+            assert err.max() <= MAX_ULP[name][0 if dt == "f64" else 1], (name, dt)
+
+
+def test_big_fused_kernel_is_vectorised():
+    """Many calls in one loop body, the shape of a generated value-and-gradient kernel: every
+    call must be inlined (forceinline), or the loop stays scalar."""
+    if not (_host_has("avx2") and _host_has("fma")):
+        pytest.skip("host CPU has no AVX2/FMA: nothing to check")
+    sin, cos, exp, tanh, sinh = vm.sin_f64, vm.cos_f64, vm.exp_f64, vm.tanh_f64, vm.sinh_f64
+
+    @njit(fastmath={"reassoc", "contract"})
+    def kernel(x, grad):
+        total = 0.0
+        for i in range(x.size):
+            v = x[i]
+            s, c, e, t = sin(v), cos(v), exp(-v * v), tanh(v)
+            total += s * e + t * v * v * v + sinh(v)
+            grad[i] = c * e - 2 * v * s * e + (1 - t * t) * v * v * v + 3 * v * v * t
+        return total
+
+    x = np.linspace(-2, 2, 1001)
+    kernel(x, np.empty_like(x))
+    asm = kernel.inspect_asm(kernel.signatures[0])
+    assert re.search(r"call[^\n]*vmath", asm) is None, "a vmath function was not inlined"
+    assert len(re.findall(r"vfn?m(?:add|sub)\d+pd\s+[^\n]*%zmm|vfn?m(?:add|sub)\d+pd\s+[^\n]*%ymm", asm)) >= 20
+
+
 def test_accepts_other_scalar_types():
     assert vm.exp_f64(0) == 1.0
     assert vm.log_f32(1) == 0.0

@@ -12,11 +12,18 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-# Compile options of every kernel.  ``contract`` lets LLVM fuse a*b + c into one FMA (faster and
-# more accurate) without the value-changing rewrites of full fast-math, which would undo the
-# round-to-nearest trick below.  The numpy error model turns x / 0 into inf/nan instead of a
-# ZeroDivisionError check, a branch that would stop vectorisation.
-JIT_OPTIONS = {"fastmath": {"contract"}, "error_model": "numpy"}
+# Compile options of every kernel.
+# - ``contract`` lets LLVM fuse a*b + c into one FMA (faster and more accurate) without the
+#   value-changing rewrites of full fast-math, which would undo the round-to-nearest trick below.
+# - The numpy error model turns x / 0 into inf/nan instead of a ZeroDivisionError check, a
+#   branch that would stop vectorisation.
+# - ``forceinline`` marks the LLVM function alwaysinline.  A call that is not inlined cannot be
+#   vectorised, and LLVM's cost model may refuse to inline a large function (sinh with its
+#   helpers inlined) into a large kernel.  Unlike numba's ``inline="always"``, which re-lowers
+#   the body inside the caller with the caller's fast-math flags and error model, this keeps
+#   the flags above on every operation: a caller compiled with fastmath=True cannot reassociate
+#   (x + 1.5*2**52) - 1.5*2**52 away.
+JIT_OPTIONS = {"fastmath": {"contract"}, "error_model": "numpy", "forceinline": True}
 
 
 def jit(func):
