@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import os
 import re
 import sys
@@ -50,7 +51,7 @@ def blocks(text: str) -> list[Block]:
     for m in FENCE.finditer(text):
         line = text.count("\n", 0, m.start(2)) + 1
         found.append(Block(m.group(1).strip(), m.group(2), line, m.start(2), m.end(2)))
-    for block, following in zip(found, found[1:]):
+    for block, following in itertools.pairwise(found):
         between = text[block.end : following.start]
         # only the closing fence, blank lines and the next opening fence in between
         if block.tag == "python" and following.tag == "output" and between.count("```") == 2 \
@@ -76,8 +77,8 @@ def run_blocks(path: Path) -> list[tuple[Block, str]]:
         try:
             code = compile(source, path.name, "exec")
             with contextlib.redirect_stdout(stdout):
-                exec(code, namespace)  # noqa: S102  (running the documentation is the point)
-        except Exception:  # noqa: BLE001  (reported with the file and block)
+                exec(code, namespace)  # running the documentation is the point
+        except Exception:  # reported with the file and block
             pytest.fail(
                 f"{path.relative_to(ROOT)}: python block {number} (line {block.line}) failed:\n"
                 f"{traceback.format_exc()}",

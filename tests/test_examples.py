@@ -4,6 +4,7 @@ one runs on the default backend, whatever is fastest here."""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -65,8 +66,8 @@ def test_linear_regression_fits_the_line():
     assert abs(result["b"] - result["true_b"]) < 0.05
     losses = result["losses"]
     assert len(losses) == 150 and losses[-1] < losses[0] / 20
-    assert all(b <= a + 1e-12 for a, b in zip(losses, losses[1:]))  # a convex loss, a small step
-    w_ls, b_ls = result["least_squares"]
+    assert all(b <= a + 1e-12 for a, b in itertools.pairwise(losses))  # a convex loss, a small step
+    w_ls, _ = result["least_squares"]
     assert abs(result["w"] - w_ls) < 0.05
 
 
@@ -145,7 +146,7 @@ def test_gradient_flow_runs():
 @pytest.mark.parametrize("name", examples.names())
 def test_every_example_has_the_interface(name):
     module = examples.load(name)
-    assert module.NAME == name
+    assert name == module.NAME
     assert module.DESCRIPTION and "\n" not in module.DESCRIPTION
     assert callable(module.run)
     # a thin runnable file in examples/ for every example module
@@ -165,8 +166,7 @@ def test_quiet_prints_nothing_and_loud_ends_with_a_summary(name, capsys):
     run(name, quiet=False, **SMALL.get(name, {}))
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[1] == "backend: numpy"
-    assert any(line.startswith(f"{name}: ") or line.startswith(("Newton", "gradient descent"))
-               for line in lines), lines
+    assert any(line.startswith((f"{name}: ", "Newton", "gradient descent")) for line in lines), lines
 
 
 @pytest.mark.parametrize("name", [n for n in examples.names() if not examples.load(n).PLOT])
