@@ -17,11 +17,14 @@ import io
 import itertools
 import os
 import re
+import shutil
+import subprocess
 import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tracegrad as tg
@@ -102,10 +105,33 @@ def supported_section() -> str:
 # The tests
 
 
+def docs_backend(path: Path) -> str | None:
+    """The backend a file's blocks run on: the README on the default one (what a new user gets),
+    docs/ on numpy, where compiling each small example would cost more than running it. The
+    numbers do not depend on the backend; the backends' own tests make sure of that."""
+    return None if path.name == "README.md" else "numpy"
+
+
+@contextlib.contextmanager
+def backend_env(path: Path):
+    name, old = docs_backend(path), os.environ.get("TRACEGRAD_BACKEND")
+    if name is not None:
+        os.environ["TRACEGRAD_BACKEND"] = name
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TRACEGRAD_BACKEND", None)
+        else:
+            os.environ["TRACEGRAD_BACKEND"] = old
+
+
 @pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_blocks_run_and_print_their_output(path):
     tg.clear_programs()
-    for number, (block, printed) in enumerate(run_blocks(path), 1):
+    with backend_env(path):
+        results = run_blocks(path)
+    for number, (block, printed) in enumerate(results, 1):
         if block.output is None:
             continue
         expected, actual = normalise(block.output.code), normalise(printed)
@@ -175,6 +201,44 @@ def test_block_parser_pairs_output_blocks():
 
 
 # ----------------------------------------------------------------------------------------------
+# What a notebook shows: make_ir(...) as an HTML table, and Graphviz source
+
+
+def _sample_graph():
+    def f(x, w):
+        h = np.tanh(x @ w)
+        return np.sum(np.where(h > 0, h, 0.1 * h))
+
+    return tg.make_ir(tg.grad(f, argnums=1))(np.ones((4, 3)), np.ones(3))
+
+
+def test_graph_renders_as_an_html_table():
+    graph = _sample_graph()
+    page = graph._repr_html_()
+    assert page.startswith("<table") and page.endswith("</table>")
+    rows = page.count("<tr>")
+    assert rows == 1 + len(graph.inputs) + len(graph.nodes) + 1  # header, inputs, nodes, return
+    for node in graph.nodes:
+        assert f"<td>{node.prim.name}" in page
+    assert "test_docs.py:" in page  # the source line of each node
+    assert "<f64" not in page  # parameters like <f64[4,3] array> are escaped
+
+
+def test_graph_exports_graphviz_source():
+    graph = _sample_graph()
+    dot = graph.to_dot()
+    lines = dot.splitlines()
+    assert lines[0] == "digraph tracegrad {" and lines[-1] == "}"
+    edges = [line for line in lines if "->" in line]
+    assert len(edges) == sum(len(n.inputs) for n in graph.nodes) + len(graph.outputs)
+    assert dot.count("[label=") == len(graph.inputs) + len(graph.nodes) + len(graph.outputs)
+    dot_program = shutil.which("dot")
+    if dot_program:  # Graphviz itself, where installed, must accept it
+        done = subprocess.run([dot_program, "-Tsvg"], input=dot, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
+# ----------------------------------------------------------------------------------------------
 # Regenerating
 
 
@@ -190,9 +254,11 @@ def update() -> None:
         if not python_blocks(path):
             continue
         tg.clear_programs()
+        with backend_env(path):
+            results = run_blocks(path)
         replacements = [
             (block.output.start, block.output.end, printed.strip("\n") + "\n")
-            for block, printed in run_blocks(path)
+            for block, printed in results
             if block.output is not None
         ]
         for start, end, new in sorted(replacements, reverse=True):

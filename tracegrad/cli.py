@@ -462,6 +462,7 @@ def _describe_cache(info: Any) -> list[str]:
 ENVIRONMENT = {
     "TRACEGRAD_BACKEND": "the default backend (numpy, cpu or cuda)",
     "TRACEGRAD_LOG": "'retrace' logs why a function is traced again",
+    "TRACEGRAD_DEBUG_NANS": "'1' names the node and line where a NaN in the results was born",
     "TRACEGRAD_MATH": "compiled backends: 'libm' uses the C math library in kernels",
     "TRACEGRAD_CACHE_DIR": "compiled backends: where compiled programs are cached on disk",
     "TRACEGRAD_DUMP_KERNELS": "compiled backends: show the generated kernel source",
