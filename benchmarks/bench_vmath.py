@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit, prange
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tracegrad import vmath as vm  # noqa: E402
+from tracegrad import vmath as vm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "RESULTS.md")
@@ -67,9 +67,9 @@ def per_function(n=2**16, repeats=300):
             vec, lib = _loop(vm.get(name, dtype)), _loop(LIBM.get(name, getattr(math, name, None)))
             ufunc = getattr(np, name)
             row[dt] = {
-                "vmath": _median_ns(lambda: vec(x, out), n, repeats),
-                "numpy": _median_ns(lambda: ufunc(x, out=out), n, repeats),
-                "libm": _median_ns(lambda: lib(x, out), n, repeats),
+                "vmath": _median_ns(lambda f=vec, x=x, out=out: f(x, out), n, repeats),
+                "numpy": _median_ns(lambda f=ufunc, x=x, out=out: f(x, out=out), n, repeats),
+                "libm": _median_ns(lambda f=lib, x=x, out=out: f(x, out), n, repeats),
             }
         rows.append(row)
         print(f"  {name}: done", file=sys.stderr, flush=True)
@@ -139,10 +139,10 @@ def fused(n=10**7, repeats=5):
                 for label, fns in sets.items():
                     kernel = _w1_kernel(fns, par, fm)
                     value = kernel(x, grad)
-                    ms = _median_ns(lambda: kernel(x, grad), 1, repeats) / 1e6
+                    ms = _median_ns(lambda k=kernel, x=x, g=grad: k(x, g), 1, repeats) / 1e6
                     results.append((dt, f"{label}, {par_label}, {fm_label}", ms, value, want))
                     print(f"  {dt} {results[-1][1]}: {ms:.1f} ms", file=sys.stderr, flush=True)
-        ms = _median_ns(lambda: _w1_numpy(x, grad), 1, repeats) / 1e6
+        ms = _median_ns(lambda x=x, g=grad: _w1_numpy(x, g), 1, repeats) / 1e6
         results.append((dt, "NumPy, unfused (several passes)", ms, _w1_numpy(x, grad), want))
     return results
 
@@ -152,7 +152,9 @@ def fused(n=10**7, repeats=5):
 
 def report(rows, w1):
     lines = ["### Per function: ns per element (2^16 elements in cache, median)", ""]
-    lines.append("| function | f64 vmath | f64 NumPy | f64 libm loop | f32 vmath | f32 NumPy | f32 libm loop |")
+    lines.append(
+        "| function | f64 vmath | f64 NumPy | f64 libm loop | f32 vmath | f32 NumPy | f32 libm loop |"
+    )
     lines.append("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         cells = [f"{r[dt][k]:.2f}" for dt in ("f64", "f32") for k in ("vmath", "numpy", "libm")]
@@ -168,7 +170,10 @@ def report(rows, w1):
 def write_section(body):
     """Replace (or append) the ``## Vectorised math`` section of RESULTS.md, leaving the
     other sections as they are."""
-    text = open(RESULTS).read() if os.path.exists(RESULTS) else "# Benchmark results\n"
+    text = "# Benchmark results\n"
+    if os.path.exists(RESULTS):
+        with open(RESULTS) as fh:
+            text = fh.read()
     start = text.find(SECTION)
     if start >= 0:
         nxt = text.find("\n## ", start + len(SECTION))
@@ -197,7 +202,10 @@ def main():
             "numpy " + np.__version__ + ", numba " + __import__("numba").__version__ + ". "
             "Medians on a noisy 2-core machine: differences under ~15% are not significant.\n\n"
         )
-        notes = open(args.notes).read().strip() + "\n" if args.notes else ""
+        notes = ""
+        if args.notes:
+            with open(args.notes) as fh:
+                notes = fh.read().strip() + "\n"
         write_section(head + tables + "\n\n" + notes)
 
 

@@ -71,7 +71,13 @@ def samples(name, dtype, n=100_000, seed=0):
 
     if name == "exp":
         hi, lo, sub_lo = (709.8, -745.2, -708.4) if d64 else (88.8, -104.0, -87.4)
-        parts = [U(lo - 2, hi + 2), U(-1, 1), pm(B(sub, 1.0)), U(hi - 1, hi + 0.1), U(lo - 0.1, sub_lo)]
+        parts = [
+            U(lo - 2, hi + 2),
+            U(-1, 1),
+            pm(B(sub, 1.0)),
+            U(hi - 1, hi + 0.1),
+            U(lo - 0.1, sub_lo),
+        ]
     elif name == "expm1":
         hi = 709.8 if d64 else 88.8
         parts = [U(-45, hi + 1), U(-1, 1), pm(B(sub, 1.0))]
@@ -82,7 +88,12 @@ def samples(name, dtype, n=100_000, seed=0):
     elif name in ("sin", "cos", "tan"):
         k = rng.integers(-(10**6), 10**6, n) * (np.pi / 2)  # next to multiples of pi/2
         near = np.concatenate([k, np.nextafter(k, np.inf), np.nextafter(k, -np.inf)])
-        parts = [U(-10, 10), U(-1e4, 1e4), pm(B(sub, vm.TRIG_MAX_ARG["float64"])), near.astype(dtype)]
+        parts = [
+            U(-10, 10),
+            U(-1e4, 1e4),
+            pm(B(sub, vm.TRIG_MAX_ARG["float64"])),
+            near.astype(dtype),
+        ]
         if d64:
             parts += [U(-1e10, 1e10), pm(B(1e13, vm.TRIG_MAX_ARG["float64"]))]
     elif name == "tanh":
@@ -125,8 +136,25 @@ def ulp_error(got, ref, dtype):
 # --- compiled loops, shared ----------------------------------------------------------------------
 
 
-def _make_loop(f, parallel=False):
-    if parallel:
+def _scalar(f):
+    """A jitted function calling f once: the way to see f's compiled types."""
+
+    @njit
+    def call(v):
+        return f(v)
+
+    return call
+
+
+def _make_loop(f, parallel=False, fastmath=False):
+    if fastmath:
+
+        @njit(fastmath=True)
+        def loop(x, out):
+            for i in range(x.size):
+                out[i] = f(x[i])
+
+    elif parallel:
 
         @njit(parallel=True)
         def loop(x, out):
@@ -143,7 +171,7 @@ def _make_loop(f, parallel=False):
     return loop
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def loop_for(name, dt):
     return _make_loop(vm.get(name, DTYPES[dt]))
 
@@ -184,12 +212,18 @@ def test_reference_is_accurate():
         "log1p": rng.uniform(-0.9, 10, 40),
         "arcsin": rng.uniform(-1, 1, 40),
     }
-    mp_func = {"sin": mpmath.sin, "tan": mpmath.tan, "exp": mpmath.exp, "log1p": mpmath.log1p,
-               "arcsin": mpmath.asin}
+    mp_func = {
+        "sin": mpmath.sin,
+        "tan": mpmath.tan,
+        "exp": mpmath.exp,
+        "log1p": mpmath.log1p,
+        "arcsin": mpmath.asin,
+    }
     for name, x in cases.items():
         ref = reference(name, x)
-        exact = np.array([mpmath.nstr(mp_func[name](mpmath.mpf(float(v))), 30) for v in x],
-                         dtype=np.longdouble)
+        exact = np.array(
+            [mpmath.nstr(mp_func[name](mpmath.mpf(float(v))), 30) for v in x], dtype=np.longdouble
+        )
         assert ulp_error(ref, exact, F64).max() < 0.01, name
 
 
@@ -213,13 +247,34 @@ def test_trig_beyond_limit_is_nan():
 
 def special_inputs(name, dtype):
     fi = np.finfo(dtype)
-    v = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 2.0,
-         fi.smallest_subnormal, -fi.smallest_subnormal, fi.smallest_normal, fi.max, -fi.max]
+    v = [
+        0.0,
+        -0.0,
+        np.inf,
+        -np.inf,
+        np.nan,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        2.0,
+        fi.smallest_subnormal,
+        -fi.smallest_subnormal,
+        fi.smallest_normal,
+        fi.max,
+        -fi.max,
+    ]
     if name in ("exp", "expm1", "sinh", "cosh"):
         # around the overflow and underflow thresholds
         lo = math.log(float(fi.smallest_subnormal))
         hi = math.log(float(fi.max))
-        edges = [hi, hi + math.log(2.0), lo, lo - math.log(2.0), math.log(float(fi.smallest_normal))]
+        edges = [
+            hi,
+            hi + math.log(2.0),
+            lo,
+            lo - math.log(2.0),
+            math.log(float(fi.smallest_normal)),
+        ]
         for e in edges:
             c = dtype(e)
             v += [c, np.nextafter(c, dtype(np.inf)), np.nextafter(c, dtype(-np.inf)), -c]
@@ -252,17 +307,45 @@ def test_special_values(name, dt):
 
 
 EXACT = [
-    ("exp", 0.0, 1.0), ("exp", -0.0, 1.0), ("log", 1.0, 0.0), ("log", 0.0, -np.inf),
-    ("log", -0.0, -np.inf), ("log", np.inf, np.inf), ("log1p", 0.0, 0.0), ("log1p", -0.0, -0.0),
-    ("log1p", -1.0, -np.inf), ("expm1", 0.0, 0.0), ("expm1", -0.0, -0.0),
-    ("expm1", -np.inf, -1.0), ("sin", 0.0, 0.0), ("sin", -0.0, -0.0), ("cos", 0.0, 1.0),
-    ("cos", -0.0, 1.0), ("tan", 0.0, 0.0), ("tan", -0.0, -0.0), ("tanh", 0.0, 0.0),
-    ("tanh", -0.0, -0.0), ("tanh", 30.0, 1.0), ("tanh", -30.0, -1.0), ("tanh", np.inf, 1.0),
-    ("tanh", -np.inf, -1.0), ("sinh", -0.0, -0.0), ("cosh", 0.0, 1.0), ("cosh", -np.inf, np.inf),
-    ("arctan", -0.0, -0.0), ("arcsin", -0.0, -0.0), ("arcsin", 1.0, np.pi / 2),
-    ("arccos", 1.0, 0.0), ("arccos", -1.0, np.pi), ("arccos", 0.0, np.pi / 2),
-    ("arctan", np.inf, np.pi / 2), ("arctan", -np.inf, -np.pi / 2),
-    ("exp", 710.0, np.inf), ("exp", -746.0, 0.0), ("sinh", 711.0, np.inf), ("sinh", -711.0, -np.inf),
+    ("exp", 0.0, 1.0),
+    ("exp", -0.0, 1.0),
+    ("log", 1.0, 0.0),
+    ("log", 0.0, -np.inf),
+    ("log", -0.0, -np.inf),
+    ("log", np.inf, np.inf),
+    ("log1p", 0.0, 0.0),
+    ("log1p", -0.0, -0.0),
+    ("log1p", -1.0, -np.inf),
+    ("expm1", 0.0, 0.0),
+    ("expm1", -0.0, -0.0),
+    ("expm1", -np.inf, -1.0),
+    ("sin", 0.0, 0.0),
+    ("sin", -0.0, -0.0),
+    ("cos", 0.0, 1.0),
+    ("cos", -0.0, 1.0),
+    ("tan", 0.0, 0.0),
+    ("tan", -0.0, -0.0),
+    ("tanh", 0.0, 0.0),
+    ("tanh", -0.0, -0.0),
+    ("tanh", 30.0, 1.0),
+    ("tanh", -30.0, -1.0),
+    ("tanh", np.inf, 1.0),
+    ("tanh", -np.inf, -1.0),
+    ("sinh", -0.0, -0.0),
+    ("cosh", 0.0, 1.0),
+    ("cosh", -np.inf, np.inf),
+    ("arctan", -0.0, -0.0),
+    ("arcsin", -0.0, -0.0),
+    ("arcsin", 1.0, np.pi / 2),
+    ("arccos", 1.0, 0.0),
+    ("arccos", -1.0, np.pi),
+    ("arccos", 0.0, np.pi / 2),
+    ("arctan", np.inf, np.pi / 2),
+    ("arctan", -np.inf, -np.pi / 2),
+    ("exp", 710.0, np.inf),
+    ("exp", -746.0, 0.0),
+    ("sinh", 711.0, np.inf),
+    ("sinh", -711.0, -np.inf),
 ]
 
 
@@ -293,7 +376,7 @@ def test_domain_errors_give_nan():
 def test_sincos_matches_sin_and_cos():
     for dt, dtype in DTYPES.items():
         x = samples("sin", dtype, n=20_000)
-        sc = njit(lambda v, f=vm.get("sincos", dtype): f(v))
+        sc = _scalar(vm.get("sincos", dtype))
         pairs = np.array([sc(v) for v in x[:2000]], dtype=dtype)
         for col, name in enumerate(("sin", "cos")):
             err = ulp_error(pairs[:, col], reference(name, x[:2000]), dtype)
@@ -304,8 +387,21 @@ def test_sincos_matches_sin_and_cos():
 
 
 def test_function_table():
-    assert set(NAMES) >= {"exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "arctan",
-                          "sinh", "cosh", "arcsin", "arccos"}
+    assert set(NAMES) >= {
+        "exp",
+        "expm1",
+        "log",
+        "log1p",
+        "sin",
+        "cos",
+        "tan",
+        "tanh",
+        "arctan",
+        "sinh",
+        "cosh",
+        "arcsin",
+        "arccos",
+    }
     for name, (f64, f32) in vm.FUNCTIONS.items():
         assert f64 is getattr(vm, f"{name}_f64") and f32 is getattr(vm, f"{name}_f32")
         assert vm.get(name, "float64") is f64 and vm.get(name, np.float32) is f32
@@ -323,7 +419,7 @@ PURE_F32 = ["exp", "expm1", "log", "log1p", "sinh", "cosh", "arctan", "arccos"]
 def test_float32_stays_float32(name):
     loop = loop_for(name, "f32")
     loop(np.ones(4, F32), np.empty(4, F32))
-    scalar = njit(lambda v, f=vm.get(name, F32): f(v))
+    scalar = _scalar(vm.get(name, F32))
     scalar(F32(0.5))
     assert scalar.nopython_signatures[0].return_type.name == "float32"
     if name in PURE_F32:
@@ -389,20 +485,16 @@ def kernel_seq(x, out):
     np.testing.assert_array_equal(out_par, out_seq)
     xd = x.astype(F64)
     want = np.sin(xd) * np.exp(-xd * xd) + np.tanh(xd) * xd
-    np.testing.assert_allclose(out_par, want, rtol=1e-13 if dt == "f64" else 1e-5, atol=1e-6 if dt == "f32" else 1e-15)
+    np.testing.assert_allclose(
+        out_par, want, rtol=1e-13 if dt == "f64" else 1e-5, atol=1e-6 if dt == "f32" else 1e-15
+    )
 
 
 def test_fastmath_caller_keeps_accuracy():
     """vmath's operations keep their own flags when inlined into a fastmath=True kernel."""
     for name in ("exp", "sin", "log1p", "tanh"):
         for dt, dtype in DTYPES.items():
-            f = vm.get(name, dtype)
-
-            @njit(fastmath=True)
-            def loop(x, out):
-                for i in range(x.size):
-                    out[i] = f(x[i])
-
+            loop = _make_loop(vm.get(name, dtype), fastmath=True)
             x = samples(name, dtype, n=5_000)
             out = np.empty_like(x)
             loop(x, out)
@@ -432,7 +524,14 @@ def test_big_fused_kernel_is_vectorised():
     kernel(x, np.empty_like(x))
     asm = kernel.inspect_asm(kernel.signatures[0])
     assert re.search(r"call[^\n]*vmath", asm) is None, "a vmath function was not inlined"
-    assert len(re.findall(r"vfn?m(?:add|sub)\d+pd\s+[^\n]*%zmm|vfn?m(?:add|sub)\d+pd\s+[^\n]*%ymm", asm)) >= 20
+    assert (
+        len(
+            re.findall(
+                r"vfn?m(?:add|sub)\d+pd\s+[^\n]*%zmm|vfn?m(?:add|sub)\d+pd\s+[^\n]*%ymm", asm
+            )
+        )
+        >= 20
+    )
 
 
 def test_accepts_other_scalar_types():
@@ -453,7 +552,7 @@ def test_math_mode_reads_environment(monkeypatch):
     monkeypatch.setenv("TRACEGRAD_MATH", "vector")
     assert vm.math_mode() == "vector"
     monkeypatch.setenv("TRACEGRAD_MATH", "svml")
-    with pytest.raises(ValueError, match="vector.*libm"):
+    with pytest.raises(ValueError, match=r"vector.*libm"):
         vm.math_mode()
 
 
@@ -462,7 +561,7 @@ def test_set_math_mode_overrides(monkeypatch):
     try:
         vm.set_math_mode("vector")
         assert vm.math_mode() == "vector"
-        with pytest.raises(ValueError, match="vector.*libm"):
+        with pytest.raises(ValueError, match=r"vector.*libm"):
             vm.set_math_mode("fast")
         assert vm.math_mode() == "vector"
         vm.set_math_mode(None)

@@ -14,7 +14,7 @@ with ``TRACEGRAD_MATH=libm``).  See docs/vmath.md for the accuracy bounds and sp
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from ._atrig import arccos_f32, arccos_f64, arcsin_f32, arcsin_f64, arctan_f32, arctan_f64
 from ._exp import (
@@ -58,7 +58,8 @@ _override: str | None = None
 
 def _check(mode: str, source: str) -> str:
     if mode not in MODES:
-        raise ValueError(f"invalid math mode {mode!r} from {source}; valid modes: {', '.join(MODES)}")
+        valid = ", ".join(MODES)
+        raise ValueError(f"invalid math mode {mode!r} from {source}; valid modes: {valid}")
     return mode
 
 

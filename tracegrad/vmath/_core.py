@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 
 # Compile options of every kernel.
 # - ``contract`` lets LLVM fuse a*b + c into one FMA (faster and more accurate) without the
@@ -128,44 +128,6 @@ def horner(u, coeffs):
     for j in range(len(coeffs) - 2, -1, -1):
         p = p * u + coeffs[j]
     return p
-
-
-def estrin(u, coeffs):
-    """coeffs[0] + coeffs[1]*u + ... + coeffs[-1]*u**(n-1), by Estrin's scheme.
-
-    Same value as ``horner`` up to rounding, but the terms are combined pairwise as a tree
-    (c0 + c1 u) + u**2 (c2 + c3 u) + u**4 (...), so the dependency chain is about log2(n)
-    FMAs long instead of n.  An inlined math function sits in a loop that LLVM does not unroll,
-    so the length of that chain, not the number of operations, bounds the throughput.
-    """
-    n = len(coeffs)
-    return sum(coeffs[j] * u**j for j in range(n))
-
-
-def _estrin_expr(lo, hi):
-    """Source of the Estrin evaluation of coeffs[lo:hi] (powers named u1, u2, u4, ...)."""
-    if hi - lo == 1:
-        return f"c[{lo}]"
-    m = 1
-    while 2 * m < hi - lo:
-        m *= 2
-    return f"({_estrin_expr(lo, lo + m)} + u{m} * {_estrin_expr(lo + m, hi)})"
-
-
-@overload(estrin, inline="always")
-def _estrin_impl(u, c):
-    if not isinstance(c, types.UniTuple):
-        return None
-    n = c.count
-    lines = ["def impl(u, c):", "    u1 = u"]
-    m = 1
-    while 2 * m < n:
-        lines.append(f"    u{2 * m} = u{m} * u{m}")
-        m *= 2
-    lines.append(f"    return {_estrin_expr(0, n)}")
-    namespace: dict = {}
-    exec("\n".join(lines), namespace)  # a fixed expression tree for this length
-    return namespace["impl"]
 
 
 # --- per-dtype constants ----------------------------------------------------------------------

@@ -157,7 +157,7 @@ def _build(S: Spec):
 
     sfx = "_f64" if S is F64 else "_f32"
     kind = "float64" if S is F64 else "float32"
-    lim = f"|x| <= 2**45, nan beyond"
+    lim = "|x| <= 2**45, nan beyond"
     funcs = {
         "sin": (sin, f"Vectorisable sin(x) for {kind}; {lim}."),
         "cos": (cos, f"Vectorisable cos(x) for {kind}; {lim}."),
