@@ -8,8 +8,13 @@ installed package too.
 """
 
 import sys
+from pathlib import Path
 
-from tracegrad.cli import main
+try:
+    from tracegrad.cli import main
+except ImportError:  # run from a clone without installing: use the package next to this folder
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tracegrad.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["run", "newton", *sys.argv[1:]]))

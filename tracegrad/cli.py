@@ -464,8 +464,8 @@ ENVIRONMENT = {
     "TRACEGRAD_LOG": "'retrace' logs why a function is traced again",
     "TRACEGRAD_DEBUG_NANS": "'1' names the node and line where a NaN in the results was born",
     "TRACEGRAD_MATH": "compiled backends: 'libm' uses the C math library in kernels",
-    "TRACEGRAD_CACHE_DIR": "compiled backends: where compiled programs are cached on disk",
-    "TRACEGRAD_DUMP_KERNELS": "compiled backends: show the generated kernel source",
+    "TRACEGRAD_CACHE_DIR": "compiled backends: the disk cache's folder ('off': memory only)",
+    "TRACEGRAD_DUMP_KERNELS": "compiled backends: a folder to write generated kernel source to",
 }
 
 
@@ -535,10 +535,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print()
 
     print("environment")
+    shown = {key: repr(os.environ[key]) if key in os.environ else "(not set)" for key in ENVIRONMENT}
+    width = max(map(len, shown.values()))
     for key, meaning in ENVIRONMENT.items():
-        value = os.environ.get(key)
-        shown = repr(value) if value is not None else "(not set)"
-        print(f"  {key:<23} {shown:<12} {meaning}")
+        print(f"  {key:<23} {shown[key]:<{width}}  {meaning}")
     print()
     print("doctor: everything works" if not problems else f"doctor: {problems} problem(s) found above")
     return 0 if not problems else 1
