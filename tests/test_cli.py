@@ -337,6 +337,23 @@ def test_cuda_devices_never_raises():
     assert isinstance(devices, list) and (devices or why)
 
 
+def test_cuda_devices_are_listed(monkeypatch):
+    cuda = pytest.importorskip("numba.cuda")
+
+    class Device:
+        def __init__(self, id, name, cc):
+            self.id, self.compute_capability = id, cc
+            if name is not None:
+                self.name = name
+
+    monkeypatch.setattr(cuda, "gpus", [Device(0, b"NVIDIA H200", (9, 0)), Device(1, None, ())],
+                        raising=False)
+    devices, why = cli.cuda_devices()
+    assert devices == ["0: NVIDIA H200, compute capability 9.0", "1: unnamed device"] and why == ""
+    monkeypatch.setattr(cuda, "gpus", [], raising=False)
+    assert cli.cuda_devices() == ([], "numba.cuda found no device")
+
+
 def test_doctor_shows_the_cache(capsys, monkeypatch):
     monkeypatch.setattr(tg, "cache_info", lambda: {"directory": "/tmp/tg", "entries": 3, "bytes": 2048},
                         raising=False)

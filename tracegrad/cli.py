@@ -419,9 +419,11 @@ def _list_cuda_devices() -> list[str]:
     simulated = os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
     devices = []
     for gpu in cuda.gpus:
-        name = gpu.name.decode() if isinstance(gpu.name, bytes) else str(gpu.name)
+        name = getattr(gpu, "name", None) or ("simulated device" if simulated else "unnamed device")
+        name = name.decode() if isinstance(name, bytes) else str(name)
         cc = ".".join(map(str, getattr(gpu, "compute_capability", ()) or ()))
-        devices.append(f"{gpu.id}: {name}" + (f", compute capability {cc}" if cc else "")
+        devices.append(f"{getattr(gpu, 'id', len(devices))}: {name}"
+                       + (f", compute capability {cc}" if cc else "")
                        + (" (the CUDA simulator: NUMBA_ENABLE_CUDASIM=1)" if simulated else ""))
     return devices
 
