@@ -355,3 +355,18 @@ def test_unknown_backend_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("TRACEGRAD_BACKEND", "quantum")
     with pytest.raises(tg.BackendError, match="quantum"):
         tg.grad(lambda x: x * x)(1.0)
+
+
+def test_custom_vjp_function_may_call_itself_in_its_forward_rule(backend):
+    @tg.custom_vjp
+    def square(x):
+        return x**2
+
+    square.defvjp(lambda x: (square(x), x), lambda x, ct: (2 * x * ct,))
+    assert tg.grad(square, backend=backend)(3.0) == 6.0
+    assert tg.grad(tg.grad(square), backend=backend)(3.0) == 2.0
+
+
+def test_x_to_the_zero_folds_to_one():
+    graph = tg.make_ir(lambda x: np.sum(x**0 + x))(np.ones(2))
+    assert "integer_pow" not in str(graph)

@@ -137,3 +137,10 @@ def test_debug_nans_points_at_the_line_that_made_the_nan(monkeypatch, backend):
         tg.jit(f, backend=backend)(np.array([0.0, 4.0]))
     # without NaNs in the results nothing is raised
     tg.grad(lambda x: np.sum(np.where(x > 0, np.sqrt(x), 0.0)), backend=backend)(np.array([0.0, 4.0]))
+
+
+def test_item_and_tolist_on_a_traced_value():
+    with pytest.raises(tg.TracingError, match=r"\.item\(\)"):
+        tg.jit(lambda x: x.item())(np.ones(1))
+    with pytest.raises(tg.TracingError, match="tolist"):
+        tg.jit(lambda x: x.tolist())(np.ones(1))

@@ -29,6 +29,7 @@ class custom_vjp:
         self.fun = fun
         self.fwd: Callable | None = None
         self.bwd: Callable | None = None
+        self._in_rule = 0  # > 0 while fwd or bwd is traced: calls inside them are plain calls
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> custom_vjp:
         self.fwd, self.bwd = fwd, bwd
@@ -36,7 +37,7 @@ class custom_vjp:
 
     def __call__(self, *args):
         builder = ir.active_builder()
-        if builder is None:  # not being traced: just the function
+        if builder is None or self._in_rule:  # not traced, or called by its own rule: the function
             return self.fun(*args)
         if self.fwd is None or self.bwd is None:
             raise TypeError(
@@ -46,6 +47,13 @@ class custom_vjp:
         return self._traced(builder, args)
 
     def _traced(self, builder: ir.Builder, args: tuple):
+        self._in_rule += 1
+        try:
+            return self._trace_rule(builder, args)
+        finally:
+            self._in_rule -= 1
+
+    def _trace_rule(self, builder: ir.Builder, args: tuple):
         leaves, treedef = flatten(args)
         arg_vars = [to_var(a, builder) for a in leaves]
         avals = [(v.shape, v.dtype) for v in arg_vars]

@@ -162,6 +162,8 @@ def _algebra(node: Node, fills, producers):
             return a
         if _is(fa, 1):
             return b
+    elif prim is P.integer_pow_p and node.params["n"] == 0:
+        return np.ones((), node.out.dtype)  # x**0 is 1, even for nan and inf (as in NumPy)
     elif prim is P.neg_p and producers[0] is not None and producers[0].prim is P.neg_p:
         return producers[0].inputs[0]
     elif prim is P.where_p and fills[0] is not None:

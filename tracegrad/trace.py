@@ -97,6 +97,12 @@ class Tracer:
     def __complex__(self):
         self._concrete("convert to complex")
 
+    def item(self, *args):
+        self._concrete("read a Python number from (.item())")
+
+    def tolist(self):
+        self._concrete("convert to a list (.tolist())")
+
     def __array__(self, *args, **kwargs):
         raise TracingError(
             "tracegrad cannot convert a traced value to a NumPy array while tracing."
