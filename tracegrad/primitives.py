@@ -518,7 +518,7 @@ def _batch_unsupported(name):
 def _integer_pow_scalar(args, params):
     x, n = args[0], params["n"]
     if n == 0:
-        return f"({x} * 0 + 1)"
+        return f"({x} ** 0)"
     if 0 < n <= 4:
         return "(" + " * ".join([x] * n) + ")"
     if -4 <= n < 0:
@@ -527,8 +527,10 @@ def _integer_pow_scalar(args, params):
 
 
 def _convert_scalar(args, params):
-    dtype = params["dtype"]
-    return f"np.{np.dtype(dtype).name}({args[0]})"
+    dtype = np.dtype(params["dtype"])
+    if dtype == np.bool_:
+        return f"({args[0]} != 0)"
+    return f"np.{dtype.name}({args[0]})"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -579,8 +581,9 @@ ct_mul_p = _ew(
     lambda g, out, ct, d: (ct_mul(g, d), ct_mul(ct, g)),
     "({0} * {1} if {0} != 0 else {0})",
 )
-maximum_p = _ew("maximum", np.maximum, None, "max({0}, {1})")
-minimum_p = _ew("minimum", np.minimum, None, "min({0}, {1})")
+# NaN-propagating like np.maximum / np.minimum (Python's max(1.0, nan) is 1.0)
+maximum_p = _ew("maximum", np.maximum, None, "({0} if ({0} >= {1}) | ({0} != {0}) else {1})")
+minimum_p = _ew("minimum", np.minimum, None, "({0} if ({0} <= {1}) | ({0} != {0}) else {1})")
 
 exp_p = _ew("exp", np.exp, _unary_rule(lambda x, out: out), "M.exp({0})")
 expm1_p = _ew("expm1", np.expm1, _unary_rule(lambda x, out: add(out, 1.0)), "M.expm1({0})")

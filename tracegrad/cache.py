@@ -1,0 +1,302 @@
+"""The compiled-kernel cache: in memory, and on disk so that a new process does not compile again.
+
+Numba cannot cache functions created with `exec`, so each generated kernel is written as a real
+module, `kernels/k_<key>.py`, in a per-user cache directory and imported from there; the kernels in
+it are decorated with `cache=True`, so Numba keeps their machine code next to them in
+`kernels/__pycache__`. What is cached on disk, then, is *kernels*: the key of a module is a hash
+of its source and of everything its machine code depends on besides (tracegrad's version, the
+source of `tracegrad.vmath` it calls, Numba's and Python's versions). A warm process still traces
+and differentiates the function (milliseconds); only Numba's compilation (the slow part) is
+skipped. The traced IR itself is not persisted: a key that is safe for it would have to cover the
+function's code, its closure and every global it reads, transitively.
+
+Safety, since the cache holds code that will be executed:
+- the directory is `$TRACEGRAD_CACHE_DIR`, else `$XDG_CACHE_HOME/tracegrad`, else
+  `~/.cache/tracegrad`; it is created with owner-only permissions (0700), and a directory or an
+  entry that another user owns or can write to is refused (the disk cache is then not used, or
+  the entry is deleted and compiled again);
+- a module is written to a temporary file and renamed into place, so a reader sees either no
+  file or a whole one, even with several processes compiling at once;
+- a module whose text is not exactly what tracegrad would write is rewritten, never imported,
+  and a kernel whose first call fails after loading Numba's cached code is recompiled with that
+  code deleted.
+`TRACEGRAD_CACHE_DIR=off` keeps everything in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import stat
+import sys
+import tempfile
+import threading
+import types
+from dataclasses import dataclass
+import contextlib
+
+log = logging.getLogger("tracegrad")
+
+ENV_DIR = "TRACEGRAD_CACHE_DIR"
+_lock = threading.Lock()
+_modules: dict[str, types.ModuleType] = {}  # key -> loaded kernel module
+_refused: set[str] = set()  # directories already reported as unsafe
+_salt_cache: dict[str, str] = {}
+
+
+def cache_dir() -> str | None:
+    """The cache directory in use (None if the disk cache is off)."""
+    env = os.environ.get(ENV_DIR)
+    if env is not None:
+        if env.strip().lower() in ("", "off", "0", "none"):
+            return None
+        return os.path.abspath(os.path.expanduser(env))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tracegrad")
+
+
+def _safe_dir(path: str, create: bool) -> bool:
+    """Whether `path` is a directory only this user can write to (creating it if asked)."""
+    try:
+        if create and not os.path.isdir(path):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            os.chmod(path, 0o700)
+        st = os.stat(path)
+    except OSError:
+        return False
+    ok = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+    if not ok and path not in _refused:
+        _refused.add(path)
+        log.warning(
+            "tracegrad: not using the kernel cache at %s: it must be a directory owned by you "
+            "that no other user can write to (chmod 700 it, or set %s)", path, ENV_DIR
+        )
+    return ok
+
+
+def _safe_file(path: str) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def kernels_dir() -> str | None:
+    """The directory kernel modules live in, created and checked; None when it is not usable."""
+    root = cache_dir()
+    if root is None or not _safe_dir(root, create=True):
+        return None
+    path = os.path.join(root, "kernels")
+    if not _safe_dir(path, create=True):
+        return None
+    pycache = os.path.join(path, "__pycache__")
+    if os.path.exists(pycache) and not _safe_dir(pycache, create=False):
+        return None
+    return path
+
+
+def salt(parts: tuple[str, ...]) -> str:
+    """A hash of everything besides its source that a kernel's machine code depends on."""
+    import numba
+
+    from . import __version__
+
+    key = "|".join(parts)
+    if key not in _salt_cache:
+        text = f"tracegrad {__version__}|numba {numba.__version__}|{sys.version}|{key}"
+        _salt_cache[key] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return _salt_cache[key]
+
+
+def source_hash(paths: list[str]) -> str:
+    """A hash of the text of some source files (the code a kernel calls into)."""
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        try:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        except OSError:
+            h.update(b"missing " + path.encode())
+    return h.hexdigest()[:16]
+
+
+def module_key(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:24]
+
+
+def load_module(source: str) -> types.ModuleType:
+    """The module for kernel `source` (which must embed its salt): from memory, from the disk
+    cache, or written there and imported. Its kernels use Numba's cache only when on disk."""
+    key = module_key(source)
+    module = _modules.get(key)
+    if module is not None:
+        return module
+    with _lock:
+        module = _modules.get(key)
+        if module is None:
+            module = _load(key, source)
+            _modules[key] = module
+    return module
+
+
+def _load(key: str, source: str) -> types.ModuleType:
+    directory = kernels_dir()
+    if directory is None:
+        return _exec_module(key, source)
+    path = os.path.join(directory, f"k_{key}.py")
+    if not _entry_is_intact(path, source):
+        _purge_compiled(directory, key)
+        try:
+            _write_atomically(directory, path, source)
+        except OSError as exc:
+            log.warning("tracegrad: cannot write the kernel cache at %s (%s)", directory, exc)
+            return _exec_module(key, source)
+    if not _compiled_entries_safe(directory, key):
+        _purge_compiled(directory, key)
+    return _import_file(key, path)
+
+
+def _entry_is_intact(path: str, source: str) -> bool:
+    if not os.path.exists(path):
+        return False
+    if not _safe_file(path):
+        log.warning("tracegrad: replacing kernel cache entry %s (unsafe owner or permissions)", path)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            intact = f.read() == source
+    except (OSError, UnicodeDecodeError):
+        intact = False
+    if not intact:
+        log.warning("tracegrad: kernel cache entry %s is damaged; compiling it again", path)
+    return intact
+
+
+def _write_atomically(directory: str, path: str, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".py")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _compiled_files(directory: str, key: str) -> list[str]:
+    pycache = os.path.join(directory, "__pycache__")
+    try:
+        names = os.listdir(pycache)
+    except OSError:
+        return []
+    return [os.path.join(pycache, n) for n in names if n.startswith(f"k_{key}.")]
+
+
+def _compiled_entries_safe(directory: str, key: str) -> bool:
+    return all(_safe_file(p) for p in _compiled_files(directory, key))
+
+
+def _purge_compiled(directory: str, key: str) -> None:
+    for p in _compiled_files(directory, key):
+        with contextlib.suppress(OSError):
+            os.unlink(p)
+
+
+def _import_file(key: str, path: str) -> types.ModuleType:
+    # Numba's cached code names the module of its functions and imports it when it loads them:
+    # the module must be in sys.modules under a plain name.
+    name = f"_tracegrad_kernel_{key}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    module._TG_CACHE = True
+    module._TG_KEY = key
+    module._TG_DIR = os.path.dirname(path)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _exec_module(key: str, source: str) -> types.ModuleType:
+    module = types.ModuleType(f"_tracegrad_kernel_{key}")
+    module._TG_CACHE = False
+    module._TG_KEY = key
+    module._TG_DIR = None
+    exec(compile(source, f"<tracegrad kernel {key}>", "exec"), module.__dict__)
+    return module
+
+
+def reload_without_compiled(module: types.ModuleType, source: str) -> types.ModuleType:
+    """After a kernel failed to load its cached machine code: delete that code and import the
+    module again (its kernels then compile from source)."""
+    key = module._TG_KEY
+    with _lock:
+        if module._TG_DIR is not None:
+            _purge_compiled(module._TG_DIR, key)
+            fresh = _import_file(key, os.path.join(module._TG_DIR, f"k_{key}.py"))
+        else:
+            fresh = _exec_module(key, source)
+        _modules[key] = fresh
+    return fresh
+
+
+# ----------------------------------------------------------------------------------------------
+# Reporting and clearing
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    directory: str | None  # None: the disk cache is off or refused
+    disk_kernels: int  # kernel modules on disk
+    disk_bytes: int  # their size, with Numba's compiled code
+    memory_kernels: int  # kernel modules loaded in this process
+    programs: int = 0  # compiled programs held in memory by the api
+
+    def __str__(self) -> str:
+        where = self.directory or "(disk cache off)"
+        return (
+            f"kernel cache {where}: {self.disk_kernels} kernels on disk ({self.disk_bytes / 1e6:.1f} MB), "
+            f"{self.memory_kernels} loaded in memory, {self.programs} programs in memory"
+        )
+
+
+def info() -> CacheInfo:
+    directory = kernels_dir()
+    count = size = 0
+    if directory is not None:
+        for root, _, files in os.walk(directory):
+            for name in files:
+                if name.startswith("k_"):
+                    try:
+                        size += os.lstat(os.path.join(root, name)).st_size
+                    except OSError:
+                        continue
+                    if root == directory and name.endswith(".py"):
+                        count += 1
+    return CacheInfo(os.path.dirname(directory) if directory else None, count, size, len(_modules))
+
+
+def clear(disk: bool = True) -> None:
+    """Forget the kernels loaded in memory and (with `disk`) delete the cached ones on disk."""
+    with _lock:
+        _modules.clear()
+        directory = kernels_dir() if disk else None
+        if directory is None:
+            return
+        for root, _, files in os.walk(directory):
+            for name in files:
+                if name.startswith(("k_", ".tmp-")):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(root, name))

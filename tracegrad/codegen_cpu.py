@@ -1,0 +1,708 @@
+"""Fused CPU kernels: Python source for `numba.njit`, written from the fusion plan.
+
+Each `FusedLoop` of the plan becomes one kernel module (see `tracegrad.cache`) holding a serial
+and a parallel (`prange`) version of the same loop nest; a program runs its steps in order from a
+small generated Python driver, which allocates result arrays per call and reuses scratch arrays
+across calls. The readable source of a program (with a comment per IR node naming its values and
+the user's line) is what `tg.make_kernels` returns and `TRACEGRAD_DUMP_KERNELS=<dir>` writes.
+
+Kernels take sizes, slice offsets and most constants as run-time arguments (two small arrays, `I`
+for integers and `F` for floats), so a new shape with the same structure reuses the compiled
+kernel; only "structural" constants (small integers and halves, infinities) are written into the
+source. Sums and products of float32 values accumulate in float64.
+
+Math functions go through `render_math` only: in the "vector" math mode (the default) the
+primitives that `tracegrad.vmath` implements call its vectorisable versions, everything else (and
+the "libm" mode, TRACEGRAD_MATH=libm) calls Python's `math` module, which Numba maps to libm.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from . import cache, fusion, ir
+from . import primitives as P
+from .fusion import (
+    Buffer, Clamp, Compute, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep, Plan,
+    Select, ViewStep,
+)
+from .ir import Graph, Node
+
+log = logging.getLogger("tracegrad")
+
+# A loop runs on all cores when (elements x inline cost) reaches this much work.
+PARALLEL_WORK = 1 << 17
+CHUNKS_PER_THREAD = 4
+
+SUPPORTED_DTYPES = {
+    np.dtype(t)
+    for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32,
+              np.uint16, np.uint8, np.bool_)
+}
+_NATIVE = {np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Math functions: the one renderer
+
+
+def math_mode() -> str:
+    """"vector" (tracegrad.vmath where it has the function) or "libm"."""
+    vm = _vmath()
+    return vm.math_mode() if vm is not None else "libm"
+
+
+@functools.lru_cache(maxsize=1)
+def _vmath_module():
+    try:
+        from . import vmath
+    except Exception as exc:  # not there yet, or broken: libm it is
+        log.info("tracegrad: vmath unavailable (%s); kernels call libm", exc)
+        return None
+    return vmath if hasattr(vmath, "FUNCTIONS") and hasattr(vmath, "math_mode") else None
+
+
+def _vmath():
+    return _vmath_module()
+
+
+# Python's math names whose vmath (primitive) name differs
+_VM_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}
+_MATH_CALL = re.compile(r"\bM\.(\w+)\(")
+
+
+def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
+    """The callee for the math-library call `M.<math_name>` on values of `dtype`."""
+    vm = _vmath()
+    vm_name = _VM_NAMES.get(math_name, math_name)
+    dtype = np.dtype(dtype)
+    if mode == "vector" and vm is not None and vm_name in vm.FUNCTIONS:
+        if dtype == np.float64:
+            return f"_vm.{vm_name}_f64"
+        if dtype == np.float32:
+            return f"_vm.{vm_name}_f32"
+    return f"math.{math_name}"
+
+
+def render_node(node: Node, args: Sequence[str], mode: str) -> str:
+    """The scalar expression of an elementwise node on argument expressions `args`."""
+    template = node.prim.scalar
+    if template is None:
+        raise NotImplementedError(f"{node.prim.name} has no scalar template")
+    text = template(list(args), node.params) if callable(template) else template.format(*args)
+    dtype = node.inputs[0].dtype if node.inputs else node.out.dtype
+    text = _MATH_CALL.sub(lambda m: render_math(m.group(1), dtype, mode) + "(", text)
+    return _cast(node.out.dtype, text)
+
+
+def _cast(dtype: np.dtype, text: str) -> str:
+    """Keep a value in its dtype (Numba widens float32 * int and int32 + int32)."""
+    dtype = np.dtype(dtype)
+    return text if dtype in _NATIVE else f"np.{dtype.name}({text})"
+
+
+def supports(node: Node) -> bool:
+    """Whether a kernel (or a matmul step) can compute this node."""
+    dtypes = [v.dtype for v in node.inputs] + [node.out.dtype]
+    if any(np.dtype(d) not in SUPPORTED_DTYPES for d in dtypes):
+        return False
+    if node.prim.kind is P.Kind.ELEMENTWISE:
+        return node.prim.scalar is not None
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+# One loop -> one kernel module
+
+
+@dataclass
+class KernelSource:
+    module: str  # the module's text, as written to the cache (no per-graph comments)
+    readable: str  # the same kernel with a comment per node
+    arrays: list[Buffer]  # the kernel's array arguments, in order
+    ints: list[int]  # the values of I (sizes, chunks, offsets, integer constants)
+    int_slots: dict[str, int]  # which entry of I is the number of chunks ("nch")
+    floats: list[float]  # the values of F
+    uses_vmath: bool
+    cost: int  # inline cost of one iteration
+
+
+_HELPERS = {
+    "_radd": '@njit(fastmath={"reassoc"}, **_OPTS)\ndef _radd(a, b):\n    return a + b\n',
+    "_rmul": '@njit(fastmath={"reassoc"}, **_OPTS)\ndef _rmul(a, b):\n    return a * b\n',
+    "_rmax": "@njit(**_OPTS)\ndef _rmax(a, b):\n    return a if (a >= b) | (a != a) else b\n",
+    "_rmin": "@njit(**_OPTS)\ndef _rmin(a, b):\n    return a if (a <= b) | (a != a) else b\n",
+}
+
+
+def _simple_number(value: np.ndarray) -> bool:
+    """Constants written into the source (the rest are run-time arguments)."""
+    v = value.item()
+    if isinstance(v, bool):
+        return True
+    if isinstance(v, int):
+        return abs(v) <= 1024 or value.dtype == np.uint64
+    if not np.isfinite(v):
+        return True
+    return abs(v) <= 1024 and float(v * 8).is_integer()
+
+
+def _float_text(v: float) -> str:
+    if np.isnan(v):
+        return "np.nan"
+    if np.isinf(v):
+        return "np.inf" if v > 0 else "-np.inf"
+    return repr(float(v))
+
+
+def _literal_text(value: np.ndarray) -> str:
+    dtype = value.dtype
+    v = value.item()
+    if dtype == np.bool_:
+        return "True" if v else "False"
+    if dtype.kind == "f":
+        return _cast(dtype, _float_text(v))
+    return _cast(dtype, str(int(v)))
+
+
+class _Lines:
+    def __init__(self):
+        self.items: list[tuple[int, str, str | None]] = []
+
+    def add(self, indent: int, code: str, comment: str | None = None) -> None:
+        self.items.append((indent, code, comment))
+
+    def render(self, comments: bool) -> str:
+        out = []
+        for indent, code, comment in self.items:
+            pad = "    " * indent
+            if comments and comment:
+                out.append(f"{pad}# {comment}")
+            if code:
+                out.append(pad + code)
+        return "\n".join(out)
+
+
+class _KernelWriter:
+    def __init__(self, loop: FusedLoop, mode: str, names: dict):
+        self.loop, self.mode, self.names = loop, mode, names
+        self.r = len(loop.shape)
+        self.ints: list[int] = list(loop.shape)
+        self.floats: list[float] = []
+        self.helpers: set[str] = set()
+        self.uses_vmath = False
+        bufs = [op.buffer for op in loop.ops if isinstance(op, Load)]
+        bufs += [s.buffer for s in loop.stores] + [red.buffer for red in loop.reductions]
+        self.arrays = fusion._unique(bufs)
+        self.arg = {id(b): f"b{k}" for k, b in enumerate(self.arrays)}
+        self.header = _Lines()
+        if self.r:
+            sizes = ", ".join(f"n{a}" for a in range(self.r))
+            values = ", ".join(f"I[{a}]" for a in range(self.r))
+            self.header.add(1, f"{sizes} = {values}",
+                            f"iteration space {list(loop.shape)} (sizes are arguments)")
+        self.nch_slot = self._int(1)
+        if self.r:
+            self.header.add(1, f"nch = I[{self.nch_slot}]", "chunks of axis 0 (one per task)")
+
+    def _int(self, value: int) -> int:
+        self.ints.append(int(value))
+        return len(self.ints) - 1
+
+    def int_param(self, value: int, prefix: str) -> str:
+        slot = self._int(value)
+        name = f"{prefix}{slot}"
+        self.header.add(1, f"{name} = I[{slot}]")
+        return name
+
+    def ix(self, index: Index, params: dict) -> str:
+        if index.var is None:
+            if index.offset == 0:
+                return "0"
+            return self._offset(index.offset, params)
+        var = index.var
+        term = var if index.stride == 1 else (f"-{var}" if index.stride == -1 else f"{index.stride} * {var}")
+        if index.offset == 0:
+            return term
+        return f"{term} + {self._offset(index.offset, params)}"
+
+    def _offset(self, value: int, params: dict) -> str:
+        return self.int_param(value, "o")
+
+    def subscript(self, buffer: Buffer, index: tuple[Index, ...]) -> str:
+        name = self.arg[id(buffer)]
+        if not index:
+            return f"{name}[()]"
+        return f"{name}[{', '.join(self.ix(ix, {}) for ix in index)}]"
+
+    def describe_buffer(self, b: Buffer) -> str:
+        var = self.names.get(b.var, "?") if b.var is not None else "?"
+        what = {"input": f"input {b.input_index}", "const": "constant", "temp": "scratch",
+                "output": "result", "view": "view"}[b.role]
+        return f"{var} ({what} {b.name}: {ir.type_str(b.shape, b.dtype)})"
+
+    def node_comment(self, node: Node) -> str:
+        args = " ".join(self.names.get(v, "?") for v in node.inputs)
+        text = f"{self.names.get(node.out, '?')} = {node.prim.name}{ir._params_text(node, False)} {args}"
+        return f"{text}   [{node.source}]" if node.source else text
+
+    # ---- ops
+    def op_line(self, op) -> tuple[str, str | None]:
+        if isinstance(op, Load):
+            return f"{op.id} = {self.subscript(op.buffer, op.index)}", f"load {self.describe_buffer(op.buffer)}"
+        if isinstance(op, Literal):
+            if _simple_number(op.value):
+                return f"{op.id} = {_literal_text(op.value)}", None
+            dtype = op.value.dtype
+            if dtype.kind == "f":
+                self.floats.append(float(op.value))
+                return f"{op.id} = {_cast(dtype, f'F[{len(self.floats) - 1}]')}", f"constant {op.value.item()!r}"
+            slot = self._int(int(op.value))
+            return f"{op.id} = {_cast(dtype, f'I[{slot}]')}", f"constant {op.value.item()!r}"
+        if isinstance(op, Compute):
+            text = render_node(op.node, op.args, self.mode)
+            if "_vm." in text:
+                self.uses_vmath = True
+            return f"{op.id} = {text}", self.node_comment(op.node)
+        if isinstance(op, Clamp):
+            base = self.ix(op.base, {})
+            n = self.int_param(op.length, "m")
+            return f"{op.id} = min(max({base}, 0), {n} - 1)", None
+        if isinstance(op, Inside):
+            base = self.ix(op.base, {})
+            n = self.int_param(op.length, "m")
+            return f"{op.id} = ({base} >= 0) & ({base} < {n})", None
+        if isinstance(op, Select):
+            return f"{op.id} = {op.then} if {op.cond} else {op.other}", None
+        raise AssertionError(op)  # pragma: no cover
+
+    # ---- reductions
+    def reduction_plan(self, red) -> dict:
+        axes = red.axes
+        p = min(axes)
+        suffix = axes == tuple(range(p, self.r))
+        kept = [a for a in range(self.r) if a not in axes]
+        dtype = np.dtype(red.buffer.dtype)
+        if red.op in ("sum", "prod") and dtype.kind == "f":
+            acc_dtype = np.dtype(np.float64)
+        elif red.op in ("sum", "prod") and dtype.kind in "iu":
+            acc_dtype = np.dtype(np.int64) if dtype.kind == "i" else np.dtype(np.uint64)
+        else:
+            acc_dtype = dtype
+        if red.op == "sum":
+            ident, combine = "0", ("_radd" if acc_dtype.kind == "f" else None)
+        elif red.op == "prod":
+            ident, combine = "1", ("_rmul" if acc_dtype.kind == "f" else None)
+        else:
+            ident, combine = self._extreme_identity(acc_dtype, red.op), f"_r{red.op}"
+        if red.op in ("sum", "prod"):
+            ident = _literal_text(np.array(int(ident), acc_dtype))
+        return {"p": p, "suffix": suffix, "kept": kept, "acc": acc_dtype, "ident": ident,
+                "combine": combine, "op": red.op,
+                "partial": (suffix and p == 0) or (not suffix and 0 in axes)}
+
+    def _extreme_identity(self, dtype: np.dtype, op: str) -> str:
+        if dtype.kind == "f":
+            return _literal_text(np.array(-np.inf if op == "max" else np.inf, dtype))
+        if dtype.kind == "b":
+            return "False" if op == "max" else "True"
+        info = np.iinfo(dtype)
+        return _literal_text(np.array(info.min if op == "max" else info.max, dtype))
+
+    def combine(self, rp: dict, a: str, b: str) -> str:
+        fn = rp["combine"]
+        if fn is None:
+            sym = "+" if rp["op"] == "sum" else "*"
+            return f"{a} {sym} {b}"
+        self.helpers.add(fn)
+        return f"{fn}({a}, {b})"
+
+    # ---- the whole kernel
+    def write(self, name: str, parallel: bool) -> _Lines:
+        loop, r = self.loop, self.r
+        body = _Lines()
+        by_depth: dict[int, list] = {}
+        for op in loop.ops:
+            by_depth.setdefault(op.depth, []).append(op)
+        for op in by_depth.get(0, []):
+            code, comment = self.op_line(op)
+            body.add(1, code, comment)
+        if r == 0:
+            for st in loop.stores:
+                body.add(1, f"{self.subscript(st.buffer, st.index)} = {st.value}",
+                         f"-> {self.describe_buffer(st.buffer)}")
+            return body
+        reds = [(k, red, self.reduction_plan(red)) for k, red in enumerate(loop.reductions)]
+        for k, red, rp in reds:
+            if rp["partial"]:
+                shape = "nch" if rp["suffix"] else "(nch, " + ", ".join(f"n{a}" for a in rp["kept"]) + ")"
+                body.add(1, f"p{k} = np.empty({shape}, np.{rp['acc'].name})",
+                         f"partial results per chunk of {self.node_comment(red.node)}")
+        rng = "prange" if parallel else "range"
+        body.add(1, f"for c in {rng}(nch):")
+        body.add(2, "lo = c * n0 // nch")
+        body.add(2, "hi = (c + 1) * n0 // nch")
+        for k, red, rp in reds:
+            if rp["suffix"] and rp["p"] == 0:
+                body.add(2, f"s{k} = {rp['ident']}")
+            elif not rp["suffix"]:
+                self._init_array_acc(body, k, red, rp)
+        self._nest(body, 0, reds, by_depth)
+        for k, _, rp in reds:
+            if rp["suffix"] and rp["p"] == 0:
+                body.add(2, f"p{k}[c] = s{k}")
+        for k, red, rp in reds:
+            if rp["partial"]:
+                self._combine_partials(body, k, red, rp)
+        return body
+
+    def _target(self, red, rp, k: int, idx: list[str], with_chunk: bool) -> str:
+        if rp["partial"]:
+            return f"p{k}[{', '.join((['c'] if with_chunk else []) + idx)}]"
+        return f"{self.arg[id(red.buffer)]}[{', '.join(idx) if idx else '()'}]"
+
+    def _init_array_acc(self, body: _Lines, k: int, red, rp: dict) -> None:
+        kept = rp["kept"]
+        indent = 2
+        idx = []
+        for _j, a in enumerate(kept):
+            bounds = "lo, hi" if a == 0 else f"n{a}"
+            body.add(indent, f"for q{a} in range({bounds}):")
+            indent += 1
+            idx.append(f"q{a}")
+        body.add(indent, f"{self._target(red, rp, k, idx, True)} = {rp['ident']}")
+
+    def _nest(self, body: _Lines, a: int, reds, by_depth) -> None:
+        """The loop over axis a and everything inside it."""
+        indent = 2 + a
+        bounds = "lo, hi" if a == 0 else f"n{a}"
+        body.add(indent, f"for i{a} in range({bounds}):")
+        inner = indent + 1
+        for op in by_depth.get(a + 1, []):
+            code, comment = self.op_line(op)
+            body.add(inner, code, comment)
+        if a + 1 < self.r:
+            for k, _, rp in reds:
+                if rp["suffix"] and rp["p"] == a + 1:
+                    body.add(inner, f"s{k} = {rp['ident']}")
+            self._nest(body, a + 1, reds, by_depth)
+            for k, red, rp in reds:
+                if rp["suffix"] and rp["p"] == a + 1:
+                    idx = [f"i{j}" for j in range(a + 1)]
+                    value = _cast(red.buffer.dtype, f"s{k}")
+                    body.add(inner, f"{self._target(red, rp, k, idx, False)} = {value}",
+                             f"-> {self.describe_buffer(red.buffer)}")
+            return
+        for st in self.loop.stores:
+            body.add(inner, f"{self.subscript(st.buffer, st.index)} = {st.value}",
+                     f"-> {self.describe_buffer(st.buffer)}")
+        for k, red, rp in reds:
+            comment = f"{self.node_comment(red.node)}"
+            if rp["suffix"]:
+                body.add(inner, f"s{k} = {self.combine(rp, f's{k}', red.value)}", comment)
+            else:
+                target = self._target(red, rp, k, [f"i{j}" for j in rp["kept"]], True)
+                body.add(inner, f"{target} = {self.combine(rp, target, red.value)}", comment)
+
+    def _combine_partials(self, body: _Lines, k: int, red, rp: dict) -> None:
+        out = self.arg[id(red.buffer)]
+        indent = 1
+        idx = []
+        for a in rp["kept"] if not rp["suffix"] else []:
+            body.add(indent, f"for q{a} in range(n{a}):")
+            indent += 1
+            idx.append(f"q{a}")
+        body.add(indent, f"s{k} = {rp['ident']}", f"combine the chunks of {self.names.get(red.node.out, '?')}")
+        body.add(indent, "for c in range(nch):")
+        body.add(indent + 1, f"s{k} = {self.combine(rp, f's{k}', f'p{k}[' + ', '.join(['c'] + idx) + ']')}")
+        body.add(indent, f"{out}[{', '.join(idx) if idx else '()'}] = {_cast(red.buffer.dtype, f's{k}')}",
+                 f"-> {self.describe_buffer(red.buffer)}")
+
+
+def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str) -> KernelSource:
+    """The kernel module for one fused loop."""
+    w = _KernelWriter(loop, mode, names)
+    serial = w.write("kernel_serial", parallel=False)
+    # the parallel body renders the same ops again; keep the parameters of the first pass
+    ints, floats, header = list(w.ints), list(w.floats), w.header
+    w2 = _KernelWriter(loop, mode, names)
+    parallel = w2.write("kernel_parallel", parallel=True)
+    assert w2.ints == ints and w2.floats == floats
+    args = ", ".join([w.arg[id(b)] for b in w.arrays] + ["I", "F"])
+
+    def module(comments: bool) -> str:
+        parts = [
+            "# A tracegrad kernel, generated by tracegrad.codegen_cpu from the fusion plan.",
+            f"# salt {salt} (tracegrad, numba and python versions, vmath source, math mode {mode})",
+            "import math",
+            "",
+            "import numpy as np",
+            "from numba import njit, prange",
+        ]
+        if w.uses_vmath:
+            parts.append("from tracegrad import vmath as _vm")
+        parts += [
+            "",
+            '_OPTS = dict(error_model="numpy", nogil=True, cache=globals().get("_TG_CACHE", False))',
+            "",
+        ]
+        for h in sorted(w.helpers | w2.helpers):
+            parts.append(_HELPERS[h])
+        for fname, lines, par in (("kernel_serial", serial, False), ("kernel_parallel", parallel, True)):
+            parts.append("")
+            parts.append(f"@njit(parallel={par}, **_OPTS)")
+            parts.append(f"def {fname}({args}):")
+            if comments:
+                for k, b in enumerate(w.arrays):
+                    parts.append(f"    # b{k}: {w.describe_buffer(b)}")
+            parts.append(header.render(comments))
+            parts.append(lines.render(comments))
+        return "\n".join(p for p in parts if p is not None) + "\n"
+
+    cost = sum(fusion.node_cost(op.node) for op in loop.ops if isinstance(op, Compute))
+    return KernelSource(module(False), module(True), w.arrays, ints, {"nch": w.nch_slot}, floats,
+                        w.uses_vmath, cost)
+
+
+# ----------------------------------------------------------------------------------------------
+# Programs
+
+
+def _salt(mode: str) -> str:
+    vm = _vmath()
+    parts = ["mode=" + mode]
+    if vm is not None and mode == "vector":
+        folder = os.path.dirname(vm.__file__)
+        files = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py")]
+        parts.append("vmath=" + _vmath_hash(tuple(files)))
+    parts.append("codegen=" + _vmath_hash((__file__,)))
+    return cache.salt(tuple(parts))
+
+
+@functools.lru_cache(maxsize=8)
+def _vmath_hash(files: tuple[str, ...]) -> str:
+    return cache.source_hash(list(files))
+
+
+def _threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+@dataclass
+class _KernelCall:
+    loop: FusedLoop
+    source: KernelSource
+    module: object
+    parallel: bool
+    ints: np.ndarray
+    floats: np.ndarray
+
+
+class Program:
+    """A compiled graph: call it with the input arrays, get the output arrays."""
+
+    def __init__(self, graph: Graph, plan: Plan, mode: str, names: dict, salt: str, load: bool = True):
+        self.graph, self.plan, self.mode = graph, plan, mode
+        self.calls: dict[int, _KernelCall] = {}
+        threads = _threads()
+        for step in plan.steps:
+            if not isinstance(step, FusedLoop):
+                continue
+            src = render_loop(step, mode, names, salt)
+            size = int(np.prod(step.shape, dtype=np.int64)) if step.shape else 1
+            parallel = bool(step.shape) and threads > 1 and size * max(1, src.cost) >= PARALLEL_WORK
+            ints = list(src.ints)
+            if step.shape:
+                ints[src.int_slots["nch"]] = (
+                    max(1, min(step.shape[0], threads * CHUNKS_PER_THREAD)) if parallel else 1
+                )
+            module = cache.load_module(src.module) if load else None
+            self.calls[id(step)] = _KernelCall(
+                step, src, module, parallel, np.array(ints, np.int64), np.array(src.floats, np.float64)
+            )
+        self.driver_source, self._namespace, self._temps = self._driver()
+        self._lock = threading.Lock()
+        if load:
+            self._bind()
+            self._run = self._first_call
+
+    # ---- the driver
+    def _driver(self):
+        plan = self.plan
+        ns: dict = {"_empty": np.empty, "_matmul": np.matmul, "_asarray": np.asarray}
+        temps = [b for b in plan.buffers if b.role == "temp" and self._allocated_by_us(b)]
+        lines = [f"def _run(args, {', '.join(b.name for b in temps)}):" if temps else "def _run(args):"]
+        names = [b.name for b in plan.inputs]
+        if names:
+            lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
+        for b in plan.buffers:
+            if b.role == "const":
+                ns[b.name] = b.value
+        for b in plan.buffers:
+            if b.role == "output" and self._allocated_by_us(b):
+                ns[f"_dt_{b.name}"] = np.dtype(b.dtype)
+                lines.append(f"    {b.name} = _empty({tuple(b.shape)!r}, _dt_{b.name})")
+        for j, step in enumerate(plan.steps):
+            if isinstance(step, FusedLoop):
+                call = self.calls[id(step)]
+                ns[f"_I{j}"], ns[f"_F{j}"] = call.ints, call.floats
+                args = ", ".join([b.name for b in call.source.arrays] + [f"_I{j}", f"_F{j}"])
+                kind = "parallel" if call.parallel else "serial"
+                lines.append(f"    _{step.name}_{kind}({args})")
+            elif isinstance(step, MatmulStep):
+                if step.out.role == "temp":
+                    lines.append(f"    _matmul({step.a.name}, {step.b.name}, out={step.out.name})")
+                else:
+                    lines.append(f"    {step.out.name} = _matmul({step.a.name}, {step.b.name})")
+            elif isinstance(step, ViewStep):
+                ns[f"_view{j}"] = functools.partial(step.node.prim.impl, **step.node.params)
+                lines.append(f"    {step.out.name} = _view{j}({step.src.name})")
+            elif isinstance(step, EvalStep):
+                ns[f"_eval{j}"] = _evaluator(step.node)
+                ns[f"_dt_{step.out.name}"] = np.dtype(step.out.dtype)
+                args = ", ".join(b.name for b in step.args)
+                lines.append(f"    {step.out.name} = _asarray(_eval{j}({args}), _dt_{step.out.name})")
+        outs = ", ".join(b.name for b in plan.outputs)
+        lines.append(f"    return [{outs}]")
+        return "\n".join(lines) + "\n", ns, temps
+
+    def _allocated_by_us(self, b: Buffer) -> bool:
+        """Buffers the driver allocates (the others come from a matmul or an evaluation)."""
+        for step in self.plan.steps:
+            if isinstance(step, EvalStep) and step.out is b:
+                return False
+            if isinstance(step, MatmulStep) and step.out is b:
+                return b.role == "temp"
+        return b.role in ("temp", "output")
+
+    def _bind(self) -> None:
+        ns = self._namespace
+        for step in self.plan.steps:
+            if isinstance(step, FusedLoop):
+                call = self.calls[id(step)]
+                ns[f"_{step.name}_serial"] = call.module.kernel_serial
+                ns[f"_{step.name}_parallel"] = call.module.kernel_parallel
+        exec(compile(self.driver_source, "<tracegrad driver>", "exec"), ns)
+        body = ns["_run"]
+        temps = self._temps
+        if not temps:
+            self._fast = body
+            return
+        buffers = [np.empty(b.shape, b.dtype) for b in temps]
+        lock = self._lock
+
+        def run(args):
+            if lock.acquire(False):
+                try:
+                    return body(args, *buffers)
+                finally:
+                    lock.release()
+            return body(args, *[np.empty(b.shape, b.dtype) for b in temps])  # a concurrent call
+
+        self._fast = run
+
+    def _first_call(self, args):
+        try:
+            out = self._fast(args)
+        except Exception:
+            # Numba's cached machine code may be damaged: compile from source and try again.
+            if not any(getattr(c.module, "_TG_CACHE", False) for c in self.calls.values()):
+                raise
+            log.warning("tracegrad: a cached kernel failed to run; compiling it again")
+            for call in self.calls.values():
+                call.module = cache.reload_without_compiled(call.module, call.source.module)
+            self._bind()
+            out = self._fast(args)
+        self._run = self._fast
+        return out
+
+    def __call__(self, args):
+        return self._run(args)
+
+    # ---- showing it
+    def source(self) -> str:
+        """The readable program: the plan, each kernel with comments, and the driver."""
+        parts = [
+            f"# tracegrad program for a graph of {len(self.graph.nodes)} nodes "
+            f"(math mode {self.mode})",
+            "#",
+            *("# " + line for line in self.plan.describe().splitlines()),
+            "",
+        ]
+        for step in self.plan.steps:
+            if isinstance(step, FusedLoop):
+                call = self.calls[id(step)]
+                kind = "parallel" if call.parallel else "serial"
+                parts.append(f"# ---- kernel {step.name} (runs {kind}; module k_{cache.module_key(call.source.module)})")
+                parts.append(call.source.readable)
+        parts.append("# ---- driver")
+        parts.append(self.driver_source)
+        return "\n".join(parts)
+
+
+def _evaluator(node: Node) -> Callable:
+    impl, params = node.prim.impl, node.params
+
+    def evaluate(*args):
+        with np.errstate(all="ignore"):
+            return impl(*args, **params)
+
+    return evaluate
+
+
+def _names(graph: Graph) -> dict:
+    return ir._names(graph)
+
+
+def build(graph: Graph, load: bool = True) -> Program:
+    mode = math_mode()
+    plan = fusion.plan(graph, supports)
+    return Program(graph, plan, mode, _names(graph), _salt(mode), load=load)
+
+
+class CpuBackend:
+    name = "cpu"
+
+    def available(self) -> tuple[bool, str]:
+        if os.environ.get("TRACEGRAD_CPU_WIP") != "1":
+            return False, "the cpu backend is being written (set TRACEGRAD_CPU_WIP=1)"
+        try:
+            import numba  # noqa: F401
+        except Exception as exc:  # pragma: no cover
+            return False, f"numba cannot be imported ({exc})"
+        return True, ""
+
+    def compile(self, graph: Graph) -> Program:
+        program = build(graph)
+        dump = os.environ.get("TRACEGRAD_DUMP_KERNELS")
+        if dump:
+            _dump(program, dump)
+        return program
+
+
+def _dump(program: Program, directory: str) -> None:
+    try:
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"program_{program.graph.fingerprint()[:16]}.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(program.source())
+    except OSError as exc:
+        log.warning("tracegrad: cannot dump kernels to %s (%s)", directory, exc)
+
+
+def program_source(graph: Graph) -> str:
+    """The readable source of the program the cpu backend makes of an optimised graph."""
+    return build(graph, load=False).source()
+
+
+BACKEND = CpuBackend()
