@@ -2,16 +2,38 @@
 
 `BACKENDS` lists the backends the suite runs on. A test that takes the `backend` fixture runs once
 per backend; TRACEGRAD_TEST_BACKENDS=numpy,cpu narrows the list.
+
+The cuda backend runs for real everywhere: on a machine without an NVIDIA GPU, Numba's CUDA
+simulator is switched on here, before anything imports numba, and the cuda tests use small shapes.
 """
 
+import ctypes.util
+import importlib.util
 import os
+import sys
 
-import numpy as np
-import pytest
 
-from tracegrad import ir, passes
+def _nvidia_gpu_present() -> bool:
+    """An NVIDIA driver is installed (checked without importing numba.cuda)."""
+    return os.path.exists("/proc/driver/nvidia") or ctypes.util.find_library("cuda") is not None
+
+
+if "NUMBA_ENABLE_CUDASIM" not in os.environ and not _nvidia_gpu_present():
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    if "numba" in sys.modules:  # pytest's warning filters (pyproject.toml) import numba.core first
+        from numba.core import config
+
+        config.reload_config()
+CUDA_SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from tracegrad import ir, passes  # noqa: E402
 
 BACKENDS = ["numpy"]
+if importlib.util.find_spec("numba_cuda") is not None:
+    BACKENDS.append("cuda")
 _selected = os.environ.get("TRACEGRAD_TEST_BACKENDS")
 if _selected:
     BACKENDS = [b for b in _selected.split(",") if b]
@@ -20,6 +42,13 @@ if _selected:
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     return request.param
+
+
+def pytest_report_header(config):
+    if "cuda" not in BACKENDS:
+        return "cuda backend: not tested (numba-cuda is not installed)"
+    where = "Numba's CUDA simulator (no GPU here)" if CUDA_SIMULATED else "the GPU"
+    return f"cuda backend: on {where}"
 
 
 @pytest.fixture

@@ -1,0 +1,379 @@
+"""Fused CUDA kernels: the cuda backend. The same fusion plan as the CPU backend, another generator.
+
+A compiled program is one kernel module (written into the kernel cache directory, see
+`tracegrad.cache`, so Numba can keep the compiled kernels on disk) holding the program's kernels
+(`tracegrad.cuda_kernels`) and `run`, a generated driver that launches them in order. Data stays
+on the device for the whole call:
+
+- NumPy inputs are copied in once, and the results out once (NumPy results for NumPy inputs);
+- device inputs (numba device arrays, or any object with `__cuda_array_interface__`: CuPy arrays,
+  PyTorch CUDA tensors) are used in place, and the results are new device arrays;
+- constants are copied in when the program is built; scratch buffers (intermediate values,
+  partial results of reductions) are allocated on the first call and reused by every call;
+- a result handed to the user is never written again: with device inputs each call allocates its
+  results, and a result that would alias an input, a constant or a scratch buffer is copied.
+
+Steps the kernels cannot do (the plan's `EvalStep`s: bool matrix products, unusual dtypes) run on
+the host through the primitive's NumPy implementation, a copy each way (`TRACEGRAD_LOG=cuda`
+says when). Without a GPU, the backend works on Numba's CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`)
+at small sizes; otherwise `backend="cuda"` raises `tracegrad.BackendError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import cache, fusion, ir
+from . import cuda_device as dev
+from . import primitives as P
+from .cuda_kernels import DEVICE_FUNCTIONS, Kernels, LoopWriter, library_source, matmul_kernel
+from .fusion import EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
+from .ir import Graph, Node
+
+log = logging.getLogger("tracegrad")
+
+SUPPORTED_DTYPES = {
+    np.dtype(t)
+    for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32,
+              np.uint16, np.uint8, np.bool_)
+}
+
+# A device of the kind the benchmarks target, for showing kernels on a machine without a GPU.
+REFERENCE_CONFIG = dev.config_from_properties(
+    sms=132, max_threads_per_block=1024, max_threads_per_sm=2048, warp=32,
+    shared_bytes=48 * 1024, name="reference device (no GPU here): 132 SMs")
+
+
+def supports(node: Node) -> bool:
+    """Whether a kernel (or a matmul kernel) computes this node; the rest run on the host."""
+    dtypes = [v.dtype for v in node.inputs] + [node.out.dtype]
+    if any(np.dtype(d) not in SUPPORTED_DTYPES for d in dtypes):
+        return False
+    kind = node.prim.kind
+    if kind is P.Kind.ELEMENTWISE:
+        return node.prim.scalar is not None
+    if kind in (P.Kind.MATMUL, P.Kind.REDUCE):
+        return node.out.dtype != np.bool_
+    return True
+
+
+def render(node: Node, args: Sequence[str]) -> str:
+    """A node's scalar expression: the CPU backend's renderer, with the math library (libm names,
+    which numba.cuda maps to CUDA's libdevice)."""
+    from .codegen_cpu import render_node
+
+    return render_node(node, args, "libm")
+
+
+def _log(message: str, *args) -> None:
+    topics = {t.strip() for t in os.environ.get("TRACEGRAD_LOG", "").split(",")}
+    if "cuda" in topics or "all" in topics:
+        log.info(message, *args)
+
+
+# ----------------------------------------------------------------------------------------------
+# The program module
+
+
+def _salt(cfg: dev.LaunchConfig) -> str:
+    try:
+        from importlib.metadata import version
+
+        numba_cuda = version("numba-cuda")
+    except Exception:
+        numba_cuda = "unknown"
+    return cache.salt(("cuda", f"numba-cuda={numba_cuda}", repr(cfg)))
+
+
+def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
+    """(module source, per-step launches, scratch buffers)."""
+    names = ir._names(graph)
+    steps: list[tuple[object, Kernels]] = []
+    scratch, helpers, sources = [], set(), []
+    for j, step in enumerate(plan.steps):
+        kernels = Kernels()
+        kernels.scratch = scratch  # partial-result buffers are numbered across the program
+        if isinstance(step, FusedLoop):
+            renamed = FusedLoop(f"kernel_{step.name}", step.shape, step.ops, step.stores,
+                                step.reductions, step.roots)
+            writer = LoopWriter(renamed, cfg, names, render)
+            writer.kernels(kernels)
+            helpers |= writer.helpers
+        elif isinstance(step, MatmulStep):
+            matmul_kernel(step, f"matmul_{j}", cfg, names, kernels)
+        sources += kernels.sources
+        steps.append((step, kernels))
+    driver = _driver(plan, steps, scratch, names)
+    header = [
+        f"# tracegrad program for the cuda backend: a graph of {len(graph.nodes)} nodes, "
+        f"{sum(len(k.launches) for _, k in steps)} kernel launches",
+        f"# launch configuration: {cfg.describe()}",
+        f"# salt {salt}",
+        "#",
+        "# the fusion plan:",
+        *("#   " + line for line in plan.describe().splitlines()),
+        "",
+        "import math",
+        "",
+        "import numpy as np",
+        "from numba import cuda",
+        "",
+        '_CACHE = globals().get("_TG_CACHE", False)',
+        "",
+    ]
+    body = [h for h in (helper for _, (_, helper) in sorted(DEVICE_FUNCTIONS.items()))
+            if h in helpers]
+    text = "\n".join(header) + "\n\n" + "\n\n\n".join(body + sources + [driver]) + "\n"
+    return text, steps, scratch
+
+
+def _arguments(plan: Plan, scratch) -> list:
+    """The driver's parameters: inputs, constants, scratch buffers, results (views are made)."""
+    order = {"input": 0, "const": 1, "temp": 2, "output": 3}
+    bufs = [b for b in plan.buffers if b.role in order]
+    bufs.sort(key=lambda b: order[b.role])
+    temps_end = next((i for i, b in enumerate(bufs) if b.role == "output"), len(bufs))
+    return bufs[:temps_end] + list(scratch) + bufs[temps_end:]
+
+
+def _driver(plan: Plan, steps, scratch, names: dict) -> str:
+    params = ", ".join(["_rt"] + [b.name for b in _arguments(plan, scratch)])
+    lines = [f"def run({params}):",
+             '    """Launch the kernels in order; returns the results (device arrays)."""']
+    for j, (step, kernels) in enumerate(steps):
+        if isinstance(step, (FusedLoop, MatmulStep)):
+            if not kernels.launches:
+                lines.append(f"    # {type(step).__name__} {j}: nothing to compute (empty)")
+            for launch in kernels.launches:
+                lines.append(f"    # {launch.comment}")
+                grid = launch.grid if len(launch.grid) > 1 else launch.grid[0]
+                block = launch.block if len(launch.block) > 1 else launch.block[0]
+                lines.append(f"    {launch.kernel}[{grid}, {block}]({', '.join(launch.args)})")
+        elif isinstance(step, ViewStep):
+            node = step.node
+            lines.append(f"    # {names.get(step.out.var, '?')} = {node.prim.name} of "
+                         f"{names.get(node.inputs[0], '?')}: a view, nothing is copied")
+            lines.append(f"    {step.out.name} = _rt.view({step.src.name}, {j})")
+        elif isinstance(step, EvalStep):
+            args = ", ".join(b.name for b in step.args)
+            lines.append(f"    # {names.get(step.out.var, '?')} = {step.node.prim.name}: "
+                         + ("zeros, then a strided copy" if step.node.prim is P.unslice_p
+                            else "on the host (no kernel for it)"))
+            lines.append(f"    _rt.evaluate({j}, {step.out.name}, [{args}])")
+    lines.append(f"    return [{', '.join(b.name for b in plan.outputs)}]")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# Running
+
+
+@functools.lru_cache(maxsize=4)
+def _library(salt: str):
+    module = cache.load_module(library_source(salt))
+    if dev.simulated():
+        dev.quiet_simulated_kernels(module)
+    return module
+
+
+class _Runtime:
+    """What the generated driver calls besides kernels: views, copies, host evaluation."""
+
+    def __init__(self, plan: Plan, cfg: dev.LaunchConfig, salt: str):
+        self.plan, self.cfg, self.salt = plan, cfg, salt
+        self.steps = plan.steps
+
+    @property
+    def lib(self):
+        return _library(self.salt)
+
+    def _grid(self, size: int) -> int:
+        return max(1, min(-(-size // self.cfg.threads), self.cfg.blocks))
+
+    def copy_into(self, src, dst) -> None:
+        shape, _, _ = dev.layout(dst)
+        size = int(np.prod(shape, dtype=np.int64))
+        if size == 0:
+            return
+        rank = max(1, len(shape))
+        if not shape:
+            src, dst = dev.view(src, (1,), (0,)), dev.view(dst, (1,), (0,))
+        getattr(self.lib, f"copy{rank}")[self._grid(size), self.cfg.threads](src, dst)
+
+    def copy(self, arr):
+        """A fresh C-contiguous copy of a device array."""
+        shape, _, _ = dev.layout(arr)
+        out = dev.cuda().device_array(shape, dtype=arr.dtype)
+        self.copy_into(arr, out)
+        return out
+
+    def fill(self, arr, value) -> None:
+        shape, _, _ = dev.layout(arr)
+        size = int(np.prod(shape, dtype=np.int64))
+        if size:
+            flat = dev.view(arr, (size,), (arr.dtype.itemsize,))
+            self.lib.fill1[self._grid(size), self.cfg.threads](flat, arr.dtype.type(value))
+
+    def view(self, src, j: int):
+        step = self.steps[j]
+        return self.strided(src, step.node.prim, step.node.params, step.src.shape, step.out.shape)
+
+    def strided(self, src, prim, params: dict, src_shape, out_shape):
+        """The view a shape primitive makes of `src`: new strides, same memory."""
+        shape, strides = dev.ir_layout(src, src_shape)
+        itemsize = src.dtype.itemsize
+        offset = 0
+        if prim is P.transpose_p:
+            strides = tuple(strides[p] for p in params["perm"])
+        elif prim is P.slice_p:
+            new = []
+            for (start, _stop, step), s, n in zip(params["index"], strides, out_shape):
+                if n:
+                    offset += start * s
+                new.append(s * step)
+            strides = tuple(new)
+        elif prim is P.broadcast_to_p:
+            lead = len(out_shape) - len(shape)
+            strides = (0,) * lead + tuple(
+                0 if d == 1 and out_shape[lead + i] != 1 else s
+                for i, (d, s) in enumerate(zip(shape, strides)))
+        elif prim is P.reshape_p:
+            if not _contiguous(shape, strides, itemsize):
+                src = self.copy(src)
+            strides = dev.c_strides(tuple(out_shape), itemsize)
+        else:  # pragma: no cover
+            raise AssertionError(f"{prim.name} is not a view")
+        if not out_shape:
+            return dev.view(src, (1,), (itemsize,), offset)
+        return dev.view(src, tuple(out_shape), strides, offset)
+
+    def evaluate(self, j: int, out, args) -> None:
+        step = self.steps[j]
+        node = step.node
+        if node.prim is P.unslice_p:
+            self.fill(out, 0)
+            window = {"index": node.params["index"]}  # the slice of the result that x fills
+            target = self.strided(out, P.slice_p, window, node.out.shape, node.inputs[0].shape)
+            self.copy_into(args[0], target)
+            return
+        _log("tracegrad: cuda: %s runs on the host (a copy each way)", node.prim.name)
+        host = [self.to_host(a, b.shape) for a, b in zip(args, step.args)]
+        with np.errstate(all="ignore"):
+            value = np.asarray(node.prim.impl(*host, **node.params), dtype=step.out.dtype)
+        out.copy_to_device(np.ascontiguousarray(value).reshape(dev.internal_shape(value.shape)))
+
+    def to_host(self, arr, ir_shape) -> np.ndarray:
+        if not dev.is_c_contiguous(arr):
+            arr = self.copy(arr)
+        return dev.to_host(arr, tuple(ir_shape))
+
+
+def _contiguous(shape, strides, itemsize) -> bool:
+    expect = dev.c_strides(tuple(shape), itemsize)
+    return all(d <= 1 or s == e for d, s, e in zip(shape, strides, expect))
+
+
+class Program:
+    """A compiled graph: call it with the input arrays (host or device), get the outputs."""
+
+    def __init__(self, graph: Graph, plan: Plan, cfg: dev.LaunchConfig, load: bool = True):
+        self.graph, self.plan, self.cfg = graph, plan, cfg
+        self.salt = _salt(cfg)
+        self.text, self.steps, self.scratch = _module_text(plan, graph, cfg, self.salt)
+        self.arguments = _arguments(plan, self.scratch)
+        self._lock = threading.Lock()
+        self._temps: list | None = None
+        self._host_outputs: list | None = None
+        if load:
+            self.module = cache.load_module(self.text)
+            if dev.simulated():
+                dev.quiet_simulated_kernels(self.module)
+            self._rt = _Runtime(plan, cfg, self.salt)
+            self._consts = [dev.to_device(b.value) for b in self.arguments if b.role == "const"]
+
+    def source(self) -> str:
+        """The readable program: the plan, every kernel (a comment per node) and the driver."""
+        return self.text
+
+    def _allocate(self, role: str) -> list:
+        return [dev.empty(b.shape, b.dtype) for b in self.arguments if b.role == role]
+
+    def __call__(self, args: Sequence) -> list:
+        plan = self.plan
+        on_device = any(dev.is_device_array(a) for a in args)
+        inputs = []
+        for b, a in zip(plan.inputs, args):
+            if dev.is_device_array(a):
+                inputs.append(dev.as_shape(dev.adopt(a), b.shape))
+            else:
+                inputs.append(dev.to_device(np.asarray(a, dtype=b.dtype)))
+        with self._lock:
+            if self._temps is None:
+                self._temps = self._allocate("temp")
+            if on_device:
+                outputs = self._allocate("output")
+            else:
+                if self._host_outputs is None:
+                    self._host_outputs = self._allocate("output")
+                outputs = self._host_outputs
+            results = self.module.run(self._rt, *inputs, *self._consts, *self._temps, *outputs)
+            return self._deliver(results, outputs, on_device)
+
+    def _deliver(self, results: list, outputs: list, on_device: bool) -> list:
+        owned = {id(a) for a in outputs} if on_device else set()
+        given: set[int] = set()
+        final = []
+        for b, arr in zip(self.plan.outputs, results):
+            if on_device:
+                if id(arr) not in owned or id(arr) in given:
+                    arr = self._rt.copy(arr)  # an input, a constant, a view, scratch or a repeat
+                given.add(id(arr))
+                final.append(dev.user_array(arr, b.shape))
+            else:
+                final.append(self._rt.to_host(arr, b.shape))
+        return final
+
+
+def _plan(graph: Graph) -> Plan:
+    return fusion.plan(graph, supports)
+
+
+def build(graph: Graph, cfg: dev.LaunchConfig | None = None, load: bool = True) -> Program:
+    cfg = dev.launch_config() if cfg is None else cfg
+    return Program(graph, _plan(graph), cfg, load=load)
+
+
+def program_source(graph: Graph) -> str:
+    """The readable source the cuda backend makes of an optimised graph (for this machine's GPU,
+    the simulator, or a reference device where there is neither)."""
+    ok, _ = dev.availability()
+    return build(graph, dev.launch_config() if ok else REFERENCE_CONFIG, load=False).source()
+
+
+class CudaBackend:
+    name = "cuda"
+
+    def available(self) -> tuple[bool, str]:
+        return dev.availability()
+
+    def compile(self, graph: Graph) -> Program:
+        program = build(graph)
+        dump = os.environ.get("TRACEGRAD_DUMP_KERNELS")
+        if dump:
+            try:
+                os.makedirs(dump, exist_ok=True)
+                path = os.path.join(dump, f"cuda_program_{graph.fingerprint()[:16]}.py")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(program.source())
+            except OSError as exc:
+                log.warning("tracegrad: cannot dump kernels to %s (%s)", dump, exc)
+        return program
+
+
+BACKEND = CudaBackend()
