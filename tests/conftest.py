@@ -31,7 +31,7 @@ import pytest  # noqa: E402
 
 from tracegrad import ir, passes  # noqa: E402
 
-BACKENDS = ["numpy"]
+BACKENDS = ["numpy", "cpu"]
 if importlib.util.find_spec("numba_cuda") is not None:
     BACKENDS.append("cuda")
 _selected = os.environ.get("TRACEGRAD_TEST_BACKENDS")

@@ -97,7 +97,7 @@ class Program:
 
 
 def _debug_nans() -> bool:
-    return os.environ.get("TRACEGRAD_DEBUG_NANS", "") not in ("", "0")
+    return backends.env("TRACEGRAD_DEBUG_NANS") not in ("", "0")
 
 
 def _nan_report(graph: Graph, arrays: list[np.ndarray]) -> str:
@@ -154,6 +154,7 @@ class Transformed:
             backends.get_backend(backend)  # fail early on a bad name
         functools.update_wrapper(self, fun, updated=())
         _configure_logging()
+        self._fast_calls: dict[tuple, Callable] = {}  # cheap signature -> cached call
 
     @property
     def spec(self) -> tuple:
@@ -174,6 +175,11 @@ class Transformed:
 
     # ---- calling
     def __call__(self, *args, **kwargs):
+        fast = self._fast_calls.get(_cheap_signature(args)) if not kwargs else None
+        if fast is not None:
+            out = fast(args)
+            if out is not _MISS:
+                return out
         if kwargs:
             raise TypeError(
                 f"{_name_of(self)}: keyword arguments are not supported ({', '.join(kwargs)}); "
@@ -259,7 +265,18 @@ class Transformed:
             _trace_counts[self.spec] = _trace_counts.get(self.spec, 0) + 1
         else:
             _programs.move_to_end(key)
+        self._remember_fast_call(args, program)
         return program(arrays)
+
+    def _remember_fast_call(self, args: tuple, program: Program) -> None:
+        """A path for the next calls with the same cheap signature (positional floats and
+        arrays): no flattening, no signature, no program lookup."""
+        cheap = _cheap_signature(args)
+        if cheap is None or self.static_argnums or program.hooks:
+            return
+        if len(self._fast_calls) >= 64:
+            self._fast_calls.clear()
+        self._fast_calls[cheap] = _fast_call(program, self.backend, _generation[0])
 
     def _note_retrace(self, sig: Signature, names: list[str]) -> None:
         old = _last_signature.get(self.spec)
@@ -577,5 +594,83 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
 
 def clear_programs() -> None:
     """Forget every compiled program held in memory (the next calls trace again)."""
+    _generation[0] += 1
     _programs.clear()
     _last_signature.clear()
+
+
+# ----------------------------------------------------------------------------------------------
+# The cached-call fast path
+
+_MISS = object()
+_generation = [0]  # bumped by clear_programs: fast paths made before then are stale
+
+
+def _cheap_signature(args: tuple) -> tuple | None:
+    """(shape, dtype) per argument when every argument is a float or a plain array, else None."""
+    key = []
+    for a in args:
+        t = type(a)
+        if t is float:
+            key.append(t)
+        elif t is np.ndarray:
+            key.append((a.shape, a.dtype))
+        else:
+            return None
+    return tuple(key)
+
+
+def _fast_call(program: Program, backend: str | None, generation: int) -> Callable:
+    """What Program.__call__ does, for a program without hooks, checked to still be the one that
+    `_execute` would pick (same backend, not cleared, not inside a trace)."""
+    run, tree, asarray = program.run, program.out_tree, np.asarray
+    backend_object = backends.get_backend(backend)
+    single = tree.kind == "leaf"
+
+    def call(args: tuple):
+        if (
+            _generation[0] != generation
+            or ir.active_builder() is not None
+            or backends.get_backend(backend) is not backend_object
+            or _debug_nans()
+        ):
+            return _MISS
+        arrays = [asarray(a) if type(a) is float else a for a in args]
+        outs = [_fresh(o, arrays) for o in run(arrays)]
+        return outs[0] if single else unflatten(tree, outs)
+
+    return call
+
+
+def make_kernels(fun: Callable, static_argnums=()):
+    """A function returning the source of the fused CPU kernels `fun` compiles to, readable.
+
+    Works for any transform, like `make_ir`: `tg.make_kernels(tg.grad(f))(x)`. The text shows
+    the fusion plan, each kernel with a comment per IR node (its values and the user's line),
+    and the driver that runs them.
+    """
+    from . import codegen_cpu
+
+    make_graph = make_ir(fun, static_argnums, optimize=False)
+
+    def make(*args) -> str:
+        graph, _ = passes.extract_hooks(passes.optimize(make_graph(*args)))
+        return codegen_cpu.program_source(graph)
+
+    return make
+
+
+def cache_info():
+    """What the compiled-kernel disk cache holds: its directory, entries and bytes on disk, the
+    kernels loaded in this process and the programs held in memory."""
+    from . import cache
+
+    return cache.info(programs=len(_programs))
+
+
+def clear_cache() -> None:
+    """Empty the compiled-kernel cache, on disk and in memory (programs are compiled again)."""
+    from . import cache
+
+    clear_programs()
+    cache.clear()

@@ -94,9 +94,18 @@ def default_backend_name() -> str:
 _resolved: dict[tuple[str | None, str], Backend] = {}
 
 
+def env(name: str) -> str:
+    """os.environ.get(name, ""), without the encoding work on POSIX (it runs on every call)."""
+    data = getattr(os.environ, "_data", None)
+    if os.name == "posix" and isinstance(data, dict):
+        value = data.get(name.encode())
+        return "" if value is None else value.decode()
+    return os.environ.get(name, "")
+
+
 def get_backend(name: str | None) -> Backend:
     """The backend called `name` (None: TRACEGRAD_BACKEND, else the fastest available)."""
-    key = (name, os.environ.get("TRACEGRAD_BACKEND", ""))
+    key = (name, env("TRACEGRAD_BACKEND"))
     backend = _resolved.get(key)
     if backend is None:
         backend = _resolved[key] = _get_backend(name)

@@ -258,21 +258,21 @@ def reload_without_compiled(module: types.ModuleType, source: str) -> types.Modu
 
 @dataclass(frozen=True)
 class CacheInfo:
-    directory: str | None  # None: the disk cache is off or refused
-    disk_kernels: int  # kernel modules on disk
-    disk_bytes: int  # their size, with Numba's compiled code
-    memory_kernels: int  # kernel modules loaded in this process
-    programs: int = 0  # compiled programs held in memory by the api
+    directory: str | None  # None: the disk cache is off (TRACEGRAD_CACHE_DIR=off) or refused
+    entries: int  # kernel modules on disk
+    bytes: int  # their size on disk, with Numba's compiled code
+    loaded: int  # kernel modules loaded in this process
+    programs: int  # compiled programs held in memory
 
     def __str__(self) -> str:
         where = self.directory or "(disk cache off)"
         return (
-            f"kernel cache {where}: {self.disk_kernels} kernels on disk ({self.disk_bytes / 1e6:.1f} MB), "
-            f"{self.memory_kernels} loaded in memory, {self.programs} programs in memory"
+            f"kernel cache {where}: {self.entries} kernels on disk ({self.bytes:,} bytes), "
+            f"{self.loaded} loaded, {self.programs} programs in memory"
         )
 
 
-def info() -> CacheInfo:
+def info(programs: int = 0) -> CacheInfo:
     directory = kernels_dir()
     count = size = 0
     if directory is not None:
@@ -285,7 +285,8 @@ def info() -> CacheInfo:
                         continue
                     if root == directory and name.endswith(".py"):
                         count += 1
-    return CacheInfo(os.path.dirname(directory) if directory else None, count, size, len(_modules))
+    root = os.path.dirname(directory) if directory else None
+    return CacheInfo(root, count, size, len(_modules), programs)
 
 
 def clear(disk: bool = True) -> None:

@@ -133,6 +133,7 @@ class KernelSource:
     floats: list[float]  # the values of F
     uses_vmath: bool
     cost: int  # inline cost of one iteration
+    params: list[str]  # which of "I" and "F" the kernel takes
 
 
 _HELPERS = {
@@ -209,8 +210,9 @@ class _KernelWriter:
             values = ", ".join(f"I[{a}]" for a in range(self.r))
             self.header.add(1, f"{sizes} = {values}",
                             f"iteration space {list(loop.shape)} (sizes are arguments)")
-        self.nch_slot = self._int(1)
+        self.nch_slot = None
         if self.r:
+            self.nch_slot = self._int(1)
             self.header.add(1, f"nch = I[{self.nch_slot}]", "chunks of axis 0 (one per task)")
 
     def _int(self, value: int) -> int:
@@ -436,7 +438,8 @@ def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str) -> KernelSou
     w2 = _KernelWriter(loop, mode, names)
     parallel = w2.write("kernel_parallel", parallel=True)
     assert w2.ints == ints and w2.floats == floats
-    args = ", ".join([w.arg[id(b)] for b in w.arrays] + ["I", "F"])
+    params = (["I"] if ints else []) + (["F"] if floats else [])  # fewer arguments, faster calls
+    args = ", ".join([w.arg[id(b)] for b in w.arrays] + params)
 
     def module(comments: bool) -> str:
         parts = [
@@ -469,7 +472,7 @@ def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str) -> KernelSou
 
     cost = sum(fusion.node_cost(op.node) for op in loop.ops if isinstance(op, Compute))
     return KernelSource(module(False), module(True), w.arrays, ints, {"nch": w.nch_slot}, floats,
-                        w.uses_vmath, cost)
+                        w.uses_vmath, cost, params)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -556,7 +559,8 @@ class Program:
             if isinstance(step, FusedLoop):
                 call = self.calls[id(step)]
                 ns[f"_I{j}"], ns[f"_F{j}"] = call.ints, call.floats
-                args = ", ".join([b.name for b in call.source.arrays] + [f"_I{j}", f"_F{j}"])
+                params = [f"_{p}{j}" for p in call.source.params]
+                args = ", ".join([b.name for b in call.source.arrays] + params)
                 kind = "parallel" if call.parallel else "serial"
                 lines.append(f"    _{step.name}_{kind}({args})")
             elif isinstance(step, MatmulStep):
@@ -674,8 +678,6 @@ class CpuBackend:
     name = "cpu"
 
     def available(self) -> tuple[bool, str]:
-        if os.environ.get("TRACEGRAD_CPU_WIP") != "1":
-            return False, "the cpu backend is being written (set TRACEGRAD_CPU_WIP=1)"
         try:
             import numba  # noqa: F401
         except Exception as exc:  # pragma: no cover
