@@ -431,14 +431,19 @@ def _as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
 
 
 def is_device_array(x: Any) -> bool:
-    """A GPU array (Numba device array, CuPy array, PyTorch CUDA tensor...)."""
-    return hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray)
+    """A GPU array (Numba device array, CuPy array, PyTorch CUDA tensor...), or a device array of
+    Numba's CUDA simulator (which has no `__cuda_array_interface__`)."""
+    return not isinstance(x, np.ndarray) and (
+        hasattr(x, "__cuda_array_interface__") or getattr(x, "__cuda_ndarray__", False) is True
+    )
 
 
 def aval(x: Any) -> tuple[tuple[int, ...], np.dtype]:
     """(shape, dtype) of a host or device array."""
     if isinstance(x, np.ndarray):
         return x.shape, x.dtype
+    if not hasattr(x, "__cuda_array_interface__"):  # a simulated device array
+        return tuple(x.shape), np.dtype(x.dtype)
     interface = x.__cuda_array_interface__
     return tuple(interface["shape"]), np.dtype(interface["typestr"])
 

@@ -106,7 +106,7 @@ def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
             writer.kernels(kernels)
             helpers |= writer.helpers
         elif isinstance(step, MatmulStep):
-            matmul_kernel(step, f"matmul_{j}", cfg, names, kernels)
+            matmul_kernel(step, f"matmul_{j}", cfg, names, kernels, render)
         sources += kernels.sources
         steps.append((step, kernels))
     driver = _driver(plan, steps, scratch, names)
@@ -290,9 +290,10 @@ class Program:
         self._lock = threading.Lock()
         self._temps: list | None = None
         self._host_outputs: list | None = None
+        self._simulated = dev.simulated()
         if load:
             self.module = cache.load_module(self.text)
-            if dev.simulated():
+            if self._simulated:
                 dev.quiet_simulated_kernels(self.module)
             self._rt = _Runtime(plan, cfg, self.salt)
             self._consts = [dev.to_device(b.value) for b in self.arguments if b.role == "const"]
@@ -322,6 +323,11 @@ class Program:
                 if self._host_outputs is None:
                     self._host_outputs = self._allocate("output")
                 outputs = self._host_outputs
+            if self._simulated:
+                with dev.simulator_threads():
+                    results = self.module.run(self._rt, *inputs, *self._consts, *self._temps,
+                                              *outputs)
+                    return self._deliver(results, outputs, on_device)
             results = self.module.run(self._rt, *inputs, *self._consts, *self._temps, *outputs)
             return self._deliver(results, outputs, on_device)
 

@@ -14,9 +14,11 @@ Internally a 0-d value lives in a 1-element 1-D array, so that every kernel inde
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
+import sys
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -26,8 +28,6 @@ import numpy as np
 
 def simulated() -> bool:
     """Whether numba.cuda is (or will be, once imported) the CPU simulator."""
-    import sys
-
     if "numba" in sys.modules:
         from numba.core import config
 
@@ -78,6 +78,7 @@ class LaunchConfig:
     mm_threads: int  # matrix product: threads per side of a block (mm_threads^2 threads)
     mm_micro: int  # matrix product: outputs per thread along each side
     mm_depth: int  # matrix product: the k-extent of a shared-memory tile
+    mm_blocks: int  # matrix product: fewer tiles than this, and k is split across blocks too
     device: str  # what it was derived from (part of the kernel cache key)
 
     @property
@@ -92,7 +93,8 @@ class LaunchConfig:
 # Under the simulator each thread is a Python thread: a few of them, a couple of blocks (so that
 # cross-block combines still run), small matmul tiles.
 SIMULATOR_CONFIG = LaunchConfig(threads=16, blocks=2, warp=4, shared_bytes=48 * 1024,
-                                mm_threads=2, mm_micro=2, mm_depth=4, device="simulator")
+                                mm_threads=2, mm_micro=4, mm_depth=4, mm_blocks=2,
+                                device="simulator")
 
 
 def _pow2_floor(n: int) -> int:
@@ -112,7 +114,7 @@ def config_from_properties(sms: int, max_threads_per_block: int, max_threads_per
     mm_threads = _pow2_floor(max(1, math.isqrt(threads)))
     return LaunchConfig(threads=threads, blocks=max(1, sms * per_sm), warp=warp,
                         shared_bytes=shared_bytes, mm_threads=mm_threads, mm_micro=4,
-                        mm_depth=16, device=name)
+                        mm_depth=16, mm_blocks=2 * sms, device=name)
 
 
 @functools.lru_cache(maxsize=1)
@@ -258,6 +260,21 @@ def quiet_simulated_kernels(module: types.ModuleType) -> None:
         fn = getattr(value, "fn", None)
         if type(value).__name__ == "FakeCUDAKernel" and callable(fn) and not hasattr(fn, "_tg_quiet"):
             value.fn = _quiet(fn)
+
+
+@contextlib.contextmanager
+def simulator_threads():
+    """While simulated kernels run: switch between Python threads often.
+
+    The simulator runs each CUDA thread as a Python thread and polls them from the launching
+    one; with Python's default 5 ms switch interval a block of a few threads takes tens of
+    milliseconds, with 0.1 ms about a fifth of that. Restored afterwards."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, 1e-4))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 def _quiet(fn):

@@ -56,6 +56,8 @@ class Launch:
     block: tuple[int, ...]
     args: list[str]
     comment: str
+    # reductions: rows per block, threads per row, blocks per row (splits)
+    layout: tuple[int, int, int] | None = None
 
 
 @dataclass
@@ -340,7 +342,8 @@ class LoopWriter:
         else:
             TK = min(T, cfg.warp, _pow2_ceil(rows))
             TR = T // TK
-        blocks_x = _ceil_div(rows, TK)
+        groups = _ceil_div(rows, TK)  # groups of TK rows; each block does one at a time
+        blocks_x = min(groups, cfg.blocks)
         if nsplit is None:
             nsplit = min(_ceil_div(cfg.blocks, blocks_x), max(1, _ceil_div(cols, TR)), 65535)
         chunk = max(TR, _ceil_div(_ceil_div(cols, max(nsplit, 1)), TR) * TR)
@@ -362,50 +365,55 @@ class LoopWriter:
         lines.add(1, "_tid = cuda.threadIdx.x")
         if reduced_inner:
             lines.add(1, f"_lane = _tid % {TR}", "this thread's place along its row")
-            lines.add(1, f"_k = cuda.blockIdx.x * {TK} + _tid // {TR}", "its row")
+            lines.add(1, f"_row = _tid // {TR}")
         else:
             lines.add(1, f"_lane = _tid // {TK}", "this thread's place along its row")
-            lines.add(1, f"_k = cuda.blockIdx.x * {TK} + _tid % {TK}", "its row")
+            lines.add(1, f"_row = _tid % {TK}")
         lines.add(1, "_split = cuda.blockIdx.y")
-        for k, red in enumerate(reds):
-            lines.add(1, f"_acc{k} = {identity(red.op, red.buffer.dtype)}")
         self.emit_ops(lines, 1, ops, depth0=True)
-        _decompose(lines, 1, "_k", kept, shape)
-        lines.add(1, f"if _k < {rows}:")
-        lines.add(2, f"_r = _split * {chunk} + _lane")
-        lines.add(2, f"_end = min({cols}, _split * {chunk} + {chunk})")
-        lines.add(2, "while _r < _end:")
-        _decompose(lines, 3, "_r", list(axes), shape)
-        self.emit_ops(lines, 3, ops, depth0=False)
-        self.emit_stores(lines, 3, stores)
+        lines.add(1, "_group = cuda.blockIdx.x")
+        lines.add(1, f"while _group < {groups}:", f"{TK} rows at a time")
+        lines.add(2, f"_k = _group * {TK} + _row", "this thread's row")
+        for k, red in enumerate(reds):
+            lines.add(2, f"_acc{k} = {identity(red.op, red.buffer.dtype)}")
+        _decompose(lines, 2, "_k", kept, shape)
+        lines.add(2, f"if _k < {rows}:")
+        lines.add(3, f"_r = _split * {chunk} + _lane")
+        lines.add(3, f"_end = min({cols}, _split * {chunk} + {chunk})")
+        lines.add(3, "while _r < _end:")
+        _decompose(lines, 4, "_r", list(axes), shape)
+        self.emit_ops(lines, 4, ops, depth0=False)
+        self.emit_stores(lines, 4, stores)
         for k, red in enumerate(reds):
             dtype = red.buffer.dtype
-            lines.add(3, f"_acc{k} = {combine(red.op, dtype, f'_acc{k}', red.value)}",
+            lines.add(4, f"_acc{k} = {combine(red.op, dtype, f'_acc{k}', red.value)}",
                       self.node_comment(red.node))
-        lines.add(3, f"_r += {TR}")
+        lines.add(4, f"_r += {TR}")
         for k in range(len(reds)):
-            lines.add(1, f"_sh{k}[_tid] = _acc{k}")
-        lines.add(1, "cuda.syncthreads()")
+            lines.add(2, f"_sh{k}[_tid] = _acc{k}")
+        lines.add(2, "cuda.syncthreads()")
         partner = "1" if reduced_inner else str(TK)
-        lines.add(1, f"_s = {TR // 2}", "a tree over each row's threads")
-        lines.add(1, "while _s > 0:")
-        lines.add(2, "if _lane < _s:")
+        lines.add(2, f"_s = {TR // 2}", "a tree over each row's threads")
+        lines.add(2, "while _s > 0:")
+        lines.add(3, "if _lane < _s:")
         for k, red in enumerate(reds):
             other = f"_sh{k}[_tid + _s * {partner}]" if partner != "1" else f"_sh{k}[_tid + _s]"
-            lines.add(3, f"_sh{k}[_tid] = {combine(red.op, red.buffer.dtype, f'_sh{k}[_tid]', other)}")
-        lines.add(2, "cuda.syncthreads()")
-        lines.add(2, "_s //= 2")
-        lines.add(1, f"if _lane == 0 and _k < {rows}:")
+            lines.add(4, f"_sh{k}[_tid] = {combine(red.op, red.buffer.dtype, f'_sh{k}[_tid]', other)}")
+        lines.add(3, "cuda.syncthreads()")
+        lines.add(3, "_s //= 2")
+        lines.add(2, f"if _lane == 0 and _k < {rows}:")
         kept_index = tuple(Index(f"i{a}") for a in kept)
         for k, red in enumerate(reds):
             if partials:
                 target = subscript(partials[k].name, (Index("_split"),) + kept_index)
-                lines.add(2, f"{target} = _sh{k}[_tid]", "this block's partial result")
+                lines.add(3, f"{target} = _sh{k}[_tid]", "this block's partial result")
             else:
-                lines.add(2, f"{subscript(red.buffer.name, kept_index)} = _sh{k}[_tid]",
+                lines.add(3, f"{subscript(red.buffer.name, kept_index)} = _sh{k}[_tid]",
                           f"-> {self.describe_buffer(red.buffer)}")
+        lines.add(2, "_group += cuda.gridDim.x")
         out.sources.append(lines.text())
-        out.launches.append(Launch(name, (blocks_x, nsplit), (T,), args, f"{name}: {what}"))
+        out.launches.append(Launch(name, (blocks_x, nsplit), (T,), args, f"{name}: {what}",
+                                   (TK, TR, nsplit)))
         for k, red in enumerate(reds if partials else []):
             self._combine(out, f"{name}_combine{k}", partials[k], red, tuple(shape[a] for a in kept))
 
@@ -424,7 +432,10 @@ class LoopWriter:
 # Matrix products
 
 
-def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, out: Kernels) -> None:
+def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, out: Kernels,
+                  render) -> None:
+    """A tiled kernel for `out = a @ b`. When its tiles are too few to fill the device, the
+    k-range is split across blocks too (split-K), and a reduction kernel sums the parts."""
     a, b, o = step.a, step.b, step.out
     batch = tuple(o.shape[:-2])
     M, N = o.shape[-2], o.shape[-1]
@@ -434,17 +445,27 @@ def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, o
         return
     TS, U, BK = cfg.mm_threads, cfg.mm_micro, cfg.mm_depth
     BM = BN = TS * U
+    tiles = _ceil_div(N, BN) * _ceil_div(M, BM) * nb
+    splits = max(1, min(_ceil_div(cfg.mm_blocks, tiles), _ceil_div(K, 4 * BK)))
+    kc = _ceil_div(_ceil_div(K, splits), BK) * BK if K else BK  # each part's k-range
+    splits = max(1, _ceil_div(K, kc))
+    part = None
+    if splits > 1:
+        part = Buffer(f"p{len(out.scratch)}", (splits,) + tuple(o.shape), o.dtype, "temp")
+        out.scratch.append(part)
     dt = f"np.{np.dtype(o.dtype).name}"
     zero = literal(np.zeros((), o.dtype))
-    bix = ", ".join(f"_b{j}" for j in range(len(batch)))
-    pre = bix + ", " if batch else ""
+    pre = "".join(f"_b{j}, " for j in range(len(batch)))
     lines = _Lines()
     where = f"   [{step.node.source}]" if step.node.source else ""
     comment = (f"{names.get(o.var, '?')} = {names.get(a.var, '?')} @ {names.get(b.var, '?')}: "
                f"{list(batch)} x [{M}, {K}] @ [{K}, {N}]{where}")
+    how = f"tiles {BM}x{BN}x{BK}, {U}x{U} results per thread"
+    if part is not None:
+        how += f", k split in {splits} parts of {kc}"
     lines.add(0, "@cuda.jit(cache=_CACHE)")
     lines.add(0, f"def {name}(_a, _b, _o):")
-    lines.add(1, f'"""{comment}; tiles {BM}x{BN}x{BK}, {U}x{U} results per thread"""')
+    lines.add(1, f'"""{comment}; {how}"""')
     lines.add(1, f"_as = cuda.shared.array(({BK}, {BM}), {dt})")
     lines.add(1, f"_bs = cuda.shared.array(({BK}, {BN}), {dt})")
     lines.add(1, f"_acc = cuda.local.array(({U}, {U}), {dt})")
@@ -456,8 +477,11 @@ def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, o
     lines.add(1, f"_row0 = cuda.blockIdx.y * {BM}")
     lines.add(1, f"_col0 = cuda.blockIdx.x * {BN}")
     lines.add(1, "_z = cuda.blockIdx.z")
-    lines.add(1, f"while _z < {nb}:")
-    rest = "_z"
+    lines.add(1, f"while _z < {nb * splits}:", "one (batch entry, part of k) per step")
+    lines.add(2, f"_split = _z % {splits}")
+    lines.add(2, f"_kbeg = _split * {kc}")
+    lines.add(2, f"_kend = min({K}, _kbeg + {kc})")
+    rest = f"_z // {splits}"
     for j in range(len(batch) - 1, -1, -1):
         if j == 0:
             lines.add(2, f"_b0 = {rest}")
@@ -468,18 +492,18 @@ def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, o
     lines.add(2, f"for _i in range({U}):")
     lines.add(3, f"for _j in range({U}):")
     lines.add(4, f"_acc[_i, _j] = {zero}")
-    lines.add(2, f"for _k0 in range(0, {K}, {BK}):")
+    lines.add(2, f"for _k0 in range(_kbeg, _kend, {BK}):")
     lines.add(3, f"for _e in range(_tid, {BM * BK}, {TS * TS}):", "both tiles into shared memory")
     lines.add(4, f"_r = _e // {BK}")
     lines.add(4, f"_c = _e % {BK}")
-    lines.add(4, f"if _row0 + _r < {M} and _k0 + _c < {K}:")
+    lines.add(4, f"if _row0 + _r < {M} and _k0 + _c < _kend:")
     lines.add(5, f"_as[_c, _r] = _a[{pre}_row0 + _r, _k0 + _c]")
     lines.add(4, "else:")
     lines.add(5, f"_as[_c, _r] = {zero}")
     lines.add(3, f"for _e in range(_tid, {BK * BN}, {TS * TS}):")
     lines.add(4, f"_r = _e // {BN}")
     lines.add(4, f"_c = _e % {BN}")
-    lines.add(4, f"if _k0 + _r < {K} and _col0 + _c < {N}:")
+    lines.add(4, f"if _k0 + _r < _kend and _col0 + _c < {N}:")
     lines.add(5, f"_bs[_r, _c] = _b[{pre}_k0 + _r, _col0 + _c]")
     lines.add(4, "else:")
     lines.add(5, f"_bs[_r, _c] = {zero}")
@@ -498,11 +522,20 @@ def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, o
     lines.add(3, f"for _j in range({U}):")
     lines.add(4, f"_c = _col0 + _tx + _j * {TS}")
     lines.add(4, f"if _r < {M} and _c < {N}:")
-    lines.add(5, f"_o[{pre}_r, _c] = _acc[_i, _j]")
+    target = f"_o[_split, {pre}_r, _c]" if part is not None else f"_o[{pre}_r, _c]"
+    lines.add(5, f"{target} = _acc[_i, _j]")
     lines.add(2, "_z += cuda.gridDim.z")
-    grid = (_ceil_div(N, BN), _ceil_div(M, BM), min(nb, 65535))
+    grid = (_ceil_div(N, BN), _ceil_div(M, BM), min(nb * splits, 65535))
     out.sources.append(lines.text())
-    out.launches.append(Launch(name, grid, (TS, TS), [a.name, b.name, o.name], comment))
+    dest = part if part is not None else o
+    out.launches.append(Launch(name, grid, (TS, TS), [a.name, b.name, dest.name], comment))
+    if part is not None:  # sum the parts: a reduction over the first axis of the partials
+        space = part.shape
+        load = Load("v0", part, tuple(Index(f"i{d}") for d in range(len(space))), len(space))
+        loop = FusedLoop(f"{name}_combine", space, [load], [],
+                         [Reduction("v0", o, (0,), "sum", step.node)])
+        LoopWriter(loop, cfg, names, render).reduction(out, loop.name, [], (0,),
+                                                        loop.reductions, nsplit=1)
 
 
 # ----------------------------------------------------------------------------------------------
