@@ -431,3 +431,19 @@ if __name__ == "__main__" and sys.argv[1:] == ["--ptx"]:
         print(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         raise SystemExit(77) from None
     print("compiled kernels:", compile_corpus_for_a_gpu())
+
+
+# ----------------------------------------------------------------------------------------------
+# The GPU check script, at tiny sizes (on the simulator without a GPU)
+
+
+def test_gpu_check_script_runs_in_smoke_mode(tmp_path):
+    out = tmp_path / "gpu.md"
+    env = dict(os.environ, GPU_CHECK_OUT=str(out))
+    proc = subprocess.run(["bash", os.path.join(ROOT, "benchmarks", "gpu_check.sh"), "--smoke"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = out.read_text(encoding="utf-8")
+    for row in ("copy x -> y", "W1 grad, f32", "W1 value_and_grad, f32", "W2 MLP grad, f32",
+                "W3 hessian", "JAX", "PyTorch", "tests on the cuda backend: 3 passed, 0 failed"):
+        assert row in text, (row, text)
