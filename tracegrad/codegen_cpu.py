@@ -41,6 +41,8 @@ log = logging.getLogger("tracegrad")
 # A loop runs on all cores when (elements x inline cost) reaches this much work.
 PARALLEL_WORK = 1 << 17
 CHUNKS_PER_THREAD = 4
+# "serial": loops of programs that call BLAS run on one core; "parallel": as any other loop.
+BLAS_NEIGHBOURS = "serial"
 
 SUPPORTED_DTYPES = {
     np.dtype(t)
@@ -145,15 +147,17 @@ _HELPERS = {
 
 
 def _simple_number(value: np.ndarray) -> bool:
-    """Constants written into the source (the rest are run-time arguments)."""
+    """Constants written into the source: the ones that come from the code rather than from the
+    shapes (small integers, halves, infinities). The rest are run-time arguments, so that `x / n`
+    compiles once for every n."""
     v = value.item()
     if isinstance(v, bool):
         return True
     if isinstance(v, int):
-        return abs(v) <= 1024 or value.dtype == np.uint64
+        return abs(v) <= 16 or value.dtype == np.uint64
     if not np.isfinite(v):
         return True
-    return abs(v) <= 1024 and float(v * 8).is_integer()
+    return (float(v).is_integer() and abs(v) <= 8) or abs(v) == 0.5
 
 
 def _float_text(v: float) -> str:
@@ -518,6 +522,11 @@ class Program:
         self.graph, self.plan, self.mode = graph, plan, mode
         self.calls: dict[int, _KernelCall] = {}
         threads = _threads()
+        # Next to BLAS calls, parallel loops fight OpenBLAS's spinning threads for the cores
+        # (PERF-NOTES): programs with matrix products run their loops serially.
+        with_blas = any(isinstance(step, MatmulStep) for step in plan.steps)
+        if with_blas and BLAS_NEIGHBOURS == "serial":
+            threads = 1
         for step in plan.steps:
             if not isinstance(step, FusedLoop):
                 continue

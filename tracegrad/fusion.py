@@ -492,6 +492,8 @@ class _LoopBuilder:
             if length:
                 pieces.append((x, start, length))
             start += length
+        if not pieces:  # every piece is empty: so is the result (no point is ever computed)
+            return self._zero(dtype)
         ix = index[axis]
         if ix.var is None:  # the piece is known now
             for x, off, length in pieces:

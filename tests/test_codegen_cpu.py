@@ -1,0 +1,237 @@
+"""The cpu backend's code generator: the source it writes, how kernels are shared across shapes,
+buffers across calls, math functions, float32, parallel loops, and the fast cached call."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad import backends, codegen_cpu, interpreter, ir, passes
+from tracegrad import primitives as P
+
+
+def w1(x):
+    return np.sum(np.sin(x) * np.exp(-x * x) + np.tanh(x) * x**3)
+
+
+def compile_cpu(fun, *args):
+    graph = passes.optimize(tg.make_ir(fun, optimize=False)(*args))
+    return graph, backends.get_backend("cpu").compile(graph)
+
+
+def modules_of(program) -> list:
+    return [call.module for call in program.calls.values()]
+
+
+def test_source_names_ir_values_and_user_lines():
+    text = tg.make_kernels(tg.value_and_grad(w1))(np.ones(5))
+    assert "def kernel_serial(" in text and "def kernel_parallel(" in text
+    assert "# %1 = sin %0" in text and "test_codegen_cpu.py:" in text  # node, values, user line
+    assert "grad test_codegen_cpu.py:" in text  # adjoint nodes say where they come from
+    assert "prange(nch)" in text and "# ---- driver" in text
+    assert "iteration space [5] (sizes are arguments)" in text
+    compile(text.split("# ---- driver")[0], "<kernels>", "exec")  # valid Python
+
+
+def test_math_calls_go_through_one_renderer(monkeypatch):
+    assert codegen_cpu.render_math("sin", np.float64, "vector") == "_vm.sin_f64"
+    assert codegen_cpu.render_math("asin", np.float32, "vector") == "_vm.arcsin_f32"
+    assert codegen_cpu.render_math("sin", np.float64, "libm") == "math.sin"
+    assert codegen_cpu.render_math("sqrt", np.float64, "vector") == "math.sqrt"  # not in vmath
+    monkeypatch.setattr(codegen_cpu, "_vmath", lambda: None)  # vmath missing or broken
+    assert codegen_cpu.render_math("sin", np.float64, "vector") == "math.sin"
+
+
+def test_libm_mode_is_part_of_the_kernel_and_agrees(monkeypatch):
+    x = np.linspace(-2, 2, 11)
+    vector = tg.make_kernels(tg.grad(w1))(x)
+    monkeypatch.setenv("TRACEGRAD_MATH", "libm")
+    libm = tg.make_kernels(tg.grad(w1))(x)
+    assert "_vm.sin_f64" in vector and "math.sin(" not in vector
+    assert "math.sin(" in libm and "_vm." not in libm and "math mode libm" in libm
+    graph, program = compile_cpu(tg.grad(w1), x)
+    np.testing.assert_allclose(program([x])[0], interpreter.evaluate(graph, [x])[0], rtol=1e-13)
+
+
+def test_a_new_shape_reuses_the_compiled_kernels():
+    f = tg.value_and_grad(w1, backend="cpu")
+    _, small = compile_cpu(f, np.ones(7))
+    _, large = compile_cpu(f, np.ones(1000))
+    assert modules_of(small) == modules_of(large)
+    g = tg.grad(lambda x, y: np.sum(x[1:, :] * y[None, :] ** 2 / x.shape[0]), backend="cpu")
+    a = compile_cpu(g, np.ones((4, 3)), np.ones(3))[1]
+    b = compile_cpu(g, np.ones((9, 2)), np.ones(2))[1]
+    assert modules_of(a) == modules_of(b)  # offsets and 1/n are run-time arguments
+
+
+def test_float32_stays_float32():
+    x = np.linspace(-1, 1, 9, dtype=np.float32)
+    text = tg.make_kernels(tg.grad(lambda x: np.sum(np.tanh(x) * 3.0 + x / 7.0)))(x)
+    assert "_vm.tanh_f32" in text and "np.float32(3.0)" in text and "np.float32(F[0])" in text
+    g = tg.grad(lambda x: np.sum(np.tanh(x) * 3.0 + x**-2), backend="cpu")(x)
+    assert g.dtype == np.float32
+    expected = tg.grad(lambda x: np.sum(np.tanh(x) * 3.0 + x**-2), backend="numpy")(x)
+    np.testing.assert_allclose(g, expected, rtol=1e-5)
+
+
+def test_results_are_fresh_and_scratch_is_reused():
+    f = tg.jit(lambda x, w: (np.tanh(x @ w) @ w.T).sum(axis=1), backend="cpu")
+    x, w = np.ones((3, 4)), np.full((4, 4), 0.1)
+    first = f(x, w)
+    kept = first.copy()
+    second = f(2 * x, w)
+    np.testing.assert_array_equal(first, kept)  # the second call did not write into the first
+    assert first is not second and not np.shares_memory(first, second)
+    np.testing.assert_allclose(second, tg.jit(f.fun, backend="numpy")(2 * x, w), rtol=1e-12)
+
+
+def test_concurrent_calls_get_their_own_scratch():
+    f = tg.jit(lambda x, w: np.tanh(x @ w) @ w, backend="cpu")
+    w = np.full((8, 8), 0.05)
+    xs = [np.full((16, 8), float(k)) for k in range(8)]
+    expected = [tg.jit(f.fun, backend="numpy")(x, w) for x in xs]
+    f(xs[0], w)
+    results: dict[int, np.ndarray] = {}
+
+    def work(k):
+        for _ in range(30):
+            results[k] = f(xs[k], w)
+            np.testing.assert_allclose(results[k], expected[k], rtol=1e-12)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(8):
+        np.testing.assert_allclose(results[k], expected[k], rtol=1e-12)
+
+
+def test_parallel_loops_agree_with_serial_ones(monkeypatch):
+    monkeypatch.setattr(codegen_cpu, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(codegen_cpu, "_threads", lambda: 3)  # several chunks even on one core
+
+    def f(x):  # every reduction placement: all axes, a suffix, axis 0, a middle axis
+        e = np.exp(np.sin(x))
+        return e.sum(), e.sum(axis=(1, 2)), e.max(axis=0), e.min(axis=1), np.prod(e, axis=(0, 2)), e * 2
+
+    x = np.random.default_rng(0).uniform(-1, 1, size=(7, 3, 5))
+    graph, program = compile_cpu(tg.jit(f), x)
+    assert all(call.parallel for call in program.calls.values())
+    for got, want in zip(program([x]), interpreter.evaluate(graph, [x]), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_matmul_programs_run_their_loops_serially():
+    _, program = compile_cpu(tg.grad(lambda w, x: np.sum(np.tanh(x @ w))), np.ones((300, 300)), np.ones((400, 300)))
+    assert not any(call.parallel for call in program.calls.values())
+
+
+def test_non_contiguous_zero_d_and_empty_inputs():
+    backend = "cpu"
+    f = tg.jit(lambda x, s: (np.sin(x) * s + x.T.sum(axis=0), np.max(x, axis=1)), backend=backend)
+    base = np.random.default_rng(1).standard_normal((6, 8))
+    for x in (base[::2, 1::3], np.asfortranarray(base[:3, :3]), base[:0, :3][:, ::-1]):
+        if x.shape[1] == 0 or x.shape[0] != x.shape[1]:
+            x = x[:, : x.shape[0]] if x.shape[1] >= x.shape[0] else x
+        if x.shape[0] != x.shape[1] or x.shape[1] == 0:
+            continue
+        got = f(x, np.float64(0.5))
+        want = tg.jit(f.fun, backend="numpy")(x, np.float64(0.5))
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+    empty = tg.jit(lambda x: (x.sum(axis=0), x * 2, np.sum(x)), backend=backend)(np.ones((0, 3)))
+    np.testing.assert_array_equal(empty[0], np.zeros(3))
+    assert empty[1].shape == (0, 3) and float(empty[2]) == 0.0
+
+
+def test_nan_and_integer_semantics_match_numpy():
+    backend = "cpu"
+    x = np.array([1.0, np.nan, -2.0, 3.0])
+    f = tg.jit(lambda x: (np.maximum(x, 0.0), np.minimum(0.0, x), np.max(x), np.min(x[::2])), backend=backend)
+    for got, want in zip(f(x), f.fun(x), strict=True):
+        np.testing.assert_array_equal(got, want)
+    i = np.array([2**31 - 1, 5, -7], dtype=np.int32)
+    g = tg.jit(lambda i: (i + i, i * 3, i > 0, (i > 0).astype(np.float32), np.sum(i)), backend=backend)
+    for got, want in zip(g(i), g.fun(i), strict=True):
+        np.testing.assert_array_equal(got, want)  # (the IR keeps a sum of int32 in int32)
+
+
+def test_unsupported_dtypes_fall_back_to_numpy():
+    x = np.linspace(0, 1, 4, dtype=np.float16)
+    got = tg.jit(lambda x: np.sin(x) * 2, backend="cpu")(x)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, np.sin(x) * 2, rtol=1e-3)
+
+
+def test_dump_kernels(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_DUMP_KERNELS", str(tmp_path))
+    tg.grad(lambda x: np.sum(np.cos(x) ** 2), backend="cpu")(np.ones(4))
+    (path,) = tmp_path.glob("program_*.py")
+    assert "cos" in path.read_text() and "kernel_serial" in path.read_text()
+
+
+def test_the_cached_call_is_cheap_and_checked():
+    g = tg.grad(lambda w, x, b: (w * x + b - 5.0) ** 2)
+    assert float(g(2.0, 3.0, 1.0)) == 12.0
+    assert g._fast_calls  # the next call takes the fast path
+    assert float(g(1.0, 3.0, 1.0)) == -6.0
+    assert float(g(np.float64(1.0), 3.0, 1.0)) == -6.0  # another signature: the full path
+    tg.clear_programs()
+    assert float(g(2.0, 3.0, 1.0)) == 12.0 and g.trace_count >= 2
+
+
+def test_compile_time_kernels_per_graph_are_few():
+    _, program = compile_cpu(tg.value_and_grad(w1), np.ones(50))
+    assert len(program.calls) == 1  # value and gradient: one kernel
+
+
+def test_node_with_every_template_compiles():
+    """Each elementwise primitive's template renders to code Numba accepts (float64 and float32)."""
+    for dtype in (np.float64, np.float32):
+        builder = ir.Builder()
+        with ir.building(builder):
+            x = builder.new_input((3,), dtype)
+            y = builder.new_input((3,), dtype)
+            outs = []
+            for prim in P.PRIMITIVES.values():
+                if prim.kind is not P.Kind.ELEMENTWISE or prim is P.convert_p:
+                    continue
+                if prim.name in ("and", "or", "not"):
+                    args = [P.compare(P.gt_p, x, 0.0), P.compare(P.gt_p, y, 0.0)][: 1 if prim.name == "not" else 2]
+                elif prim is P.where_p:
+                    args = [P.compare(P.gt_p, x, y), x, y]
+                elif prim is P.integer_pow_p:
+                    outs += [P.integer_pow(x, n) for n in (0, 2, 5, -1, -3)]
+                    continue
+                else:
+                    arity = max(int(c) for c in "012" if f"{{{c}}}" in prim.scalar) + 1 if isinstance(prim.scalar, str) else 1
+                    args = [x, y][:arity]
+                outs.append(P.emit(prim, *args))
+            outs.append(P.convert(x, np.int32))
+            outs.append(P.convert(x, np.bool_))
+        graph = builder.graph(outs)
+        a = np.array([0.3, -0.7, 0.9], dtype)
+        b = np.array([0.5, 0.2, -0.1], dtype)
+        with np.errstate(all="ignore"):
+            want = interpreter.evaluate(graph, [a, b])
+        got = backends.get_backend("cpu").compile(passes.optimize(graph))([a, b])
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=1e-5 if dtype == np.float32 else 1e-13, equal_nan=True)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_unslice_and_concatenate_at_the_edges(n):
+    def f(x):
+        y = np.concatenate([x[::-1], x[1:], np.sin(x[:1])])
+        return np.sum(y * np.arange(y.size)) + np.sum(x[::2] ** 2)
+
+    x = np.linspace(0.1, 0.9, n)
+    got = tg.value_and_grad(f, backend="cpu")(x)
+    want = tg.value_and_grad(f, backend="numpy")(x)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
