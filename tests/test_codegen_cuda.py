@@ -150,6 +150,61 @@ def test_a_result_is_never_overwritten_by_a_later_call(on_device, rng):
     close(r2, 3 * x2**2)
 
 
+def test_device_results_are_recycled_only_once_nothing_refers_to_them(rng):
+    f = tg.grad(lambda x: np.sum(x**2), backend="cuda")
+    x = cuda.to_device(rng.normal(size=6))
+    address = lambda a: cuda_device.layout(a)[2]
+    r1 = f(x)
+    r2 = f(x)
+    assert address(r1) != address(r2)
+    first = address(r1)
+    del r1
+    r3 = f(x)
+    assert address(r3) == first  # let go of: its memory is used again
+    view = r3[1:]  # a slice keeps the memory in use
+    held = {"g": r2}
+    del r3
+    r4 = f(x)
+    assert address(r4) not in (first, address(held["g"]))
+    close(view, 2 * host(x)[1:])
+    close(held["g"], 2 * host(x))
+    close(r4, 2 * host(x))
+
+
+def test_kernel_launch_configurations_are_made_once_without_occupancy_warnings(monkeypatch):
+    import types
+    import warnings
+
+    class Kernel:
+        targetoptions: dict = {}
+        made = 0
+
+        def py_func(self):  # pragma: no cover
+            pass
+
+        def __getitem__(self, config):
+            Kernel.made += 1
+            warnings.warn("Grid size 1 will likely result in GPU under-utilization due to low "
+                          "occupancy.", RuntimeWarning, stacklevel=2)
+            return lambda *args: (config, args)
+
+    class DeviceFunction:
+        targetoptions = {"device": True}
+        py_func = None
+
+    module = types.ModuleType("kernels")
+    module.kernel, module.helper = Kernel(), DeviceFunction()
+    helper = module.helper
+    monkeypatch.setattr(cuda_device, "simulated", lambda: False)
+    cuda_device.prepare_kernels(module)
+    assert module.helper is helper  # device functions stay what the kernels call
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert module.kernel[1, 256](3) == ((1, 256), (3,))
+        assert module.kernel[1, 256](4) == ((1, 256), (4,))
+    assert Kernel.made == 1
+
+
 def test_results_never_alias_inputs_constants_or_each_other(rng):
     x = rng.normal(size=(3, 4))
     d = cuda.to_device(x)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -177,8 +178,7 @@ def _driver(plan: Plan, steps, scratch, names: dict) -> str:
 @functools.lru_cache(maxsize=4)
 def _library(salt: str):
     module = cache.load_module(library_source(salt))
-    if dev.simulated():
-        dev.quiet_simulated_kernels(module)
+    dev.prepare_kernels(module)
     return module
 
 
@@ -274,6 +274,37 @@ class _Runtime:
         return dev.to_host(arr, tuple(ir_shape))
 
 
+class _Recycler:
+    """Result arrays for calls with device inputs: fresh, or one the user has let go of.
+
+    A result handed to the user must never be written again while anything can still see it. An
+    array we allocated is taken back only when nothing but this recycler refers to it or to its
+    memory (no variable, container, view, slice or other library's array built on it): its
+    reference counts are then what they were right after allocation, measured the same way.
+    It keeps at most `KEEP` arrays per result (so a loop `g = f(x)` reuses the one from two calls
+    ago); allocating device memory of that size every call costs more than the kernels may."""
+
+    KEEP = 2
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+        self.arrays: list = []
+        self.baselines: list = []
+
+    def _counts(self, k: int) -> tuple[int, int]:
+        return sys.getrefcount(self.arrays[k]), dev.memory_users(self.arrays[k])
+
+    def take(self):
+        for k in range(len(self.arrays)):
+            if self._counts(k) == self.baselines[k]:
+                return self.arrays[k]
+        if len(self.arrays) == self.KEEP:  # all in use: the oldest is forgotten, not reused
+            del self.arrays[0], self.baselines[0]
+        self.arrays.append(dev.empty(self.buffer.shape, self.buffer.dtype))
+        self.baselines.append(self._counts(len(self.arrays) - 1))
+        return self.arrays[-1]
+
+
 def _contiguous(shape, strides, itemsize) -> bool:
     expect = dev.c_strides(tuple(shape), itemsize)
     return all(d <= 1 or s == e for d, s, e in zip(shape, strides, expect))
@@ -290,11 +321,11 @@ class Program:
         self._lock = threading.Lock()
         self._temps: list | None = None
         self._host_outputs: list | None = None
+        self._recyclers = [_Recycler(b) for b in self.arguments if b.role == "output"]
         self._simulated = dev.simulated()
         if load:
             self.module = cache.load_module(self.text)
-            if self._simulated:
-                dev.quiet_simulated_kernels(self.module)
+            dev.prepare_kernels(self.module)
             self._rt = _Runtime(plan, cfg, self.salt)
             self._consts = [dev.to_device(b.value) for b in self.arguments if b.role == "const"]
 
@@ -318,7 +349,7 @@ class Program:
             if self._temps is None:
                 self._temps = self._allocate("temp")
             if on_device:
-                outputs = self._allocate("output")
+                outputs = [r.take() for r in self._recyclers]
             else:
                 if self._host_outputs is None:
                     self._host_outputs = self._allocate("output")

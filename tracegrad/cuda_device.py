@@ -20,6 +20,7 @@ import math
 import os
 import sys
 import types
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +166,17 @@ def empty(shape: tuple[int, ...], dtype) -> Any:
     return cuda().device_array(internal_shape(shape), dtype=np.dtype(dtype))
 
 
+def memory_users(arr) -> int:
+    """How many things hold a device array's memory: numba counts the pointers that own an
+    allocation (the array's, and one per view or slice made of it); in the simulator, NumPy
+    views refer to the array's NumPy array."""
+    if _is_fake(arr):
+        return sys.getrefcount(arr._ary)
+    mem = getattr(arr.gpu_data, "_mem", None)
+    refct = getattr(mem, "refct", None)
+    return refct if isinstance(refct, int) else sys.getrefcount(arr.gpu_data)
+
+
 def to_host(arr, shape: tuple[int, ...]) -> np.ndarray:
     """A fresh host array with the IR `shape` (arr must be C-contiguous)."""
     host = arr.copy_to_host()
@@ -245,6 +257,38 @@ def user_array(arr, ir_shape: tuple[int, ...]):
     if ir_shape:
         return arr
     return view(arr, (), ())
+
+
+def prepare_kernels(module: types.ModuleType) -> None:
+    """Get a freshly loaded kernel module ready to launch (simulated or on the GPU)."""
+    if simulated():
+        quiet_simulated_kernels(module)
+        return
+    for name, value in list(vars(module).items()):
+        options = getattr(value, "targetoptions", None)
+        if options is not None and not options.get("device", False) and hasattr(value, "py_func"):
+            setattr(module, name, _Launcher(value))
+
+
+class _Launcher:
+    """Stands in for a kernel in its module: `kernel[grid, block]` is made once per configuration.
+
+    numba.cuda warns at every launch of fewer than 128 blocks; tracegrad sizes its grids to the
+    work on purpose (a 10-element gradient is one block), so the configuration is made once, with
+    that warning silenced, and reused by every call (which also skips its per-launch setup)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.py_func = kernel.py_func
+        self._configured: dict = {}
+
+    def __getitem__(self, config):
+        launch = self._configured.get(config)
+        if launch is None:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r"Grid size .* under-utilization")
+                launch = self._configured[config] = self.kernel[config]
+        return launch
 
 
 def quiet_simulated_kernels(module: types.ModuleType) -> None:
