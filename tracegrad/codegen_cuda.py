@@ -107,7 +107,8 @@ def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
             writer.kernels(kernels)
             helpers |= writer.helpers
         elif isinstance(step, MatmulStep):
-            matmul_kernel(step, f"matmul_{j}", cfg, names, kernels, render)
+            matmul_kernel(step, f"matmul_{j}", cfg, names, kernels, render,
+                          (_is_transposed(plan, step.a), _is_transposed(plan, step.b)))
         sources += kernels.sources
         steps.append((step, kernels))
     driver = _driver(plan, steps, scratch, names)
@@ -132,6 +133,16 @@ def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
             if h in helpers]
     text = "\n".join(header) + "\n\n" + "\n\n\n".join(body + sources + [driver]) + "\n"
     return text, steps, scratch
+
+
+def _is_transposed(plan: Plan, buffer) -> bool:
+    """Whether `buffer` is a view that swaps the last two axes of another."""
+    for step in plan.steps:
+        if isinstance(step, ViewStep) and step.out is buffer and step.node.prim is P.transpose_p:
+            perm = step.node.params["perm"]
+            n = len(perm)
+            return n >= 2 and perm[-2:] == (n - 1, n - 2)
+    return False
 
 
 def _arguments(plan: Plan, scratch) -> list:

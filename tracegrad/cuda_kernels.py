@@ -433,9 +433,12 @@ class LoopWriter:
 
 
 def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, out: Kernels,
-                  render) -> None:
+                  render, transposed: tuple[bool, bool] = (False, False)) -> None:
     """A tiled kernel for `out = a @ b`. When its tiles are too few to fill the device, the
-    k-range is split across blocks too (split-K), and a reduction kernel sums the parts."""
+    k-range is split across blocks too (split-K), and a reduction kernel sums the parts.
+    `transposed` says which operand is a transposed view (as in every adjoint of a product):
+    its tile is then read along its other axis, so that neighbouring threads read neighbouring
+    memory."""
     a, b, o = step.a, step.b, step.out
     batch = tuple(o.shape[:-2])
     M, N = o.shape[-2], o.shape[-1]
@@ -494,15 +497,23 @@ def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, o
     lines.add(4, f"_acc[_i, _j] = {zero}")
     lines.add(2, f"for _k0 in range(_kbeg, _kend, {BK}):")
     lines.add(3, f"for _e in range(_tid, {BM * BK}, {TS * TS}):", "both tiles into shared memory")
-    lines.add(4, f"_r = _e // {BK}")
-    lines.add(4, f"_c = _e % {BK}")
+    if transposed[0]:  # a is a transposed view: its rows are contiguous in memory
+        lines.add(4, f"_r = _e % {BM}")
+        lines.add(4, f"_c = _e // {BM}")
+    else:
+        lines.add(4, f"_r = _e // {BK}")
+        lines.add(4, f"_c = _e % {BK}")
     lines.add(4, f"if _row0 + _r < {M} and _k0 + _c < _kend:")
     lines.add(5, f"_as[_c, _r] = _a[{pre}_row0 + _r, _k0 + _c]")
     lines.add(4, "else:")
     lines.add(5, f"_as[_c, _r] = {zero}")
     lines.add(3, f"for _e in range(_tid, {BK * BN}, {TS * TS}):")
-    lines.add(4, f"_r = _e // {BN}")
-    lines.add(4, f"_c = _e % {BN}")
+    if transposed[1]:  # b is a transposed view: its columns are contiguous in memory
+        lines.add(4, f"_r = _e % {BK}")
+        lines.add(4, f"_c = _e // {BK}")
+    else:
+        lines.add(4, f"_r = _e // {BN}")
+        lines.add(4, f"_c = _e % {BN}")
     lines.add(4, f"if _k0 + _r < _kend and _col0 + _c < {N}:")
     lines.add(5, f"_bs[_r, _c] = _b[{pre}_k0 + _r, _col0 + _c]")
     lines.add(4, "else:")
