@@ -82,7 +82,9 @@ def _log(message: str, *args) -> None:
 # The program module
 
 
+@functools.lru_cache(maxsize=8)
 def _salt(cfg: dev.LaunchConfig) -> str:
+    """What compiled kernels depend on besides their source: numba-cuda and the device."""
     try:
         from importlib.metadata import version
 
