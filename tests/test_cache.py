@@ -121,9 +121,8 @@ CHILD = textwrap.dedent(
     program = next(iter(api._programs.values())).run
     hits = misses = 0
     for call in program.calls.values():
-        for kernel in (call.module.kernel_serial, call.module.kernel_parallel):
-            hits += sum(kernel.stats.cache_hits.values())
-            misses += sum(kernel.stats.cache_misses.values())
+        hits += sum(call.module.kernel.stats.cache_hits.values())
+        misses += sum(call.module.kernel.stats.cache_misses.values())
     print(json.dumps({"value": out.tolist(), "hits": hits, "misses": misses}))
     """
 )

@@ -28,10 +28,10 @@ def modules_of(program) -> list:
 
 def test_source_names_ir_values_and_user_lines():
     text = tg.make_kernels(tg.value_and_grad(w1))(np.ones(5))
-    assert "def kernel_serial(" in text and "def kernel_parallel(" in text
+    assert "def kernel(b0, b1, b2, I, p0, first, last, finish):" in text
     assert "# %1 = sin %0" in text and "test_codegen_cpu.py:" in text  # node, values, user line
     assert "grad test_codegen_cpu.py:" in text  # adjoint nodes say where they come from
-    assert "prange(nch)" in text and "# ---- driver" in text
+    assert "for c in range(first, last):" in text and "if finish:" in text and "# ---- driver" in text
     assert "iteration space [5] (sizes are arguments)" in text
     compile(text.split("# ---- driver")[0], "<kernels>", "exec")  # valid Python
 
@@ -171,7 +171,7 @@ def test_dump_kernels(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEGRAD_DUMP_KERNELS", str(tmp_path))
     tg.grad(lambda x: np.sum(np.cos(x) ** 2), backend="cpu")(np.ones(4))
     (path,) = tmp_path.glob("program_*.py")
-    assert "cos" in path.read_text() and "kernel_serial" in path.read_text()
+    assert "cos" in path.read_text() and "def kernel(" in path.read_text()
 
 
 def test_the_cached_call_is_cheap_and_checked():

@@ -1,15 +1,23 @@
 """Fused CPU kernels: Python source for `numba.njit`, written from the fusion plan.
 
-Each `FusedLoop` of the plan becomes one kernel module (see `tracegrad.cache`) holding a serial
-and a parallel (`prange`) version of the same loop nest; a program runs its steps in order from a
-small generated Python driver, which allocates result arrays per call and reuses scratch arrays
-across calls. The readable source of a program (with a comment per IR node naming its values and
-the user's line) is what `tg.make_kernels` returns and `TRACEGRAD_DUMP_KERNELS=<dir>` writes.
+Each `FusedLoop` of the plan becomes one kernel module (see `tracegrad.cache`); a program runs its
+steps in order from a small generated Python driver, which allocates result arrays per call and
+reuses scratch arrays across calls. The readable source of a program (with a comment per IR node
+naming its values and the user's line) is what `tg.make_kernels` returns and
+`TRACEGRAD_DUMP_KERNELS=<dir>` writes.
+
+A kernel loops over chunks of axis 0 of its iteration space. Small loops run all chunks in one
+call; a loop with enough work (`PARALLEL_WORK`) has its chunks shared by `numba.get_num_threads()`
+threads, each calling the same compiled kernel (which releases the GIL), and a last call combines
+the chunks' partial reductions. This is instead of `prange`: a parallel=True kernel took 1.9 s to
+compile against 0.4 s for the serial one (W1's gradient), which is most of a cold first call, and
+its OpenMP threads keep spinning after each loop, next to BLAS's. Programs with matrix products run
+their loops on one thread (`BLAS_NEIGHBOURS`): OpenBLAS's threads spin after each product.
 
 Kernels take sizes, slice offsets and most constants as run-time arguments (two small arrays, `I`
 for integers and `F` for floats), so a new shape with the same structure reuses the compiled
-kernel; only "structural" constants (small integers and halves, infinities) are written into the
-source. Sums and products of float32 values accumulate in float64.
+kernel; only constants that come from the code (small integers, halves, infinities) are written
+into the source. Sums and products of float32 values accumulate in float64.
 
 Math functions go through `render_math` only: in the "vector" math mode (the default) the
 primitives that `tracegrad.vmath` implements call its vectorisable versions, everything else (and
@@ -19,6 +27,7 @@ the "libm" mode, TRACEGRAD_MATH=libm) calls Python's `math` module, which Numba 
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
 import re
@@ -135,7 +144,8 @@ class KernelSource:
     floats: list[float]  # the values of F
     uses_vmath: bool
     cost: int  # inline cost of one iteration
-    params: list[str]  # which of "I" and "F" the kernel takes
+    params: list[str]  # the kernel's arguments after the arrays
+    partials: list  # (name, shape in symbols, dtype) of its partial-results arguments
 
 
 _HELPERS = {
@@ -332,7 +342,17 @@ class _KernelWriter:
         return f"{fn}({a}, {b})"
 
     # ---- the whole kernel
-    def write(self, name: str, parallel: bool) -> _Lines:
+    def partial_shapes(self) -> list[tuple[str, tuple[str, ...], np.dtype]]:
+        """(name, shape in terms of nch and n<a>, dtype) of each partial-results argument."""
+        out = []
+        for k, red in enumerate(self.loop.reductions):
+            rp = self.reduction_plan(red)
+            if rp["partial"]:
+                dims = ("nch",) + (() if rp["suffix"] else tuple(f"n{a}" for a in rp["kept"]))
+                out.append((f"p{k}", dims, rp["acc"]))
+        return out
+
+    def write(self) -> _Lines:
         loop, r = self.loop, self.r
         body = _Lines()
         by_depth: dict[int, list] = {}
@@ -349,11 +369,8 @@ class _KernelWriter:
         reds = [(k, red, self.reduction_plan(red)) for k, red in enumerate(loop.reductions)]
         for k, red, rp in reds:
             if rp["partial"]:
-                shape = "nch" if rp["suffix"] else "(nch, " + ", ".join(f"n{a}" for a in rp["kept"]) + ")"
-                body.add(1, f"p{k} = np.empty({shape}, np.{rp['acc'].name})",
-                         f"partial results per chunk of {self.node_comment(red.node)}")
-        rng = "prange" if parallel else "range"
-        body.add(1, f"for c in {rng}(nch):")
+                body.add(1, "", f"p{k}: partial results per chunk of {self.node_comment(red.node)}")
+        body.add(1, "for c in range(first, last):", "the chunks of axis 0 this call computes")
         body.add(2, "lo = c * n0 // nch")
         body.add(2, "hi = (c + 1) * n0 // nch")
         for k, red, rp in reds:
@@ -365,9 +382,11 @@ class _KernelWriter:
         for k, _, rp in reds:
             if rp["suffix"] and rp["p"] == 0:
                 body.add(2, f"p{k}[c] = s{k}")
-        for k, red, rp in reds:
-            if rp["partial"]:
-                self._combine_partials(body, k, red, rp)
+        if any(rp["partial"] for _, _, rp in reds):
+            body.add(1, "if finish:", "after the last chunk: combine the chunks' partial results")
+            for k, red, rp in reds:
+                if rp["partial"]:
+                    self._combine_partials(body, k, red, rp)
         return body
 
     def _target(self, red, rp, k: int, idx: list[str], with_chunk: bool) -> str:
@@ -420,7 +439,7 @@ class _KernelWriter:
 
     def _combine_partials(self, body: _Lines, k: int, red, rp: dict) -> None:
         out = self.arg[id(red.buffer)]
-        indent = 1
+        indent = 2
         idx = []
         for a in rp["kept"] if not rp["suffix"] else []:
             body.add(indent, f"for q{a} in range(n{a}):")
@@ -434,15 +453,18 @@ class _KernelWriter:
 
 
 def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str) -> KernelSource:
-    """The kernel module for one fused loop."""
+    """The kernel module for one fused loop.
+
+    `kernel(arrays..., [I], [F], [partials..., first, last, finish])`: a loop nest over the axis-0
+    chunks first..last-1 of the iteration space (of `I[nch]` chunks); with `finish`, the per-chunk partial
+    results of the reductions are then combined. A program calls it once for all the chunks, or
+    from several threads with a share of the chunks each (the kernel releases the GIL)."""
     w = _KernelWriter(loop, mode, names)
-    serial = w.write("kernel_serial", parallel=False)
-    # the parallel body renders the same ops again; keep the parameters of the first pass
-    ints, floats, header = list(w.ints), list(w.floats), w.header
-    w2 = _KernelWriter(loop, mode, names)
-    parallel = w2.write("kernel_parallel", parallel=True)
-    assert w2.ints == ints and w2.floats == floats
-    params = (["I"] if ints else []) + (["F"] if floats else [])  # fewer arguments, faster calls
+    lines = w.write()
+    partials = w.partial_shapes()
+    params = (["I"] if w.ints else []) + (["F"] if w.floats else [])  # fewer arguments, faster calls
+    if loop.shape:
+        params += [name for name, _, _ in partials] + ["first", "last", "finish"]
     args = ", ".join([w.arg[id(b)] for b in w.arrays] + params)
 
     def module(comments: bool) -> str:
@@ -452,7 +474,7 @@ def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str) -> KernelSou
             "import math",
             "",
             "import numpy as np",
-            "from numba import njit, prange",
+            "from numba import njit",
         ]
         if w.uses_vmath:
             parts.append("from tracegrad import vmath as _vm")
@@ -461,22 +483,21 @@ def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str) -> KernelSou
             '_OPTS = dict(error_model="numpy", nogil=True, cache=globals().get("_TG_CACHE", False))',
             "",
         ]
-        for h in sorted(w.helpers | w2.helpers):
+        for h in sorted(w.helpers):
             parts.append(_HELPERS[h])
-        for fname, lines, par in (("kernel_serial", serial, False), ("kernel_parallel", parallel, True)):
-            parts.append("")
-            parts.append(f"@njit(parallel={par}, **_OPTS)")
-            parts.append(f"def {fname}({args}):")
-            if comments:
-                for k, b in enumerate(w.arrays):
-                    parts.append(f"    # b{k}: {w.describe_buffer(b)}")
-            parts.append(header.render(comments))
-            parts.append(lines.render(comments))
-        return "\n".join(p for p in parts if p is not None) + "\n"
+        parts.append("")
+        parts.append("@njit(**_OPTS)")
+        parts.append(f"def kernel({args}):")
+        if comments:
+            for k, b in enumerate(w.arrays):
+                parts.append(f"    # b{k}: {w.describe_buffer(b)}")
+        parts.append(w.header.render(comments))
+        parts.append(lines.render(comments))
+        return "\n".join(p for p in parts if p) + "\n"
 
     cost = sum(fusion.node_cost(op.node) for op in loop.ops if isinstance(op, Compute))
-    return KernelSource(module(False), module(True), w.arrays, ints, {"nch": w.nch_slot}, floats,
-                        w.uses_vmath, cost, params)
+    return KernelSource(module(False), module(True), w.arrays, w.ints, {"nch": w.nch_slot},
+                        w.floats, w.uses_vmath, cost, params, partials)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -513,6 +534,44 @@ class _KernelCall:
     parallel: bool
     ints: np.ndarray
     floats: np.ndarray
+    partials: list[Buffer]  # scratch for per-chunk partial results
+    threads: int
+
+
+_pool_lock = threading.Lock()
+_pools: dict[int, object] = {}
+
+
+def _thread_pool(workers: int):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _pool_lock:
+        if workers not in _pools:
+            _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="tracegrad")
+        return _pools[workers]
+
+
+def _in_parallel(kernel, args: tuple, nch: int, threads: int) -> None:
+    """Run a kernel's `nch` chunks on `threads` threads (this one and a pool), then combine.
+
+    Chunks are handed out one by one, so a thread slowed down by another process does less."""
+    next_chunk = itertools.count().__next__
+
+    def work():
+        while True:
+            c = next_chunk()
+            if c >= nch:
+                return
+            kernel(*args, c, c + 1, 0)
+
+    pool = _thread_pool(threads - 1)
+    futures = [pool.submit(work) for _ in range(threads - 1)]
+    try:
+        work()
+    finally:
+        for future in futures:
+            future.result()
+    kernel(*args, nch, nch, 1)
 
 
 class Program:
@@ -527,6 +586,7 @@ class Program:
         with_blas = any(isinstance(step, MatmulStep) for step in plan.steps)
         if with_blas and BLAS_NEIGHBOURS == "serial":
             threads = 1
+        self.scratch: list[Buffer] = []  # partial results of reductions, per chunk
         for step in plan.steps:
             if not isinstance(step, FusedLoop):
                 continue
@@ -534,13 +594,19 @@ class Program:
             size = int(np.prod(step.shape, dtype=np.int64)) if step.shape else 1
             parallel = bool(step.shape) and threads > 1 and size * max(1, src.cost) >= PARALLEL_WORK
             ints = list(src.ints)
+            partials = []
             if step.shape:
-                ints[src.int_slots["nch"]] = (
-                    max(1, min(step.shape[0], threads * CHUNKS_PER_THREAD)) if parallel else 1
-                )
+                nch = max(1, min(step.shape[0], threads * CHUNKS_PER_THREAD)) if parallel else 1
+                ints[src.int_slots["nch"]] = nch
+                sizes = {f"n{a}": d for a, d in enumerate(step.shape)} | {"nch": nch}
+                for name, dims, dtype in src.partials:
+                    buf = Buffer(f"_{step.name}_{name}", tuple(sizes[d] for d in dims), dtype, "temp")
+                    self.scratch.append(buf)
+                    partials.append(buf)
             module = cache.load_module(src.module) if load else None
             self.calls[id(step)] = _KernelCall(
-                step, src, module, parallel, np.array(ints, np.int64), np.array(src.floats, np.float64)
+                step, src, module, parallel, np.array(ints, np.int64),
+                np.array(src.floats, np.float64), partials, threads if parallel else 1,
             )
         self.driver_source, self._namespace, self._temps = self._driver()
         self._lock = threading.Lock()
@@ -551,8 +617,10 @@ class Program:
     # ---- the driver
     def _driver(self):
         plan = self.plan
-        ns: dict = {"_empty": np.empty, "_matmul": np.matmul, "_asarray": np.asarray}
+        ns: dict = {"_empty": np.empty, "_matmul": np.matmul, "_asarray": np.asarray,
+                    "_in_parallel": _in_parallel}
         temps = [b for b in plan.buffers if b.role == "temp" and self._allocated_by_us(b)]
+        temps += self.scratch
         lines = [f"def _run(args, {', '.join(b.name for b in temps)}):" if temps else "def _run(args):"]
         names = [b.name for b in plan.inputs]
         if names:
@@ -568,10 +636,17 @@ class Program:
             if isinstance(step, FusedLoop):
                 call = self.calls[id(step)]
                 ns[f"_I{j}"], ns[f"_F{j}"] = call.ints, call.floats
-                params = [f"_{p}{j}" for p in call.source.params]
+                ns[f"_{step.name}"] = None  # bound to the kernel in _bind
+                named = {"I": f"_I{j}", "F": f"_F{j}"} | {p.name.split("_")[-1]: p.name for p in call.partials}
+                params = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
                 args = ", ".join([b.name for b in call.source.arrays] + params)
-                kind = "parallel" if call.parallel else "serial"
-                lines.append(f"    _{step.name}_{kind}({args})")
+                if not step.shape:
+                    lines.append(f"    _{step.name}({args})")
+                elif call.parallel:
+                    nch = int(call.ints[call.source.int_slots["nch"]])
+                    lines.append(f"    _in_parallel(_{step.name}, ({args},), {nch}, {call.threads})")
+                else:
+                    lines.append(f"    _{step.name}({args}, 0, 1, 1)")
             elif isinstance(step, MatmulStep):
                 if step.out.role == "temp":
                     lines.append(f"    _matmul({step.a.name}, {step.b.name}, out={step.out.name})")
@@ -603,8 +678,7 @@ class Program:
         for step in self.plan.steps:
             if isinstance(step, FusedLoop):
                 call = self.calls[id(step)]
-                ns[f"_{step.name}_serial"] = call.module.kernel_serial
-                ns[f"_{step.name}_parallel"] = call.module.kernel_parallel
+                ns[f"_{step.name}"] = call.module.kernel
         exec(compile(self.driver_source, "<tracegrad driver>", "exec"), ns)
         body = ns["_run"]
         temps = self._temps
