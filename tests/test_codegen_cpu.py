@@ -29,7 +29,8 @@ def modules_of(program) -> list:
 def test_source_names_ir_values_and_user_lines():
     text = tg.make_kernels(tg.value_and_grad(w1))(np.ones(5))
     assert "def kernel(b0, b1, b2, I, p0, first, last, finish):" in text
-    assert "# %1 = sin %0" in text and "test_codegen_cpu.py:" in text  # node, values, user line
+    assert "# %2 = neg %0" in text and "test_codegen_cpu.py:" in text  # node, values, user line
+    assert "= _vm.sincos_f64(v0)" in text  # sin and cos of one value in one call
     assert "grad test_codegen_cpu.py:" in text  # adjoint nodes say where they come from
     assert "for c in range(first, last):" in text and "if finish:" in text and "# ---- driver" in text
     assert "iteration space [5] (sizes are arguments)" in text
@@ -50,7 +51,7 @@ def test_libm_mode_is_part_of_the_kernel_and_agrees(monkeypatch):
     vector = tg.make_kernels(tg.grad(w1))(x)
     monkeypatch.setenv("TRACEGRAD_MATH", "libm")
     libm = tg.make_kernels(tg.grad(w1))(x)
-    assert "_vm.sin_f64" in vector and "math.sin(" not in vector
+    assert "_vm.sincos_f64" in vector and "math.sin(" not in vector
     assert "math.sin(" in libm and "_vm." not in libm and "math mode libm" in libm
     graph, program = compile_cpu(tg.grad(w1), x)
     np.testing.assert_allclose(program([x])[0], interpreter.evaluate(graph, [x])[0], rtol=1e-13)

@@ -95,7 +95,8 @@ def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
     vm = _vmath()
     vm_name = _VM_NAMES.get(math_name, math_name)
     dtype = np.dtype(dtype)
-    if mode == "vector" and vm is not None and vm_name in vm.FUNCTIONS:
+    known = vm is not None and (vm_name in vm.FUNCTIONS or vm_name in getattr(vm, "HELPERS", {}))
+    if mode == "vector" and known:
         if dtype == np.float64:
             return f"_vm.{vm_name}_f64"
         if dtype == np.float32:
@@ -271,7 +272,33 @@ class _KernelWriter:
         return f"{text}   [{node.source}]" if node.source else text
 
     # ---- ops
-    def op_line(self, op) -> tuple[str, str | None]:
+    def _pair_sin_cos(self) -> None:
+        """sin and cos of the same value: one call computing both, where the math library has it."""
+        self.paired: dict[str, tuple[str, str, str]] = {}  # op id -> (sin id, cos id, argument)
+        by_arg: dict[tuple[str, str], str] = {}
+        for op in self.loop.ops:
+            if isinstance(op, Compute) and op.node.prim in (P.sin_p, P.cos_p):
+                by_arg[(op.node.prim.name, op.args[0])] = op.id
+        for (name, arg), sid in by_arg.items():
+            cid = by_arg.get(("cos", arg))
+            if name != "sin" or cid is None:
+                continue
+            dtype = self._dtype_of(arg)
+            if render_math("sincos", dtype, self.mode).startswith("_vm."):
+                self.paired[sid] = self.paired[cid] = (sid, cid, arg)
+
+    def _dtype_of(self, op_id: str) -> np.dtype:
+        return self.loop.op_types()[op_id]
+
+    def op_line(self, op) -> tuple[str | None, str | None]:
+        pair = self.paired.get(op.id) if isinstance(op, Compute) else None
+        if pair is not None:
+            sid, cid, arg = pair
+            if op.id != min(sid, cid, key=lambda i: [o.id for o in self.loop.ops].index(i)):
+                return None, None  # computed with its partner
+            self.uses_vmath = True
+            fn = render_math("sincos", self._dtype_of(arg), self.mode)
+            return f"{sid}, {cid} = {fn}({arg})", f"sin and cos of {arg}: {self.node_comment(op.node)}"
         if isinstance(op, Load):
             return f"{op.id} = {self.subscript(op.buffer, op.index)}", f"load {self.describe_buffer(op.buffer)}"
         if isinstance(op, Literal):
@@ -358,9 +385,11 @@ class _KernelWriter:
         by_depth: dict[int, list] = {}
         for op in loop.ops:
             by_depth.setdefault(op.depth, []).append(op)
+        self._pair_sin_cos()
         for op in by_depth.get(0, []):
             code, comment = self.op_line(op)
-            body.add(1, code, comment)
+            if code is not None:
+                body.add(1, code, comment)
         if r == 0:
             for st in loop.stores:
                 body.add(1, f"{self.subscript(st.buffer, st.index)} = {st.value}",
@@ -413,7 +442,8 @@ class _KernelWriter:
         inner = indent + 1
         for op in by_depth.get(a + 1, []):
             code, comment = self.op_line(op)
-            body.add(inner, code, comment)
+            if code is not None:
+                body.add(inner, code, comment)
         if a + 1 < self.r:
             for k, _, rp in reds:
                 if rp["suffix"] and rp["p"] == a + 1:
