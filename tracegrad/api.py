@@ -612,7 +612,8 @@ _generation = [0]  # bumped by clear_programs: fast paths made before then are s
 
 
 def _cheap_signature(args: tuple) -> tuple | None:
-    """(shape, dtype) per argument when every argument is a float or a plain array, else None."""
+    """(shape, dtype) per argument when every argument is a float, a plain array or a device
+    array (with its type), else None."""
     key = []
     for a in args:
         t = type(a)
@@ -620,6 +621,11 @@ def _cheap_signature(args: tuple) -> tuple | None:
             key.append(t)
         elif t is np.ndarray:
             key.append((a.shape, a.dtype))
+        elif is_device_array(a):  # device arrays pass through untouched
+            if getattr(a, "__cuda_ndarray__", False) is True:  # numba's: shape and dtype at hand
+                key.append((t, a.shape, a.dtype))
+            else:
+                key.append((t, *aval(a)))
         else:
             return None
     return tuple(key)
