@@ -502,3 +502,53 @@ def test_gpu_check_script_runs_in_smoke_mode(tmp_path):
     for row in ("copy x -> y", "W1 grad, f32", "W1 value_and_grad, f32", "W2 MLP grad, f32",
                 "W3 hessian", "JAX", "PyTorch", "tests on the cuda backend: 3 passed, 0 failed"):
         assert row in text, (row, text)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fuzzing: the random IR programs of test_fuzz_backends (broadcasts, reductions over any axes,
+# transposes, slices with any step, reshapes, concatenations, matmuls, 0-d and empty arrays,
+# non-contiguous inputs), on the cuda backend, with host and with device inputs
+
+
+def test_random_programs_agree_with_the_interpreter_on_cuda():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    fuzz = pytest.importorskip("test_fuzz_backends")
+    from tracegrad import interpreter
+
+    examples = int(os.environ.get("TRACEGRAD_FUZZ_EXAMPLES", 40))  # more: a longer hunt
+
+    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(shape=fuzz.shape_strategy, code=st.integers(0, 63),
+           ops=st.lists(fuzz.op_strategy, min_size=2, max_size=7),
+           dtype=st.sampled_from([np.float64, np.float64, np.float32]), gradient=st.booleans(),
+           layout=st.integers(0, 3), seed=st.integers(0, 1000), on_device=st.booleans())
+    def check(shape, code, ops, dtype, gradient, layout, seed, on_device):
+        graph = fuzz.build_graph(shape, code, ops, np.dtype(dtype), gradient)
+        args = fuzz._inputs(graph, np.random.default_rng(seed), layout)
+        want = interpreter.evaluate(graph, args)
+        program = backends.get_backend("cuda").compile(passes.optimize(graph))
+        if on_device:  # the same non-contiguous layouts, as views of device memory
+            args = [_device_like(a) for a in args]
+        for _ in range(2):  # a second call reuses the scratch buffers
+            got = program(args)
+            for g, w in zip(got, want, strict=True):
+                fuzz._compare(host(g), w, np.dtype(dtype))
+
+    check()
+
+
+def _device_like(a: np.ndarray):
+    """A device array with the values and the strides of `a` (a view into device memory)."""
+    if a.flags.c_contiguous or a.ndim == 0:
+        return cuda.to_device(np.ascontiguousarray(a))
+    base = a.base if a.base is not None and a.base.flags.c_contiguous else None
+    if base is None or a.ndim != base.ndim:
+        return cuda.to_device(np.ascontiguousarray(a))
+    index = tuple(slice(None, None, s // b) if s > 0 else slice(None, None, -(abs(s) // b))
+                  for s, b in zip(a.strides, base.strides))
+    view = cuda.to_device(base)[index]
+    assert view.shape == a.shape, (view.shape, a.shape)
+    return view
