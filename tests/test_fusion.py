@@ -177,3 +177,17 @@ def test_fusion_is_backend_neutral():
     assert "import numba" not in source and "from numba" not in source
     ops = plan_of(tg.jit(np.sin), np.ones(2)).loops[0].ops
     assert [type(op).__name__ for op in ops] == ["Load", "Compute"] and ops[1].node.prim.name == "sin"
+
+
+def test_identity_seeds_can_be_computed_instead_of_read():
+    graph = graph_of(tg.hessian(w3), rng.standard_normal(50))
+    read = fusion.plan(graph)
+    computed = fusion.plan(graph, computed_identity=True)
+    assert any(b.role == "const" for b in read.buffers)
+    assert not any(b.role == "const" for b in computed.buffers)
+    assert any(isinstance(op, fusion.Equal) for op in computed.loops[0].ops)
+    x = [rng.standard_normal(50)]
+    np.testing.assert_array_equal(fusion.evaluate(computed, x)[0], fusion.evaluate(read, x)[0])
+    eye = tg.jit(lambda x: np.eye(4) * x)
+    plan = fusion.plan(graph_of(eye, np.ones(4)), computed_identity=True)
+    np.testing.assert_array_equal(fusion.evaluate(plan, [np.arange(4.0)])[0], np.eye(4) * np.arange(4.0))

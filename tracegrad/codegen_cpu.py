@@ -40,8 +40,8 @@ import numpy as np
 from . import cache, fusion, ir
 from . import primitives as P
 from .fusion import (
-    Buffer, Clamp, Compute, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep, Plan,
-    Select, ViewStep,
+    Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
+    Plan, Select, ViewStep,
 )
 from .ir import Graph, Node
 
@@ -325,6 +325,8 @@ class _KernelWriter:
             return f"{op.id} = ({base} >= 0) & ({base} < {n})", None
         if isinstance(op, Select):
             return f"{op.id} = {op.then} if {op.cond} else {op.other}", None
+        if isinstance(op, Equal):
+            return f"{op.id} = {self.ix(op.a, {})} == {self.ix(op.b, {})}", "identity matrix: row == column"
         raise AssertionError(op)  # pragma: no cover
 
     # ---- reductions
@@ -783,7 +785,7 @@ def _names(graph: Graph) -> dict:
 
 def build(graph: Graph, load: bool = True) -> Program:
     mode = math_mode()
-    plan = fusion.plan(graph, supports)
+    plan = fusion.plan(graph, supports, computed_identity=True)
     return Program(graph, plan, mode, _names(graph), _salt(mode), load=load)
 
 

@@ -24,6 +24,9 @@ Data structure
         `Clamp(id, base, length)`       an index value: `base` clamped to [0, length)
         `Inside(id, base, length)`      a bool: 0 <= base < length
         `Select(id, cond, then, other)` `then if cond else other` (pieces of unslice/concatenate)
+        `Equal(id, a, b)`               a bool: index a == index b (only with `computed_identity`:
+                                        an identity-matrix constant, e.g. a jacobian's seed,
+                                        is then computed, `1 if i == j else 0`, not read)
     An index is a tuple with one `Index(var, stride, offset)` per axis of the indexed buffer:
     `offset + stride * var`, where `var` is a loop index "i<a>", the id of a `Clamp` op, or None
     (the constant `offset`). Broadcasting, transposes, slices, unslices and concatenations are
@@ -171,7 +174,15 @@ class Select:
     depth: int
 
 
-Op = Load | Literal | Compute | Clamp | Inside | Select
+@dataclass(frozen=True)
+class Equal:
+    id: str
+    a: Index
+    b: Index
+    depth: int
+
+
+Op = Load | Literal | Compute | Clamp | Inside | Select | Equal
 
 
 @dataclass(frozen=True)
@@ -217,7 +228,7 @@ class FusedLoop:
                 types[op.id] = op.value.dtype
             elif isinstance(op, Compute):
                 types[op.id] = op.node.out.dtype
-            elif isinstance(op, Inside):
+            elif isinstance(op, (Inside, Equal)):
                 types[op.id] = np.dtype(np.bool_)
             elif isinstance(op, Select):
                 types[op.id] = np.dtype(op.dtype)
@@ -413,6 +424,8 @@ class _LoopBuilder:
         literal = planner.literal_of(var)
         if literal is not None:
             return self._add(Literal(self._new("c"), literal))
+        if var in planner.identities:
+            return self._identity(var, index)
         if var in self.members and at_own_point:
             return self._compute(node, index)
         buffer = planner.buffer_for_load(var)
@@ -437,6 +450,18 @@ class _LoopBuilder:
         if node.prim is P.concatenate_p:
             return self._concatenate(node, index)
         raise AssertionError(f"cannot compute {node.prim.name} inline")  # pragma: no cover
+
+    def _identity(self, var: Var, index: tuple[Index, ...]) -> str:
+        """An identity matrix, computed: 1 where the two indices are equal."""
+        a, b = index
+        depth = max(self.depths[ix.var] if ix.var is not None else 0 for ix in index)
+        if a.var is None and b.var is None:
+            value = np.ones((), var.dtype) if a.offset == b.offset else np.zeros((), var.dtype)
+            return self._add(Literal(self._new("c"), value))
+        equal = self._add(Equal(self._new("g"), a, b, depth))
+        one = self._add(Literal(self._new("c"), np.ones((), var.dtype)))
+        zero = self._zero(var.dtype)
+        return self._add(Select(self._new("v"), equal, one, zero, var.dtype, depth))
 
     def _zero(self, dtype: np.dtype) -> str:
         return self._add(Literal(self._new("c"), np.zeros((), dtype)))
@@ -549,7 +574,7 @@ def _index_through(node: Node, index: tuple[Index, ...]) -> tuple[Index, ...]:
 
 
 class _Planner:
-    def __init__(self, graph: Graph, supports: Callable[[Node], bool]):
+    def __init__(self, graph: Graph, supports: Callable[[Node], bool], computed_identity: bool = False):
         self.graph = graph
         self.supports = supports
         self.producer: dict[Var, Node] = graph.producers()
@@ -558,16 +583,21 @@ class _Planner:
         for i, node in enumerate(graph.nodes):
             self.order[node.out] = len(graph.inputs) + i
         self.literals: dict[Var, np.ndarray] = {}
+        self.identities: set[Var] = set()
         for node in graph.nodes:
             u = uniform_value(node)
             if u is not None:
                 self.literals[node.out] = u
+            elif computed_identity and _is_identity(node):
+                self.identities.add(node.out)
 
     # ---- classification
     def literal_of(self, var: Var) -> np.ndarray | None:
         return self.literals.get(var)
 
     def fusable(self, node: Node) -> bool:
+        if node.out in self.identities:
+            return self.supports(node)
         return inline_kind(node) is not None and self.supports(node)
 
     def is_root_kind(self, node: Node) -> bool:
@@ -618,7 +648,9 @@ class _Planner:
     def _is_buffer_leaf(self, v: Var) -> bool:
         """Inputs and non-uniform constant arrays are buffers already."""
         node = self.producer.get(v)
-        return node is None or (node.prim is P.const_p and v not in self.literals)
+        return node is None or (
+            node.prim is P.const_p and v not in self.literals and v not in self.identities
+        )
 
     def _through_index_nodes(self, v: Var) -> Var:
         while v in self.producer and inline_kind(self.producer[v]) == "index":
@@ -651,7 +683,7 @@ class _Planner:
             self._new_buffer(v, "input", input_index=i)
         for node in self.graph.nodes:
             v = node.out
-            if node.prim is P.const_p and v not in self.literals:
+            if node.prim is P.const_p and v not in self.literals and v not in self.identities:
                 self._new_buffer(v, "const", value=node.params["value"])
         for node in self.graph.nodes:
             v = node.out
@@ -856,13 +888,27 @@ class _Group:
     reads: set[int] = field(default_factory=set)
 
 
-def plan(graph: Graph, supports: Callable[[Node], bool] = lambda node: True) -> Plan:
+def plan(
+    graph: Graph, supports: Callable[[Node], bool] = lambda node: True, computed_identity: bool = False
+) -> Plan:
     """Partition an optimised graph into fused loops, matrix products, views and fallbacks.
 
     `supports(node)` says whether the backend can compute this node inside a loop (or, for a
-    matmul, as a matmul step); unsupported nodes become `EvalStep`s.
+    matmul, as a matmul step); unsupported nodes become `EvalStep`s. With `computed_identity`,
+    identity-matrix constants are computed in the loops that read them (`Equal` ops) instead of
+    being read from memory: a jacobian's or hessian's seed then costs no memory traffic.
     """
-    return _Planner(graph, supports).run()
+    return _Planner(graph, supports, computed_identity).run()
+
+
+def _is_identity(node: Node) -> bool:
+    """A constant that is a square identity matrix."""
+    if node.prim is not P.const_p:
+        return False
+    value = node.params["value"]
+    if value.ndim != 2 or value.shape[0] != value.shape[1] or value.shape[0] < 2:
+        return False
+    return bool(np.array_equal(value, np.eye(value.shape[0], dtype=value.dtype)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -922,6 +968,8 @@ def _evaluate_loop(loop: FusedLoop, arrays: dict[int, np.ndarray]) -> None:
         elif isinstance(op, Inside):
             base = index_value(op.base)
             value = (base >= 0) & (base < op.length)
+        elif isinstance(op, Equal):
+            value = index_value(op.a) == index_value(op.b)
         else:
             value = np.where(env[op.cond], env[op.then], env[op.other]).astype(op.dtype)
         env[op.id] = np.broadcast_to(value, loop.shape)
