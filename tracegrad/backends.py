@@ -94,11 +94,17 @@ def default_backend_name() -> str:
 _resolved: dict[tuple[str | None, str], Backend] = {}
 
 
+_ENV_KEYS: dict[str, bytes] = {}
+
+
 def env(name: str) -> str:
     """os.environ.get(name, ""), without the encoding work on POSIX (it runs on every call)."""
     data = getattr(os.environ, "_data", None)
     if os.name == "posix" and isinstance(data, dict):
-        value = data.get(name.encode())
+        key = _ENV_KEYS.get(name)
+        if key is None:
+            key = _ENV_KEYS[name] = name.encode()
+        value = data.get(key)
         return "" if value is None else value.decode()
     return os.environ.get(name, "")
 

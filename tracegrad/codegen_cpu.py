@@ -641,6 +641,11 @@ class Program:
                 np.array(src.floats, np.float64), partials, threads if parallel else 1,
             )
         self.driver_source, self._namespace, self._temps = self._driver()
+        # results allocated by the driver (or a matmul) on every call: no caller must copy them
+        fresh = {id(b) for b in plan.buffers if b.role == "output" and not self._from_eval(b)}
+        self.fresh_outputs = tuple(
+            id(b) in fresh and plan.outputs.count(b) == 1 for b in plan.outputs
+        )
         self._lock = threading.Lock()
         if load:
             self._bind()
@@ -695,6 +700,9 @@ class Program:
         outs = ", ".join(b.name for b in plan.outputs)
         lines.append(f"    return [{outs}]")
         return "\n".join(lines) + "\n", ns, temps
+
+    def _from_eval(self, b: Buffer) -> bool:
+        return any(isinstance(step, EvalStep) and step.out is b for step in self.plan.steps)
 
     def _allocated_by_us(self, b: Buffer) -> bool:
         """Buffers the driver allocates (the others come from a matmul or an evaluation)."""
