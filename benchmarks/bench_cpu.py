@@ -29,8 +29,8 @@ import time
 # candidate measured next (with OMP_WAIT_POLICY=PASSIVE they sleep); set before anything loads it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
+import numba
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
