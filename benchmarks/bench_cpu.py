@@ -575,7 +575,12 @@ def main(argv=None) -> None:
     versions = [f"numpy {np.__version__}", f"numba {numba.__version__}"]
     for mod in (jax, torch, autograd):
         if mod is not None:
-            versions.append(f"{mod.__name__} {getattr(mod, '__version__', '?')}")
+            try:
+                from importlib.metadata import version
+
+                versions.append(f"{mod.__name__} {version(mod.__name__)}")
+            except Exception:
+                versions.append(mod.__name__)
     missing = [name for name, mod in (("JAX", jax), ("PyTorch", torch), ("autograd", autograd)) if mod is None]
     head = [
         SECTION,

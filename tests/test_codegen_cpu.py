@@ -236,3 +236,20 @@ def test_unslice_and_concatenate_at_the_edges(n):
     want = tg.value_and_grad(f, backend="numpy")(x)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+
+
+def test_parallel_loops_work_in_a_forked_child(monkeypatch):
+    import multiprocessing
+
+    monkeypatch.setattr(codegen_cpu, "PARALLEL_WORK", 0)
+    f = tg.jit(lambda x: np.sum(np.sin(x)), backend="cpu")
+    x = np.linspace(0, 1, 1000)
+    expected = float(np.sum(np.sin(x)))
+    assert float(f(x)) == pytest.approx(expected)  # the parent's pool exists now
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        assert pool.apply(_sum_sin_in_child, (x,)) == pytest.approx(expected)
+
+
+def _sum_sin_in_child(x):
+    return float(tg.jit(lambda x: np.sum(np.sin(x)), backend="cpu")(x))

@@ -572,6 +572,8 @@ class _KernelCall:
 
 _pool_lock = threading.Lock()
 _pools: dict[int, object] = {}
+if hasattr(os, "register_at_fork"):  # a forked child has none of its parent's pool threads
+    os.register_at_fork(after_in_child=_pools.clear)
 
 
 def _thread_pool(workers: int):
