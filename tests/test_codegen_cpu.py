@@ -253,3 +253,13 @@ def test_parallel_loops_work_in_a_forked_child(monkeypatch):
 
 def _sum_sin_in_child(x):
     return float(tg.jit(lambda x: np.sum(np.sin(x)), backend="cpu")(x))
+
+
+def test_baking_sizes_in_is_an_opt_in_specialisation():
+    graph = passes.optimize(tg.make_ir(tg.grad(w1), optimize=False)(np.ones(6)))
+    default = codegen_cpu.build(graph, load=False).source()
+    baked = codegen_cpu.build(graph, load=False, bake_sizes=True)
+    assert "n0 = I[0]" in default and "n0 = 6" in baked.source()
+    baked = codegen_cpu.build(graph, bake_sizes=True)
+    x = np.linspace(-1, 1, 6)
+    np.testing.assert_allclose(baked([x])[0], interpreter.evaluate(graph, [x])[0], rtol=1e-13)

@@ -658,20 +658,25 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
     return call
 
 
-def make_kernels(fun: Callable, static_argnums=()):
-    """A function returning the source of the fused CPU kernels `fun` compiles to, readable.
+def make_kernels(fun: Callable, static_argnums=(), backend: str | None = None):
+    """A function returning the source of the fused kernels `fun` compiles to, readable.
 
     Works for any transform, like `make_ir`: `tg.make_kernels(tg.grad(f))(x)`. The text shows
     the fusion plan, each kernel with a comment per IR node (its values and the user's line),
-    and the driver that runs them.
+    and the driver that runs them. `backend` is "cpu" or "cuda" (default: the default backend,
+    or "cpu" when that is the interpreter).
     """
-    from . import codegen_cpu
+    import importlib
 
     make_graph = make_ir(fun, static_argnums, optimize=False)
+    name = backend or backends.default_backend_name()
+    module = importlib.import_module(
+        "tracegrad.codegen_cuda" if name == "cuda" else "tracegrad.codegen_cpu"
+    )
 
     def make(*args) -> str:
         graph, _ = passes.extract_hooks(passes.optimize(make_graph(*args)))
-        return codegen_cpu.program_source(graph)
+        return module.program_source(graph)
 
     return make
 

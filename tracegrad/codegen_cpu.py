@@ -52,6 +52,8 @@ PARALLEL_WORK = 1 << 17
 CHUNKS_PER_THREAD = 4
 # "serial": loops of programs that call BLAS run on one core; "parallel": as any other loop.
 BLAS_NEIGHBOURS = "serial"
+# Opt-in specialisation: sizes written into the kernel source (a compile per shape).
+BAKE_SIZES = False
 
 SUPPORTED_DTYPES = {
     np.dtype(t)
@@ -208,7 +210,7 @@ class _Lines:
 
 
 class _KernelWriter:
-    def __init__(self, loop: FusedLoop, mode: str, names: dict):
+    def __init__(self, loop: FusedLoop, mode: str, names: dict, bake_sizes: bool = False):
         self.loop, self.mode, self.names = loop, mode, names
         self.r = len(loop.shape)
         self.ints: list[int] = list(loop.shape)
@@ -222,9 +224,13 @@ class _KernelWriter:
         self.header = _Lines()
         if self.r:
             sizes = ", ".join(f"n{a}" for a in range(self.r))
-            values = ", ".join(f"I[{a}]" for a in range(self.r))
-            self.header.add(1, f"{sizes} = {values}",
-                            f"iteration space {list(loop.shape)} (sizes are arguments)")
+            if bake_sizes:  # a specialisation: this kernel serves these sizes only
+                values = ", ".join(str(d) for d in loop.shape)
+                note = f"iteration space {list(loop.shape)} (sizes written in)"
+            else:
+                values = ", ".join(f"I[{a}]" for a in range(self.r))
+                note = f"iteration space {list(loop.shape)} (sizes are arguments)"
+            self.header.add(1, f"{sizes} = {values}", note)
         self.nch_slot = None
         if self.r:
             self.nch_slot = self._int(1)
@@ -484,14 +490,14 @@ class _KernelWriter:
                  f"-> {self.describe_buffer(red.buffer)}")
 
 
-def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str) -> KernelSource:
+def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str, bake_sizes: bool = False) -> KernelSource:
     """The kernel module for one fused loop.
 
     `kernel(arrays..., [I], [F], [partials..., first, last, finish])`: a loop nest over the axis-0
     chunks first..last-1 of the iteration space (of `I[nch]` chunks); with `finish`, the per-chunk partial
     results of the reductions are then combined. A program calls it once for all the chunks, or
     from several threads with a share of the chunks each (the kernel releases the GIL)."""
-    w = _KernelWriter(loop, mode, names)
+    w = _KernelWriter(loop, mode, names, bake_sizes)
     lines = w.write()
     partials = w.partial_shapes()
     params = (["I"] if w.ints else []) + (["F"] if w.floats else [])  # fewer arguments, faster calls
@@ -611,7 +617,8 @@ def _in_parallel(kernel, args: tuple, nch: int, threads: int) -> None:
 class Program:
     """A compiled graph: call it with the input arrays, get the output arrays."""
 
-    def __init__(self, graph: Graph, plan: Plan, mode: str, names: dict, salt: str, load: bool = True):
+    def __init__(self, graph: Graph, plan: Plan, mode: str, names: dict, salt: str, load: bool = True,
+                 bake_sizes: bool = False):
         self.graph, self.plan, self.mode = graph, plan, mode
         self.calls: dict[int, _KernelCall] = {}
         threads = _threads()
@@ -624,7 +631,7 @@ class Program:
         for step in plan.steps:
             if not isinstance(step, FusedLoop):
                 continue
-            src = render_loop(step, mode, names, salt)
+            src = render_loop(step, mode, names, salt, bake_sizes)
             size = int(np.prod(step.shape, dtype=np.int64)) if step.shape else 1
             parallel = bool(step.shape) and threads > 1 and size * max(1, src.cost) >= PARALLEL_WORK
             ints = list(src.ints)
@@ -793,10 +800,15 @@ def _names(graph: Graph) -> dict:
     return ir._names(graph)
 
 
-def build(graph: Graph, load: bool = True) -> Program:
+def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Program:
+    """Plan, write, load (compiling or from the disk cache) and link the kernels of a graph.
+
+    `bake_sizes` (default `BAKE_SIZES`) writes the iteration sizes into the kernels: a
+    specialisation (compiled again for every shape) that lets LLVM see the trip counts."""
     mode = math_mode()
     plan = fusion.plan(graph, supports, computed_identity=True)
-    return Program(graph, plan, mode, _names(graph), _salt(mode), load=load)
+    bake = BAKE_SIZES if bake_sizes is None else bake_sizes
+    return Program(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)
 
 
 class CpuBackend:
