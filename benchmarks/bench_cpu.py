@@ -648,9 +648,11 @@ def notes(results: dict) -> list[str]:
         "result array (80 or 40 MB per call, as for every candidate).",
         "- **W2.** Five GEMMs (NumPy's OpenBLAS) and three fused loops (bias + tanh; loss, its "
         "cotangent and b2's gradient; tanh's adjoint and b1's gradient). The loops of a program that "
-        "calls BLAS run on one thread, because OpenBLAS's threads keep spinning after a product: "
-        f"the default took {serial_vs_parallel} the time of the same program with its loops on all "
-        "threads (below 1: the default is faster).",
+        "calls BLAS run on one thread (OpenBLAS's threads keep spinning after a product and take "
+        "the cores from a parallel loop; on a contended machine an earlier run measured the "
+        "float64 gradient at 163 ms with serial loops against 233 ms with parallel ones). In this "
+        f"run the default took {serial_vs_parallel} the time of the same program with its loops "
+        "on all threads (below 1: the default is faster); the loops are a small part of W2.",
         "- **W3.** The hessian's seed (an identity matrix) is computed in the loop (`1 if row == column`) "
         "instead of being read from an 8 MB constant, and the slices and unslices of the adjoint are "
         "index arithmetic: one loop writes the hessian.",

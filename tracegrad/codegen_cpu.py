@@ -246,25 +246,21 @@ class _KernelWriter:
         self.header.add(1, f"{name} = I[{slot}]")
         return name
 
-    def ix(self, index: Index, params: dict) -> str:
+    def ix(self, index: Index) -> str:
+        """An index expression: the stride is written in, a non-zero offset is an argument."""
         if index.var is None:
-            if index.offset == 0:
-                return "0"
-            return self._offset(index.offset, params)
+            return "0" if index.offset == 0 else self.int_param(index.offset, "o")
         var = index.var
         term = var if index.stride == 1 else (f"-{var}" if index.stride == -1 else f"{index.stride} * {var}")
         if index.offset == 0:
             return term
-        return f"{term} + {self._offset(index.offset, params)}"
-
-    def _offset(self, value: int, params: dict) -> str:
-        return self.int_param(value, "o")
+        return f"{term} + {self.int_param(index.offset, 'o')}"
 
     def subscript(self, buffer: Buffer, index: tuple[Index, ...]) -> str:
         name = self.arg[id(buffer)]
         if not index:
             return f"{name}[()]"
-        return f"{name}[{', '.join(self.ix(ix, {}) for ix in index)}]"
+        return f"{name}[{', '.join(self.ix(ix) for ix in index)}]"
 
     def describe_buffer(self, b: Buffer) -> str:
         var = self.names.get(b.var, "?") if b.var is not None else "?"
@@ -281,6 +277,7 @@ class _KernelWriter:
     def _pair_sin_cos(self) -> None:
         """sin and cos of the same value: one call computing both, where the math library has it."""
         self.paired: dict[str, tuple[str, str, str]] = {}  # op id -> (sin id, cos id, argument)
+        self.emitted_pair: dict[str, bool] = {}
         by_arg: dict[tuple[str, str], str] = {}
         for op in self.loop.ops:
             if isinstance(op, Compute) and op.node.prim in (P.sin_p, P.cos_p):
@@ -294,14 +291,17 @@ class _KernelWriter:
                 self.paired[sid] = self.paired[cid] = (sid, cid, arg)
 
     def _dtype_of(self, op_id: str) -> np.dtype:
-        return self.loop.op_types()[op_id]
+        if not hasattr(self, "_types"):
+            self._types = self.loop.op_types()
+        return self._types[op_id]
 
     def op_line(self, op) -> tuple[str | None, str | None]:
         pair = self.paired.get(op.id) if isinstance(op, Compute) else None
         if pair is not None:
             sid, cid, arg = pair
-            if op.id != min(sid, cid, key=lambda i: [o.id for o in self.loop.ops].index(i)):
+            if self.emitted_pair.get(arg):
                 return None, None  # computed with its partner
+            self.emitted_pair[arg] = True
             self.uses_vmath = True
             fn = render_math("sincos", self._dtype_of(arg), self.mode)
             return f"{sid}, {cid} = {fn}({arg})", f"sin and cos of {arg}: {self.node_comment(op.node)}"
@@ -322,17 +322,17 @@ class _KernelWriter:
                 self.uses_vmath = True
             return f"{op.id} = {text}", self.node_comment(op.node)
         if isinstance(op, Clamp):
-            base = self.ix(op.base, {})
+            base = self.ix(op.base)
             n = self.int_param(op.length, "m")
             return f"{op.id} = min(max({base}, 0), {n} - 1)", None
         if isinstance(op, Inside):
-            base = self.ix(op.base, {})
+            base = self.ix(op.base)
             n = self.int_param(op.length, "m")
             return f"{op.id} = ({base} >= 0) & ({base} < {n})", None
         if isinstance(op, Select):
             return f"{op.id} = {op.then} if {op.cond} else {op.other}", None
         if isinstance(op, Equal):
-            return f"{op.id} = {self.ix(op.a, {})} == {self.ix(op.b, {})}", "identity matrix: row == column"
+            return f"{op.id} = {self.ix(op.a)} == {self.ix(op.b)}", "identity matrix: row == column"
         raise AssertionError(op)  # pragma: no cover
 
     # ---- reductions
