@@ -151,12 +151,55 @@ class KernelSource:
     partials: list  # (name, shape in symbols, dtype) of its partial-results arguments
 
 
-_HELPERS = {
-    "_radd": '@njit(fastmath={"reassoc"}, **_OPTS)\ndef _radd(a, b):\n    return a + b\n',
-    "_rmul": '@njit(fastmath={"reassoc"}, **_OPTS)\ndef _rmul(a, b):\n    return a * b\n',
-    "_rmax": "@njit(**_OPTS)\ndef _rmax(a, b):\n    return a if (a >= b) | (a != a) else b\n",
-    "_rmin": "@njit(**_OPTS)\ndef _rmin(a, b):\n    return a if (a <= b) | (a != a) else b\n",
-}
+# Combining two partial results of a reduction. The addition and the multiplication may be
+# reassociated (what lets LLVM vectorise a sum): `fastmath` flags belong to each instruction, so
+# the kernels' other operations keep strict IEEE semantics after these are inlined. They live here,
+# compiled once and cached by Numba, and the kernel modules import them.
+_HELPER_NAMES = ("_radd", "_rmul", "_rmax", "_rmin")
+
+
+def _make_helpers(cache: bool = True) -> dict:
+    from numba import njit
+
+    if cache:
+        try:
+            return _make_helpers_with(njit, dict(error_model="numpy", nogil=True, cache=True))
+        except RuntimeError:  # nowhere to cache (a read-only install without a home directory)
+            pass
+    return _make_helpers_with(njit, dict(error_model="numpy", nogil=True))
+
+
+def _make_helpers_with(njit, opts: dict) -> dict:
+
+    @njit(fastmath={"reassoc"}, **opts)
+    def _radd(a, b):
+        return a + b
+
+    @njit(fastmath={"reassoc"}, **opts)
+    def _rmul(a, b):
+        return a * b
+
+    @njit(**opts)
+    def _rmax(a, b):
+        return a if (a >= b) | (a != a) else b
+
+    @njit(**opts)
+    def _rmin(a, b):
+        return a if (a <= b) | (a != a) else b
+
+    return {"_radd": _radd, "_rmul": _rmul, "_rmax": _rmax, "_rmin": _rmin}
+
+
+_helpers: dict = {}
+
+
+def __getattr__(name: str):
+    """The reduction helpers, made on first use (they need Numba)."""
+    if name in _HELPER_NAMES:
+        if not _helpers:
+            _helpers.update(_make_helpers())
+        return _helpers[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _simple_number(value: np.ndarray) -> bool:
@@ -521,8 +564,8 @@ def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str, bake_sizes: 
             '_OPTS = dict(error_model="numpy", nogil=True, cache=globals().get("_TG_CACHE", False))',
             "",
         ]
-        for h in sorted(w.helpers):
-            parts.append(_HELPERS[h])
+        if w.helpers:
+            parts.append(f"from tracegrad.codegen_cpu import {', '.join(sorted(w.helpers))}")
         parts.append("")
         parts.append("@njit(**_OPTS)")
         parts.append(f"def kernel({args}):")
@@ -531,7 +574,7 @@ def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str, bake_sizes: 
                 parts.append(f"    # b{k}: {w.describe_buffer(b)}")
         parts.append(w.header.render(comments))
         parts.append(lines.render(comments))
-        return "\n".join(p for p in parts if p) + "\n"
+        return "\n".join(p for p in parts if p is not None) + "\n"
 
     cost = sum(fusion.node_cost(op.node) for op in loop.ops if isinstance(op, Compute))
     return KernelSource(module(False), module(True), w.arrays, w.ints, {"nch": w.nch_slot},
