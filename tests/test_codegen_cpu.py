@@ -263,3 +263,16 @@ def test_baking_sizes_in_is_an_opt_in_specialisation():
     baked = codegen_cpu.build(graph, bake_sizes=True)
     x = np.linspace(-1, 1, 6)
     np.testing.assert_allclose(baked([x])[0], interpreter.evaluate(graph, [x])[0], rtol=1e-13)
+
+
+def test_changing_the_math_mode_recompiles_the_program(monkeypatch):
+    f = tg.grad(lambda x: np.sum(np.sin(x)), backend="cpu")
+    x = np.linspace(-1.0, 1.0, 5)
+    np.testing.assert_allclose(f(x), np.cos(x), rtol=1e-14)
+    before = f.trace_count
+    monkeypatch.setenv("TRACEGRAD_MATH", "libm")
+    np.testing.assert_allclose(f(x), np.cos(x), rtol=1e-14)
+    assert f.trace_count == before + 1  # a new program, compiled for libm
+    monkeypatch.delenv("TRACEGRAD_MATH")
+    f(x)
+    assert f.trace_count == before + 1  # the vector-mode program is still cached

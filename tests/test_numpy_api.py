@@ -82,3 +82,11 @@ def test_methods_on_traced_values():
         return x.sum() + x.mean(axis=0).sum() + x.max(axis=1).sum() + x.min() + x.prod() + x.var() + x.std()
 
     assert tg.check_grad(f, A)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.int32, np.uint16, np.int64])
+def test_integer_sums_have_numpys_dtype(dtype, backend):
+    x = (np.arange(6) % 3).astype(dtype)
+    for f in (np.sum, np.prod, lambda v: np.sum(v, axis=0)):
+        got = tg.jit(f, backend=backend)(x)
+        assert got.dtype == f(x).dtype and got == f(x)

@@ -855,6 +855,8 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Pr
 
 
 class CpuBackend:
+    """Fused Numba kernels on the CPU (see the module docstring)."""
+
     name = "cpu"
 
     def available(self) -> tuple[bool, str]:
@@ -863,6 +865,10 @@ class CpuBackend:
         except Exception as exc:  # pragma: no cover
             return False, f"numba cannot be imported ({exc})"
         return True, ""
+
+    def variant(self) -> str:
+        """Compiled programs depend on the math mode: a change of TRACEGRAD_MATH recompiles."""
+        return math_mode()
 
     def compile(self, graph: Graph) -> Program:
         program = build(graph)

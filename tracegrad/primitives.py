@@ -253,8 +253,9 @@ def unary(prim: Primitive, x: Var) -> Var:
 
 def reduce(prim: Primitive, x: Var, axes: Sequence[int] | int | None, keepdims=False) -> Var:
     axes = normalize_axes(axes, x.ndim)
-    if prim in (reduce_sum_p, reduce_prod_p) and x.dtype == np.bool_:
-        x = convert(x, np.int64)
+    if prim in (reduce_sum_p, reduce_prod_p) and x.dtype.kind in "biu" and x.dtype.itemsize < 8:
+        # NumPy sums and multiplies small integers and bools in the platform integer
+        x = convert(x, np.uint64 if x.dtype.kind == "u" else np.int64)
     if prim in (reduce_max_p, reduce_min_p) and x.size == 0:
         raise ValueError(
             f"zero-size array to reduction operation {prim.name} which has no identity"
