@@ -36,8 +36,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendError",
-    "Graph",
     "GradientCheckError",
+    "Graph",
     "ShapeError",
     "TracingError",
     "Transformed",

@@ -10,6 +10,7 @@ healthy.
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 import numpy as np
@@ -39,7 +40,7 @@ def init_params(init, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     sizes = [2] + [WIDTH] * LAYERS + [1]
     params = {}
-    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         params[f"W{i}"] = init(fan_in, rng, (fan_in, fan_out))
         params[f"b{i}"] = np.zeros(fan_out)
     return params
