@@ -36,6 +36,7 @@ def _arity(prim: P.Primitive) -> int:
 EXAMPLES = {
     "integer_pow": [((3,),), lambda x: P.integer_pow(x, 3)],
     "convert": [((3,),), lambda x: P.convert(P.convert(x, np.float32), np.float64)],
+    "named": [((3,),), lambda x: P.mul(P.emit(P.named_p, x, name="n"), x)],
     "where": [((3,), (3,)), lambda a, b: P.where(P.compare(P.gt_p, a, b), P.mul(a, a), P.unary(P.sin_p, b))],
     "ct_mul": [((3,), (3,)), lambda a, b: P.ct_mul(a, b)],
     "reduce_sum": [((2, 3),), lambda x: P.reduce_sum(P.mul(x, x), (1,))],
@@ -164,8 +165,9 @@ def test_non_differentiable_primitives_give_no_gradient(name, rng, backend):
 def test_reference_implementation_matches_shape_rule(name, rng):
     """impl and infer agree on shape and dtype (float32 stays float32)."""
     prim = P.PRIMITIVES[name]
-    if name in ("integer_pow", "convert"):
-        params = {"n": 3} if name == "integer_pow" else {"dtype": np.dtype(np.float32)}
+    if name in ("integer_pow", "convert", "named"):
+        params = {"integer_pow": {"n": 3}, "convert": {"dtype": np.dtype(np.float32)},
+                  "named": {"name": "n"}}[name]
         n = 1
     else:
         params, n = {}, _arity(prim)

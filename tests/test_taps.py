@@ -213,3 +213,30 @@ def test_tapped_gradient_equals_finite_differences_of_a_perturbation(backend, st
         down[idx] -= 1e-6
         numeric[idx] = (program(x, y, up) - program(x, y, down)) / 2e-6
     np.testing.assert_allclose(tapped, numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_tapped_cotangents_are_named_in_the_ir_and_in_the_kernels():
+    def f(x):
+        return np.sum(tg.tap(np.tanh(x), "hidden") ** 2)
+
+    grad_ir = str(tg.make_ir(tg.grad(f, taps=True))(np.ones(4)))
+    assert "named[name='hidden']" in grad_ir
+    kernels = tg.make_kernels(tg.grad(f, taps=True), backend="cpu")(np.ones(4))
+    assert "named[name='hidden']" in kernels
+    # the named value is a result of the program (it is what the user receives)
+    assert any("result" in line and "named" not in line for line in kernels.splitlines())
+
+
+def test_untapped_kernels_are_unchanged_by_taps():
+    def plain(x):
+        return np.sum(np.sin(x) ** 2)
+
+    def tapped(x):
+        return np.sum(tg.tap(np.sin(x), "s") ** 2)
+
+    x = np.ones(4)
+    for kind in (tg.jit, tg.grad, tg.value_and_grad):
+        a = tg.make_kernels(kind(plain), backend="cpu")(x)
+        b = tg.make_kernels(kind(tapped), backend="cpu")(x)
+        strip = lambda text: "\n".join(line.split("#")[0] for line in text.splitlines())  # noqa: E731
+        assert strip(a) == strip(b), kind

@@ -62,9 +62,10 @@ def backward(
         if taps and node.prim is P.tap_p:
             with ir.source_location(node.source):
                 ct = P.zeros_like(env[node.out]) if ct is None else ct
-                tap_cts[node] = ct
+                named = P.emit(P.named_p, ct, name=node.params["name"])
+                tap_cts[node] = named
                 if node.params["hook"] is not None:
-                    P.emit(P.hook_p, ct, name=node.params["name"], hook=node.params["hook"])
+                    P.emit(P.hook_p, named, name=node.params["name"], hook=node.params["hook"])
         if ct is None or node.out not in active:
             continue
         if node.prim.adjoint is None:

@@ -631,6 +631,12 @@ convert_p = _ew(
     linear=True,
 )
 
+# named: a value under a user's name (the cotangent at a tg.tap). It computes nothing; it exists so
+# that the name reaches the printed graph and the generated kernels, where the value is an output.
+named_p = _ew(
+    "named", lambda x, name: x, lambda ct, out, x, name: (ct,), "{0}", linear=True
+)
+
 lt_p = _ew("lt", np.less, scalar="({0} < {1})", infer=_same_bool, differentiable=False)
 le_p = _ew("le", np.less_equal, scalar="({0} <= {1})", infer=_same_bool, differentiable=False)
 gt_p = _ew("gt", np.greater, scalar="({0} > {1})", infer=_same_bool, differentiable=False)
