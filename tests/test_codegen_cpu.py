@@ -208,6 +208,9 @@ def test_node_with_every_template_compiles():
                 elif prim is P.integer_pow_p:
                     outs += [P.integer_pow(x, n) for n in (0, 2, 5, -1, -3)]
                     continue
+                elif prim is P.named_p:
+                    outs.append(P.emit(prim, x, name="x"))
+                    continue
                 else:
                     arity = max(int(c) for c in "012" if f"{{{c}}}" in prim.scalar) + 1 if isinstance(prim.scalar, str) else 1
                     args = [x, y][:arity]
