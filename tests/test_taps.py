@@ -160,16 +160,18 @@ def _optimized(transformed, *args):
     return passes.optimize(graph)
 
 
+def _untapped(x):
+    return np.sum(np.sin(x) ** 2)
+
+
+def _tapped(x):
+    return np.sum(tg.tap(np.sin(x), "s") ** 2)
+
+
 def test_untapped_programs_are_unchanged_by_taps():
-    def plain(x):
-        return np.sum(np.sin(x) ** 2)
-
-    def tapped(x):
-        return np.sum(tg.tap(np.sin(x), "s") ** 2)
-
     x = np.ones(4)
     for kind in (tg.jit, tg.grad, tg.value_and_grad):
-        assert _optimized(kind(plain), x) == _optimized(kind(tapped), x), kind
+        assert _optimized(kind(_untapped), x) == _optimized(kind(_tapped), x), kind
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -228,15 +230,9 @@ def test_tapped_cotangents_are_named_in_the_ir_and_in_the_kernels():
 
 
 def test_untapped_kernels_are_unchanged_by_taps():
-    def plain(x):
-        return np.sum(np.sin(x) ** 2)
-
-    def tapped(x):
-        return np.sum(tg.tap(np.sin(x), "s") ** 2)
-
     x = np.ones(4)
     for kind in (tg.jit, tg.grad, tg.value_and_grad):
-        a = tg.make_kernels(kind(plain), backend="cpu")(x)
-        b = tg.make_kernels(kind(tapped), backend="cpu")(x)
+        a = tg.make_kernels(kind(_untapped), backend="cpu")(x)
+        b = tg.make_kernels(kind(_tapped), backend="cpu")(x)
         strip = lambda text: "\n".join(line.split("#")[0] for line in text.splitlines())  # noqa: E731
         assert strip(a) == strip(b), kind
