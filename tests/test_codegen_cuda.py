@@ -552,3 +552,35 @@ def _device_like(a: np.ndarray):
     view = cuda.to_device(base)[index]
     assert view.shape == a.shape, (view.shape, a.shape)
     return view
+
+
+@pytest.mark.skipif(not cuda_device.simulated(), reason="checks a workaround in Numba's CUDA simulator")
+def test_simulated_threads_of_a_block_share_one_shared_array():
+    """With the simulator's shared-array lookup under a lock (it raced, rarely: a block's
+    threads could get different arrays), every thread sees every other thread's writes."""
+    import types
+
+    from numba import cuda
+
+    module = types.ModuleType("tg_shared_check")
+    exec(
+        "from numba import cuda\n"
+        "import numpy as np\n"
+        "@cuda.jit\n"
+        "def kernel(out):\n"
+        "    buf = cuda.shared.array(32, np.float64)\n"
+        "    t = cuda.threadIdx.x\n"
+        "    buf[t] = t\n"
+        "    cuda.syncthreads()\n"
+        "    total = 0.0\n"
+        "    for i in range(32):\n"
+        "        total += buf[i]\n"
+        "    out[t] = total\n",
+        module.__dict__,
+    )
+    cuda_device.quiet_simulated_kernels(module)
+    with cuda_device.simulator_threads():
+        for _ in range(10):
+            out = cuda.device_array(32)
+            module.kernel[1, 32](out)
+            np.testing.assert_array_equal(out.copy_to_host(), np.full(32, 496.0))

@@ -19,6 +19,7 @@ import functools
 import math
 import os
 import sys
+import threading
 import types
 import warnings
 from dataclasses import dataclass
@@ -301,11 +302,48 @@ def quiet_simulated_kernels(module: types.ModuleType) -> None:
     with NumPy's floating-point errors ignored and its module's `math` replaced by NumPy's
     ufuncs (which return nan and inf like CUDA's math library).
     """
+    _thread_safe_simulated_shared_arrays()
     module.math = _SIM_MATH
     for value in list(vars(module).values()):
         fn = getattr(value, "fn", None)
         if type(value).__name__ == "FakeCUDAKernel" and callable(fn) and not hasattr(fn, "_tg_quiet"):
             value.fn = _quiet(fn)
+
+
+_shared_lock = threading.Lock()
+
+
+def _thread_safe_simulated_shared_arrays() -> None:
+    """Make the simulator's `cuda.shared.array` safe for the threads of a block.
+
+    The simulator creates a block's shared array when the first of its threads reaches the line,
+    by a lookup then an insert without a lock: two threads that arrive together can each create
+    one, and then write to memory the others never read (a matrix product came out wrong about
+    one run in five). Same lookup, same keys (the caller's file and line), under a lock.
+    """
+    from numba.cuda.simulator import kernelapi
+    from numba.np import numpy_support
+
+    shared = kernelapi.FakeCUDAShared
+    if getattr(shared.array, "_tg_locked", False):
+        return
+    original = shared.array
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:  # dynamic shared memory: no lookup involved
+            return original(self, shape, dtype, alignment)
+        if not isinstance(dtype, np.dtype) and hasattr(dtype, "key"):  # a numba type
+            dtype = numpy_support.as_dtype(dtype)
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        with _shared_lock:
+            res = self._allocations.get(key)
+            if res is None:
+                res = self._allocations[key] = np.empty(shape, dtype)
+        return res
+
+    array._tg_locked = True
+    shared.array = array
 
 
 @contextlib.contextmanager
