@@ -159,3 +159,24 @@ def test_damaged_compiled_code_is_compiled_again(tmp_path):
         path.write_bytes(b"\x80\x04garbage")
     r = result(run_child(directory))
     np.testing.assert_allclose(r["value"], [np.cos(1) - np.sin(1)] * 3)
+
+
+def test_the_disk_cache_is_trimmed_to_its_size_limit_least_recently_used_first(tmp_path, monkeypatch):
+    directory = tmp_path / "kernels"
+    (directory / "__pycache__").mkdir(parents=True)
+    now = 1_000_000.0
+    for i, age_hours in enumerate([5, 4, 3, 2, 0.5]):  # k_0 is the least recently used
+        module = directory / f"k_{i}.py"
+        module.write_text("x" * 600_000)
+        (directory / "__pycache__" / f"k_{i}.kernel-1.nbc").write_bytes(b"y" * 400_000)
+        os.utime(module, (now - age_hours * 3600, now - age_hours * 3600))
+    monkeypatch.setenv("TRACEGRAD_CACHE_MAX_MB", "2.5")  # 5 entries of ~1 MB each
+    deleted = cache.trim(str(directory), now=now)
+    left = sorted(p.name for p in directory.glob("k_*.py"))
+    assert deleted == 3 and left == ["k_3.py", "k_4.py"]
+    assert sorted(p.name for p in (directory / "__pycache__").iterdir()) == [
+        "k_3.kernel-1.nbc", "k_4.kernel-1.nbc"]
+    # entries used within the hour are kept even above the limit
+    monkeypatch.setenv("TRACEGRAD_CACHE_MAX_MB", "0.1")
+    assert cache.trim(str(directory), now=now) == 1
+    assert [p.name for p in directory.glob("k_*.py")] == ["k_4.py"]

@@ -21,6 +21,10 @@ Safety, since the cache holds code that will be executed:
   and a kernel whose first call fails after loading Numba's cached code is recompiled with that
   code deleted.
 `TRACEGRAD_CACHE_DIR=off` keeps everything in memory.
+
+Size: after writing a new module, the cache is trimmed to `TRACEGRAD_CACHE_MAX_MB` (default 1024)
+by deleting the modules used least recently (a module's time stamp is refreshed when a process
+loads it), never one used in the last hour, so processes running now keep their kernels.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 import types
 from dataclasses import dataclass
 import contextlib
@@ -40,6 +45,10 @@ import contextlib
 log = logging.getLogger("tracegrad")
 
 ENV_DIR = "TRACEGRAD_CACHE_DIR"
+ENV_MAX_MB = "TRACEGRAD_CACHE_MAX_MB"
+DEFAULT_MAX_MB = 1024
+# Entries used more recently than this are never evicted (a running process may need them).
+KEEP_RECENT_SECONDS = 3600
 _lock = threading.Lock()
 _modules: dict[str, types.ModuleType] = {}  # key -> loaded kernel module
 _refused: set[str] = set()  # directories already reported as unsafe
@@ -154,6 +163,10 @@ def _load(key: str, source: str) -> types.ModuleType:
         except OSError as exc:
             log.warning("tracegrad: cannot write the kernel cache at %s (%s)", directory, exc)
             return _exec_module(key, source)
+        trim(directory)
+    else:
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: the last to be evicted
     if not _compiled_entries_safe(directory, key):
         _purge_compiled(directory, key)
     return _import_file(key, path)
@@ -250,6 +263,52 @@ def reload_without_compiled(module: types.ModuleType, source: str) -> types.Modu
             fresh = _exec_module(key, source)
         _modules[key] = fresh
     return fresh
+
+
+def _max_bytes() -> int:
+    try:
+        return int(float(os.environ.get(ENV_MAX_MB, DEFAULT_MAX_MB)) * 2**20)
+    except ValueError:
+        log.warning("tracegrad: ignoring %s=%r (not a number of megabytes)", ENV_MAX_MB,
+                    os.environ.get(ENV_MAX_MB))
+        return DEFAULT_MAX_MB * 2**20
+
+
+def trim(directory: str, now: float | None = None) -> int:
+    """Delete the least recently used modules (and their compiled code) until the cache fits in
+    its size limit, sparing those used within the last hour. Returns how many were deleted."""
+    limit = _max_bytes()
+    sizes: dict[str, int] = {}  # key -> bytes (module and compiled code)
+    used: dict[str, float] = {}  # key -> last use
+    for root in (directory, os.path.join(directory, "__pycache__")):
+        try:
+            entries = list(os.scandir(root))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.startswith("k_") or not entry.is_file(follow_symlinks=False):
+                continue
+            key = entry.name[2:].split(".")[0]
+            st = entry.stat(follow_symlinks=False)
+            sizes[key] = sizes.get(key, 0) + st.st_size
+            if root == directory:
+                used[key] = st.st_mtime
+    total = sum(sizes.values())
+    if total <= limit:
+        return 0
+    now = time.time() if now is None else now
+    deleted = 0
+    for key in sorted(used, key=used.get):
+        if total <= limit or now - used[key] < KEEP_RECENT_SECONDS:
+            break
+        if key in _modules:
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(directory, f"k_{key}.py"))
+        _purge_compiled(directory, key)
+        total -= sizes.get(key, 0)
+        deleted += 1
+    return deleted
 
 
 # ----------------------------------------------------------------------------------------------

@@ -468,6 +468,7 @@ ENVIRONMENT = {
     "TRACEGRAD_MATH": "compiled backends: 'libm' uses the C math library in kernels",
     "TRACEGRAD_CACHE_DIR": "compiled backends: the disk cache's folder ('off': memory only)",
     "TRACEGRAD_DUMP_KERNELS": "compiled backends: a folder to write generated kernel source to",
+    "TRACEGRAD_CACHE_MAX_MB": "compiled backends: the disk cache's size limit (default 1024)",
 }
 
 
