@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import cache, fusion, ir
+from . import backends, cache, fusion, ir
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -866,9 +866,12 @@ class CpuBackend:
             return False, f"numba cannot be imported ({exc})"
         return True, ""
 
-    def variant(self) -> str:
-        """Compiled programs depend on the math mode: a change of TRACEGRAD_MATH recompiles."""
-        return math_mode()
+    def variant(self) -> tuple:
+        """Compiled programs depend on the math mode: a change of TRACEGRAD_MATH (or of
+        vmath.set_math_mode) recompiles. This runs on every cached call, so it returns what the
+        mode is decided from, cheaply, rather than deciding it."""
+        vm = _vmath()
+        return (None if vm is None else vm._override, backends.env("TRACEGRAD_MATH"))
 
     def compile(self, graph: Graph) -> Program:
         program = build(graph)
