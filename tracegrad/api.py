@@ -10,6 +10,7 @@ transforms compose (grad of grad, jit of grad, hessian = jacobian of grad).
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,10 +18,11 @@ import numpy as np
 
 from . import autodiff, backends, ir, passes
 from . import primitives as P
+from .capture import Scope, refuse_array_subclass
 from .ir import Graph
 from .program import (
-    MAX_PROGRAMS,
     Program,
+    _BoundedDict,
     Signature,
     _cheap_signature,
     _configure_logging,
@@ -40,11 +42,30 @@ from .program import (
 from .trace import Tracer, inline_graph, trace
 from .tree import LEAF, TreeDef, flatten, leaf_paths, replace_leaves, tuple_of, unflatten
 
-KINDS = ("jit", "grad", "value_and_grad", "jacobian")
+GUARD_RETRACE_WARNING = 8  # traces caused by changed captured values before a warning
+_guard_retraces: _BoundedDict = _BoundedDict()
 
 
 def _spec_of(fun: Callable) -> Any:
-    return fun.spec if isinstance(fun, Transformed) else fun
+    """What identifies a function in the program store. A Python function is identified by its
+    code, not by the function object: the values it reads from outside (closure, globals,
+    defaults) are guarded or passed as hidden inputs (capture.py), so lambdas made afresh in a
+    loop share one program, and the store keeps no user function (nor its closure) alive."""
+    if isinstance(fun, Transformed):
+        return fun.spec
+    if isinstance(fun, types.FunctionType):
+        return fun.__code__
+    if isinstance(fun, types.MethodType):
+        return ("method", _spec_of(fun.__func__))
+    if isinstance(fun, functools.partial):
+        return ("partial", _spec_of(fun.func), len(fun.args), tuple(fun.keywords))
+    inner = getattr(type(fun), "_capture_children", None)
+    if inner:  # tracegrad's own callables (custom_vjp): identified by what they wrap
+        return (type(fun), *(_spec_of(getattr(fun, a)) if callable(getattr(fun, a, None)) else None for a in inner))
+    module = getattr(type(fun), "__module__", "") or ""
+    if module.split(".")[0] in ("numpy", "builtins", "scipy", "math"):
+        return fun  # a library function: lives as long as its module
+    return ("object", type(fun))  # a callable object: its attributes are guarded
 
 
 def _name_of(fun: Callable) -> str:
@@ -55,6 +76,8 @@ def _name_of(fun: Callable) -> str:
 
 class Transformed:
     """A function under a transform. Call it like the original function."""
+
+    _capture_children = ("fun",)  # what the capture walk follows (see capture.py)
 
     def __init__(
         self,
@@ -69,6 +92,10 @@ class Transformed:
         if not callable(fun):
             raise TypeError(f"{kind} expects a function, got {type(fun).__name__}")
         _check_argnums(argnums, kind)
+        if isinstance(argnums, (int, np.integer)):
+            argnums = int(argnums)  # a NumPy integer is an int: one gradient, not a tuple of one
+        else:
+            argnums = tuple(int(a) for a in argnums)
         self.fun, self.kind, self.argnums, self.has_aux = fun, kind, argnums, has_aux
         if taps and kind not in ("grad", "value_and_grad"):
             raise ValueError("taps=True is for grad and value_and_grad")
@@ -89,8 +116,9 @@ class Transformed:
 
     @property
     def trace_count(self) -> int:
-        """How many times this transform of this function has been traced to a new program."""
-        return _trace_counts.get(self.spec, 0)
+        """How many times this transform of this function (of its code: lambdas made afresh
+        from one line count together) has been traced to a new program for its backend."""
+        return _trace_counts.get((self.spec, backends.get_backend(self.backend).name), 0)
 
     def __repr__(self) -> str:
         return f"<tracegrad {_name_of(self)}>"
@@ -175,23 +203,28 @@ class Transformed:
                 f"{_name_of(self)} got a GPU (device) array but runs on the {backend.name!r} "
                 "backend; pass backend='cuda', or copy the array to the host first"
             )
-        sig = Signature(treedef, tuple((s, d.str) for s, d in avals), static)
+        sig = Signature(treedef, tuple((s, d.str) for s, d in avals), _static_key(static))
         key = (self.spec, backend.name, variant(backend), sig)
         program = _programs.get(key)
-        if program is None:
-            self._note_retrace(sig, _leaf_names(treedef, positions))
-            graph, out_tree, captures = self.build(avals, treedef, static, positions)
+        hidden = None if program is None else program.captured.read(self, static)
+        if hidden is None:
+            names = _leaf_names(treedef, positions)
+            why = None if program is None else program.captured.why(self, static)
+            self._note_retrace(sig, names, why)
+            scope = Scope.of(self, static)
+            graph, out_tree, captures = self.build(avals, treedef, static, positions, scope)
             assert not captures, "a top-level trace cannot capture values"
             graph, hooks = passes.extract_hooks(passes.optimize(graph))
-            program = Program(graph, out_tree, backend.compile(graph), backend.name, hooks)
-            _programs[key] = program
-            if len(_programs) > MAX_PROGRAMS:
-                _programs.popitem(last=False)
-            _trace_counts[self.spec] = _trace_counts.get(self.spec, 0) + 1
-        else:
-            _programs.move_to_end(key)
+            captured = scope.finish()
+            program = Program(graph, out_tree, backend.compile(graph), backend.name, hooks, captured)
+            _programs.put(key, program)
+            counted = (self.spec, backend.name)
+            _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
+            hidden = captured.read(self, static)
+            if hidden is None:  # cannot happen unless a guard is flaky: use what was traced
+                hidden = [v for _, v in scope.hidden]
         self._remember_fast_call(args, program)
-        return program(arrays)
+        return program(arrays + hidden)
 
     def _remember_fast_call(self, args: tuple, program: Program) -> None:
         """A path for the next calls with the same cheap signature (positional floats and
@@ -201,13 +234,22 @@ class Transformed:
             return
         if len(self._fast_calls) >= 64:
             self._fast_calls.clear()
-        self._fast_calls[cheap] = _fast_call(program, self.backend, _generation[0])
+        self._fast_calls[cheap] = _fast_call(program, self.backend, _generation[0], self)
 
-    def _note_retrace(self, sig: Signature, names: list[str]) -> None:
+    def _note_retrace(self, sig: Signature, names: list[str], why: str | None) -> None:
         old = _last_signature.get(self.spec)
         _last_signature[self.spec] = sig
-        if old is not None and _log_enabled("retrace"):
-            log.info("re-tracing %s because %s", _name_of(self), sig.describe_change(old, names))
+        if why is not None:
+            _guard_retraces[self.spec] = count = _guard_retraces.get(self.spec, 0) + 1
+            if count == GUARD_RETRACE_WARNING:
+                log.warning(
+                    "tracegrad: %s was traced %d times because a value it reads from outside "
+                    "its arguments keeps changing (last: %s). Pass that value as an argument.",
+                    _name_of(self), count, why,
+                )
+        if _log_enabled("retrace") and (old is not None or why is not None):
+            reason = why if why is not None else sig.describe_change(old, names)
+            log.info("re-tracing %s because %s", _name_of(self), reason)
 
     def _arrays(self, leaves: list, treedef: TreeDef, positions: list[int]) -> list[np.ndarray]:
         """The call's leaves as arrays; names for the error message only when one is bad."""
@@ -236,10 +278,12 @@ class Transformed:
         return unflatten(out_tree, outs)
 
     # ---- deriving the graph
-    def build(self, avals, treedef: TreeDef, static: tuple, positions: list[int]):
-        """Trace and transform: (graph with flat outputs, their tree, captured tracers)."""
+    def build(self, avals, treedef: TreeDef, static: tuple, positions: list[int], scope=None):
+        """Trace and transform: (graph with flat outputs, their tree, captured tracers). With a
+        `scope` (top-level calls), arrays read from outside the arguments become hidden inputs,
+        after the arguments' leaves."""
         wrap = self._wrap_args(static, positions)
-        fgraph, out_tree, captures = trace(self.fun, avals, treedef, wrap)
+        fgraph, out_tree, captures = trace(self.fun, avals, treedef, wrap, scope)
         if self.kind == "jit":
             return fgraph, out_tree, captures
         wrt, wrt_tree = self._wrt(treedef, positions, fgraph)
@@ -262,11 +306,11 @@ class Transformed:
                 outputs += list(graph.outputs[n_out + n_wrt :])
                 tree = tuple_of(tree, TreeDef("dict", tuple(LEAF for _ in names), tuple(names)))
             return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
-        # jacobian: one jacobian per (value leaf, wrt leaf)
-        value_graph = Graph(fgraph.inputs, fgraph.nodes, fgraph.outputs[:n_value])
-        graph = autodiff.jacobian(value_graph, wrt)
-        jacs = list(graph.outputs[n_value:])
-        outputs = jacs + list(fgraph.outputs[n_value:])
+        # jacobian: one jacobian per (value leaf, wrt leaf); aux outputs are not differentiated
+        graph = autodiff.jacobian(fgraph, wrt, n_value)
+        n_out = len(fgraph.outputs)
+        jacs = list(graph.outputs[n_out:])
+        outputs = jacs + list(graph.outputs[n_value:n_out])
         tree = replace_leaves(value_tree, lambda: wrt_tree)
         if self.has_aux:
             tree = tuple_of(tree, aux_tree)
@@ -327,10 +371,23 @@ def _leaf_names(treedef: TreeDef, positions: list[int]) -> list[str]:
     return names
 
 
+def _static_key(static: tuple) -> tuple:
+    """Static arguments with their types: `2` and `2.0` are equal and hash alike, but a program
+    traced with one computes in another dtype than with the other."""
+    return tuple(_typed(s) for s in static)
+
+
+def _typed(value: Any) -> Any:
+    if type(value) in (tuple, list):
+        return (type(value), tuple(_typed(v) for v in value))
+    return (type(value), value)
+
+
 def _as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
     """A call's argument leaf as an array (Python numbers become float64 0-d)."""
     if isinstance(leaf, np.ndarray):
-        arr = leaf
+        refuse_array_subclass(leaf, f"{fname}: {name}")
+        arr = np.asarray(leaf)
     elif isinstance(leaf, bool):
         arr = np.asarray(leaf)
     elif isinstance(leaf, (int, float)) and not isinstance(leaf, np.generic):

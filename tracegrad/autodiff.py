@@ -141,8 +141,9 @@ def batch_inline(graph: Graph, args: Sequence[Var], batched: Sequence[bool], siz
     return [env[v] for v in graph.outputs]
 
 
-def jacobian(graph: Graph, wrt: Sequence[int]) -> Graph:
-    """Outputs: `graph`'s outputs, then d output_j / d input_i for each output j, each i in `wrt`.
+def jacobian(graph: Graph, wrt: Sequence[int], n_diff: int | None = None) -> Graph:
+    """Outputs: `graph`'s outputs, then d output_j / d input_i for each of the first `n_diff`
+    outputs j (default: all), each i in `wrt`.
 
     Each jacobian has shape `output_j.shape + input_i.shape`.
     """
@@ -151,7 +152,7 @@ def jacobian(graph: Graph, wrt: Sequence[int]) -> Graph:
     env = copy_primal(builder, graph)
     outputs = [env[v] for v in graph.outputs]
     with ir.building(builder):
-        for j, out in enumerate(graph.outputs):
+        for j, out in enumerate(graph.outputs[:n_diff]):
             if not P.is_float(out.dtype):
                 raise TypeError(
                     f"jacobian: output {j} has dtype {out.dtype}; only float outputs have derivatives"

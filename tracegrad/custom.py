@@ -24,6 +24,8 @@ from .tree import flatten, unflatten
 class custom_vjp:
     """Decorator: give `fun` a hand-written reverse-mode rule with `defvjp(fwd, bwd)`."""
 
+    _capture_children = ("fun", "fwd", "bwd")  # what the capture walk follows (see capture.py)
+
     def __init__(self, fun: Callable):
         functools.update_wrapper(self, fun)
         self.fun = fun

@@ -12,16 +12,20 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from . import backends, ir
+from .capture import Captured
 from .ir import Graph
 from .tree import TreeDef, unflatten
 
 MAX_PROGRAMS = 512
+# The programs held in memory also keep their constants and the snapshots their guards compare
+# with: past this many bytes, the least recently used programs are dropped.
+MAX_PROGRAM_BYTES = int(float(os.environ.get("TRACEGRAD_PROGRAM_MEMORY_MB", "1024")) * 2**20)
 
 log = logging.getLogger("tracegrad")
 
@@ -51,7 +55,7 @@ class Signature:
 
     def describe_change(self, old: Signature, names: list[str]) -> str:
         if old.static != self.static:
-            return f"a static argument changed: {old.static} -> {self.static}"
+            return f"a static argument changed: {_plain(old.static)} -> {_plain(self.static)}"
         if old.treedef != self.treedef:
             return f"the argument structure changed: {old.treedef} -> {self.treedef}"
         changes = []
@@ -63,6 +67,14 @@ class Signature:
         return "; ".join(changes) or "the backend changed"
 
 
+def _plain(typed: Any) -> Any:
+    """A static key (api._static_key: (type, value) pairs) as the values the user passed."""
+    kind, value = typed if isinstance(typed, tuple) and len(typed) == 2 and isinstance(typed[0], type) else (None, typed)
+    if kind in (tuple, list) or kind is None and isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
 @dataclass
 class Program:
     graph: Graph
@@ -71,9 +83,17 @@ class Program:
     backend: str
     # (name, hook) for the last outputs of `run`: cotangents that hooks observe (tg.tap)
     hooks: list[tuple[str, Callable]]
+    # what the traced function read from outside its arguments (see capture.py)
+    captured: Captured = field(default_factory=lambda: Captured([], []))
+
+    def __post_init__(self):
+        self.fresh = fresh_flags(self.run, len(self.graph.outputs))
+        consts = sum(n.params["value"].nbytes for n in self.graph.nodes
+                     if n.prim.name == "const" and isinstance(n.params.get("value"), np.ndarray))
+        self.nbytes = consts + self.captured.nbytes
 
     def __call__(self, arrays: list[np.ndarray]):
-        outs = [_fresh(o, arrays) for o in self.run(arrays)]
+        outs = fresh_outputs(self.run(arrays), self.fresh, arrays)
         if _debug_nans() and any(
             isinstance(o, np.ndarray) and o.dtype.kind == "f" and np.isnan(o).any() for o in outs
         ):
@@ -109,9 +129,61 @@ def _nan_report(graph: Graph, arrays: list[np.ndarray]) -> str:
     )
 
 
-_programs: OrderedDict[tuple, Program] = OrderedDict()
-_trace_counts: dict[Any, int] = {}
-_last_signature: dict[Any, Signature] = {}
+class ProgramStore:
+    """The compiled programs held in memory, least recently used first, bounded in count and in
+    the bytes of the constants they hold."""
+
+    def __init__(self, max_count: int = MAX_PROGRAMS, max_bytes: int = MAX_PROGRAM_BYTES):
+        self.max_count, self.max_bytes = max_count, max_bytes
+        self._programs: OrderedDict[tuple, Program] = OrderedDict()
+        self.nbytes = 0
+
+    def get(self, key: tuple) -> Program | None:
+        program = self._programs.get(key)
+        if program is not None:
+            self._programs.move_to_end(key)
+        return program
+
+    def put(self, key: tuple, program: Program) -> None:
+        old = self._programs.pop(key, None)
+        if old is not None:
+            self.nbytes -= old.nbytes
+        self._programs[key] = program
+        self.nbytes += program.nbytes
+        while len(self._programs) > 1 and (
+            len(self._programs) > self.max_count or self.nbytes > self.max_bytes
+        ):
+            _, dropped = self._programs.popitem(last=False)
+            self.nbytes -= dropped.nbytes
+
+    def values(self):
+        return list(self._programs.values())
+
+    def __len__(self) -> int:
+        return len(self._programs)
+
+    def clear(self) -> None:
+        self._programs.clear()
+        self.nbytes = 0
+
+
+class _BoundedDict(OrderedDict):
+    """Per-function bookkeeping (trace counts, last signatures): keyed by the function's code,
+    never by the function object (which would keep its closure alive), and bounded."""
+
+    def __init__(self, limit: int = 4096):
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        if len(self) > self.limit:
+            self.popitem(last=False)
+
+
+_programs = ProgramStore()
+_trace_counts: _BoundedDict = _BoundedDict()
+_last_signature: _BoundedDict = _BoundedDict()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -136,13 +208,35 @@ def aval(x: Any) -> tuple[tuple[int, ...], np.dtype]:
     return tuple(interface["shape"]), np.dtype(interface["typestr"])
 
 
-def _fresh(out: Any, inputs: list) -> Any:
-    """Results never alias the user's arrays, and are ordinary writable arrays."""
-    if not isinstance(out, np.ndarray):
-        return out  # a device array made by the backend
-    if not out.flags.writeable or out.base is not None or any(out is a for a in inputs):
-        return np.array(out)
-    return out
+def fresh_flags(run: Any, n_outputs: int) -> tuple[bool, ...]:
+    """Per output: does the backend allocate it afresh on every call, for this output alone?"""
+    flags = getattr(run, "fresh_outputs", None)
+    return tuple(flags) if flags is not None else (False,) * n_outputs
+
+
+def fresh_outputs(outs: list, fresh: tuple[bool, ...], inputs: Sequence) -> list:
+    """Every result is an array of its own: it shares memory with no other result, no input, no
+    constant of the program and no earlier call's result. Outputs that the backend does not vouch
+    for are copied (device arrays too, when one is returned twice)."""
+    for i, out in enumerate(outs):
+        if fresh[i]:
+            continue
+        if isinstance(out, np.ndarray):
+            outs[i] = np.array(out)
+        elif any(out is o for o in outs[:i]) or any(out is a for a in inputs):
+            outs[i] = _copy_device(out)
+    return outs
+
+
+def _copy_device(out: Any) -> Any:
+    copy = getattr(out, "copy", None)
+    if copy is not None:
+        return copy()
+    from numba import cuda  # a Numba device array: copy on the device
+
+    new = cuda.device_array_like(out)
+    new.copy_to_device(out)
+    return new
 
 
 def variant(backend: Any) -> Any:
@@ -185,18 +279,19 @@ def _cheap_signature(args: tuple) -> tuple | None:
     return tuple(key)
 
 
-def _fast_call(program: Program, backend: str | None, generation: int) -> Callable:
+def _fast_call(program: Program, backend: str | None, generation: int, fun: Any) -> Callable:
     """What Program.__call__ does, for a program without hooks, checked to still be the one that
-    `_execute` would pick (same backend, not cleared, not inside a trace)."""
+    `_execute` would pick (same backend, not cleared, not inside a trace, captured values as
+    they were); `fun` is the transformed function, from which its guards read."""
     run, tree, asarray = program.run, program.out_tree, np.asarray
     chosen = backends.env("TRACEGRAD_BACKEND")
     backend_object = backends.get_backend(backend)
     current_variant = getattr(backend_object, "variant", None)
     compiled_for = None if current_variant is None else current_variant()
     single = tree.kind == "leaf"
-    # outputs that the backend always allocates afresh need no _fresh check
-    fresh = getattr(run, "fresh_outputs", None)
-    checked = None if fresh is None else [i for i, f in enumerate(fresh) if not f]
+    fresh = program.fresh
+    copied = [i for i, f in enumerate(fresh) if not f]
+    read = None if program.captured.empty else program.captured.read
 
     def call(args: tuple):
         if (
@@ -208,11 +303,14 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
         ):
             return _MISS
         arrays = [asarray(a) if type(a) is float else a for a in args]
+        if read is not None:
+            hidden = read(fun, ())
+            if hidden is None:
+                return _MISS
+            arrays += hidden
         outs = run(arrays)
-        for i in range(len(outs)) if checked is None else checked:
-            outs[i] = _fresh(outs[i], arrays)
+        if copied:
+            outs = fresh_outputs(outs, fresh, arrays)
         return outs[0] if single else unflatten(tree, outs)
 
     return call
-
-

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import ir
 from . import primitives as P
+from .capture import Scope, refuse_array_subclass
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
 from .numpy_api import FUNCTIONS, UFUNCS, _cmp, _getitem, _logic, _neg, _unary
@@ -238,6 +239,11 @@ def operand(x: Any, builder: Builder):
         return _lift(x, builder)
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
         return x
+    if isinstance(x, np.ndarray):
+        refuse_array_subclass(x, f"an array used in the traced function{at(user_source())}")
+        hidden = _hidden_input(x, builder)
+        if hidden is not None:
+            return hidden
     if isinstance(x, (np.ndarray, np.generic, list, tuple)):
         arr = np.asarray(x)
         if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
@@ -249,6 +255,28 @@ def operand(x: Any, builder: Builder):
         f"cannot use a {type(x).__name__} in a traced computation{at(user_source())}; "
         "only arrays, numbers and traced values"
     )
+
+
+def _hidden_input(x: np.ndarray, builder: Builder) -> Var | None:
+    """An array the function read from outside its arguments (a global, a closure variable...):
+    an input of the top-level graph, read afresh on every call (see capture.py), or None when
+    `x` is not such an array (it is then a constant)."""
+    root = builder
+    while root.parent is not None:
+        root = root.parent
+    scope = root.scope
+    if scope is None or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+        return None
+    if np.iscomplexobj(x):
+        return None
+    index = scope.hidden_input(x)
+    if index is None:
+        return None
+    hidden_vars = root.hidden_vars
+    while len(hidden_vars) <= index:
+        hidden_vars.append(root.new_input(x.shape, x.dtype))
+    var = hidden_vars[index]
+    return var if root is builder else _lift(Tracer(var, root), builder)
 
 
 def to_var(x: Any, builder: Builder) -> Var:
@@ -313,13 +341,15 @@ def _function_name(func) -> str:
 
 
 def trace(fun: Callable, avals: list[tuple[tuple[int, ...], np.dtype]], treedef: TreeDef,
-          wrap_args: Callable[[list[Any]], tuple] | None = None):
+          wrap_args: Callable[[list[Any]], tuple] | None = None, scope: Scope | None = None):
     """Trace `fun` on fresh inputs of the given shapes and dtypes.
 
-    Returns the graph (inputs: the leaves, then values captured from enclosing traces), the
-    output tree, and the enclosing tracers that were captured (in graph-input order).
+    Returns the graph (inputs: the leaves, then the hidden inputs that `scope` found, then values
+    captured from enclosing traces), the output tree, and the enclosing tracers that were
+    captured (in graph-input order).
     """
     builder = Builder(ir.active_builder())
+    builder.scope = scope
     with ir.building(builder):
         tracers = [Tracer(builder.new_input(shape, dtype), builder) for shape, dtype in avals]
         args = unflatten(treedef, tracers)
