@@ -86,10 +86,28 @@ class Path:
     root: str  # "fun" or "static"
     root_index: int
     steps: tuple[tuple[str, Any], ...] = ()
-    description: str = ""
+    label: str = ""  # the value as the user's code names it: "X", "params['W']", "self.c"
+    context: str = "{}"  # where that name lives: "global {}", "closure variable {} of loss"
 
-    def then(self, kind: str, key: Any, description: str) -> Path:
-        return Path(self.root, self.root_index, (*self.steps, (kind, key)), description)
+    @property
+    def description(self) -> str:
+        return self.context.format(repr(self.label) if self.label else "")
+
+    def hop(self, kind: str, key: Any) -> Path:
+        """One more step, under the same name (a method's function, a wrapped function)."""
+        return Path(self.root, self.root_index, (*self.steps, (kind, key)), self.label, self.context)
+
+    def item(self, key: Any) -> Path:
+        step = Path(self.root, self.root_index, (*self.steps, ("item", key)))
+        return Path(step.root, step.root_index, step.steps, f"{self.label}[{key!r}]", self.context)
+
+    def attr(self, name: str) -> Path:
+        label = f"{self.label}.{name}" if self.label else name
+        return Path(self.root, self.root_index, (*self.steps, ("getattr", name)), label, self.context)
+
+    def named(self, steps: tuple[tuple[str, Any], ...], label: str, context: str) -> Path:
+        """Steps into a function's namespace: the value gets the name it has there."""
+        return Path(self.root, self.root_index, (*self.steps, *steps), label, context)
 
     def expression(self) -> str:
         """Python source that reads this value, given `fun` and `static`."""
@@ -222,9 +240,9 @@ class _Walker:
         self.count = 0
 
     def walk_roots(self, fun: Any, static: tuple) -> None:
-        self.visit(fun, Path("fun", 0, (), "the function"), 0)
+        self.visit(fun, Path("fun", 0, (), "", "the function"), 0)
         for j, value in enumerate(static):
-            self.visit(value, Path("static", j, (), f"static argument {j}"), 0)
+            self.visit(value, Path("static", j, (), f"arg{j}", f"static argument {{}}"), 0)
 
     def guard(self, path: Path, kind: str, expected: Any = None) -> None:
         self.scope.guards.append(_Guard(path, kind, expected))
@@ -252,15 +270,15 @@ class _Walker:
         elif isinstance(value, types.FunctionType):
             self._function(value, path, depth)
         elif isinstance(value, types.MethodType):
-            self.visit(value.__func__, path.then("attr", "__func__", path.description), depth + 1)
-            self.visit(value.__self__, path.then("attr", "__self__", path.description), depth + 1)
+            self.visit(value.__func__, path.hop("attr", "__func__"), depth + 1)
+            self.visit(value.__self__, path.hop("attr", "__self__"), depth + 1)
         elif isinstance(value, functools.partial):
             self.guard(path, "value", (type(value), len(value.args), tuple(value.keywords)))
-            self.visit(value.func, path.then("attr", "func", path.description), depth + 1)
+            self.visit(value.func, path.hop("attr", "func"), depth + 1)
             for i, arg in enumerate(value.args):
-                self.visit(arg, path.then("attr", "args", "").then("item", i, f"{path.description} (partial argument {i})"), depth + 1)
+                self.visit(arg, path.hop("attr", "args").item(i), depth + 1)
             for k, arg in value.keywords.items():
-                self.visit(arg, path.then("attr", "keywords", "").then("item", k, f"{path.description} (partial argument {k!r})"), depth + 1)
+                self.visit(arg, path.hop("attr", "keywords").item(k), depth + 1)
         elif getattr(t, "_capture_children", None) is not None:
             self._object(value, path, depth)
         elif isinstance(value, type) or _is_library_module(getattr(t, "__module__", None)):
@@ -286,7 +304,7 @@ class _Walker:
             return
         self.guard(path, "length", (type(value), len(value)))
         for i, item in enumerate(value[: MAX_ITEMS * 4]):
-            self.visit(item, path.then("item", i, f"{path.description}[{i}]"), depth + 1)
+            self.visit(item, path.item(i), depth + 1)
 
     def _dict(self, value: dict, path: Path, depth: int) -> None:
         if not value:
@@ -294,14 +312,14 @@ class _Walker:
         self.guard(path, "keys", tuple(value))
         for key, item in list(value.items())[: MAX_ITEMS * 4]:
             if isinstance(key, (str, int, float, bool, tuple)):
-                self.visit(item, path.then("item", key, f"{path.description}[{key!r}]"), depth + 1)
+                self.visit(item, path.item(key), depth + 1)
 
     def _function(self, fun: types.FunctionType, path: Path, depth: int) -> None:
         if _is_library_module(getattr(fun, "__module__", None)):
             self.guard(path, "identity", _ref(fun))
             return
         code = fun.__code__
-        self.guard(path.then("attr", "__code__", path.description), "identity", _ref(code))
+        self.guard(path.hop("attr", "__code__"), "identity", _ref(code))
         own: set[str] = set()
         _code_names(code, own)
         self.names |= own
@@ -309,7 +327,7 @@ class _Walker:
         for g in sorted(own):
             if g in fun.__globals__:
                 value = fun.__globals__[g]
-                where = path.then("attr", "__globals__", "").then("item", g, f"global {g!r}")
+                where = path.named((("attr", "__globals__"), ("item", g)), g, "global {}")
                 self.visit(value, where, depth + 1)
         for i, var in enumerate(code.co_freevars):
             cell = fun.__closure__[i]
@@ -317,28 +335,32 @@ class _Walker:
                 value = cell.cell_contents
             except ValueError:  # an empty cell: the variable is assigned later
                 continue
-            self.visit(value, path.then("cell", i, f"closure variable {var!r} of {name}"), depth + 1)
-        for i, value in enumerate(fun.__defaults__ or ()):
-            where = path.then("attr", "__defaults__", "").then("item", i, f"default argument {i} of {name}")
+            where = path.named((("cell", i),), var, f"closure variable {{}} of {name}")
+            self.visit(value, where, depth + 1)
+        params = code.co_varnames[code.co_posonlyargcount : code.co_argcount]
+        defaults = fun.__defaults__ or ()
+        for i, value in enumerate(defaults):
+            label = params[len(params) - len(defaults) + i] if len(params) >= len(defaults) else str(i)
+            where = path.named((("attr", "__defaults__"), ("item", i)), label, f"default argument {{}} of {name}")
             self.visit(value, where, depth + 1)
         for key, value in (fun.__kwdefaults__ or {}).items():
-            where = path.then("attr", "__kwdefaults__", "").then("item", key, f"default argument {key!r} of {name}")
+            where = path.named((("attr", "__kwdefaults__"), ("item", key)), key, f"default argument {{}} of {name}")
             self.visit(value, where, depth + 1)
 
     def _object(self, value: Any, path: Path, depth: int) -> None:
         """A user object: its type, the children it names (tracegrad's own callables), its
         functions, and its attributes whose names the traced code uses."""
-        self.guard(path.then("attr", "__class__", path.description), "identity", _ref(type(value)))
+        self.guard(path.hop("attr", "__class__"), "identity", _ref(type(value)))
         children = getattr(type(value), "_capture_children", None)
         if children is not None:
             for attr in children:
                 child = getattr(value, attr, None)
                 if child is not None:
-                    self.visit(child, path.then("attr", attr, path.description), depth + 1)
+                    self.visit(child, path.hop("attr", attr), depth + 1)
             return
         wrapped = getattr(value, "__wrapped__", None)
         if wrapped is not None:
-            self.visit(wrapped, path.then("getattr", "__wrapped__", path.description), depth + 1)
+            self.visit(wrapped, path.hop("getattr", "__wrapped__"), depth + 1)
         self._attributes(value, path, depth, only_names=False)
 
     def _attributes(self, value: Any, path: Path, depth: int, only_names: bool) -> None:
@@ -346,7 +368,7 @@ class _Walker:
         instance = instance if isinstance(instance, dict) else {}
         call = getattr(type(value), "__call__", None)
         if not only_names and isinstance(call, types.FunctionType):
-            self.visit(call, path.then("attr", "__class__", "").then("getattr", "__call__", f"{path.description}.__call__"), depth + 1)
+            self.visit(call, path.hop("attr", "__class__").hop("getattr", "__call__"), depth + 1)
         for name in sorted(self.names):
             if name.startswith("__"):
                 continue
@@ -358,7 +380,7 @@ class _Walker:
                     continue
             else:
                 continue
-            self.visit(child, path.then("getattr", name, f"{path.description}.{name}"), depth + 1)
+            self.visit(child, path.attr(name), depth + 1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -372,7 +394,10 @@ class Captured:
 
     def __init__(self, guards: list[_Guard], readers: list[Path | np.ndarray]):
         self.guards, self.readers = guards, readers
-        self.nbytes = sum(g.expected.nbytes for g in guards if g.kind == "content")
+        # snapshots, and the arrays behind held views (a program keeps them alive)
+        self.nbytes = sum(g.expected.nbytes for g in guards if g.kind == "content") + sum(
+            (r if r.base is None else r.base).nbytes for r in readers if isinstance(r, np.ndarray)
+        )
         self.read = _compile(guards, readers)
 
     @property

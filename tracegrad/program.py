@@ -30,11 +30,20 @@ MAX_PROGRAM_BYTES = int(float(os.environ.get("TRACEGRAD_PROGRAM_MEMORY_MB", "102
 log = logging.getLogger("tracegrad")
 
 
+class _Prefixed(logging.Formatter):
+    """'tracegrad: ' before each message (warnings carry it already, for when no handler is set
+    and Python's last-resort handler prints them as they are)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return text if text.startswith("tracegrad:") else f"tracegrad: {text}"
+
+
 def _configure_logging() -> None:
     topics = os.environ.get("TRACEGRAD_LOG", "")
     if topics and not log.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("tracegrad: %(message)s"))
+        handler.setFormatter(_Prefixed())
         log.addHandler(handler)
         log.setLevel(logging.INFO)
 

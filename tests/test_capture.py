@@ -1,0 +1,356 @@
+"""Values a traced function reads from outside its arguments are never stale, results never share
+memory, and per-function bookkeeping dies with the function (capture.py, program.py)."""
+
+import gc
+import logging
+import threading
+import types
+import weakref
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad import api, program
+
+# ---- results are arrays of their own
+
+
+def _owns(result, *others):
+    assert isinstance(result, np.ndarray) and result.base is None and result.flags.writeable
+    for other in others:
+        assert result is not other and not np.shares_memory(result, other)
+
+
+def test_value_and_grad_of_exp_are_two_arrays(backend):
+    v, g = tg.value_and_grad(np.exp, backend=backend)(1.0)
+    _owns(v, g)
+    g *= 0
+    assert v == pytest.approx(np.e)
+
+
+def test_equal_gradients_are_separate_arrays(backend):
+    x, y = np.ones(3), np.full(3, 2.0)
+    gx, gy = tg.grad(lambda x, y: np.sum(x + y), argnums=(0, 1), backend=backend)(x, y)
+    _owns(gx, gy, x, y)
+    grads = tg.grad(lambda p: np.sum(p["a"] + p["b"]), backend=backend)({"a": x, "b": y})
+    _owns(grads["a"], grads["b"], x, y)
+    grads["a"][:] = 5
+    np.testing.assert_array_equal(grads["b"], 1.0)
+
+
+def test_jit_results_that_the_simplifier_merged_are_separate(backend):
+    x = np.arange(3.0)
+    a, b = tg.jit(lambda x: (x * 2, x * 2), backend=backend)(x)
+    _owns(a, b, x)
+    same = tg.jit(lambda x: x, backend=backend)(x)
+    _owns(same, x)
+
+
+def test_results_are_not_kept_by_the_program(backend):
+    """A constant result, and the result of an earlier call, change nothing when mutated."""
+    f = tg.jit(lambda x: (np.ones(3) * 2.0, x + 1.0), backend=backend)
+    x = np.zeros(3)
+    first = f(x)
+    for r in first:
+        r[:] = -7.0
+    second = f(x)
+    np.testing.assert_array_equal(second[0], 2.0)
+    np.testing.assert_array_equal(second[1], 1.0)
+    _owns(second[0], first[0])
+    _owns(second[1], first[1])
+    np.testing.assert_array_equal(x, 0.0)
+
+
+# ---- captured values
+
+
+def test_global_array_rebound_and_changed_in_place(backend):
+    ns = {"np": np, "X": np.ones(3)}
+    exec("def loss(w):\n    return np.sum(w * X)", ns)
+    g = tg.grad(ns["loss"], backend=backend)
+    np.testing.assert_array_equal(g(np.zeros(3)), 1.0)
+    ns["X"] = np.full(3, 7.0)
+    np.testing.assert_array_equal(g(np.zeros(3)), 7.0)
+    ns["X"][:] = 3.0
+    np.testing.assert_array_equal(g(np.zeros(3)), 3.0)
+    # a fresh transform of the same function (the fast path is per transform) sees it too
+    ns["X"][1] = -1.0
+    np.testing.assert_array_equal(tg.grad(ns["loss"], backend=backend)(np.zeros(3)), [3, -1, 3])
+    assert g.trace_count == 1  # arrays are inputs: no new trace for new values
+
+
+def test_global_array_of_a_new_shape_traces_again(backend):
+    ns = {"np": np, "X": np.ones(3)}
+    exec("def loss(w):\n    return np.sum(w) * np.sum(X)", ns)
+    g = tg.grad(ns["loss"], backend=backend)
+    assert g(np.zeros(2))[0] == 3.0
+    ns["X"] = np.ones(5)
+    assert g(np.zeros(2))[0] == 5.0
+    assert g.trace_count == 2
+
+
+def test_closure_cells_defaults_and_numbers(backend):
+    scale = 2.0
+
+    def loss(w):
+        return np.sum(w * scale)
+
+    g = tg.grad(loss, backend=backend)
+    assert g(np.ones(2))[0] == 2.0
+    scale = 3.0
+    assert g(np.ones(2))[0] == 3.0
+
+    def with_default(w, c=np.full(2, 4.0)):
+        return np.sum(w * c)
+
+    g2 = tg.grad(with_default, backend=backend)
+    assert g2(np.ones(2))[0] == 4.0
+    with_default.__defaults__[0][:] = 6.0
+    assert g2(np.ones(2))[0] == 6.0
+    with_default.__defaults__ = (np.full(2, 8.0),)
+    assert g2(np.ones(2))[0] == 8.0
+
+
+def test_attributes_of_a_static_self(backend):
+    class Model:
+        def __init__(self):
+            self.c = 5.0
+            self.W = np.eye(2)
+            self.unused = 0
+
+        def loss(self, w):
+            return np.sum(self.W @ w) * self.c
+
+    m = Model()
+    g = tg.grad(lambda w, model: model.loss(w), static_argnums=1, backend=backend)
+    np.testing.assert_allclose(g(np.ones(2), m), [5.0, 5.0])
+    m.c = 2.0
+    np.testing.assert_allclose(g(np.ones(2), m), [2.0, 2.0])
+    m.W[0, 0] = 3.0  # read as an input: no new trace
+    np.testing.assert_allclose(g(np.ones(2), m), [6.0, 2.0])
+    m.unused += 1  # not read by the function: no new trace
+    g(np.ones(2), m)
+    assert g.trace_count == 2
+
+
+def test_arrays_computed_from_captured_arrays_while_tracing(backend):
+    """X.mean() runs in NumPy while tracing; its value is baked in, so X's contents are
+    guarded."""
+    ns = {"np": np, "X": np.arange(4.0)}
+    exec("def loss(w):\n    return np.sum(w * X.mean())", ns)
+    g = tg.grad(ns["loss"], backend=backend)
+    assert g(np.zeros(2))[0] == 1.5
+    ns["X"][:] = 10.0
+    assert g(np.zeros(2))[0] == 10.0
+
+
+def test_views_of_captured_arrays(backend):
+    ns = {"np": np, "X": np.arange(6.0).reshape(3, 2)}
+    exec("def loss(w):\n    return np.sum(w * X[:, 1])", ns)
+    g = tg.grad(ns["loss"], backend=backend)
+    np.testing.assert_array_equal(g(np.zeros(3)), [1, 3, 5])
+    ns["X"][:, 1] = -1.0  # seen through the held view
+    np.testing.assert_array_equal(g(np.zeros(3)), [-1, -1, -1])
+    ns["X"] = np.zeros((3, 2))  # a new array: traced again
+    np.testing.assert_array_equal(g(np.zeros(3)), [0, 0, 0])
+
+
+def test_parameters_in_a_global_dict_and_a_module(backend):
+    config = types.ModuleType("config")
+    config.X = np.ones(2)
+    config.rate = 2.0
+    ns = {"np": np, "params": {"W": np.ones(2), "b": 1.0}, "config": config}
+    exec(
+        "def loss(w):\n"
+        "    return np.sum(w * params['W'] * config.X) * config.rate + params['b']",
+        ns,
+    )
+    vg = tg.value_and_grad(ns["loss"], backend=backend)
+    v, g = vg(np.ones(2))
+    assert v == 5.0
+    ns["params"]["W"] = np.full(2, 3.0)
+    config.rate = 1.0
+    ns["params"]["b"] = 0.0
+    v, g = vg(np.ones(2))
+    assert v == 6.0
+    np.testing.assert_array_equal(g, 3.0)
+    config.X[:] = 2.0
+    assert vg(np.ones(2))[0] == 12.0
+
+
+def test_helper_functions_are_followed(backend):
+    ns = {"np": np, "X": np.ones(2)}
+    exec(
+        "def helper(w):\n    return w * X\n"
+        "def loss(w):\n    return np.sum(helper(w))",
+        ns,
+    )
+    g = tg.jit(tg.grad(ns["loss"]), backend=backend)
+    np.testing.assert_array_equal(g(np.zeros(2)), 1.0)
+    ns["X"] = np.full(2, 4.0)
+    np.testing.assert_array_equal(g(np.zeros(2)), 4.0)
+    exec("def helper(w):\n    return w * X * 2", ns)  # the helper itself redefined
+    np.testing.assert_array_equal(g(np.zeros(2)), 8.0)
+
+
+def test_lambdas_made_in_a_loop_share_one_program(backend):
+    def make(a):
+        return lambda w: np.sum(w * a)
+
+    results = [tg.grad(make(np.full(2, float(k))), backend=backend)(np.ones(2)) for k in range(4)]
+    for k, r in enumerate(results):
+        np.testing.assert_array_equal(r, k)
+    assert tg.grad(make(np.ones(2)), backend=backend).trace_count == 1
+
+
+def test_the_retrace_log_names_what_changed(monkeypatch, caplog):
+    monkeypatch.setenv("TRACEGRAD_LOG", "retrace")
+    rate = 0.5
+
+    def loss(w):
+        return np.sum(w) * rate
+
+    g = tg.grad(loss, backend="numpy")
+    g(np.ones(2))
+    rate = 0.25
+    with caplog.at_level(logging.INFO, logger="tracegrad"):
+        assert g(np.ones(2))[0] == 0.25
+    assert "closure variable 'rate' of loss changed (0.5 -> 0.25)" in caplog.text
+
+
+def test_a_value_that_keeps_changing_is_reported(caplog):
+    box = {"n": 0}
+
+    def loss(w):
+        return np.sum(w) * box["n"]
+
+    g = tg.grad(loss, backend="numpy")
+    with caplog.at_level(logging.WARNING, logger="tracegrad"):
+        for n in range(api.GUARD_RETRACE_WARNING + 1):
+            box["n"] = n
+            assert g(np.ones(1))[0] == n
+    assert "keeps changing" in caplog.text and "tracegrad: tracegrad" not in caplog.text
+    assert "closure variable \"box['n']\" of loss" in caplog.text
+
+
+def test_an_accumulator_list_used_by_a_hook_does_not_retrace():
+    seen = []
+
+    def loss(w):
+        return np.sum(tg.tap(w * 2.0, "h", hook=lambda name, ct: seen.append(ct)) ** 2)
+
+    g = tg.grad(loss, backend="numpy")
+    for _ in range(3):
+        g(np.ones(2))
+    assert len(seen) == 3 and g.trace_count == 1
+
+
+def test_captured_values_across_threads(backend):
+    X = np.arange(4.0)
+
+    def loss(w, k):
+        return np.sum(w * X) * k
+
+    g = tg.grad(loss, backend=backend)
+    g(np.zeros(4), 1.0)
+    errors = []
+
+    def work(k):
+        for _ in range(5):
+            r = g(np.zeros(4), float(k))
+            if not np.array_equal(r, X * k):
+                errors.append((k, r))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+# ---- memory: nothing kept alive by bookkeeping
+
+
+def test_inline_transforms_do_not_keep_their_closures_alive():
+    refs = []
+    w = np.ones(4)
+    for k in range(30):
+        big = np.full(4, float(k))
+        refs.append(weakref.ref(big))
+        assert tg.grad(lambda w: np.sum(w * big), backend="numpy")(w)[0] == k
+    del big
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 0
+    assert tg.grad(lambda w: np.sum(w * w), backend="numpy").trace_count <= 1
+
+
+def test_held_views_of_captured_arrays_are_bounded_and_freed():
+    """A view (big[:4]) is held by its program, so a new array traces again; the store drops
+    the old program, and clear_programs frees the last."""
+    refs = []
+    for k in range(12):
+        big = np.full(100_000, float(k))
+        refs.append(weakref.ref(big))
+        assert tg.grad(lambda w: np.sum(w * big[:4]), backend="numpy")(np.ones(4))[0] == k
+    del big
+    gc.collect()
+    assert sum(r() is not None for r in refs) <= 1
+    tg.clear_programs()
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 0
+
+
+def test_the_program_store_is_bounded_in_bytes(monkeypatch):
+    store = program.ProgramStore(max_count=100, max_bytes=3 * 8 * 10_000)
+    monkeypatch.setattr(api, "_programs", store)
+    f = tg.jit(lambda x: x.sum() + np.arange(10_000.0), backend="numpy")  # an 80 kB constant
+    for k in range(1, 9):
+        np.testing.assert_array_equal(f(np.ones(k)), np.arange(10_000.0) + k)
+    assert len(store) == 3 and store.nbytes == 3 * 8 * 10_000
+
+
+# ---- arguments
+
+
+def test_static_arguments_keep_their_type(backend):
+    f = tg.jit(lambda x, n: x * n, static_argnums=1, backend=backend)
+    ints = np.arange(3)
+    assert f(ints, 2).dtype == np.int64
+    assert f(ints, 2.0).dtype == np.float64
+    assert f(ints, (2,)[0]).dtype == np.int64
+
+
+def test_numpy_integer_argnums_mean_one_argument(backend):
+    x = np.array([1.0, 2.0])
+    jac = tg.jacobian(lambda x: x**2, argnums=np.int64(0), backend=backend)(x)
+    hess = tg.hessian(lambda x: np.sum(x**3), argnums=np.int32(0), backend=backend)(x)
+    np.testing.assert_allclose(jac, np.diag(2 * x))
+    np.testing.assert_allclose(hess, np.diag(6 * x))
+
+
+def test_jacobian_with_aux(backend):
+    x = np.array([1.0, 2.0, 3.0])
+    jac, aux = tg.jacobian(lambda a: (a**2, np.sum(a)), has_aux=True, backend=backend)(x)
+    np.testing.assert_allclose(jac, np.diag(2 * x))
+    assert aux == 6.0
+
+
+class _Doubling(np.ndarray):
+    """A subclass with arithmetic of its own."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return 2 * super().__array_ufunc__(ufunc, method, *inputs, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [np.ma.masked_array([1.0, 100.0, 3.0], mask=[0, 1, 0]), np.ones(3).view(_Doubling)],
+    ids=["masked", "own-arithmetic"],
+)
+def test_array_subclasses_that_change_semantics_are_refused(backend, value):
+    with pytest.raises(TypeError, match="masked array|ndarray subclass"):
+        tg.jit(lambda m: np.sum(m * 2), backend=backend)(value)
+    with pytest.raises(TypeError, match="masked array|ndarray subclass"):
+        tg.jit(lambda x: np.sum(x * value), backend=backend)(1.0)
