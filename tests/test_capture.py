@@ -194,6 +194,22 @@ def test_helper_functions_are_followed(backend):
     np.testing.assert_array_equal(g(np.zeros(2)), 8.0)
 
 
+def test_transforms_called_inside_a_trace_and_arrays_passed_by_keyword(backend):
+    ns = {"np": np, "tg": tg, "X": np.ones(2), "LOW": np.zeros(2)}
+    exec(
+        "def loss(w):\n    return np.sum(np.clip(w * X, a_min=LOW, a_max=None))\n"
+        "def outer(w):\n    return tg.grad(loss)(w) * 2.0",
+        ns,
+    )
+    f = tg.jit(ns["outer"], backend=backend)
+    np.testing.assert_array_equal(f(np.ones(2)), 2.0)
+    ns["X"][:] = 3.0
+    np.testing.assert_array_equal(f(np.ones(2)), 6.0)
+    ns["LOW"][:] = 10.0  # clipped from below everywhere: no gradient
+    np.testing.assert_array_equal(f(np.ones(2)), 0.0)
+    assert f.trace_count == 1
+
+
 def test_lambdas_made_in_a_loop_share_one_program(backend):
     def make(a):
         return lambda w: np.sum(w * a)
@@ -354,3 +370,20 @@ def test_array_subclasses_that_change_semantics_are_refused(backend, value):
         tg.jit(lambda m: np.sum(m * 2), backend=backend)(value)
     with pytest.raises(TypeError, match="masked array|ndarray subclass"):
         tg.jit(lambda x: np.sum(x * value), backend=backend)(1.0)
+
+
+def test_device_results_are_arrays_of_their_own():
+    from conftest import BACKENDS
+
+    if "cuda" not in BACKENDS:
+        pytest.skip("the cuda backend is not installed")
+    from numba import cuda
+
+    x = cuda.to_device(np.arange(3.0))
+    a, b = tg.jit(lambda x: (x * 2, x * 2), backend="cuda")(x)
+    same = tg.jit(lambda x: x, backend="cuda")(x)
+    gx, gy = tg.grad(lambda x, y: np.sum(x + y), argnums=(0, 1), backend="cuda")(x, x)
+    assert a is not b and same is not x and gx is not gy and gx is not x
+    a.copy_to_device(np.zeros(3))
+    np.testing.assert_array_equal(b.copy_to_host(), [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(x.copy_to_host(), [0.0, 1.0, 2.0])

@@ -148,6 +148,15 @@ class _Guard:
     expected: Any = None
 
 
+_KEY_STEPS = frozenset({"fun", "fwd", "bwd", "__func__", "func"})
+
+
+def _in_key(path: Path) -> bool:
+    """The transformed function itself, and what it wraps: the program store's key already
+    names their code and types (api._spec_of), so they need no guard."""
+    return path.root == "fun" and all(k == "attr" and n in _KEY_STEPS for k, n in path.steps)
+
+
 def _code_names(code: types.CodeType, into: set[str]) -> None:
     into.update(code.co_names)
     for const in code.co_consts:
@@ -319,7 +328,8 @@ class _Walker:
             self.guard(path, "identity", _ref(fun))
             return
         code = fun.__code__
-        self.guard(path.hop("attr", "__code__"), "identity", _ref(code))
+        if not _in_key(path):
+            self.guard(path.hop("attr", "__code__"), "identity", _ref(code))
         own: set[str] = set()
         _code_names(code, own)
         self.names |= own
@@ -350,7 +360,8 @@ class _Walker:
     def _object(self, value: Any, path: Path, depth: int) -> None:
         """A user object: its type, the children it names (tracegrad's own callables), its
         functions, and its attributes whose names the traced code uses."""
-        self.guard(path.hop("attr", "__class__"), "identity", _ref(type(value)))
+        if not _in_key(path):
+            self.guard(path.hop("attr", "__class__"), "identity", _ref(type(value)))
         children = getattr(type(value), "_capture_children", None)
         if children is not None:
             for attr in children:
