@@ -250,6 +250,20 @@ def test_a_value_that_keeps_changing_is_reported(caplog):
     assert "closure variable \"box['n']\" of loss" in caplog.text
 
 
+def test_a_counter_the_function_itself_increments_does_not_retrace():
+    calls = 0
+
+    def loss(w):
+        nonlocal calls
+        calls += 1  # runs while tracing only
+        return np.sum(w**2)
+
+    g = tg.grad(loss, backend="numpy")
+    for _ in range(3):
+        g(np.ones(2))
+    assert calls == 1 and g.trace_count == 1
+
+
 def test_an_accumulator_list_used_by_a_hook_does_not_retrace():
     seen = []
 

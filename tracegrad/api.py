@@ -215,7 +215,7 @@ class Transformed:
             graph, out_tree, captures = self.build(avals, treedef, static, positions, scope)
             assert not captures, "a top-level trace cannot capture values"
             graph, hooks = passes.extract_hooks(passes.optimize(graph))
-            captured = scope.finish()
+            captured = scope.finish(self, static)
             program = Program(graph, out_tree, backend.compile(graph), backend.name, hooks, captured)
             _programs.put(key, program)
             counted = (self.spec, backend.name)

@@ -215,9 +215,12 @@ class Scope:
         self.hidden.append((entry, value))
         return len(self.hidden) - 1
 
-    def finish(self) -> Captured:
-        """The guards and hidden-input readers of the program traced with this scope."""
-        guards = list(self.guards)
+    def finish(self, fun: Any, static: tuple) -> Captured:
+        """The guards and hidden-input readers of the program traced with this scope.
+
+        Guarded values are read again now: what the trace itself changed (a call counter the
+        function increments) is the value the next call must find, or every call would trace."""
+        guards = [_refreshed(g, fun, static) for g in self.guards]
         for entry in self.arrays.values():
             if entry.viewed:  # rebinding it would leave the held view behind
                 guards.append(_Guard(entry.path, "identity", _ref(entry.array)))
@@ -231,6 +234,22 @@ class Scope:
             else:
                 readers.append(value)  # a view, held: its array is guarded by identity
         return Captured(guards, readers)
+
+
+def _refreshed(guard: _Guard, fun: Any, static: tuple) -> _Guard:
+    try:
+        value = guard.path.read(fun, static)
+    except Exception:
+        return guard
+    if guard.kind == "value" and isinstance(value, _SCALARS + (np.generic, np.dtype)):
+        return _Guard(guard.path, "value", value)
+    if guard.kind == "identity":
+        return _Guard(guard.path, "identity", _ref(value))
+    if guard.kind == "length" and type(value) in (list, tuple):
+        return _Guard(guard.path, "length", (type(value), len(value)))
+    if guard.kind == "keys" and type(value) is dict:
+        return _Guard(guard.path, "keys", tuple(value))
+    return guard
 
 
 def _ref(value: Any):
