@@ -130,7 +130,7 @@ class Transformed:
     def __call__(self, *args, **kwargs):
         fast = self._fast_calls.get(_cheap_signature(args)) if not kwargs else None
         if fast is not None:
-            out = fast(args)
+            out = fast(self, args)
             if out is not _MISS:
                 return out
         if kwargs:
@@ -234,7 +234,7 @@ class Transformed:
             return
         if len(self._fast_calls) >= 64:
             self._fast_calls.clear()
-        self._fast_calls[cheap] = _fast_call(program, self.backend, _generation[0], self)
+        self._fast_calls[cheap] = _fast_call(program, self.backend, _generation[0])
 
     def _note_retrace(self, sig: Signature, names: list[str], why: str | None) -> None:
         old = _last_signature.get(self.spec)

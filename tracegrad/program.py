@@ -288,10 +288,11 @@ def _cheap_signature(args: tuple) -> tuple | None:
     return tuple(key)
 
 
-def _fast_call(program: Program, backend: str | None, generation: int, fun: Any) -> Callable:
+def _fast_call(program: Program, backend: str | None, generation: int) -> Callable:
     """What Program.__call__ does, for a program without hooks, checked to still be the one that
     `_execute` would pick (same backend, not cleared, not inside a trace, captured values as
-    they were); `fun` is the transformed function, from which its guards read."""
+    they were). `call(fun, args)` takes the transformed function, from which the guards read
+    (passed in rather than kept, so that a transform and its fast paths make no cycle)."""
     run, tree, asarray = program.run, program.out_tree, np.asarray
     chosen = backends.env("TRACEGRAD_BACKEND")
     backend_object = backends.get_backend(backend)
@@ -302,7 +303,7 @@ def _fast_call(program: Program, backend: str | None, generation: int, fun: Any)
     copied = [i for i, f in enumerate(fresh) if not f]
     read = None if program.captured.empty else program.captured.read
 
-    def call(args: tuple):
+    def call(fun: Any, args: tuple):
         if (
             _generation[0] != generation
             or ir.active_builder() is not None
