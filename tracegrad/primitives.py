@@ -256,7 +256,7 @@ def reduce(prim: Primitive, x: Var, axes: Sequence[int] | int | None, keepdims=F
     if prim in (reduce_sum_p, reduce_prod_p) and x.dtype.kind in "biu" and x.dtype.itemsize < 8:
         # NumPy sums and multiplies small integers and bools in the platform integer
         x = convert(x, np.uint64 if x.dtype.kind == "u" else np.int64)
-    if prim in (reduce_max_p, reduce_min_p) and x.size == 0:
+    if prim in (reduce_max_p, reduce_min_p) and any(x.shape[a] == 0 for a in axes):
         raise ValueError(
             f"zero-size array to reduction operation {prim.name} which has no identity"
             f"{at(ir.current_source())}"
