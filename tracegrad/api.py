@@ -449,7 +449,7 @@ def grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, ta
 
     >>> import tracegrad as tg
     >>> float(tg.grad(lambda w, x: (w * x - 5.0) ** 2)(2.0, 3.0))
-    -6.0
+    6.0
     """
     return _transform("grad")(fun, argnums, has_aux, static_argnums, backend, taps)
 
@@ -534,7 +534,7 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
     >>> print(tg.make_ir(lambda x: np.sin(x) * 2.0)(np.ones(3)))  # doctest: +ELLIPSIS
     graph(%0:f64[3]) {
       %1:f64[3] = sin %0 ...
-      %2:f64[3] = const[shape=(3,), value=array(2.)]...
+      %2:f64[3] = const[shape=(3,), value=2.] ...
       %3:f64[3] = mul %1 %2 ...
       return %3
     }
