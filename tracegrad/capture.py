@@ -109,22 +109,6 @@ class Path:
         """Steps into a function's namespace: the value gets the name it has there."""
         return Path(self.root, self.root_index, (*self.steps, *steps), label, context)
 
-    def expression(self) -> str:
-        """Python source that reads this value, given `fun` and `static`."""
-        text = "fun" if self.root == "fun" else f"static[{self.root_index}]"
-        for kind, key in self.steps:
-            if kind == "attr":
-                text = f"{text}.{key}"
-            elif kind == "getattr":
-                text = f"_getattr({text}, {key!r})"
-            elif kind == "item":
-                text = f"{text}[{key!r}]"
-            elif kind == "cell":
-                text = f"{text}.__closure__[{key}].cell_contents"
-            else:  # pragma: no cover - the walk makes no other step
-                raise AssertionError(kind)
-        return text
-
     def read(self, fun: Any, static: tuple) -> Any:
         value = fun if self.root == "fun" else static[self.root_index]
         for kind, key in self.steps:
@@ -497,32 +481,57 @@ def _no_guards(fun, static):
     return []
 
 
+def _step(base: str, kind: str, key: Any) -> str:
+    if kind == "attr":
+        return f"{base}.{key}"
+    if kind == "getattr":
+        return f"_getattr({base}, {key!r})"
+    if kind == "item":
+        return f"{base}[{key!r}]"
+    return f"{base}.__closure__[{key}].cell_contents"  # "cell"
+
+
 def _compile(guards: list[_Guard], readers: list[Path | np.ndarray]) -> Callable:
-    """One generated function that checks every guard and returns the hidden inputs."""
+    """One generated function that checks every guard and returns the hidden inputs. Each value
+    on the way is read once (paths share their prefixes: `fun.fun.__globals__`)."""
     if not guards and not readers:
         return _no_guards
     ns: dict[str, Any] = {"_getattr": getattr, "_passes": _passes, "_ndarray": np.ndarray}
     lines = ["def read(fun, static):", "    try:"]
+    names: dict[str, str] = {}
+
+    def local(path: Path) -> str:
+        text = "fun" if path.root == "fun" else f"static[{path.root_index}]"
+        name = text
+        for kind, key in path.steps:
+            text = _step(text, kind, key)
+            if text not in names:
+                names[text] = f"v{len(names)}"
+                lines.append(f"        {names[text]} = {_step(name, kind, key)}")
+            name = names[text]
+        return name
+
     for i, guard in enumerate(guards):
-        expr = guard.path.expression()
+        v, kind, expected = local(guard.path), guard.kind, guard.expected
         ns[f"G{i}"] = guard
-        if guard.kind == "identity":
-            ns[f"E{i}"] = guard.expected
-            lines.append(f"        if {expr} is not E{i}(): return None")
-        elif guard.kind == "value" and isinstance(guard.expected, (str, bool, int, type(None))):
-            ns[f"E{i}"], ns[f"T{i}"] = guard.expected, type(guard.expected)
-            lines.append(f"        v = {expr}")
-            lines.append(f"        if type(v) is not T{i} or v != E{i}: return None")
-        elif guard.kind == "array":
-            ns[f"E{i}"] = guard.expected
-            lines.append(f"        v = {expr}")
-            lines.append(f"        if type(v) is not _ndarray or (v.shape, v.dtype) != E{i}: return None")
+        if kind == "identity":
+            ns[f"E{i}"] = expected
+            lines.append(f"        if {v} is not E{i}(): return None")
+        elif kind == "value" and isinstance(expected, (str, bool, int, type(None))):
+            ns[f"E{i}"], ns[f"T{i}"] = expected, type(expected)
+            lines.append(f"        if type({v}) is not T{i} or {v} != E{i}: return None")
+        elif kind == "array":
+            ns[f"E{i}"] = expected
+            lines.append(f"        if type({v}) is not _ndarray or ({v}.shape, {v}.dtype) != E{i}: return None")
+        elif kind == "length":
+            ns[f"T{i}"], ns[f"N{i}"] = expected
+            lines.append(f"        if type({v}) is not T{i} or len({v}) != N{i}: return None")
         else:
-            lines.append(f"        if not _passes(G{i}, {expr}): return None")
+            lines.append(f"        if not _passes(G{i}, {v}): return None")
     out = []
     for j, reader in enumerate(readers):
         if isinstance(reader, Path):
-            out.append(reader.expression())
+            out.append(local(reader))
         else:
             ns[f"H{j}"] = reader
             out.append(f"H{j}")
