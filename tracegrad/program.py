@@ -186,14 +186,15 @@ def _cheap_signature(args: tuple) -> tuple | None:
 
 
 def _fast_call(program: Program, backend: str | None, generation: int) -> Callable:
-    """What Program.__call__ does, for a program without hooks, checked to still be the one that
-    `_execute` would pick (same backend, not cleared, not inside a trace)."""
+    """What Program.__call__ does, checked to still be the one that `_execute` would pick (same
+    backend, not cleared, not inside a trace). A program with hooks runs them on every call."""
     run, tree, asarray = program.run, program.out_tree, np.asarray
     chosen = backends.env("TRACEGRAD_BACKEND")
     backend_object = backends.get_backend(backend)
     current_variant = getattr(backend_object, "variant", None)
     compiled_for = None if current_variant is None else current_variant()
     single = tree.kind == "leaf"
+    hooked = bool(program.hooks)
     # outputs that the backend always allocates afresh need no _fresh check
     fresh = getattr(run, "fresh_outputs", None)
     checked = None if fresh is None else [i for i, f in enumerate(fresh) if not f]
@@ -208,6 +209,8 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
         ):
             return _MISS
         arrays = [asarray(a) if type(a) is float else a for a in args]
+        if hooked:  # tg.tap hooks and tg.debug_print: Program.__call__ runs them
+            return program(arrays)
         outs = run(arrays)
         for i in range(len(outs)) if checked is None else checked:
             outs[i] = _fresh(outs[i], arrays)
