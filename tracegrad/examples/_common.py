@@ -13,11 +13,14 @@ from tracegrad import backends
 
 
 class ExampleError(Exception):
-    """A problem the user can fix (a missing optional package, a bad option): message + hint."""
+    """A problem the user can fix (a missing optional package, a bad option): message + hint.
 
-    def __init__(self, message: str, hint: str = ""):
+    `usage` marks a bad option value: the command line exits with status 2 for it."""
+
+    def __init__(self, message: str, hint: str = "", usage: bool = False):
         super().__init__(message)
         self.hint = hint
+        self.usage = usage
 
 
 class Printer:
@@ -51,7 +54,8 @@ def header(out: Printer, title: str, backend: str, requested: str | None) -> Non
 
 def check_positive(name: str, value: int, minimum: int = 1) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ExampleError(f"--{name} must be an integer of at least {minimum}, got {value!r}")
+        raise ExampleError(f"--{name} must be an integer of at least {minimum}, got {value!r}",
+                           usage=True)
     return value
 
 
@@ -124,7 +128,8 @@ def check_plot_path(plot: str | os.PathLike | None) -> None:
     new_figure()  # raises ExampleError if matplotlib is missing
     folder = os.path.dirname(os.path.abspath(os.fspath(plot)))
     if not os.path.isdir(folder):
-        raise ExampleError(f"cannot write the plot to {os.fspath(plot)}: folder {folder} does not exist")
+        raise ExampleError(f"cannot write the plot to {os.fspath(plot)}: folder {folder} does not exist",
+                           usage=True)
 
 
 def save(fig, plot: str | os.PathLike, out: Printer) -> str:
@@ -136,7 +141,7 @@ def save(fig, plot: str | os.PathLike, out: Printer) -> str:
 
 def no_plot(name: str, plot: Any) -> None:
     if plot is not None:
-        raise ExampleError(f"the {name} example draws no plot", hint="leave out --plot")
+        raise ExampleError(f"the {name} example draws no plot", hint="leave out --plot", usage=True)
 
 
 def timed(fun: Callable[[], Any]) -> tuple[Any, float]:
