@@ -136,9 +136,9 @@ ARGS_HELP = """\
 Arrays are filled with numbers in [0.5, 1.5); only shapes and dtypes shape the IR.
 
 examples:
-  tracegrad ir model.py:loss --args 'f64[3],f64[100,3],f64[100]' --grad
-  tracegrad ir model.py:energy --args 'f64[4]' --hessian
-  tracegrad ir model.py:step --args 'f32[8],static:3' --grad --argnums 0"""
+  tracegrad ir examples/model.py:loss --args 'f64[3],f64[100,3],f64[100]' --grad
+  tracegrad ir examples/model.py:energy --args 'f64[4]' --hessian
+  tracegrad ir examples/model.py:step --args 'f32[8],static:3' --grad --argnums 0"""
 
 _DTYPES = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 
@@ -236,7 +236,7 @@ def load_function(target: str) -> tuple[Callable, str]:
     if not colon or not where or not attr:
         raise UsageError(
             f"expected FILE.py:FUNCTION, got {target!r}",
-            hint="for example: tracegrad ir model.py:loss --args 'f64[3]'",
+            hint="for example: tracegrad ir examples/model.py:loss --args 'f64[3]'",
         )
     if where.endswith(".py") or os.sep in where or os.path.exists(where):
         module = _import_file(where)
