@@ -78,6 +78,14 @@ def test_examples_lists_every_example_on_one_line_each(capsys):
     assert f"default here: {tg.default_backend_name()}" in out
 
 
+def test_examples_points_to_the_notebooks(capsys):
+    _, out, _ = call(capsys, "examples")
+    line = next(line for line in out.splitlines() if line.startswith("notebooks"))
+    assert "examples/notebooks/" in line and 'pip install -e ".[notebook]"' in line
+    assert "jupyter lab" in line
+    assert (ROOT / "examples" / "notebooks").is_dir()
+
+
 def test_run_basics_prints_the_table(capsys):
     status, out, err = call(capsys, "run", "basics", "--backend", "numpy")
     assert status == 0 and err == ""
