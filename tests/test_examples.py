@@ -43,6 +43,14 @@ def test_basics_reproduces_the_tutorial_numbers():
     assert float(values["L = (x**2 - 4)**2"]) == 0.0
 
 
+def test_the_header_says_where_the_backend_came_from(capsys, monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_BACKEND", "numpy")
+    examples.load("basics").run()
+    assert "backend: numpy (from TRACEGRAD_BACKEND)" in capsys.readouterr().out
+    examples.load("basics").run(backend="numpy")
+    assert "backend: numpy\n" in capsys.readouterr().out
+
+
 def test_basics_on_the_default_backend(capsys):
     result = examples.load("basics").run()
     assert result["backend"] == tg.default_backend_name()

@@ -46,7 +46,12 @@ def resolve_backend(backend: str | None) -> str:
 
 
 def header(out: Printer, title: str, backend: str, requested: str | None) -> None:
-    how = "" if requested else " (fastest available here)"
+    if requested:
+        how = ""
+    elif backends.env("TRACEGRAD_BACKEND"):
+        how = " (from TRACEGRAD_BACKEND)"
+    else:
+        how = " (fastest available here)"
     out(f"{title}")
     out(f"backend: {backend}{how}")
     out()
