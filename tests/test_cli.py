@@ -78,6 +78,14 @@ def test_examples_lists_every_example_on_one_line_each(capsys):
     assert f"default here: {tg.default_backend_name()}" in out
 
 
+def test_examples_points_to_the_notebooks(capsys):
+    _, out, _ = call(capsys, "examples")
+    line = next(line for line in out.splitlines() if line.startswith("notebooks"))
+    assert "examples/notebooks/" in line and 'pip install -e ".[notebook]"' in line
+    assert "jupyter lab" in line
+    assert (ROOT / "examples" / "notebooks").is_dir()
+
+
 def test_run_basics_prints_the_table(capsys):
     status, out, err = call(capsys, "run", "basics", "--backend", "numpy")
     assert status == 0 and err == ""
@@ -117,13 +125,16 @@ def test_run_help_says_what_size_and_steps_mean(capsys):
 @pytest.mark.parametrize(("argv", "message", "hint"), [
     (["run", "basic"], "no example called 'basic'; did you mean basics?", "tracegrad examples"),
     (["run", "basics", "--steps", "3"], "the basics example takes no --steps", "leave out --steps"),
-    (["run", "mlp", "--backend", "tpu"], "BackendError: unknown backend 'tpu'", ""),
+    (["run", "mlp", "--backend", "tpu"], "unknown backend 'tpu'; choose one of numpy, cpu, cuda",
+     "tracegrad doctor"),
     (["run", "mlp", "--size", "0"], "--size must be an integer of at least 4", ""),
+    (["run", "newton", "--steps", "-1"], "--steps must be an integer of at least 1", ""),
     (["run", "basics", "--plot", "x.png"], "the basics example draws no plot", "leave out --plot"),
+    (["run", "newton", "--plot", "no/such/folder/x.png"], "folder", ""),
 ])
-def test_run_errors_are_one_line_and_a_hint(capsys, argv, message, hint):
+def test_run_usage_errors_exit_2_with_one_line_and_a_hint(capsys, argv, message, hint):
     status, out, err = call(capsys, *argv)
-    assert status == 1 and out == ""
+    assert status == 2 and out == ""
     lines = err.splitlines()
     assert lines[0].startswith("tracegrad: error: ") and message in lines[0]
     assert "Traceback" not in err
@@ -132,10 +143,17 @@ def test_run_errors_are_one_line_and_a_hint(capsys, argv, message, hint):
 
 
 def test_debug_shows_the_exception_instead(capsys):
-    with pytest.raises(tg.BackendError):
+    with pytest.raises(cli.UsageError, match="unknown backend"):
         cli.main(["run", "mlp", "--backend", "tpu", "--debug"])
-    with pytest.raises(tg.BackendError):
+    with pytest.raises(cli.UsageError, match="unknown backend"):
         cli.main(["--debug", "run", "mlp", "--backend", "tpu"])
+
+
+def test_an_unusable_backend_is_a_failure_not_a_usage_error(capsys, monkeypatch):
+    monkeypatch.setattr(tg.backends.NumpyBackend, "available", lambda self: (False, "switched off"))
+    monkeypatch.setattr(tg.backends, "_resolved", {})
+    status, _, err = call(capsys, "run", "basics", "--backend", "numpy")
+    assert status == 1 and "BackendError" in err and "switched off" in err
 
 
 def test_an_example_whose_checks_fail_exits_1(capsys, monkeypatch):
@@ -213,21 +231,24 @@ def test_ir_of_a_module_on_the_path(capsys):
     assert status == 0 and "slice" in out
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["ir", "model.py:branchy", "--args", "2.0"], "TracingError: tracegrad cannot branch on"),
-    (["ir", "model.py:los", "--args", "2.0"], "model.py has no 'los'"),
-    (["ir", "model.py:loss", "--args", "f64[3]"], "does not take the 1 argument(s) that --args gives"),
-    (["ir", "model.py:loss", "--args", "q[3],f64[2],f64[2]"], "unknown dtype 'q'"),
-    (["ir", "model.py:loss", "--args", "f64[3,f64[2],f64[2]"], "cannot read the --args item"),
-    (["ir", "model.py:loss", "--args", "f64[3],f64[4,3],f64[5]"], "ShapeError"),
-    (["ir", "model.py:energy", "--args", "f64[2]", "--grad", "--argnums", "3"], "--argnums 3 is out of range"),
-    (["ir", "nofile.py:f"], "no such file: nofile.py"),
-    (["ir", "model.py"], "expected FILE.py:FUNCTION"),
-    (["ir", "no_such_module_here:f"], "cannot import module 'no_such_module_here'"),
+@pytest.mark.parametrize(("argv", "message", "status"), [
+    (["ir", "model.py:branchy", "--args", "2.0"], "TracingError: tracegrad cannot branch on", 1),
+    (["ir", "model.py:loss", "--args", "f64[3],f64[4,3],f64[5]"], "ShapeError", 1),
+    (["ir", "model.py:los", "--args", "2.0"], "model.py has no 'los'", 2),
+    (["ir", "model.py:loss", "--args", "f64[3]"], "does not take the 1 argument(s) that --args gives", 2),
+    (["ir", "model.py:loss", "--args", "q[3],f64[2],f64[2]"], "unknown dtype 'q'", 2),
+    (["ir", "model.py:loss", "--args", "f64[3,f64[2],f64[2]"], "cannot read the --args item", 2),
+    (["ir", "model.py:energy", "--args", "f64[2]", "--grad", "--argnums", "3"], "--argnums 3 is out of range", 2),
+    (["ir", "model.py:energy", "--args", "f64[2]", "--grad", "--argnums", "x"], "--argnums takes whole numbers", 2),
+    (["ir", "model.py:energy", "--args", "f64[2]", "--kernels", "--backend", "tpu"], "unknown backend 'tpu'", 2),
+    (["ir", "nofile.py:f"], "no such file: nofile.py", 2),
+    (["ir", "model.py"], "expected FILE.py:FUNCTION", 2),
+    (["ir", "no_such_module_here:f"], "cannot import module 'no_such_module_here'", 2),
 ])
-def test_ir_errors(capsys, model, argv, message):
-    status, out, err = call(capsys, *argv)
-    assert status == 1 and out == ""
+def test_ir_errors(capsys, model, argv, message, status):
+    """Mistakes in the command line exit with 2; a function that cannot be traced with 1."""
+    code, out, err = call(capsys, *argv)
+    assert code == status and out == ""
     assert err.startswith("tracegrad: error: ") and message in err.splitlines()[0]
     assert "Traceback" not in err
 
@@ -387,6 +408,106 @@ def test_cache_with_the_real_disk_cache(capsys):
         pytest.skip("this build has no disk cache")
     status, out, _ = call(capsys, "cache", "info")
     assert status == 0 and out.strip()
+
+
+@pytest.fixture
+def fresh_disk_cache(tmp_path, monkeypatch):
+    """An empty disk cache folder, and a function whose kernels no earlier test compiled."""
+    cache = pytest.importorskip("tracegrad.cache")
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "tgcache"))
+    scale = 1.0 + int.from_bytes(tmp_path.name.encode()[-4:], "little") / 2**40  # unique source
+    return cache, lambda x: np.sum(np.sin(x) * scale)
+
+
+def test_cache_info_shows_what_is_on_disk_not_process_counters(capsys, fresh_disk_cache):
+    cache, fun = fresh_disk_cache
+    status, out, _ = call(capsys, "cache", "info")
+    assert status == 0 and "entries" in out and "0 B" in out
+    tg.grad(fun, backend="cpu")(np.ones(4))
+    status, out, _ = call(capsys, "cache", "info")
+    on_disk = cache.info()
+    assert on_disk.entries >= 1
+    assert f"entries    {on_disk.entries}\n" in out and f"({on_disk.bytes:,} bytes)" in out
+    assert "loaded" not in out and "programs" not in out and "limit" in out
+    # the Python API keeps the counters of its own process
+    assert tg.cache_info().loaded >= 1 and tg.cache_info().programs >= 1
+
+
+def test_cache_list_shows_each_entry(capsys, fresh_disk_cache):
+    cache, fun = fresh_disk_cache
+    status, out, _ = call(capsys, "cache", "list")
+    assert status == 0 and "0 entries" in out and "(empty)" in out
+    tg.grad(fun, backend="cpu")(np.ones((3, 4)))
+    status, out, _ = call(capsys, "cache", "list")
+    assert status == 0
+    directory = Path(cache.kernels_dir())
+    modules = sorted(p.name[2:-3] for p in directory.glob("k_*.py"))
+    assert modules and f"{len(modules)} entr" in out
+    rows = [line for line in out.splitlines() if line.startswith("  ") and "cpu" in line]
+    assert sorted(row.split()[0] for row in rows) == sorted(m[:12] for m in modules)
+    # every kernel of a 2-d argument's gradient is compiled for 2-d float64 arrays
+    assert all("f64 2-d" in row and "fused kernel" in row for row in rows)
+
+
+def test_cache_list_describes_a_cuda_program(capsys, fresh_disk_cache):
+    if tg.available_backends().get("cuda"):
+        pytest.skip(f"the cuda backend is not usable here: {tg.available_backends()['cuda']}")
+    _, fun = fresh_disk_cache
+    tg.grad(fun, backend="cuda")(np.ones(5))
+    status, out, _ = call(capsys, "cache", "list")
+    rows = [line for line in out.splitlines() if line.startswith("  ") and line.split()[1] == "cuda"]
+    assert status == 0 and len(rows) == 1
+    assert "a graph of" in rows[0] and "loop[5]" in rows[0] and "from test_cli.py:" in rows[0]
+
+
+def test_cache_list_with_the_cache_off(capsys, monkeypatch):
+    pytest.importorskip("tracegrad.cache")
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", "off")
+    status, out, _ = call(capsys, "cache", "list")
+    assert status == 0 and "the disk cache is off" in out
+
+
+# ----------------------------------------------------------------------------------------------
+# Exit status 2 for a usage mistake, in every subcommand
+
+
+def exit_status(capsys, *argv: str) -> int:
+    try:
+        status = cli.main(list(argv))
+    except SystemExit as exc:  # argparse's own errors
+        status = exc.code
+    capsys.readouterr()
+    return status
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["no-such-command"],
+    ["examples", "--bogus"],
+    ["run"],
+    ["run", "mlp", "--size", "0"],
+    ["run", "mlp", "--steps", "many"],
+    ["ir"],
+    ["ir", "nofile.py:f"],
+    ["ir", "tracegrad.examples.newton:rosenbrock", "--args", "f64[3"],
+    ["doctor", "--bogus"],
+    ["cache"],
+    ["cache", "show"],
+], ids=lambda argv: " ".join(argv) or "(nothing)")
+def test_usage_mistakes_exit_2_in_every_subcommand(capsys, argv):
+    assert exit_status(capsys, *argv) == 2
+
+
+def test_usage_exit_status_from_the_shell():
+    done = subprocess.run([sys.executable, "-m", "tracegrad", "run", "mlp", "--size", "0"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("tracegrad: error: --size must be an integer of at least 4")
+
+
+def test_cli_doc_states_the_exit_statuses():
+    text = (ROOT / "docs" / "cli.md").read_text()
+    assert "2 for a usage mistake" in text and "tracegrad cache list" in text
 
 
 # ----------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import io
 import itertools
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -150,7 +151,7 @@ def test_python_blocks_run_and_print_their_output(path):
 
 def test_docs_have_python_blocks():
     for path in DOC_FILES:
-        if path.name in ("index.md", "cli.md"):
+        if path.name in ("index.md", "cli.md", "container.md"):  # commands only
             continue
         assert python_blocks(path), f"{path.name} has no executed ```python block"
 
@@ -183,6 +184,59 @@ def test_readme_quick_start_is_the_two_commands():
         'python3 -m pip install -e ".[test]" && python3 -m pytest\n'
         "```"
     ) in readme
+
+
+def shell_commands(path: Path) -> list[str]:
+    """The tracegrad command lines of a file's ```shell blocks, comments removed."""
+    found = []
+    for block in blocks(path.read_text()):
+        if block.tag != "shell":
+            continue
+        for line in block.code.splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith(("python3 -m tracegrad ", "tracegrad ")):
+                found.append(line)
+    return found
+
+
+# `run newton` takes a while at its default size; tests/test_examples.py runs it at a small one.
+SLOW_COMMANDS = ("python3 -m tracegrad run newton",)
+
+
+def readme_commands() -> list[str]:
+    return [c for c in shell_commands(ROOT / "README.md") if not c.startswith(SLOW_COMMANDS)]
+
+
+@pytest.mark.parametrize("command", readme_commands())
+def test_readme_commands_run(command):
+    """The README's commands work from a clone, as a new user types them."""
+    argv = shlex.split(command)
+    argv = [sys.executable, "-m", "tracegrad", *argv[argv.index("tracegrad") + 1 :]]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, f"{command}\n{done.stderr}"
+    assert done.stdout.strip()
+
+
+def test_the_readme_ir_command_is_run_on_the_shipped_file():
+    commands = [c for c in readme_commands() if " ir " in c]
+    assert commands and all("examples/model.py:" in c for c in commands)
+
+
+def test_every_documented_ir_command_runs_on_the_shipped_file(capsys):
+    from tracegrad import cli
+
+    commands = [c for path in DOC_FILES for c in shell_commands(path) if " ir examples/model.py" in c]
+    assert len(commands) >= 4  # README, getting started, three in docs/cli.md
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for command in commands:
+            argv = shlex.split(command)
+            status = cli.main(argv[argv.index("ir") :])
+            out = capsys.readouterr().out
+            assert status == 0 and out.startswith("# "), command
+    finally:
+        os.chdir(cwd)
 
 
 def test_readme_names_every_environment_variable():

@@ -43,6 +43,14 @@ def test_basics_reproduces_the_tutorial_numbers():
     assert float(values["L = (x**2 - 4)**2"]) == 0.0
 
 
+def test_the_header_says_where_the_backend_came_from(capsys, monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_BACKEND", "numpy")
+    examples.load("basics").run()
+    assert "backend: numpy (from TRACEGRAD_BACKEND)" in capsys.readouterr().out
+    examples.load("basics").run(backend="numpy")
+    assert "backend: numpy\n" in capsys.readouterr().out
+
+
 def test_basics_on_the_default_backend(capsys):
     result = examples.load("basics").run()
     assert result["backend"] == tg.default_backend_name()
@@ -233,6 +241,78 @@ def test_progress_prints_about_ten_lines_and_a_summary(capsys):
     assert "first step" in lines[0] and "steps/s" in lines[1]
     assert lines[-1].startswith("demo: 100 steps in ") and lines[-1].endswith("final loss 0.01; fine")
     assert timing["seconds"] >= timing["first_step_seconds"] >= 0
+
+
+class FakeClock:
+    """time.perf_counter for Progress: each step takes the seconds given for it."""
+
+    def __init__(self, durations):
+        self.now, self.durations = 0.0, iter(durations)
+
+    def tick(self):
+        self.now += next(self.durations)
+
+    def __call__(self):
+        return self.now
+
+
+class Watched:
+    """Stands in for a transform: its trace_count is what the test sets."""
+
+    trace_count = 0
+
+
+def test_progress_times_the_compiling_step_apart_wherever_it_falls(capsys, monkeypatch):
+    clock = FakeClock([0.001, 5.0] + [0.001] * 8)
+    monkeypatch.setattr(_common.time, "perf_counter", clock)
+    watched = Watched()
+    progress = Progress(Printer(), "demo", 10, every=5, watch=(watched,))
+    for i in range(1, 11):
+        clock.tick()
+        if i == 2:  # e.g. a hessian first called in the second iteration
+            watched.trace_count += 1
+        progress.step(i, 1.0)
+    timing = progress.done()
+    lines = capsys.readouterr().out.splitlines()
+    assert "first step: 0.001 s, its programs were already compiled" in lines[0]
+    assert "1,000 steps/s (+1 tracing and compiling)" in lines[1]
+    assert "1,000 steps/s" in lines[2] and "tracing" not in lines[2]
+    assert lines[-1] == ("demo: 10 steps in 5.01 s: 1,000 steps/s over the 9 that ran compiled "
+                         "programs, 1 step with tracing and compiling took 5.000 s; final loss 1")
+    assert timing["compiled_steps"] == 1 and timing["steps_per_second"] == pytest.approx(1000)
+
+
+def test_progress_says_when_nothing_was_compiled(capsys, monkeypatch):
+    clock = FakeClock([0.5] * 3)
+    monkeypatch.setattr(_common.time, "perf_counter", clock)
+    progress = Progress(Printer(), "demo", 3, watch=(Watched(),))
+    for i in range(1, 4):
+        clock.tick()
+        progress.step(i, 2.0)
+    progress.done()
+    lines = capsys.readouterr().out.splitlines()
+    assert "with tracing and compiling" not in lines[0]
+    assert lines[-1] == ("demo: 3 steps in 1.50 s: 2 steps/s over the 3 that ran compiled "
+                         "programs, nothing traced or compiled (the programs were cached); "
+                         "final loss 2")
+
+
+def test_newton_reports_what_it_measured(capsys):
+    tg.clear_programs()  # so that this run traces its programs
+    run("newton", size=3, steps=40, quiet=False)
+    out = capsys.readouterr().out
+    newton, descent = out.split("gradient descent, with tg.value_and_grad:")
+    newton_lines = newton.splitlines()
+    first = next(line for line in newton_lines if "first iteration" in line)
+    summary = next(line for line in newton_lines if line.startswith("Newton's method: "))
+    # value_and_grad and hessian both compile in iteration 1; no later iteration compiles
+    assert "with tracing and compiling" in first
+    assert "1 iteration with tracing and compiling took" in summary
+    # gradient descent reuses the compiled value_and_grad: nothing is compiled, and it says so
+    descent_lines = descent.splitlines()
+    assert any("first iteration" in line and "already compiled" in line for line in descent_lines)
+    summary = next(line for line in descent_lines if line.startswith("gradient descent: "))
+    assert "nothing traced or compiled" in summary and "with tracing and compiling" not in descent
 
 
 def test_quiet_printer_prints_nothing(capsys):

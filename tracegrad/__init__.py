@@ -29,6 +29,7 @@ from .api import (
 from .backends import available_backends, default_backend_name
 from .checking import check_grad
 from .custom import custom_vjp
+from .debugging import debug_print
 from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
 
@@ -47,6 +48,7 @@ __all__ = [
     "clear_cache",
     "clear_programs",
     "custom_vjp",
+    "debug_print",
     "default_backend_name",
     "grad",
     "hessian",

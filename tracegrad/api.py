@@ -230,7 +230,7 @@ class Transformed:
         """A path for the next calls with the same cheap signature (positional floats and
         arrays): no flattening, no signature, no program lookup."""
         cheap = _cheap_signature(args)
-        if cheap is None or self.static_argnums or program.hooks:
+        if cheap is None or self.static_argnums:
             return
         if len(self._fast_calls) >= 64:
             self._fast_calls.clear()

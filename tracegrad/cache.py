@@ -360,3 +360,111 @@ def clear(disk: bool = True) -> None:
                 if name.startswith(("k_", ".tmp-")):
                     with contextlib.suppress(OSError):
                         os.unlink(os.path.join(root, name))
+
+
+# ----------------------------------------------------------------------------------------------
+# Listing what is on disk (tracegrad cache list)
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One kernel module on disk, described from its files alone."""
+
+    key: str
+    backend: str  # "cpu", "cuda", or "?" for a module tracegrad does not recognise
+    summary: str  # what the module holds ("1 fused kernel", "a graph of 14 nodes, 4 launches")
+    sources: tuple[str, ...]  # the user's lines its code came from, where the module records them
+    signatures: tuple[str, ...]  # argument types Numba compiled it for (cpu), e.g. "f64 2-d, f64 1-d"
+    shapes: tuple[str, ...]  # array shapes baked into the module (cuda), e.g. "f64[5,1]"
+    bytes: int  # the module and its compiled code
+    last_used: float  # time stamp (refreshed whenever a process loads it)
+
+
+_NUMBA_DTYPES = {"float64": "f64", "float32": "f32", "float16": "f16", "int64": "i64",
+                 "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
+
+
+def _numba_signatures(pycache: str, key: str, buffers: list[int]) -> tuple[str, ...]:
+    """The types of the arguments at positions `buffers` in Numba's index files of module `key`."""
+    import pickle
+
+    found = []
+    for path in sorted(_compiled_files(os.path.dirname(pycache), key)):
+        if not path.endswith(".nbi") or not _safe_file(path):
+            continue
+        try:
+            with open(path, "rb") as f:
+                pickle.load(f)  # Numba's version
+                _, overloads = pickle.loads(f.read())  # the same check Numba makes before it loads
+        except Exception:  # an index this Numba cannot read: nothing known
+            continue
+        for signature, *_ in overloads:
+            arrays = [signature[i] for i in buffers if i < len(signature)]
+            arrays = [t for t in arrays if hasattr(t, "ndim") and hasattr(t, "dtype")]
+            text = ", ".join(f"{_NUMBA_DTYPES.get(str(t.dtype), str(t.dtype))} {t.ndim}-d" for t in arrays)
+            if text and text not in found:
+                found.append(text)
+    return tuple(found)
+
+
+def _describe_module(path: str) -> tuple[str, str, tuple[str, ...], tuple[str, ...], list[int]]:
+    """(backend, summary, user source lines, baked shapes, positions of a cpu kernel's buffer
+    arguments) read from a module's text."""
+    import re
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return "?", "unreadable", (), (), []
+    first = text.split("\n", 1)[0]
+    sources = sorted(set(re.findall(r"\[(?:grad )?([^\[\]\s]+:\d+)\]", text)))
+    if first.startswith("# tracegrad program for the cuda backend"):
+        shapes = []
+        for dtype, dims in re.findall(r"^#\s+\w+ \w+:(\w+)\[([\d, ]*)\]", text, flags=re.MULTILINE):
+            shape = f"{_NUMBA_DTYPES.get(dtype, dtype)}[{dims.replace(' ', '')}]"
+            if shape not in shapes:
+                shapes.append(shape)
+        for dims in re.findall(r"^#\s+loop \w+ \[([\d, ]*)\]", text, flags=re.MULTILINE):
+            shape = f"loop[{dims.replace(' ', '')}]"
+            if shape not in shapes:
+                shapes.append(shape)
+        return "cuda", first.split(": ", 1)[-1], tuple(sources), tuple(shapes), []
+    if "tracegrad.codegen_cpu" in first:
+        kernels = re.findall(r"^def \w+\(([^)]*)\)", text, flags=re.MULTILINE)
+        params = [p.strip() for p in kernels[0].split(",")] if kernels else []
+        buffers = [i for i, p in enumerate(params) if re.fullmatch(r"b\d+", p)]
+        summary = f"{len(kernels)} fused kernel{'s' if len(kernels) != 1 else ''}"
+        return "cpu", summary, tuple(sources), (), buffers
+    return "?", "not a tracegrad kernel module", (), (), []
+
+
+def entries() -> list[CacheEntry]:
+    """What the disk cache holds, most recently used first (empty when it is off)."""
+    directory = kernels_dir()
+    if directory is None:
+        return []
+    pycache = os.path.join(directory, "__pycache__")
+    found = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    for name in names:
+        if not (name.startswith("k_") and name.endswith(".py")):
+            continue
+        path = os.path.join(directory, name)
+        key = name[2:-3]
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        size = st.st_size
+        for compiled in _compiled_files(directory, key):
+            with contextlib.suppress(OSError):
+                size += os.lstat(compiled).st_size
+        backend, summary, sources, shapes, buffers = _describe_module(path)
+        signatures = _numba_signatures(pycache, key, buffers) if backend == "cpu" else ()
+        found.append(CacheEntry(key, backend, summary, sources, signatures, shapes, size, st.st_mtime))
+    found.sort(key=lambda e: e.last_used, reverse=True)
+    return found

@@ -5,9 +5,10 @@
     tracegrad ir FILE.py:FUNC --args SPEC   print the IR of your own function (--grad, --hessian,
                                             --kernels)
     tracegrad doctor                        versions, backends, CUDA devices, the disk cache
-    tracegrad cache info|clear              the compiled-program disk cache
+    tracegrad cache info|list|clear         the compiled-kernel disk cache
 
-Errors print as one line and a hint; --debug shows the traceback instead.
+Errors print as one line and a hint; --debug shows the traceback instead. Exit status: 0 ok,
+1 failed, 2 a usage mistake (a bad option or argument value).
 """
 
 from __future__ import annotations
@@ -44,6 +45,15 @@ class CLIError(Exception):
         self.hint = hint
 
 
+class UsageError(CLIError):
+    """A mistake in the command line itself (a bad option or argument value): exit status 2."""
+
+    usage = True
+
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
 # ----------------------------------------------------------------------------------------------
 # tracegrad examples / tracegrad run
 
@@ -58,6 +68,10 @@ def cmd_examples(args: argparse.Namespace) -> int:
     print(f"options: --backend numpy|cpu|cuda (default here: {_default_backend()}), --size N, "
           "--steps N, --plot FILE.png, --quiet; `tracegrad run --help` says what --size and "
           "--steps mean for each")
+    print()
+    print("notebooks (in the source tree): examples/notebooks/ holds Jupyter notebooks of the "
+          "tutorial derivatives, Newton's method and an MLP; open them with "
+          "`python3 -m pip install -e \".[notebook]\"` and `jupyter lab examples/notebooks`")
     return 0
 
 
@@ -85,17 +99,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         module = _examples.load(args.name)
     except KeyError as exc:
-        raise CLIError(exc.args[0], hint="`tracegrad examples` lists them") from None
+        raise UsageError(exc.args[0], hint="`tracegrad examples` lists them") from None
+    _check_backend_name(args.backend, ("numpy", "cpu", "cuda"))
     kwargs: dict[str, Any] = {"backend": args.backend, "plot": args.plot, "quiet": args.quiet}
     for option in ("size", "steps"):
         value = getattr(args, option)
         if value is None:
             continue
         if _examples.option_help(module, option) is None:
-            raise CLIError(f"the {module.NAME} example takes no --{option}", hint=f"leave out --{option}")
+            raise UsageError(f"the {module.NAME} example takes no --{option}", hint=f"leave out --{option}")
         kwargs[option] = value
     result = module.run(**kwargs)
     return 0 if result.get("ok", True) else 1
+
+
+def _check_backend_name(name: str | None, known: tuple[str, ...]) -> None:
+    """An unknown backend name is a usage mistake (an unusable known one is not)."""
+    if name is not None and name not in known:
+        raise UsageError(f"unknown backend {name!r}; choose one of {', '.join(known)}",
+                         hint="`tracegrad doctor` says which backends work on this machine")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -114,9 +136,9 @@ ARGS_HELP = """\
 Arrays are filled with numbers in [0.5, 1.5); only shapes and dtypes shape the IR.
 
 examples:
-  tracegrad ir model.py:loss --args 'f64[3],f64[100,3],f64[100]' --grad
-  tracegrad ir model.py:energy --args 'f64[4]' --hessian
-  tracegrad ir model.py:step --args 'f32[8],static:3' --grad --argnums 0"""
+  tracegrad ir examples/model.py:loss --args 'f64[3],f64[100,3],f64[100]' --grad
+  tracegrad ir examples/model.py:energy --args 'f64[4]' --hessian
+  tracegrad ir examples/model.py:step --args 'f32[8],static:3' --grad --argnums 0"""
 
 _DTYPES = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 
@@ -157,7 +179,7 @@ def parse_args_spec(spec: str, seed: int = 0) -> tuple[list[Any], tuple[int, ...
 
 
 def _bad_item(item: str, why: str) -> CLIError:
-    return CLIError(
+    return UsageError(
         f"cannot read the --args item {item!r}: {why}",
         hint="items look like f64[3], f32[2,4], 2.0 or static:3, separated by commas; see "
         "`tracegrad ir --help`",
@@ -212,9 +234,9 @@ def load_function(target: str) -> tuple[Callable, str]:
     """'path/to/file.py:name' or 'package.module:name' -> (the function, its name)."""
     where, colon, attr = target.rpartition(":")
     if not colon or not where or not attr:
-        raise CLIError(
+        raise UsageError(
             f"expected FILE.py:FUNCTION, got {target!r}",
-            hint="for example: tracegrad ir model.py:loss --args 'f64[3]'",
+            hint="for example: tracegrad ir examples/model.py:loss --args 'f64[3]'",
         )
     if where.endswith(".py") or os.sep in where or os.path.exists(where):
         module = _import_file(where)
@@ -222,8 +244,10 @@ def load_function(target: str) -> tuple[Callable, str]:
         try:
             module = importlib.import_module(where)
         except ImportError as exc:
-            raise CLIError(f"cannot import module {where!r}: {exc}",
-                           hint="give a path to a .py file, or a module on sys.path") from None
+            missing = isinstance(exc, ModuleNotFoundError) and exc.name == where.split(".")[0]
+            raise (UsageError if missing else CLIError)(
+                f"cannot import module {where!r}: {exc}",
+                hint="give a path to a .py file, or a module on sys.path") from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -231,22 +255,24 @@ def load_function(target: str) -> tuple[Callable, str]:
             close = difflib.get_close_matches(part, known, n=3)
             hint = (f"did you mean {', '.join(close)}?" if close
                     else f"callables there: {', '.join(sorted(known)) or 'none'}")
-            raise CLIError(f"{where} has no {attr!r}", hint=hint)
+            raise UsageError(f"{where} has no {attr!r}", hint=hint)
         obj = getattr(obj, part)
     if not callable(obj):
-        raise CLIError(f"{where}:{attr} is a {type(obj).__name__}, not a function")
+        raise UsageError(f"{where}:{attr} is a {type(obj).__name__}, not a function")
     return obj, attr
 
 
 def _import_file(path: str):
     if not os.path.isfile(path):
-        raise CLIError(f"no such file: {path}")
+        raise UsageError(f"no such file: {path}",
+                         hint="give the path of a .py file that defines the function, e.g. "
+                         "examples/model.py:loss in the source tree")
     path = os.path.abspath(path)
     stem = os.path.splitext(os.path.basename(path))[0]
     name = stem if stem.isidentifier() and stem not in sys.modules else f"_tracegrad_user_{abs(hash(path))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise CLIError(f"cannot load {path} as Python")
+        raise UsageError(f"cannot load {path} as Python")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     sys.path.insert(0, os.path.dirname(path))
@@ -278,7 +304,7 @@ def _check_arity(fun: Callable, name: str, values: list[Any]) -> None:
         signature.bind(*values)
     except TypeError:
         params = [p for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        raise CLIError(
+        raise UsageError(
             f"{name}{signature} does not take the {len(values)} argument(s) that --args gives",
             hint=f"give one --args item per argument ({', '.join(p.name for p in params)}); "
             "see `tracegrad ir --help`",
@@ -300,17 +326,17 @@ def _argnums(text: str | None, static: tuple[int, ...], count: int) -> int | tup
     if text is None:
         candidates = [i for i in range(count) if i not in static]
         if not candidates:
-            raise CLIError("there is no traced argument to differentiate",
+            raise UsageError("there is no traced argument to differentiate",
                            hint="give at least one array or number in --args")
         return candidates[0]
     try:
         nums = tuple(int(t) for t in text.split(",") if t.strip())
     except ValueError:
-        raise CLIError(f"--argnums takes whole numbers separated by commas, got {text!r}") from None
+        raise UsageError(f"--argnums takes whole numbers separated by commas, got {text!r}") from None
     for i in nums:
         if not 0 <= i < count or i in static:
             what = "static" if i in static else "out of range"
-            raise CLIError(f"--argnums {i} is {what}: --args gives {count} argument(s), counted from 0",
+            raise UsageError(f"--argnums {i} is {what}: --args gives {count} argument(s), counted from 0",
                            hint="differentiate with respect to a traced (non-static) argument")
     return nums[0] if len(nums) == 1 else nums
 
@@ -336,6 +362,7 @@ def cmd_ir(args: argparse.Namespace) -> int:
             "this build of tracegrad has no fused backend, so there is no kernel source to show",
             hint="leave out --kernels to see the IR; the kernels come with the cpu and cuda backends",
         )
+    _check_backend_name(args.backend, ("cpu", "cuda"))
     fun, name = load_function(args.target)
     values, static = parse_args_spec(args.args or "")
     _check_arity(fun, name, values)
@@ -444,14 +471,23 @@ def _format_bytes(n: float) -> str:
     return f"{n} B"
 
 
+# Counters of the process that asks (kernels loaded, programs in memory): they describe the
+# Python API's process (tg.cache_info()), and mean nothing to a command that has just started.
+_IN_PROCESS = ("loaded", "programs")
+
+
 def _describe_cache(info: Any) -> list[str]:
-    """Lines describing whatever tracegrad.cache_info() returns (a mapping or an object)."""
+    """Lines describing what is on disk, from whatever tracegrad.cache_info() returns (a mapping
+    or an object)."""
     if hasattr(info, "_asdict"):
         info = info._asdict()
     elif not isinstance(info, dict) and hasattr(info, "__dict__"):
         info = {k: v for k, v in vars(info).items() if not k.startswith("_")}
     if not isinstance(info, dict):
         return [str(info)]
+    info = {k: v for k, v in info.items() if k not in _IN_PROCESS}
+    if "directory" in info and info["directory"] is None:
+        info["directory"] = "(none: the disk cache is off, TRACEGRAD_CACHE_DIR=off)"
     lines = []
     width = max((len(str(k)) for k in info), default=0)
     for key, value in info.items():
@@ -562,9 +598,47 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "info":
         for line in _describe_cache(info()):
             print(line)
+        limit, _ = guarded(lambda: importlib.import_module("tracegrad.cache")._max_bytes())
+        if limit is not None:
+            print(f"{'limit':<9}  {_format_bytes(limit)} (TRACEGRAD_CACHE_MAX_MB; the least "
+                  "recently used kernels go first)")
+        print("`tracegrad cache list` shows each entry")
         return 0
+    if args.action == "list":
+        return _cache_list()
     result = clear()
     print("cache cleared" + (f": {result}" if result not in (None, "") else ""))
+    return 0
+
+
+def _cache_list() -> int:
+    cache = importlib.import_module("tracegrad.cache")
+    root, entries = cache.cache_dir(), cache.entries()
+    if root is None:
+        print("the disk cache is off (TRACEGRAD_CACHE_DIR=off): nothing is on disk")
+        return 0
+    total = sum(e.bytes for e in entries)
+    print(f"kernel cache {root}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, "
+          f"{_format_bytes(total)}" + ("" if entries else " (empty)"))
+    if not entries:
+        return 0
+    print()
+    print(f"  {'key':<12}  {'backend':<7}  {'size':>9}  {'last used':<16}  contents")
+    for e in entries:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used))
+        what = [e.summary]
+        if e.signatures:
+            what.append("compiled for arrays " + " | ".join(f"({s})" for s in e.signatures))
+        if e.shapes:
+            what.append("shapes " + " ".join(e.shapes))
+        if e.sources:
+            what.append("from " + " ".join(e.sources))
+        print(f"  {e.key[:12]:<12}  {e.backend:<7}  {_format_bytes(e.bytes):>9}  {used:<16}  "
+              + "; ".join(what))
+    print()
+    print("Entries are kernels keyed by their source, shared by every function and shape that "
+          "generates the same code. A cpu kernel is compiled per array rank and dtype (any "
+          "shape); a cuda program bakes in its shapes and names the source lines it came from.")
     return 0
 
 
@@ -627,8 +701,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="versions, usable backends, CUDA devices and the disk cache")
     p.set_defaults(handler=cmd_doctor)
 
-    p = sub.add_parser("cache", parents=[common], help="the compiled-program disk cache")
-    p.add_argument("action", choices=["info", "clear"])
+    p = sub.add_parser(
+        "cache", parents=[common], help="the compiled-kernel disk cache",
+        description="info: the folder, its entries and their size on disk; list: each entry "
+        "(backend, size, last use, the array types or shapes and source lines it was compiled "
+        "for); clear: delete them all.",
+    )
+    p.add_argument("action", choices=["info", "list", "clear"])
     p.set_defaults(handler=cmd_cache)
     return parser
 
@@ -667,7 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         _report(exc)
-        return 1
+        return EXIT_USAGE if getattr(exc, "usage", False) else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -190,10 +190,37 @@ def optimize(graph: Graph, lower: bool = True, rounds: int = 4) -> Graph:
 def extract_hooks(graph: Graph) -> tuple[Graph, list[tuple[str, object]]]:
     """Move hook nodes out of the graph: their values become extra outputs, after the others.
 
-    Returns the graph and the (name, hook) of each extra output, in order."""
+    Returns the graph and the (name, hook) of each extra output, in order. A hook node with several
+    inputs (tg.debug_print) gets one entry per input; its hook is called once, with all of them."""
     hooks = [node for node in graph.nodes if node.prim is P.hook_p]
     if not hooks:
         return graph, []
     nodes = tuple(node for node in graph.nodes if node.prim is not P.hook_p)
-    outputs = graph.outputs + tuple(node.inputs[0] for node in hooks)
-    return Graph(graph.inputs, nodes, outputs), [(n.params["name"], n.params["hook"]) for n in hooks]
+    outputs = graph.outputs + tuple(v for node in hooks for v in node.inputs)
+    entries: list[tuple[str, object]] = []
+    for node in hooks:
+        name, hook = node.params["name"], node.params["hook"]
+        if len(node.inputs) == 1:
+            entries.append((name, hook))
+        else:
+            gather = _Gather(hook, len(node.inputs))
+            entries += [(name, gather.slot(i)) for i in range(len(node.inputs))]
+    return Graph(graph.inputs, nodes, outputs), entries
+
+
+class _Gather:
+    """Collects the values of one hook node's inputs (handed over one by one, in order) and calls
+    its hook with all of them when the last arrives."""
+
+    def __init__(self, hook, n: int):
+        self.hook, self.values = hook, [None] * n
+
+    def slot(self, i: int):
+        def receive(name, value):
+            self.values[i] = value
+            if i == len(self.values) - 1:
+                values, self.values = self.values, [None] * len(self.values)
+                return self.hook(name, *values)
+            return None
+
+        return receive

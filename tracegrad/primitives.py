@@ -679,11 +679,12 @@ tap_p = _identity(
     lambda ct, out, x, name, hook: (ct,),
     lambda size, inputs, batched, name, hook: emit(tap_p, inputs[0], name=name, hook=hook),
 )
-# hook: after the program runs, `hook(name, value)` is called on the host with this value.
+# hook: after the program runs, `hook(name, *values)` is called on the host with its inputs' values
+# (one for a tg.tap hook; any number for tg.debug_print).
 hook_p = _identity(
     "hook",
     None,
-    lambda size, inputs, batched, name, hook: emit(hook_p, inputs[0], name=name, hook=hook),
+    lambda size, inputs, batched, name, hook: emit(hook_p, *inputs, name=name, hook=hook),
     differentiable=False,
     effectful=True,
 )

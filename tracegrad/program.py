@@ -289,10 +289,11 @@ def _cheap_signature(args: tuple) -> tuple | None:
 
 
 def _fast_call(program: Program, backend: str | None, generation: int) -> Callable:
-    """What Program.__call__ does, for a program without hooks, checked to still be the one that
-    `_execute` would pick (same backend, not cleared, not inside a trace, captured values as
-    they were). `call(fun, args)` takes the transformed function, from which the guards read
-    (passed in rather than kept, so that a transform and its fast paths make no cycle)."""
+    """What Program.__call__ does, checked to still be the one that `_execute` would pick (same
+    backend, not cleared, not inside a trace, captured values as they were); a program with
+    hooks runs them on every call. `call(fun, args)` takes the transformed function, from which
+    the guards read (passed in rather than kept, so that a transform and its fast paths make no
+    cycle)."""
     run, tree, asarray = program.run, program.out_tree, np.asarray
     chosen = backends.env("TRACEGRAD_BACKEND")
     backend_object = backends.get_backend(backend)
@@ -302,6 +303,7 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
     fresh = program.fresh
     copied = [i for i, f in enumerate(fresh) if not f]
     read = None if program.captured.empty else program.captured.read
+    hooked = bool(program.hooks)
 
     def call(fun: Any, args: tuple):
         if (
@@ -318,6 +320,8 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
             if hidden is None:
                 return _MISS
             arrays += hidden
+        if hooked:  # tg.tap hooks and tg.debug_print: Program.__call__ runs them
+            return program(arrays)
         outs = run(arrays)
         if copied:
             outs = fresh_outputs(outs, fresh, arrays)

@@ -68,7 +68,7 @@ def train(init, points, labels, steps: int, backend: str, out: Printer, title: s
 
     step_fn = tg.value_and_grad(make_loss(record), backend=backend)
     params = init_params(init)
-    progress = Progress(out, f"{NAME} [{title}]", steps)
+    progress = Progress(out, f"{NAME} [{title}]", steps, watch=(step_fn,))
     for step in range(1, steps + 1):
         value, grads = step_fn(params, points, labels)
         params = {k: params[k] - LEARNING_RATE * grads[k] for k in params}

@@ -59,7 +59,7 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     loss_and_grads = tg.value_and_grad(loss, argnums=(0, 1), backend=name)
     w, b = 0.0, 0.0
     losses = []
-    progress = Progress(out, NAME, steps)
+    progress = Progress(out, NAME, steps, watch=(loss_and_grads,))
     for step in range(1, steps + 1):
         value, (dw, db) = loss_and_grads(w, b, x, y)
         w, b = w - LEARNING_RATE * float(dw), b - LEARNING_RATE * float(db)

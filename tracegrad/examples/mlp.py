@@ -110,7 +110,7 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     scores = tg.jit(predict, backend=name)
     optimiser = Adam(params, LEARNING_RATE)
     losses = []
-    progress = Progress(out, NAME, steps)
+    progress = Progress(out, NAME, steps, watch=(loss_and_grads,))
     for step in range(1, steps + 1):
         value, grads = loss_and_grads(params, points, labels)
         params = optimiser.update(params, grads)
