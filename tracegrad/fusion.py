@@ -72,6 +72,10 @@ from .primitives import Kind
 MATH_COST = 20
 # Above this inline cost a value read through a broadcast, or by several loops, is materialized.
 RECOMPUTE_LIMIT = 8
+# A value computed inline at more points than this is stored once instead (see _bound_inlining).
+MAX_POINTS = 4
+# Chains of inline nodes are cut (a value stored) every this many nodes.
+MAX_INLINE_DEPTH = 48
 
 REDUCE_OPS = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min"}
 
@@ -543,6 +547,34 @@ class _LoopBuilder:
         return result
 
 
+def _points_read(node: Node, x: Var, index: tuple[Index, ...]) -> set[tuple[Index, ...]]:
+    """The points of input `x` that computing `node` at `index` inline evaluates (a piece of a
+    concatenation is read at a clamped index: a new loop variable, named after the piece)."""
+    kind = inline_kind(node)
+    if kind == "elementwise":
+        return {index} if x.shape == node.out.shape else {identity_index(x.ndim)}
+    if kind == "index":
+        return {_index_through(node, index)}
+    if kind == "literal" or kind is None:
+        return set()
+    out = set()
+    if node.prim is P.concatenate_p:
+        axis, start = node.params["axis"], 0
+        for k, piece in enumerate(node.inputs):
+            if piece is x:
+                ix = Index(f"piece{k}:{index[axis]}")
+                out.add(index[:axis] + (ix,) + index[axis + 1 :])
+            start += piece.shape[axis]
+        return out
+    inner = tuple(  # unslice: shifted, clamped axes
+        ix if (start, step) == (0, 1) and n_in == n_out else Index(f"unslice:{ix}:{start}:{step}")
+        for ix, (start, _, step), n_in, n_out in zip(
+            index, node.params["index"], x.shape, node.out.shape, strict=True
+        )
+    )
+    return {inner}
+
+
 def _index_through(node: Node, index: tuple[Index, ...]) -> tuple[Index, ...]:
     """The index into node.inputs[0] that the index `index` into node.out reads."""
     x = node.inputs[0]
@@ -607,6 +639,7 @@ class _Planner:
     def run(self) -> Plan:
         self.mat: set[Var] = set()
         self._mandatory()
+        self._bound_inlining()
         for _ in range(6):
             self._partition()
             extra = self._recompute_too_costly()
@@ -643,6 +676,50 @@ class _Planner:
             node = self.producer.get(v)
             if node is not None and (node.prim is not P.reshape_p or self.fusable(node)):
                 self.mat.add(v)
+        self.mat = {v for v in self.mat if not self._is_buffer_leaf(v)}
+
+    def _bound_inlining(self) -> None:
+        """Keep every loop's expression linear in the graph (the cost model of
+        docs/how-it-works.md): in one pass backwards over the graph, find for each value computed
+        inline the points at which its consumers will evaluate it (its own point, points shifted
+        by slices and concatenations, transposed points). A value needed at more than one point
+        whose recomputation costs more than storing it, or at more than MAX_POINTS points, is
+        materialized: a loop then reads it from memory at each point. Then, forwards, no chain
+        of inline nodes grows deeper than MAX_INLINE_DEPTH (which also bounds the recursion of
+        building a loop)."""
+        producer, users = self.producer, self.users
+        cost: dict[Var, int] = {}  # inline cost of computing a value at one point
+        for node in self.graph.nodes:
+            v = node.out
+            if self.fusable(node) and v not in self.mat:
+                own = node_cost(node) if inline_kind(node) == "elementwise" else 0
+                cost[v] = own + sum(cost.get(x, 0) for x in node.inputs)
+        points: dict[Var, set] = {}
+        for node in reversed(self.graph.nodes):
+            v = node.out
+            if not self.fusable(node) or v in self.mat or self._is_buffer_leaf(v):
+                continue
+            here: set = set()
+            for user in users.get(v, ()):
+                out = user.out
+                at = {identity_index(out.ndim)} if out in self.mat or out not in points else points[out]
+                for index in at:
+                    here |= _points_read(user, v, index)
+                    if len(here) > MAX_POINTS:
+                        break
+            if len(here) > MAX_POINTS or (len(here) > 1 and cost.get(v, 0) > RECOMPUTE_LIMIT):
+                self.mat.add(v)
+                continue
+            points[v] = here
+        depth: dict[Var, int] = {}
+        for node in self.graph.nodes:
+            v = node.out
+            if not self.fusable(node) or v in self.mat:
+                continue
+            depth[v] = 1 + max((depth.get(x, 0) for x in node.inputs), default=0)
+            if depth[v] > MAX_INLINE_DEPTH and node.prim.kind is not Kind.CONST:
+                self.mat.add(v)
+                depth[v] = 0
         self.mat = {v for v in self.mat if not self._is_buffer_leaf(v)}
 
     def _is_buffer_leaf(self, v: Var) -> bool:
@@ -850,18 +927,22 @@ class _Planner:
             made[id(g)] = loop
         # execution order: a topological order of the steps, stable in creation order
         order, done = [], set()
-
-        def visit(s: int) -> None:
-            if s in done:
-                return
-            done.add(s)
-            for p in sorted(self.preds[s], key=lambda p: self._position(p)):
-                visit(p)
-            order.append(s)
-
         self._positions = {id(s): i for i, s in enumerate(self.steps)}
-        for step in self.steps:
-            visit(id(step))
+        for step in self.steps:  # depth first, without recursion (plans can be long)
+            if id(step) in done:
+                continue
+            done.add(id(step))
+            stack = [(id(step), iter(sorted(self.preds[id(step)], key=self._position)))]
+            while stack:
+                s, pending = stack[-1]
+                for p in pending:
+                    if p not in done:
+                        done.add(p)
+                        stack.append((p, iter(sorted(self.preds[p], key=self._position))))
+                        break
+                else:
+                    stack.pop()
+                    order.append(s)
         steps = [made.get(s, self.step_by_id[s]) for s in order]
         outputs = []
         for v in self.graph.outputs:
