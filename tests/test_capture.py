@@ -210,6 +210,15 @@ def test_transforms_called_inside_a_trace_and_arrays_passed_by_keyword(backend):
     assert f.trace_count == 1
 
 
+def test_traced_values_passed_by_keyword(backend):
+    x, hi = np.array([0.5, -1.0, 2.0]), np.array([1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(tg.jit(lambda x, h: np.clip(x, a_max=h), backend=backend)(x, hi), [0.5, -1, 1])
+    np.testing.assert_array_equal(tg.jit(lambda x, h: np.clip(x, max=h), backend=backend)(x, hi), [0.5, -1, 1])
+    assert tg.jit(lambda x, h: np.dot(a=x, b=h), backend=backend)(x, hi) == 2.5
+    g = tg.grad(lambda x, h: np.sum(np.clip(x, a_min=None, a_max=h)), argnums=1, backend=backend)(x, hi)
+    np.testing.assert_array_equal(g, [0.0, 0.0, 1.0])
+
+
 def test_lambdas_made_in_a_loop_share_one_program(backend):
     def make(a):
         return lambda w: np.sum(w * a)
