@@ -134,6 +134,41 @@ def test_attributes_of_a_static_self(backend):
     assert g.trace_count == 2
 
 
+def test_objects_with_slots_and_class_attributes(backend):
+    class Slotted:
+        __slots__ = ("c", "W")
+        scale = 2.0
+
+        def __init__(self):
+            self.c, self.W = 3.0, np.ones(2)
+
+    m = Slotted()
+    g = tg.grad(lambda w, m: np.sum(w * m.W) * m.c * m.scale, static_argnums=1, backend=backend)
+    np.testing.assert_array_equal(g(np.ones(2), m), 6.0)
+    np.testing.assert_array_equal(g(np.ones(2), m), 6.0)
+    assert g.trace_count == 1
+    m.c = 1.0
+    Slotted.scale = 5.0
+    m.W[:] = 2.0
+    np.testing.assert_array_equal(g(np.ones(2), m), 10.0)
+
+
+def test_what_a_property_reads_is_guarded(backend):
+    class Model:
+        def __init__(self):
+            self._log_scale = 0.0
+
+        @property
+        def scale(self):
+            return float(np.exp(self._log_scale))
+
+    m = Model()
+    g = tg.grad(lambda w, m: np.sum(w) * m.scale, static_argnums=1, backend=backend)
+    assert g(np.ones(1), m)[0] == 1.0
+    m._log_scale = np.log(3.0)
+    assert g(np.ones(1), m)[0] == pytest.approx(3.0)
+
+
 def test_arrays_computed_from_captured_arrays_while_tracing(backend):
     """X.mean() runs in NumPy while tracing; its value is baked in, so X's contents are
     guarded."""

@@ -390,8 +390,17 @@ class _Walker:
                 child = instance[name]
             elif not only_names and hasattr(type(value), name):
                 child = getattr(type(value), name)
-                if isinstance(child, (staticmethod, classmethod, property)):
+                if isinstance(child, property):  # not run here; what its getter reads is
+                    if isinstance(child.fget, types.FunctionType):
+                        _code_names(child.fget.__code__, self.names)
                     continue
+                if isinstance(child, (staticmethod, classmethod)):
+                    continue
+                if hasattr(type(child), "__get__") and not isinstance(child, types.FunctionType):
+                    try:  # a slot or another descriptor: the value is the instance's
+                        child = getattr(value, name)
+                    except AttributeError:
+                        continue
             else:
                 continue
             self.visit(child, path.attr(name), depth + 1)
