@@ -8,9 +8,10 @@ ordinary values just runs; `bool()` of a traced value raises a `TracingError`.
 
 from __future__ import annotations
 
-import difflib
 import linecache
+import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +22,7 @@ from . import ir
 from . import primitives as P
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
-from .numpy_api import FUNCTIONS, UFUNCS, _cmp, _getitem, _logic, _neg, _unary
+from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg, _unary
 from .tree import TreeDef, flatten, unflatten
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -86,12 +87,15 @@ class Tracer:
         self._concrete("branch on (bool() of)")
 
     def __float__(self):
+        _math_call_error()
         self._concrete("convert to float")
 
     def __int__(self):
+        _math_call_error()
         self._concrete("convert to int")
 
     def __index__(self):
+        _math_call_error()
         self._concrete("use as an index")
 
     def __complex__(self):
@@ -135,7 +139,7 @@ class Tracer:
             raise TracingError(f"np.{name}: unsupported arguments {sorted(kwargs)}{_user_line()}")
         handler = UFUNCS.get(name)
         if handler is None:
-            _unsupported(f"np.{name}", list(UFUNCS) + list(FUNCTIONS))
+            _unsupported(f"np.{name}")
         result = _call(handler, *inputs)
         return result.astype(dtype) if dtype is not None else result
 
@@ -143,7 +147,7 @@ class Tracer:
         name = _function_name(func)
         handler = FUNCTIONS.get(name)
         if handler is None:
-            _unsupported(f"np.{name}", list(FUNCTIONS) + list(UFUNCS))
+            _unsupported(f"np.{name}")
         return _call(handler, *args, **kwargs)
 
     # ---- operators
@@ -157,8 +161,8 @@ class Tracer:
     def __rtruediv__(self, o): return _call(P.div, o, self)
     def __pow__(self, o): return _call(P.power, self, o)
     def __rpow__(self, o): return _call(P.power, o, self)
-    def __matmul__(self, o): return _call(P.matmul, self, o)
-    def __rmatmul__(self, o): return _call(P.matmul, o, self)
+    def __matmul__(self, o): return _call(_matmul, self, o)
+    def __rmatmul__(self, o): return _call(_matmul, o, self)
     def __neg__(self): return _call(_neg, self)
     def __pos__(self): return self
     def __abs__(self): return _call(_unary(P.abs_p), self)
@@ -168,11 +172,14 @@ class Tracer:
     def __ge__(self, o): return _call(_cmp(P.ge_p), self, o)
     def __eq__(self, o): return _call(_cmp(P.eq_p), self, o)  # type: ignore[override]
     def __ne__(self, o): return _call(_cmp(P.ne_p), self, o)  # type: ignore[override]
-    def __and__(self, o): return _call(_logic(P.and_p), self, o)
-    def __rand__(self, o): return _call(_logic(P.and_p), o, self)
-    def __or__(self, o): return _call(_logic(P.or_p), self, o)
-    def __ror__(self, o): return _call(_logic(P.or_p), o, self)
-    def __invert__(self): return _call(_logic(P.not_p), self)
+    # bitwise on integers, logical on bools, as NumPy's & | ^ ~
+    def __and__(self, o): return _call(_bitwise(P.bitwise_and_p), self, o)
+    def __rand__(self, o): return _call(_bitwise(P.bitwise_and_p), o, self)
+    def __or__(self, o): return _call(_bitwise(P.bitwise_or_p), self, o)
+    def __ror__(self, o): return _call(_bitwise(P.bitwise_or_p), o, self)
+    def __xor__(self, o): return _call(_bitwise(P.bitwise_xor_p), self, o)
+    def __rxor__(self, o): return _call(_bitwise(P.bitwise_xor_p), o, self)
+    def __invert__(self): return _call(_bitwise(P.invert_p), self)
 
     def __floordiv__(self, o):
         raise TracingError(f"// on traced values is not differentiable and not supported{_user_line()}")
@@ -193,8 +200,8 @@ class Tracer:
     def var(self, axis=None, keepdims=False, **kw): return np.var(self, axis=axis, keepdims=keepdims, **kw)
     def std(self, axis=None, keepdims=False, **kw): return np.std(self, axis=axis, keepdims=keepdims, **kw)
     def dot(self, other): return np.dot(self, other)
-    def ravel(self, order="C"): return np.ravel(self)
-    def flatten(self, order="C"): return np.ravel(self)
+    def ravel(self, order="C"): return np.ravel(self, order=order)
+    def flatten(self, order="C"): return np.ravel(self, order=order)
     def squeeze(self, axis=None): return np.squeeze(self, axis=axis)
     def swapaxes(self, a, b): return np.swapaxes(self, a, b)
     def copy(self): return self
@@ -203,7 +210,7 @@ class Tracer:
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return np.reshape(self, shape)
+        return np.reshape(self, shape, order=order)
 
     def transpose(self, *axes):
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
@@ -289,14 +296,96 @@ def _arg(a: Any, builder: Builder):
     return a
 
 
-def _unsupported(name: str, known: list[str]):
-    short = name.split(".")[-1]
-    close = difflib.get_close_matches(short, [k.split(".")[-1] for k in known], n=3)
-    hint = f"Did you mean: {', '.join('np.' + c for c in close)}? " if close else ""
+# What to use instead of NumPy functions that have no traced version, by meaning. Names not listed
+# get a plain "not supported yet": NumPy dispatches only real NumPy functions here, so the name is
+# never a typo, and a spelling guess would only mislead.
+_INSTEAD = {
+    "average": "np.sum(w * x) / np.sum(w) (or np.mean when unweighted)",
+    "atleast_1d": "np.reshape or x[None]",
+    "atleast_2d": "np.reshape or x[None]",
+    "atleast_3d": "np.reshape or x[None]",
+    "tile": "np.broadcast_to followed by np.reshape, or np.concatenate",
+    "matrix_transpose": "np.swapaxes(x, -1, -2) or x.mT",
+    "permute_dims": "np.transpose",
+    "concat": "np.concatenate",
+    "vecdot": "np.sum(a * b, axis=-1)",
+    "tensordot": "np.einsum",
+    "logaddexp": "np.maximum(a, b) + np.log1p(np.exp(-np.abs(a - b)))",
+    "cbrt": "np.sign(x) * np.abs(x) ** (1 / 3)",
+    "hypot": "np.sqrt(a * a + b * b)",
+    "nanmean": "np.where(x != x, 0.0, x) with np.sum / np.mean (NaN != NaN)",
+    "nansum": "np.sum(np.where(x != x, 0.0, x)) (NaN != NaN)",
+}
+
+
+def _unsupported(name: str):
+    instead = _INSTEAD.get(name.removeprefix("np."))
+    hint = f"Use {instead} instead. " if instead else ""
     raise TracingError(
-        f"{name} is not supported on traced values{_user_line()}\n{hint}"
+        f"{name} is not supported on traced values yet{_user_line()}\n{hint}"
         "The supported functions are listed in docs/api.md."
     )
+
+
+# Python's math functions and their NumPy twins (traced); math's own work on Python numbers only.
+_MATH_TWINS = {
+    "acos": "arccos", "acosh": "arccosh", "asin": "arcsin", "asinh": "arcsinh", "atan": "arctan",
+    "atan2": "arctan2", "atanh": "arctanh", "pow": "power", "fsum": "sum",
+}
+
+
+def _math_call_error() -> None:
+    """If the user's line is calling a `math` function on this traced value, say which np.*
+    function to use instead (math.exp(x) asks the tracer for a float: it cannot be a number)."""
+    frame = user_frame()
+    if frame is None:
+        return
+    name = _called_math_function(frame)
+    if name is None:
+        return
+    twin = _MATH_TWINS.get(name, name)
+    supported = twin in FUNCTIONS or twin in UFUNCS
+    if supported:
+        advice = f"use its NumPy twin np.{twin}, which works on traced values"
+    elif hasattr(np, twin):
+        advice = f"its NumPy twin np.{twin} is not supported on traced values yet"
+    else:
+        advice = "NumPy has no twin of it that tracegrad supports"
+    raise TracingError(
+        f"math.{name} works on Python numbers only and cannot take a traced value: {advice}."
+        f"{_user_line()}"
+    )
+
+
+def _called_math_function(frame) -> str | None:
+    """The name of the `math` module function being called at the frame's current instruction,
+    found from the call expression's source span (Python >= 3.11) or, failing that, the line."""
+    text = None
+    try:
+        positions = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+        line, end_line, col, end_col = positions
+        if line is not None and line == end_line and col is not None:
+            text = linecache.getline(frame.f_code.co_filename, line)[col:end_col]
+    except (AttributeError, IndexError, ValueError):
+        text = None
+    candidates = re.findall(r"([A-Za-z_][\w.]*)\s*\(", text or linecache.getline(
+        frame.f_code.co_filename, frame.f_lineno))
+    for dotted in candidates[:1] if text else candidates:
+        obj = _resolve(dotted, frame)
+        if obj is not None and getattr(math, getattr(obj, "__name__", ""), None) is obj:
+            return obj.__name__
+    return None
+
+
+def _resolve(dotted: str, frame):
+    parts = dotted.split(".")
+    namespaces = (frame.f_locals, frame.f_globals, frame.f_builtins)
+    obj = next((ns[parts[0]] for ns in namespaces if parts[0] in ns), None)
+    for part in parts[1:]:
+        if obj is None:
+            return None
+        obj = getattr(obj, part, None)
+    return obj
 
 
 def _function_name(func) -> str:
