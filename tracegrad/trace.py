@@ -8,10 +8,10 @@ ordinary values just runs; `bool()` of a traced value raises a `TracingError`.
 
 from __future__ import annotations
 
+import ast
 import linecache
 import math
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -120,6 +120,8 @@ class Tracer:
         return self.shape[0]
 
     def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
         for i in range(len(self)):
             yield self[i]
 
@@ -358,34 +360,31 @@ def _math_call_error() -> None:
 
 
 def _called_math_function(frame) -> str | None:
-    """The name of the `math` module function being called at the frame's current instruction,
-    found from the call expression's source span (Python >= 3.11) or, failing that, the line."""
-    text = None
+    """The name of the `math` function called by the frame's current instruction: the call's
+    source span (Python >= 3.11 records it per instruction) names the callee, looked up in the
+    frame's namespaces without running anything. None when it is not a `math` function."""
     try:
-        positions = list(frame.f_code.co_positions())[frame.f_lasti // 2]
-        line, end_line, col, end_col = positions
-        if line is not None and line == end_line and col is not None:
-            text = linecache.getline(frame.f_code.co_filename, line)[col:end_col]
-    except (AttributeError, IndexError, ValueError):
-        text = None
-    candidates = re.findall(r"([A-Za-z_][\w.]*)\s*\(", text or linecache.getline(
-        frame.f_code.co_filename, frame.f_lineno))
-    for dotted in candidates[:1] if text else candidates:
-        obj = _resolve(dotted, frame)
-        if obj is not None and getattr(math, getattr(obj, "__name__", ""), None) is obj:
-            return obj.__name__
-    return None
-
-
-def _resolve(dotted: str, frame):
-    parts = dotted.split(".")
+        line, end_line, col, end_col = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+        lines = [linecache.getline(frame.f_code.co_filename, n) for n in range(line, end_line + 1)]
+        lines[-1] = lines[-1][:end_col]
+        lines[0] = lines[0][col:]
+        call = ast.parse("".join(lines).strip(), mode="eval").body
+    except (AttributeError, IndexError, TypeError, ValueError, SyntaxError):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    names, callee = [], call.func
+    while isinstance(callee, ast.Attribute):
+        names.insert(0, callee.attr)
+        callee = callee.value
+    if not isinstance(callee, ast.Name):
+        return None
     namespaces = (frame.f_locals, frame.f_globals, frame.f_builtins)
-    obj = next((ns[parts[0]] for ns in namespaces if parts[0] in ns), None)
-    for part in parts[1:]:
-        if obj is None:
-            return None
-        obj = getattr(obj, part, None)
-    return obj
+    obj = next((ns[callee.id] for ns in namespaces if callee.id in ns), None)
+    for name in names:
+        obj = getattr(obj, name, None)
+    name = getattr(obj, "__name__", None)
+    return name if isinstance(name, str) and getattr(math, name, None) is obj else None
 
 
 def _function_name(func) -> str:
@@ -394,7 +393,6 @@ def _function_name(func) -> str:
     if module.startswith("numpy.linalg"):
         return f"linalg.{name}"
     return name
-
 
 
 # ----------------------------------------------------------------------------------------------
