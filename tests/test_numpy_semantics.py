@@ -357,3 +357,38 @@ def test_arithmetic_with_out_of_range_python_ints_fails_as_numpy_fails():
         x + 300
     with pytest.raises(OverflowError):
         tg.jit(lambda v: v + 300)(x)
+
+
+# ----------------------------------------------------------------------------------------------
+# NumPy scalars as static parameters, lists as operands
+
+
+def test_numpy_integers_as_axes_shapes_and_indices(backend):
+    one, zero = np.int64(1), np.int32(0)
+
+    def f(v):
+        return (np.transpose(v, [one, zero]), np.sum(v, one), v[one], v[one, np.int16(2)],
+                np.reshape(v, (np.int64(3), 2)), v.reshape(np.int64(3), 2),
+                np.transpose(v, np.array([1, 0])), np.expand_dims(v, one), np.stack([v, v], one),
+                np.concatenate([v, v], one), np.moveaxis(v, one, 0), np.swapaxes(v, one, 0),
+                np.mean(v, one), np.squeeze(v[None], zero), np.broadcast_to(v, (np.int64(2), 2, 3)),
+                np.linalg.norm(v, np.int64(1), one), np.full_like(v, np.float64(2.0)))
+
+    _check_all(f, (X,), backend, argnums=(0,))
+
+
+def test_lists_and_numpy_scalars_as_operands(backend):
+    def f(v):
+        return (v + [1.0, 2.0, 3.0], [1.0, 2.0, 3.0] - v, v * [[1.0], [2.0]], [2.0, 1.0, 4.0] / v,
+                v ** [1, 2, 3], (v > 0) & [True, False, True])
+
+    def float32(w):  # NumPy scalars are strongly typed, Python lists and numbers weakly
+        return w + [1.0, 2.0, 3.0], w * np.float64(2.0), w + np.float32(1.0), w * 2.0
+
+    _check_all(f, (X,), backend, argnums=(0,))
+    _check_all(float32, (X.astype(np.float32),), backend)
+
+
+def test_abs_of_an_integer_stays_an_integer(backend):
+    i = np.array([-3, 0, 2], np.int16)
+    _check_all(lambda v: (abs(v), np.abs(v), -v, +v), (i,), backend)

@@ -22,7 +22,7 @@ from . import ir
 from . import primitives as P
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
-from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg, _unary
+from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg
 from .tree import TreeDef, flatten, unflatten
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -152,22 +152,22 @@ class Tracer:
             _unsupported(f"np.{name}")
         return _call(handler, *args, **kwargs)
 
-    # ---- operators
-    def __add__(self, o): return _call(P.add, self, o)
-    def __radd__(self, o): return _call(P.add, o, self)
-    def __sub__(self, o): return _call(P.sub, self, o)
-    def __rsub__(self, o): return _call(P.sub, o, self)
-    def __mul__(self, o): return _call(P.mul, self, o)
-    def __rmul__(self, o): return _call(P.mul, o, self)
-    def __truediv__(self, o): return _call(P.div, self, o)
-    def __rtruediv__(self, o): return _call(P.div, o, self)
-    def __pow__(self, o): return _call(P.power, self, o)
-    def __rpow__(self, o): return _call(P.power, o, self)
+    # ---- operators: NumPy's ufuncs (x + y is np.add(x, y))
+    def __add__(self, o): return _call(UFUNCS["add"], self, o)
+    def __radd__(self, o): return _call(UFUNCS["add"], o, self)
+    def __sub__(self, o): return _call(UFUNCS["subtract"], self, o)
+    def __rsub__(self, o): return _call(UFUNCS["subtract"], o, self)
+    def __mul__(self, o): return _call(UFUNCS["multiply"], self, o)
+    def __rmul__(self, o): return _call(UFUNCS["multiply"], o, self)
+    def __truediv__(self, o): return _call(UFUNCS["divide"], self, o)
+    def __rtruediv__(self, o): return _call(UFUNCS["divide"], o, self)
+    def __pow__(self, o): return _call(UFUNCS["power"], self, o)
+    def __rpow__(self, o): return _call(UFUNCS["power"], o, self)
     def __matmul__(self, o): return _call(_matmul, self, o)
     def __rmatmul__(self, o): return _call(_matmul, o, self)
     def __neg__(self): return _call(_neg, self)
     def __pos__(self): return self
-    def __abs__(self): return _call(_unary(P.abs_p), self)
+    def __abs__(self): return _call(UFUNCS["absolute"], self)
     def __lt__(self, o): return _call(_cmp(P.lt_p), self, o)
     def __le__(self, o): return _call(_cmp(P.le_p), self, o)
     def __gt__(self, o): return _call(_cmp(P.gt_p), self, o)
@@ -289,9 +289,11 @@ def _call(fn: Callable, *args, **kwargs):
 
 
 def _arg(a: Any, builder: Builder):
-    """Tracers and NumPy arrays, also inside lists and tuples (np.stack([x, y])), become IR
-    values; everything else passes as it is (Python scalars stay weakly typed)."""
-    if isinstance(a, (Tracer, np.ndarray, np.generic)):
+    """Tracers, also inside lists and tuples (np.stack([x, y])), become IR values; everything
+    else passes as it is. NumPy arrays and scalars reach the handlers as they are: an operand
+    becomes a constant there (`_v`, `_o`), and a static parameter (an axis, a shape, an order,
+    an index: np.sum(x, np.int64(0))) is read as the number it is."""
+    if isinstance(a, Tracer):
         return operand(a, builder)
     if isinstance(a, (list, tuple)):
         return type(a)(_arg(x, builder) for x in a)
