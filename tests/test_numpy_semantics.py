@@ -392,3 +392,17 @@ def test_lists_and_numpy_scalars_as_operands(backend):
 def test_abs_of_an_integer_stays_an_integer(backend):
     i = np.array([-3, 0, 2], np.int16)
     _check_all(lambda v: (abs(v), np.abs(v), -v, +v), (i,), backend)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: np.moveaxis(x, 0, 5),  # once taken modulo the rank: a silent wrong transpose
+    lambda x: np.moveaxis(x, [0, 1], [1]),
+    lambda x: np.sum(x, axis=2),
+    lambda x: np.linalg.norm(x[0], 1, axis=(1, 0)),
+    lambda x: np.swapaxes(x, 0, -3),
+])
+def test_bad_axes_fail_as_numpy_fails(call):
+    with pytest.raises(ValueError) as numpy_error:
+        call(X)
+    with pytest.raises(type(numpy_error.value)):
+        tg.jit(call)(X)

@@ -571,7 +571,11 @@ def _swapaxes(a, axis1, axis2):
 def _moveaxis(a, source, destination):
     x = _v(a)
     src = [P.normalize_axes(s, x.ndim)[0] for s in np.atleast_1d(source)]
-    dst = [d % x.ndim for d in np.atleast_1d(destination)]
+    dst = [P.normalize_axes(d, x.ndim)[0] for d in np.atleast_1d(destination)]
+    if len(src) != len(dst):
+        raise ValueError(
+            f"`source` and `destination` arguments must have the same number of elements{_src()}"
+        )
     order = [i for i in range(x.ndim) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)

@@ -282,8 +282,8 @@ def normalize_axes(axes, ndim: int) -> tuple[int, ...]:
     out = []
     for a in axes:
         a = int(a)
-        if not -ndim <= a < ndim:
-            raise ValueError(
+        if not -ndim <= a < ndim:  # NumPy's AxisError: a ValueError and an IndexError
+            raise np.exceptions.AxisError(
                 f"axis {a} is out of bounds for an array of dimension {ndim}"
                 f"{at(ir.current_source())}"
             )
