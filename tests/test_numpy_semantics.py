@@ -406,3 +406,45 @@ def test_bad_axes_fail_as_numpy_fails(call):
         call(X)
     with pytest.raises(type(numpy_error.value)):
         tg.jit(call)(X)
+
+
+# ----------------------------------------------------------------------------------------------
+# np.dot of every rank, and other corners found by comparing with NumPy
+
+
+def test_dot_of_every_rank_and_its_dtype(backend, rng):
+    a3 = rng.uniform(-1, 1, size=(2, 3, 4))
+    b3 = rng.uniform(-1, 1, size=(5, 4, 2))
+
+    def f(a, b, v):
+        return (np.dot(a, b), np.dot(a, v), np.dot(v, b), np.dot(a[0], b), np.dot(a, b[0]),
+                np.dot(v, v), np.dot(2.0, a), np.vdot(a[0], a[1]))
+
+    _check_all(f, (a3, b3, b3[0, :, 0]), backend, argnums=(0, 1, 2))
+    i = np.array([[1, -2, 3], [0, 5, -7]], np.int32)
+    _check_all(lambda m: (np.dot(m[0], m[1]), np.dot(m, m[0]), np.dot(m > 0, m[1] > 0)), (i,), backend)
+
+
+def test_dot_with_misaligned_shapes_fails_as_numpy_fails():
+    with pytest.raises(ValueError, match="not aligned"):
+        np.dot(np.ones((2, 3, 4)), np.ones((5, 3, 2)))
+    with pytest.raises(ValueError, match=r"\(2, 3, 4\) and \(5, 3, 2\) not aligned"):
+        tg.jit(np.dot)(np.ones((2, 3, 4)), np.ones((5, 3, 2)))
+
+
+def test_max_of_an_empty_array_over_a_nonempty_axis(backend):
+    _check_all(lambda v: (np.max(v[:0], axis=1), np.min(v[:, :0], axis=0)), (X,), backend)
+    with pytest.raises(ValueError, match="zero-size array"):
+        tg.jit(lambda v: np.max(v[:, :0], axis=1), backend=backend)(X)
+
+
+def test_integer_to_a_negative_power_fails_as_numpy_fails():
+    i = np.array([1, 2, 3])
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+        i ** -2
+    with pytest.raises(ValueError, match=r"Integers to negative integer powers are not allowed.*astype"):
+        tg.jit(lambda v: v ** -2)(i)
+
+
+def test_clip_method_takes_numpys_keywords(backend):
+    _check_all(lambda v: (v.clip(min=-0.5), v.clip(max=0.5), v.clip(-0.5, 0.5)), (X,), backend, argnums=(0,))

@@ -413,16 +413,31 @@ def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **k
 
 
 def _dot(a, b, out=None):
+    """np.dot: a product with a scalar; the inner product of vectors; otherwise the sum over the
+    last axis of `a` and the second-to-last of `b` (the last, for a vector), in the operands'
+    promoted dtype."""
+    if out is not None:
+        raise TracingError(f"np.dot(..., out=...) is not supported on traced values{_src()}")
     a, b = _v(a), _v(b)
     if a.ndim == 0 or b.ndim == 0:
         return P.mul(a, b)
-    if a.ndim > 2 or b.ndim > 2:
-        raise TracingError(f"np.dot of {a.ndim}-d and {b.ndim}-d values is not supported{_src()}; use np.matmul or np.einsum")
-    if a.ndim == 1 and b.ndim == 1:
-        if a.shape != b.shape:
-            raise ShapeError(f"np.dot: shapes {a.shape} and {b.shape} not aligned{_src()}")
-        return P.reduce_sum(P.mul(a, b))
-    return P.matmul(a, b)
+    k = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if a.shape[-1] != k:
+        raise ShapeError(
+            f"shapes {a.shape} and {b.shape} not aligned: {a.shape[-1]} (dim {a.ndim - 1}) != "
+            f"{k} (dim {max(b.ndim - 2, 0)}){_src()}"
+        )
+    if b.ndim <= 2:
+        return P.matmul(a, b)
+    # b: (..., k, m) -> (k, ... * m), one matrix product, then the axes back in NumPy's order
+    moved = P.transpose(b, [b.ndim - 2] + [i for i in range(b.ndim) if i != b.ndim - 2])
+    a2 = P.reshape(a, (_prod(a.shape[:-1]), k))
+    out = P.matmul(a2, P.reshape(moved, (k, _prod(moved.shape[1:]))))
+    return P.reshape(out, a.shape[:-1] + b.shape[:-2] + b.shape[-1:])
+
+
+def _prod(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def _inner(a, b):
@@ -438,8 +453,8 @@ def _inner(a, b):
         )
     dtype = P._result_dtype([a, b])
     k = a.shape[-1]
-    a2 = P.reshape(P.convert(a, dtype), (a.size // k if k else int(np.prod(a.shape[:-1])), k))
-    b2 = P.reshape(P.convert(b, dtype), (b.size // k if k else int(np.prod(b.shape[:-1])), k))
+    a2 = P.reshape(P.convert(a, dtype), (_prod(a.shape[:-1]), k))
+    b2 = P.reshape(P.convert(b, dtype), (_prod(b.shape[:-1]), k))
     return P.reshape(P.matmul(a2, P.transpose(b2)), a.shape[:-1] + b.shape[:-1])
 
 

@@ -196,6 +196,11 @@ def power(a: Operand, b: Operand) -> Var:
     if isinstance(a, Var) and small_integer and (is_float(a.dtype) or b >= 0):
         return integer_pow(convert(a, _result_dtype([a, b])), int(b))
     dtype = _result_dtype([a, b])
+    if not is_float(dtype) and not isinstance(b, Var) and b < 0:
+        raise ValueError(
+            f"Integers to negative integer powers are not allowed{at(ir.current_source())}; "
+            "convert to float first with .astype(np.float64)"
+        )
     if not is_float(dtype):
         raise TypeError(
             f"integer ** traced integer is not supported{at(ir.current_source())}; "
@@ -259,7 +264,7 @@ def reduce(prim: Primitive, x: Var, axes: Sequence[int] | int | None, keepdims=F
     if prim in (reduce_sum_p, reduce_prod_p) and x.dtype.kind in "biu" and x.dtype.itemsize < 8:
         # NumPy sums and multiplies small integers and bools in the platform integer
         x = convert(x, np.uint64 if x.dtype.kind == "u" else np.int64)
-    if prim in (reduce_max_p, reduce_min_p) and x.size == 0:
+    if prim in (reduce_max_p, reduce_min_p) and any(x.shape[a] == 0 for a in axes):
         raise ValueError(
             f"zero-size array to reduction operation {prim.name} which has no identity"
             f"{at(ir.current_source())}"

@@ -207,7 +207,7 @@ class Tracer:
     def squeeze(self, axis=None): return np.squeeze(self, axis=axis)
     def swapaxes(self, a, b): return np.swapaxes(self, a, b)
     def copy(self): return self
-    def clip(self, a_min=None, a_max=None): return np.clip(self, a_min, a_max)
+    def clip(self, min=None, max=None, **kw): return np.clip(self, min, max, **kw)
 
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
