@@ -448,3 +448,20 @@ def test_integer_to_a_negative_power_fails_as_numpy_fails():
 
 def test_clip_method_takes_numpys_keywords(backend):
     _check_all(lambda v: (v.clip(min=-0.5), v.clip(max=0.5), v.clip(-0.5, 0.5)), (X,), backend, argnums=(0,))
+
+
+def test_where_and_clip_with_python_ints_outside_the_range(backend):
+    i8 = np.array([1, -2, 3], np.int8)
+    u8 = np.array([1, 2, 250], np.uint8)
+
+    def f(a, u):
+        return (np.where(a > 0, a, 300), np.where(a > 0, -129, a), np.where(u > 1, u, -1),
+                np.where(a > 0, 300, 1000), np.clip(a, -300, 300), np.clip(a, None, 300),
+                np.clip(a, 0, 300), np.clip(u, -1, 3))
+
+    _check_all(f, (i8, u8), backend)
+    for call in (lambda a: np.clip(a, 300, 400), lambda a: np.where(a > 0, a, 2**70)):
+        with pytest.raises(OverflowError):
+            call(i8)
+        with pytest.raises(OverflowError):
+            tg.jit(call, backend=backend)(i8)

@@ -377,7 +377,20 @@ def _where(condition, x=None, y=None):
             f"np.where(condition) with one argument returns data-dependent indices and cannot be "
             f"traced{_src()}; use np.where(condition, a, b)"
         )
-    return P.where(_o(condition), _o(x), _o(y))
+    x, y = _o(x), _o(y)
+    dtype = P._result_dtype([x, y])
+    if dtype.kind in "iu":  # NumPy casts an out-of-range Python int into the integer dtype
+        x, y = (_wrapped(v, dtype) for v in (x, y))
+    return P.where(_o(condition), x, y)
+
+
+def _wrapped(v, dtype: np.dtype):
+    """A Python int as NumPy's C cast puts it into `dtype` (300 -> 44 in int8); others as they are."""
+    if not _is_int(v) or np.iinfo(dtype).min <= v <= np.iinfo(dtype).max:
+        return v
+    if not -(2**63) <= v < 2**64:
+        raise OverflowError(f"Python int too large to convert to C long{_src()}")
+    return int(np.array(v).astype(dtype))
 
 
 def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
@@ -385,6 +398,10 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     lo = a_min if a_min is not None else min
     hi = a_max if a_max is not None else max
     x = _v(a)
+    if x.dtype.kind in "iu":  # a Python int bound beyond the dtype's range clips nothing
+        info = np.iinfo(x.dtype)
+        lo = None if _is_int(lo) and lo < info.min else lo
+        hi = None if _is_int(hi) and hi > info.max else hi
     if lo is not None:
         lo = _o(lo)
         x = P.where(P.compare(P.lt_p, x, lo), lo, x)
