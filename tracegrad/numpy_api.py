@@ -715,7 +715,7 @@ def _getitem(x: Var, index) -> Var:
         index = (index,)
     for item in index:
         if not (item is None or item is Ellipsis or isinstance(item, (int, np.integer, slice))):
-            kind = "an array" if isinstance(item, (Var, list)) else f"a {type(item).__name__}"
+            kind = "an array" if isinstance(item, (Var, list, np.ndarray)) else f"a {type(item).__name__}"
             raise TracingError(
                 f"indexing a traced value with {kind} is not supported{_src()}; "
                 "only static ints, slices, None and ... (no arrays or traced indices)"
