@@ -201,8 +201,12 @@ def test_node_with_every_template_compiles():
             for prim in P.PRIMITIVES.values():
                 if prim.kind is not P.Kind.ELEMENTWISE or prim is P.convert_p:
                     continue
-                if prim.name in ("and", "or", "not"):
+                if prim.operands == "bool":
                     args = [P.compare(P.gt_p, x, 0.0), P.compare(P.gt_p, y, 0.0)][: 1 if prim.name == "not" else 2]
+                elif prim.operands == "integer":
+                    arity = max(int(c) for c in "012" if f"{{{c}}}" in prim.scalar) + 1
+                    ints = [P.convert(P.mul(v, 100.0), np.int16) for v in (x, y)]
+                    args = ints[:arity]
                 elif prim is P.where_p:
                     args = [P.compare(P.gt_p, x, y), x, y]
                 elif prim is P.integer_pow_p:

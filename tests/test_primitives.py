@@ -137,6 +137,18 @@ def test_first_and_second_derivatives_match_finite_differences(name, rng, backen
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
 
 
+# the dtype each kind of operand (Primitive.operands) is sampled in
+OPERAND_DTYPE = {"number": F64, "bool": np.dtype(np.bool_), "integer": np.dtype(np.int64)}
+
+
+def _operand(rng, shape, dtype):
+    if dtype == np.bool_:
+        return rng.uniform(-1, 1, size=shape) > 0
+    if dtype.kind == "i":
+        return rng.integers(-100, 100, size=shape, dtype=dtype)
+    return rng.uniform(-1, 1, size=shape)
+
+
 def _single(graph: ir.Graph, i: int, args, backend) -> np.ndarray:
     return run(graph, args, backend)[i]
 
@@ -145,14 +157,13 @@ def _single(graph: ir.Graph, i: int, args, backend) -> np.ndarray:
 def test_non_differentiable_primitives_give_no_gradient(name, rng, backend):
     prim = P.PRIMITIVES[name]
     n = _arity(prim) if prim.kind is Kind.ELEMENTWISE else 1
-    dtype = np.bool_ if name in ("and", "or", "not") else F64
+    dtype = OPERAND_DTYPE[prim.operands]
     shapes = [(3,)] * n
     f = build(
         [(s, dtype) for s in shapes],
         lambda *xs: P.reduce_sum(P.convert(P.emit(prim, *xs), F64)),
     )
-    args = [rng.uniform(-1, 1, size=s) > 0 if dtype == np.bool_ else rng.uniform(-1, 1, size=s)
-            for s in shapes]
+    args = [_operand(rng, s, dtype) for s in shapes]
     (value,) = run(f, args, backend)
     expected = np.sum(prim.impl(*args).astype(F64))
     assert value == expected
@@ -174,9 +185,12 @@ def test_reference_implementation_matches_shape_rule(name, rng):
     dtypes = [np.dtype(np.float32)] * n
     if name == "where":
         dtypes[0] = np.dtype(np.bool_)
-    if name in ("and", "or", "not"):
+    if prim.operands == "bool":
         dtypes = [np.dtype(np.bool_)] * n
-    args = [rng.uniform(0.3, 0.9, size=(4,)).astype(d) for d in dtypes]
+    if prim.operands == "integer":  # a small integer type must stay small
+        dtypes = [np.dtype(np.int16)] * n
+    args = [(rng.uniform(0.3, 0.9, size=(4,)) * (100 if d.kind == "i" else 1)).astype(d)
+            for d in dtypes]
     shape, dtype = prim.infer(tuple(a.shape for a in args), tuple(dtypes), params)
     with np.errstate(all="ignore"):
         value = np.asarray(prim.impl(*args, **params))

@@ -47,11 +47,88 @@ def _unary(prim):
 
 
 def _cmp(prim):
-    return lambda a, b: P.compare(prim, _o(a), _o(b))
+    return lambda a, b: _compare(prim, _o(a), _o(b))
+
+
+# how each comparison answers `array OP value` when the Python int `value` lies above every value
+# of the array's dtype (below: the answer of the mirrored comparison)
+_ABOVE = {"lt": True, "le": True, "gt": False, "ge": False, "eq": False, "ne": True}
+_MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _compare(prim, a, b):
+    """A comparison. An integer array against a Python int outside its dtype's range compares the
+    exact values, as NumPy 2 does (int8 == 300 is all False, int8 < 300 all True)."""
+    for array, number, name in ((a, b, prim.name), (b, a, _MIRROR[prim.name])):
+        if not (isinstance(array, Var) and array.dtype.kind in "iu" and _is_int(number)):
+            continue
+        info = np.iinfo(array.dtype)
+        if info.min <= number <= info.max:
+            break
+        answer = _ABOVE[name] if number > info.max else _ABOVE[_MIRROR[name]]
+        return P.const(answer, array.shape, np.bool_)
+    return P.compare(prim, a, b)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, (bool, np.generic))
 
 
 def _logic(prim):
     return lambda *xs: P.logical(prim, *[_o(x) for x in xs])
+
+
+def _bitwise(prim):
+    return lambda *xs: P.bitwise(prim, *[_o(x) for x in xs])
+
+
+def _logical_xor(a, b):
+    return P.compare(P.ne_p, *[P.convert(_v(x), np.bool_) for x in (a, b)])
+
+
+def _fextremum(pick):
+    """np.fmax / np.fmin: like maximum / minimum, but a NaN operand is ignored (the other one is
+    the result, and takes the gradient); NaN only where both are NaN."""
+
+    def handler(a, b):
+        a, b = _o(a), _o(b)
+        out = pick(a, b)
+        if not P.is_float(out.dtype):
+            return out
+        a_nan, b_nan = [P.compare(P.ne_p, x, x) for x in (a, b)]
+        return P.where(b_nan, a, P.where(a_nan, b, out))
+
+    return handler
+
+
+def _reciprocal(x):
+    """1 / x; on integers NumPy's integer result: 1 / x truncated (1 at 1, -1 at -1, else 0), and
+    at 0 whatever NumPy's integer loop gives on this machine."""
+    x = _v(x)
+    if P.is_float(x.dtype):
+        return P.reciprocal(x)
+    with np.errstate(all="ignore"):
+        at_zero = np.reciprocal(np.zeros((), x.dtype))
+    dtype = at_zero.dtype
+    x = P.convert(x, dtype)
+    out = P.where(P.compare(P.eq_p, x, 0), P.const(at_zero, x.shape), P.const(0, x.shape, dtype))
+    out = P.where(P.compare(P.eq_p, x, 1), P.const(1, x.shape, dtype), out)
+    if dtype.kind == "i":
+        out = P.where(P.compare(P.eq_p, x, -1), P.const(-1, x.shape, dtype), out)
+    return out
+
+
+def _matmul(a, b):
+    """a @ b, with NumPy's error for a 0-d operand (matmul does not broadcast scalars)."""
+    a, b = _v(a), _v(b)
+    for i, x in enumerate((a, b)):
+        if x.ndim == 0:
+            raise ValueError(
+                f"matmul: Input operand {i} does not have enough dimensions (has 0, gufunc core "
+                f"with signature (n?,k),(k,m?)->(n?,m?) requires 1){_src()}; use * to multiply "
+                "by a scalar"
+            )
+    return P.matmul(a, b)
 
 
 def _neg(x):
@@ -85,7 +162,7 @@ UFUNCS = {
     "negative": _neg,
     "positive": lambda x: _v(x),
     "square": _square,
-    "reciprocal": lambda x: P.reciprocal(_v(x)),
+    "reciprocal": _reciprocal,
     "exp": _unary(P.exp_p),
     "exp2": _exp2,
     "expm1": _unary(P.expm1_p),
@@ -108,8 +185,8 @@ UFUNCS = {
     "sign": lambda x: P.emit(P.sign_p, _v(x)),
     "maximum": lambda a, b: P.maximum(_o(a), _o(b)),
     "minimum": lambda a, b: P.minimum(_o(a), _o(b)),
-    "fmax": lambda a, b: P.maximum(_o(a), _o(b)),
-    "fmin": lambda a, b: P.minimum(_o(a), _o(b)),
+    "fmax": _fextremum(P.maximum),
+    "fmin": _fextremum(P.minimum),
     "less": _cmp(P.lt_p),
     "less_equal": _cmp(P.le_p),
     "greater": _cmp(P.gt_p),
@@ -119,7 +196,12 @@ UFUNCS = {
     "logical_and": _logic(P.and_p),
     "logical_or": _logic(P.or_p),
     "logical_not": _logic(P.not_p),
-    "matmul": lambda a, b: P.matmul(_v(a), _v(b)),
+    "logical_xor": _logical_xor,
+    "bitwise_and": _bitwise(P.bitwise_and_p),
+    "bitwise_or": _bitwise(P.bitwise_or_p),
+    "bitwise_xor": _bitwise(P.bitwise_xor_p),
+    "invert": _bitwise(P.invert_p),
+    "matmul": _matmul,
 }
 
 
@@ -149,33 +231,140 @@ def _reduction(prim, name):
 def _mean(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     _no_extra("mean", {**kwargs, "out": out})
     x = _v(a)
-    x = P.convert(x, dtype if dtype is not None else P.float_dtype(x.dtype))
+    if dtype is None:
+        dtype = P.float_dtype(x.dtype)
     axes = P.normalize_axes(axis, x.ndim)
-    count = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
-    total = P.reduce(P.reduce_sum_p, x, axes, keepdims)
-    return P.div(total, float(count)) if count else P.mul(total, float("nan"))
+    total = P.reduce(P.reduce_sum_p, P.convert(x, dtype), axes, keepdims)
+    return _divide_count(total, _count(x, axes), np.dtype(dtype))
+
+
+def _count(x: Var, axes) -> int:
+    return int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
+
+
+def _divide_count(total: Var, count: int, dtype: np.dtype) -> Var:
+    """total / count, cast back to `dtype` as NumPy's mean and var do (truncating integers)."""
+    if not count:
+        return P.convert(P.mul(total, float("nan")), P.float_dtype(dtype))
+    return P.convert(P.div(total, count if P.is_float(dtype) else float(count)), dtype)
 
 
 def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    """NumPy's var: the mean and the sum of squares are accumulated in `dtype` (float64 for
+    integer input by default), the deviations in the promoted dtype of the input and the mean."""
     _no_extra("var", {**kwargs, "out": out})
-    x = P.convert(_v(a), P.float_dtype(_v(a).dtype))
+    x = _v(a)
+    if dtype is None:
+        dtype = P.float_dtype(x.dtype)
+    dtype = np.dtype(dtype)
     axes = P.normalize_axes(axis, x.ndim)
-    count = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
-    centred = P.sub(x, _mean(x, axes, keepdims=True))
-    total = P.reduce(P.reduce_sum_p, P.mul(centred, centred), axes, keepdims)
-    return P.div(total, float(max(count - ddof, 0)))
+    mean = _divide_count(P.reduce_sum(P.convert(x, dtype), axes, True), _count(x, axes), dtype)
+    centred = P.sub(x, mean)
+    squares = P.reduce_sum(P.convert(P.mul(centred, centred), dtype), axes, keepdims)
+    count = max(_count(x, axes) - ddof, 0)
+    if not count:
+        return P.div(squares, 0.0)
+    return _divide_count(squares, count, dtype)
 
 
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
-    return P.unary(P.sqrt_p, _var(a, axis, dtype, out, ddof, keepdims, **kwargs))
+    var = _var(a, axis, dtype, out, ddof, keepdims, **kwargs)
+    if P.is_float(var.dtype):
+        return P.unary(P.sqrt_p, var)
+    if var.ndim:
+        raise TypeError(
+            f"np.std with the integer dtype {var.dtype} over an axis cannot store its float square "
+            f"roots (NumPy raises the same){_src()}; use a float dtype"
+        )
+    return P.convert(P.unary(P.sqrt_p, var), var.dtype)
+
+
+_SVD_NORMS = {2: "the spectral norm (largest singular value)",
+              -2: "the smallest singular value", "nuc": "the nuclear norm (sum of singular values)"}
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
-    if ord not in (None, 2, "fro") or (ord == 2 and axis is None and _v(x).ndim > 1):
-        raise TracingError(f"np.linalg.norm: only the 2-norm / Frobenius norm is supported{_src()}")
+    """np.linalg.norm: vector norms of every order, and the matrix norms that need no singular
+    value decomposition (None/'fro', 1, -1, inf, -inf); ord 2, -2 and 'nuc' over two axes are
+    refused, never replaced by another norm."""
     x = _v(x)
     x = P.convert(x, P.float_dtype(x.dtype))
-    return P.unary(P.sqrt_p, P.reduce(P.reduce_sum_p, P.mul(x, x), axis, keepdims))
+    if axis is None:
+        if ord is None or (ord in ("f", "fro") and x.ndim == 2) or (_is_number(ord) and ord == 2 and x.ndim == 1):
+            out = _sqrt_sum_squares(x, tuple(range(x.ndim)))
+            return P.reshape(out, (1,) * x.ndim) if keepdims else out
+        axis = tuple(range(x.ndim))
+    elif not isinstance(axis, tuple):
+        axis = (int(axis),)
+    if len(axis) == 1:
+        (ax,) = P.normalize_axes(axis, x.ndim)
+        out = _vector_norm(x, ord, ax)
+        return P.reshape(out, P._keepdims_shape(x.shape, (ax,))) if keepdims else out
+    if len(axis) == 2:
+        row, col = [P.normalize_axes(a, x.ndim)[0] for a in axis]
+        if row == col:
+            raise ValueError(f"Duplicate axes given.{_src()}")
+        out = _matrix_norm(x, ord, row, col)
+        return P.reshape(out, P._keepdims_shape(x.shape, (row, col))) if keepdims else out
+    raise ValueError(f"Improper number of dimensions to norm.{_src()}")
+
+
+def _is_number(ord) -> bool:
+    return isinstance(ord, (int, float, np.integer, np.floating)) and not isinstance(ord, bool)
+
+
+def _sqrt_sum_squares(x: Var, axes) -> Var:
+    return P.unary(P.sqrt_p, P.reduce_sum(P.mul(x, x), axes))
+
+
+def _abs_extremum(prim, x: Var, axis: int) -> Var:
+    """max/min of |x| over `axis`; NumPy's max starts at 0, so an empty axis gives 0."""
+    if x.shape[axis] == 0 and prim is P.reduce_max_p:
+        return P.const(0, tuple(d for i, d in enumerate(x.shape) if i != axis), x.dtype)
+    return P.reduce(prim, P.emit(P.abs_p, x), axis)
+
+
+def _vector_norm(x: Var, ord, axis: int) -> Var:
+    if ord is None:
+        return _sqrt_sum_squares(x, axis)
+    if not _is_number(ord):
+        raise ValueError(f"Invalid norm order {ord!r} for vectors{_src()}")
+    if ord == np.inf:
+        return _abs_extremum(P.reduce_max_p, x, axis)
+    if ord == -np.inf:
+        return _abs_extremum(P.reduce_min_p, x, axis)
+    if ord == 0:  # the number of nonzero entries
+        return P.reduce_sum(P.convert(P.compare(P.ne_p, x, 0.0), x.dtype), axis)
+    if ord == 1:
+        return P.reduce_sum(P.emit(P.abs_p, x), axis)
+    if ord == 2:
+        return _sqrt_sum_squares(x, axis)
+    p = float(ord)
+    total = P.reduce_sum(P.power(P.emit(P.abs_p, x), p), axis)
+    return P.power(total, 1.0 / p)
+
+
+def _matrix_norm(x: Var, ord, row: int, col: int) -> Var:
+    if ord in (None, "fro", "f"):
+        return _sqrt_sum_squares(x, (row, col))
+    if _is_number(ord) and ord in (1, -1, np.inf, -np.inf):
+        # 1-norms: the largest (smallest) column sum of |x|; inf-norms: the same over rows
+        summed, other = (row, col) if abs(ord) == 1 else (col, row)
+        sums = P.reduce_sum(P.emit(P.abs_p, x), summed)
+        other -= other > summed
+        if ord > 0:
+            if sums.shape[other] == 0:
+                return P.const(0, tuple(d for i, d in enumerate(sums.shape) if i != other), x.dtype)
+            return P.reduce(P.reduce_max_p, sums, other)
+        return P.reduce(P.reduce_min_p, sums, other)
+    if (_is_number(ord) or isinstance(ord, str)) and ord in _SVD_NORMS:
+        raise TracingError(
+            f"np.linalg.norm(..., ord={ord!r}) over two axes is {_SVD_NORMS[ord]}, which needs a "
+            f"singular value decomposition; tracegrad has none yet, so this matrix norm is not "
+            f"supported on traced values{_src()}. Use ord='fro', 1, -1, np.inf or -np.inf, or "
+            "compute it outside the traced function"
+        )
+    raise ValueError(f"Invalid norm order {ord!r} for matrices.{_src()}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -188,7 +377,20 @@ def _where(condition, x=None, y=None):
             f"np.where(condition) with one argument returns data-dependent indices and cannot be "
             f"traced{_src()}; use np.where(condition, a, b)"
         )
-    return P.where(_o(condition), _o(x), _o(y))
+    x, y = _o(x), _o(y)
+    dtype = P._result_dtype([x, y])
+    if dtype.kind in "iu":  # NumPy casts an out-of-range Python int into the integer dtype
+        x, y = (_wrapped(v, dtype) for v in (x, y))
+    return P.where(_o(condition), x, y)
+
+
+def _wrapped(v, dtype: np.dtype):
+    """A Python int as NumPy's C cast puts it into `dtype` (300 -> 44 in int8); others as they are."""
+    if not _is_int(v) or np.iinfo(dtype).min <= v <= np.iinfo(dtype).max:
+        return v
+    if not -(2**63) <= v < 2**64:
+        raise OverflowError(f"Python int too large to convert to C long{_src()}")
+    return int(np.array(v).astype(dtype))
 
 
 def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
@@ -196,6 +398,10 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     lo = a_min if a_min is not None else min
     hi = a_max if a_max is not None else max
     x = _v(a)
+    if x.dtype.kind in "iu":  # a Python int bound beyond the dtype's range clips nothing
+        info = np.iinfo(x.dtype)
+        lo = None if _is_int(lo) and lo < info.min else lo
+        hi = None if _is_int(hi) and hi > info.max else hi
     if lo is not None:
         lo = _o(lo)
         x = P.where(P.compare(P.lt_p, x, lo), lo, x)
@@ -224,16 +430,49 @@ def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **k
 
 
 def _dot(a, b, out=None):
+    """np.dot: a product with a scalar; the inner product of vectors; otherwise the sum over the
+    last axis of `a` and the second-to-last of `b` (the last, for a vector), in the operands'
+    promoted dtype."""
+    if out is not None:
+        raise TracingError(f"np.dot(..., out=...) is not supported on traced values{_src()}")
     a, b = _v(a), _v(b)
     if a.ndim == 0 or b.ndim == 0:
         return P.mul(a, b)
-    if a.ndim > 2 or b.ndim > 2:
-        raise TracingError(f"np.dot of {a.ndim}-d and {b.ndim}-d values is not supported{_src()}; use np.matmul or np.einsum")
-    if a.ndim == 1 and b.ndim == 1:
-        if a.shape != b.shape:
-            raise ShapeError(f"np.dot: shapes {a.shape} and {b.shape} not aligned{_src()}")
-        return P.reduce_sum(P.mul(a, b))
-    return P.matmul(a, b)
+    k = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if a.shape[-1] != k:
+        raise ShapeError(
+            f"shapes {a.shape} and {b.shape} not aligned: {a.shape[-1]} (dim {a.ndim - 1}) != "
+            f"{k} (dim {max(b.ndim - 2, 0)}){_src()}"
+        )
+    if b.ndim <= 2:
+        return P.matmul(a, b)
+    # b: (..., k, m) -> (k, ... * m), one matrix product, then the axes back in NumPy's order
+    moved = P.transpose(b, [b.ndim - 2] + [i for i in range(b.ndim) if i != b.ndim - 2])
+    a2 = P.reshape(a, (_prod(a.shape[:-1]), k))
+    out = P.matmul(a2, P.reshape(moved, (k, _prod(moved.shape[1:]))))
+    return P.reshape(out, a.shape[:-1] + b.shape[:-2] + b.shape[-1:])
+
+
+def _prod(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _inner(a, b):
+    """np.inner: contracts the last axis of `a` with the last axis of `b` (the result's shape is
+    a.shape[:-1] + b.shape[:-1]); a scalar operand multiplies."""
+    a, b = _v(a), _v(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return P.mul(a, b)
+    if a.shape[-1] != b.shape[-1]:
+        raise ShapeError(
+            f"shapes {a.shape} and {b.shape} not aligned: {a.shape[-1]} (dim {a.ndim - 1}) != "
+            f"{b.shape[-1]} (dim {b.ndim - 1}){_src()}"
+        )
+    dtype = P._result_dtype([a, b])
+    k = a.shape[-1]
+    a2 = P.reshape(P.convert(a, dtype), (_prod(a.shape[:-1]), k))
+    b2 = P.reshape(P.convert(b, dtype), (_prod(b.shape[:-1]), k))
+    return P.reshape(P.matmul(a2, P.transpose(b2)), a.shape[:-1] + b.shape[:-1])
 
 
 def _outer(a, b, out=None):
@@ -304,13 +543,37 @@ def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
 # Shapes
 
 
+def _order(order, what: str, allowed: str = "CFAK") -> str:
+    """NumPy's memory order argument, as 'C' or 'F': a traced value is C-contiguous, so 'A' and
+    'K' mean 'C'. None means 'C'; case is ignored, as NumPy does."""
+    if order is None:
+        return "C"
+    if not isinstance(order, str):
+        raise TypeError(f"order must be str, not {type(order).__name__}")
+    key = order.upper()
+    if key not in allowed:
+        if key == "K":
+            raise ValueError(f"order 'K' is not permitted for {what}{_src()}")
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r}){_src()}")
+    return "F" if key == "F" else "C"
+
+
+def _reshape_in_order(x: Var, shape: tuple[int, ...], order: str) -> Var:
+    """Reshape reading and writing elements in C (last index fastest) or F (first index fastest)
+    order: F order is C order on the transposed value, transposed back."""
+    if order == "C":
+        return P.reshape(x, shape)
+    return P.transpose(P.reshape(P.transpose(x), tuple(reversed(shape))))
+
+
 def _ravel(a, order="C"):
     x = _v(a)
-    return P.reshape(x, (x.size,))
+    return _reshape_in_order(x, (x.size,), _order(order, "ravel"))
 
 
 def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     x = _v(a)
+    order = _order(order, "reshaping", "CFA")
     shape = newshape if shape is None else shape
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     if shape.count(-1) > 1:
@@ -322,7 +585,7 @@ def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         shape = tuple(x.size // known if d == -1 else d for d in shape)
     if int(np.prod(shape, dtype=np.int64)) != x.size:
         raise ShapeError(f"cannot reshape a value of shape {x.shape} (size {x.size}) into {shape}{_src()}")
-    return P.reshape(x, shape)
+    return _reshape_in_order(x, shape, order)
 
 
 def _transpose(a, axes=None):
@@ -340,7 +603,11 @@ def _swapaxes(a, axis1, axis2):
 def _moveaxis(a, source, destination):
     x = _v(a)
     src = [P.normalize_axes(s, x.ndim)[0] for s in np.atleast_1d(source)]
-    dst = [d % x.ndim for d in np.atleast_1d(destination)]
+    dst = [P.normalize_axes(d, x.ndim)[0] for d in np.atleast_1d(destination)]
+    if len(src) != len(dst):
+        raise ValueError(
+            f"`source` and `destination` arguments must have the same number of elements{_src()}"
+        )
     order = [i for i in range(x.ndim) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -373,8 +640,29 @@ def _broadcast_to(a, shape, subok=False):
     return P.broadcast_to(_v(a), shape)
 
 
+def _arrays(arrays) -> list[Var]:
+    """The values of a sequence of arrays; one traced array is a sequence along its first axis,
+    as NumPy iterates it."""
+    if isinstance(arrays, Var):
+        if arrays.ndim == 0:
+            raise TypeError(f"iteration over a 0-d array{_src()}")
+        return [_getitem(arrays, i) for i in range(arrays.shape[0])]
+    return [_v(x) for x in arrays]
+
+
+def _at_least(x: Var, ndim: int) -> Var:
+    """np.atleast_1d / 2d / 3d: (N,) -> (1, N) -> (1, N, 1); (M, N) -> (M, N, 1)."""
+    if x.ndim >= ndim:
+        return x
+    if ndim == 3 and x.ndim == 2:
+        return P.reshape(x, x.shape + (1,))
+    if ndim == 3:
+        return P.reshape(x, (1, x.size, 1))
+    return P.reshape(x, (1,) * (ndim - x.ndim) + x.shape)
+
+
 def _concatenate(arrays, axis=0, out=None, dtype=None, **kw):
-    xs = [_v(x) for x in arrays]
+    xs = _arrays(arrays)
     if not xs:
         raise ValueError("need at least one array to concatenate")
     if axis is None:
@@ -394,24 +682,31 @@ def _concatenate(arrays, axis=0, out=None, dtype=None, **kw):
 
 
 def _stack(arrays, axis=0, out=None, **kw):
-    xs = [_v(x) for x in arrays]
+    xs = _arrays(arrays)
     if not xs:
         raise ValueError("need at least one array to stack")
     if len({x.shape for x in xs}) != 1:
         raise ShapeError(f"stack: all input arrays must have the same shape, got {[x.shape for x in xs]}{_src()}")
     axis = P.normalize_axes(axis, xs[0].ndim + 1)[0]
-    return P.concatenate([_expand_dims(x, axis) for x in xs], axis)
+    return _concatenate([_expand_dims(x, axis) for x in xs], axis, **kw)
 
 
 def _hstack(arrays, **kw):
-    xs = [_v(x) for x in arrays]
-    return _concatenate(xs, axis=0 if xs[0].ndim == 1 else 1)
+    xs = [_at_least(x, 1) for x in _arrays(arrays)]
+    return _concatenate(xs, axis=0 if xs and xs[0].ndim == 1 else 1, **kw)
 
 
 def _vstack(arrays, **kw):
-    xs = [_v(x) for x in arrays]
-    xs = [P.reshape(x, (1, x.size)) if x.ndim < 2 else x for x in xs]
-    return _concatenate(xs, axis=0)
+    return _concatenate([_at_least(x, 2) for x in _arrays(arrays)], axis=0, **kw)
+
+
+def _dstack(arrays, **kw):
+    return _concatenate([_at_least(x, 3) for x in _arrays(arrays)], axis=2, **kw)
+
+
+def _column_stack(arrays):
+    xs = [P.reshape(x, (x.size, 1)) if x.ndim < 2 else x for x in _arrays(arrays)]
+    return _concatenate(xs, axis=1)
 
 
 def _getitem(x: Var, index) -> Var:
@@ -420,7 +715,7 @@ def _getitem(x: Var, index) -> Var:
         index = (index,)
     for item in index:
         if not (item is None or item is Ellipsis or isinstance(item, (int, np.integer, slice))):
-            kind = "an array" if isinstance(item, (Var, list)) else f"a {type(item).__name__}"
+            kind = "an array" if isinstance(item, (Var, list, np.ndarray)) else f"a {type(item).__name__}"
             raise TracingError(
                 f"indexing a traced value with {kind} is not supported{_src()}; "
                 "only static ints, slices, None and ... (no arrays or traced indices)"
@@ -490,7 +785,7 @@ FUNCTIONS = {
     "full_like": _full_like,
     "dot": _dot,
     "vdot": lambda a, b: _dot(_ravel(a), _ravel(b)),
-    "inner": lambda a, b: _einsum("i,i->", a, b) if _v(a).ndim == 1 else _dot(a, P.transpose(_v(b))),
+    "inner": _inner,
     "outer": _outer,
     "einsum": _einsum,
     "reshape": _reshape,
@@ -505,6 +800,9 @@ FUNCTIONS = {
     "stack": _stack,
     "hstack": _hstack,
     "vstack": _vstack,
+    "row_stack": _vstack,
+    "column_stack": _column_stack,
+    "dstack": _dstack,
     "shape": _shape,
     "ndim": _ndim,
     "size": _size,

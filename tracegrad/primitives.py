@@ -63,6 +63,9 @@ class Primitive:
     domain: tuple[float, float] = (-2.0, 2.0)
     # An effectful node is kept even when nothing uses its value (a gradient hook).
     effectful: bool = False
+    # The operand dtypes it is defined on: "number" (floats and integers), "bool" or "integer"
+    # (integers and bools); tests sample operands of this kind.
+    operands: str = "number"
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -193,6 +196,11 @@ def power(a: Operand, b: Operand) -> Var:
     if isinstance(a, Var) and small_integer and (is_float(a.dtype) or b >= 0):
         return integer_pow(convert(a, _result_dtype([a, b])), int(b))
     dtype = _result_dtype([a, b])
+    if not is_float(dtype) and not isinstance(b, Var) and b < 0:
+        raise ValueError(
+            f"Integers to negative integer powers are not allowed{at(ir.current_source())}; "
+            "convert to float first with .astype(np.float64)"
+        )
     if not is_float(dtype):
         raise TypeError(
             f"integer ** traced integer is not supported{at(ir.current_source())}; "
@@ -279,8 +287,8 @@ def normalize_axes(axes, ndim: int) -> tuple[int, ...]:
     out = []
     for a in axes:
         a = int(a)
-        if not -ndim <= a < ndim:
-            raise ValueError(
+        if not -ndim <= a < ndim:  # NumPy's AxisError: a ValueError and an IndexError
+            raise np.exceptions.AxisError(
                 f"axis {a} is out of bounds for an array of dimension {ndim}"
                 f"{at(ir.current_source())}"
             )
@@ -646,6 +654,33 @@ ne_p = _ew("ne", np.not_equal, scalar="({0} != {1})", infer=_same_bool, differen
 and_p = _ew("and", np.logical_and, scalar="({0} and {1})", infer=_same_bool, differentiable=False)
 or_p = _ew("or", np.logical_or, scalar="({0} or {1})", infer=_same_bool, differentiable=False)
 not_p = _ew("not", np.logical_not, scalar="(not {0})", infer=_same_bool, differentiable=False)
+for _p in (and_p, or_p, not_p):
+    object.__setattr__(_p, "operands", "bool")
+
+# Bitwise operations on integers (& | ^ ~ and np.bitwise_*): the result keeps the operands' dtype.
+# On bools NumPy's bitwise ops are the logical ones; the op constructors route bools to and/or/not.
+bitwise_and_p = _ew("bitwise_and", np.bitwise_and, scalar="({0} & {1})", differentiable=False)
+bitwise_or_p = _ew("bitwise_or", np.bitwise_or, scalar="({0} | {1})", differentiable=False)
+bitwise_xor_p = _ew("bitwise_xor", np.bitwise_xor, scalar="({0} ^ {1})", differentiable=False)
+invert_p = _ew("invert", np.invert, scalar="(~{0})", differentiable=False)
+for _p in (bitwise_and_p, bitwise_or_p, bitwise_xor_p, invert_p):
+    object.__setattr__(_p, "operands", "integer")
+
+# the same operation on bools: NumPy's bitwise ops are the logical ones there
+_ON_BOOLS = {bitwise_and_p: and_p, bitwise_or_p: or_p, bitwise_xor_p: ne_p, invert_p: not_p}
+
+
+def bitwise(prim: Primitive, *operands: Operand) -> Var:
+    """NumPy's bitwise ufunc `prim` (and, or, xor, invert) on integers, its logical twin on bools."""
+    dtype = _result_dtype(operands)
+    if dtype == np.bool_:
+        return emit(_ON_BOOLS[prim], *_prepare(operands, prim.name, np.bool_))
+    if dtype.kind not in "iu":
+        raise TypeError(
+            f"np.{prim.name} is defined on integers and bools, not on {dtype}"
+            f"{at(ir.current_source())}; compare first (x > 0) or convert with .astype(np.int64)"
+        )
+    return _elementwise(prim, *operands, dtype=dtype)
 
 object.__setattr__(maximum_p, "adjoint", _extremum_binary(gt_p))
 object.__setattr__(minimum_p, "adjoint", _extremum_binary(lt_p))

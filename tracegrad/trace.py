@@ -8,8 +8,9 @@ ordinary values just runs; `bool()` of a traced value raises a `TracingError`.
 
 from __future__ import annotations
 
-import difflib
+import ast
 import linecache
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from . import primitives as P
 from .capture import Scope, refuse_array_subclass
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
-from .numpy_api import FUNCTIONS, UFUNCS, _cmp, _getitem, _logic, _neg, _unary
+from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg
 from .tree import TreeDef, flatten, unflatten
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -87,12 +88,15 @@ class Tracer:
         self._concrete("branch on (bool() of)")
 
     def __float__(self):
+        _math_call_error()
         self._concrete("convert to float")
 
     def __int__(self):
+        _math_call_error()
         self._concrete("convert to int")
 
     def __index__(self):
+        _math_call_error()
         self._concrete("use as an index")
 
     def __complex__(self):
@@ -117,6 +121,8 @@ class Tracer:
         return self.shape[0]
 
     def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
         for i in range(len(self)):
             yield self[i]
 
@@ -136,7 +142,7 @@ class Tracer:
             raise TracingError(f"np.{name}: unsupported arguments {sorted(kwargs)}{_user_line()}")
         handler = UFUNCS.get(name)
         if handler is None:
-            _unsupported(f"np.{name}", list(UFUNCS) + list(FUNCTIONS))
+            _unsupported(f"np.{name}")
         result = _call(handler, *inputs)
         return result.astype(dtype) if dtype is not None else result
 
@@ -144,36 +150,39 @@ class Tracer:
         name = _function_name(func)
         handler = FUNCTIONS.get(name)
         if handler is None:
-            _unsupported(f"np.{name}", list(FUNCTIONS) + list(UFUNCS))
+            _unsupported(f"np.{name}")
         return _call(handler, *args, **kwargs)
 
-    # ---- operators
-    def __add__(self, o): return _call(P.add, self, o)
-    def __radd__(self, o): return _call(P.add, o, self)
-    def __sub__(self, o): return _call(P.sub, self, o)
-    def __rsub__(self, o): return _call(P.sub, o, self)
-    def __mul__(self, o): return _call(P.mul, self, o)
-    def __rmul__(self, o): return _call(P.mul, o, self)
-    def __truediv__(self, o): return _call(P.div, self, o)
-    def __rtruediv__(self, o): return _call(P.div, o, self)
-    def __pow__(self, o): return _call(P.power, self, o)
-    def __rpow__(self, o): return _call(P.power, o, self)
-    def __matmul__(self, o): return _call(P.matmul, self, o)
-    def __rmatmul__(self, o): return _call(P.matmul, o, self)
+    # ---- operators: NumPy's ufuncs (x + y is np.add(x, y))
+    def __add__(self, o): return _call(UFUNCS["add"], self, o)
+    def __radd__(self, o): return _call(UFUNCS["add"], o, self)
+    def __sub__(self, o): return _call(UFUNCS["subtract"], self, o)
+    def __rsub__(self, o): return _call(UFUNCS["subtract"], o, self)
+    def __mul__(self, o): return _call(UFUNCS["multiply"], self, o)
+    def __rmul__(self, o): return _call(UFUNCS["multiply"], o, self)
+    def __truediv__(self, o): return _call(UFUNCS["divide"], self, o)
+    def __rtruediv__(self, o): return _call(UFUNCS["divide"], o, self)
+    def __pow__(self, o): return _call(UFUNCS["power"], self, o)
+    def __rpow__(self, o): return _call(UFUNCS["power"], o, self)
+    def __matmul__(self, o): return _call(_matmul, self, o)
+    def __rmatmul__(self, o): return _call(_matmul, o, self)
     def __neg__(self): return _call(_neg, self)
     def __pos__(self): return self
-    def __abs__(self): return _call(_unary(P.abs_p), self)
+    def __abs__(self): return _call(UFUNCS["absolute"], self)
     def __lt__(self, o): return _call(_cmp(P.lt_p), self, o)
     def __le__(self, o): return _call(_cmp(P.le_p), self, o)
     def __gt__(self, o): return _call(_cmp(P.gt_p), self, o)
     def __ge__(self, o): return _call(_cmp(P.ge_p), self, o)
     def __eq__(self, o): return _call(_cmp(P.eq_p), self, o)  # type: ignore[override]
     def __ne__(self, o): return _call(_cmp(P.ne_p), self, o)  # type: ignore[override]
-    def __and__(self, o): return _call(_logic(P.and_p), self, o)
-    def __rand__(self, o): return _call(_logic(P.and_p), o, self)
-    def __or__(self, o): return _call(_logic(P.or_p), self, o)
-    def __ror__(self, o): return _call(_logic(P.or_p), o, self)
-    def __invert__(self): return _call(_logic(P.not_p), self)
+    # bitwise on integers, logical on bools, as NumPy's & | ^ ~
+    def __and__(self, o): return _call(_bitwise(P.bitwise_and_p), self, o)
+    def __rand__(self, o): return _call(_bitwise(P.bitwise_and_p), o, self)
+    def __or__(self, o): return _call(_bitwise(P.bitwise_or_p), self, o)
+    def __ror__(self, o): return _call(_bitwise(P.bitwise_or_p), o, self)
+    def __xor__(self, o): return _call(_bitwise(P.bitwise_xor_p), self, o)
+    def __rxor__(self, o): return _call(_bitwise(P.bitwise_xor_p), o, self)
+    def __invert__(self): return _call(_bitwise(P.invert_p), self)
 
     def __floordiv__(self, o):
         raise TracingError(f"// on traced values is not differentiable and not supported{_user_line()}")
@@ -194,17 +203,17 @@ class Tracer:
     def var(self, axis=None, keepdims=False, **kw): return np.var(self, axis=axis, keepdims=keepdims, **kw)
     def std(self, axis=None, keepdims=False, **kw): return np.std(self, axis=axis, keepdims=keepdims, **kw)
     def dot(self, other): return np.dot(self, other)
-    def ravel(self, order="C"): return np.ravel(self)
-    def flatten(self, order="C"): return np.ravel(self)
+    def ravel(self, order="C"): return np.ravel(self, order=order)
+    def flatten(self, order="C"): return np.ravel(self, order=order)
     def squeeze(self, axis=None): return np.squeeze(self, axis=axis)
     def swapaxes(self, a, b): return np.swapaxes(self, a, b)
     def copy(self): return self
-    def clip(self, a_min=None, a_max=None): return np.clip(self, a_min, a_max)
+    def clip(self, min=None, max=None, **kw): return np.clip(self, min, max, **kw)
 
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return np.reshape(self, shape)
+        return np.reshape(self, shape, order=order)
 
     def transpose(self, *axes):
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
@@ -312,23 +321,104 @@ def _call(fn: Callable, *args, **kwargs):
 
 
 def _arg(a: Any, builder: Builder):
-    """Tracers and NumPy arrays, also inside lists and tuples (np.stack([x, y])), become IR
-    values; everything else passes as it is (Python scalars stay weakly typed)."""
-    if isinstance(a, (Tracer, np.ndarray, np.generic)):
+    """Tracers, also inside lists and tuples (np.stack([x, y])), become IR values; everything
+    else passes as it is. NumPy arrays and scalars reach the handlers as they are: an operand
+    becomes a constant there (`_v`, `_o`), and a static parameter (an axis, a shape, an order,
+    an index: np.sum(x, np.int64(0))) is read as the number it is."""
+    if isinstance(a, Tracer):
         return operand(a, builder)
     if isinstance(a, (list, tuple)):
         return type(a)(_arg(x, builder) for x in a)
     return a
 
 
-def _unsupported(name: str, known: list[str]):
-    short = name.split(".")[-1]
-    close = difflib.get_close_matches(short, [k.split(".")[-1] for k in known], n=3)
-    hint = f"Did you mean: {', '.join('np.' + c for c in close)}? " if close else ""
+# What to use instead of NumPy functions that have no traced version, by meaning. Names not listed
+# get a plain "not supported yet": NumPy dispatches only real NumPy functions here, so the name is
+# never a typo, and a spelling guess would only mislead.
+_INSTEAD = {
+    "average": "np.sum(w * x) / np.sum(w) (or np.mean when unweighted)",
+    "atleast_1d": "np.reshape or x[None]",
+    "atleast_2d": "np.reshape or x[None]",
+    "atleast_3d": "np.reshape or x[None]",
+    "tile": "np.broadcast_to followed by np.reshape, or np.concatenate",
+    "matrix_transpose": "np.swapaxes(x, -1, -2) or x.mT",
+    "permute_dims": "np.transpose",
+    "concat": "np.concatenate",
+    "vecdot": "np.sum(a * b, axis=-1)",
+    "tensordot": "np.einsum",
+    "logaddexp": "np.maximum(a, b) + np.log1p(np.exp(-np.abs(a - b)))",
+    "cbrt": "np.sign(x) * np.abs(x) ** (1 / 3)",
+    "hypot": "np.sqrt(a * a + b * b)",
+    "nanmean": "np.where(x != x, 0.0, x) with np.sum / np.mean (NaN != NaN)",
+    "nansum": "np.sum(np.where(x != x, 0.0, x)) (NaN != NaN)",
+}
+
+
+def _unsupported(name: str):
+    instead = _INSTEAD.get(name.removeprefix("np."))
+    hint = f"Use {instead} instead. " if instead else ""
     raise TracingError(
-        f"{name} is not supported on traced values{_user_line()}\n{hint}"
+        f"{name} is not supported on traced values yet{_user_line()}\n{hint}"
         "The supported functions are listed in docs/api.md."
     )
+
+
+# Python's math functions and their NumPy twins (traced); math's own work on Python numbers only.
+_MATH_TWINS = {
+    "acos": "arccos", "acosh": "arccosh", "asin": "arcsin", "asinh": "arcsinh", "atan": "arctan",
+    "atan2": "arctan2", "atanh": "arctanh", "pow": "power", "fsum": "sum",
+}
+
+
+def _math_call_error() -> None:
+    """If the user's line is calling a `math` function on this traced value, say which np.*
+    function to use instead (math.exp(x) asks the tracer for a float: it cannot be a number)."""
+    frame = user_frame()
+    if frame is None:
+        return
+    name = _called_math_function(frame)
+    if name is None:
+        return
+    twin = _MATH_TWINS.get(name, name)
+    supported = twin in FUNCTIONS or twin in UFUNCS
+    if supported:
+        advice = f"use its NumPy twin np.{twin}, which works on traced values"
+    elif hasattr(np, twin):
+        advice = f"its NumPy twin np.{twin} is not supported on traced values yet"
+    else:
+        advice = "NumPy has no twin of it that tracegrad supports"
+    raise TracingError(
+        f"math.{name} works on Python numbers only and cannot take a traced value: {advice}."
+        f"{_user_line()}"
+    )
+
+
+def _called_math_function(frame) -> str | None:
+    """The name of the `math` function called by the frame's current instruction: the call's
+    source span (Python >= 3.11 records it per instruction) names the callee, looked up in the
+    frame's namespaces without running anything. None when it is not a `math` function."""
+    try:
+        line, end_line, col, end_col = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+        lines = [linecache.getline(frame.f_code.co_filename, n) for n in range(line, end_line + 1)]
+        lines[-1] = lines[-1][:end_col]
+        lines[0] = lines[0][col:]
+        call = ast.parse("".join(lines).strip(), mode="eval").body
+    except (AttributeError, IndexError, TypeError, ValueError, SyntaxError):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    names, callee = [], call.func
+    while isinstance(callee, ast.Attribute):
+        names.insert(0, callee.attr)
+        callee = callee.value
+    if not isinstance(callee, ast.Name):
+        return None
+    namespaces = (frame.f_locals, frame.f_globals, frame.f_builtins)
+    obj = next((ns[callee.id] for ns in namespaces if callee.id in ns), None)
+    for name in names:
+        obj = getattr(obj, name, None)
+    name = getattr(obj, "__name__", None)
+    return name if isinstance(name, str) and getattr(math, name, None) is obj else None
 
 
 def _function_name(func) -> str:
@@ -337,7 +427,6 @@ def _function_name(func) -> str:
     if module.startswith("numpy.linalg"):
         return f"linalg.{name}"
     return name
-
 
 
 # ----------------------------------------------------------------------------------------------
