@@ -25,6 +25,8 @@ def _v(x: Any) -> Var:
     """An IR value: tracers arrive as values already; numbers and arrays become constants."""
     if isinstance(x, Var):
         return x
+    if isinstance(x, np.ndarray):
+        return _array_operand(x)
     return P.const(_array(x))
 
 
@@ -32,7 +34,17 @@ def _o(x: Any):
     """An operand: a value, or a Python number kept weakly typed for NumPy's promotion."""
     if isinstance(x, Var) or (isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)):
         return x
+    if isinstance(x, np.ndarray):
+        return _array_operand(x)
     return P.const(_array(x))
+
+
+def _array_operand(x: np.ndarray) -> Var:
+    """A NumPy array used as an operand: a hidden input of the program when the traced function
+    read it from outside its arguments (a global, a closure: see capture.py), else a constant."""
+    from .trace import operand  # trace imports this module: looked up when first needed
+
+    return operand(x, ir.current_builder())
 
 
 def _array(x: Any) -> np.ndarray:

@@ -313,10 +313,8 @@ def _call(fn: Callable, *args, **kwargs):
             "or a closure). Return it from the traced function instead."
         )
     with ir.source_location(user_source()):
-        # arrays and traced values passed by keyword (np.clip(x, a_max=h)) are operands too: a
-        # captured array must become a hidden input, not a constant (see capture.py)
-        kwargs = {k: operand(v, builder) if isinstance(v, (np.ndarray, Tracer)) else v
-                  for k, v in kwargs.items()}
+        # traced values passed by keyword (np.clip(x, a_max=h)) are operands too
+        kwargs = {k: operand(v, builder) if isinstance(v, Tracer) else v for k, v in kwargs.items()}
         return _wrap(fn(*[_arg(a, builder) for a in args], **kwargs), builder)
 
 
