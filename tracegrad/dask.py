@@ -48,8 +48,8 @@ from tracegrad.tree import TreeDef, flatten, unflatten
 __all__ = ["ChunkError", "DataParallel", "grad", "hessian", "trace_counts", "value_and_grad"]
 
 KINDS = ("value_and_grad", "grad", "hessian")
-# How many results one sum task adds. The tree is fixed by the number of chunks and this, so a
-# call's result never depends on which worker ran what, or when.
+# How many results one sum task adds. The tree is fixed by the number of chunks and this: the
+# order of the additions never depends on which worker ran what, or when.
 SPLIT_EVERY = 8
 
 
@@ -91,17 +91,48 @@ class _Payload:
     """What is scattered once per call: the job and the parameters (every non-data argument)."""
 
     def __init__(self, job: _Job, params: dict[int, Any], data_argnums: tuple[int, ...],
-                 n_args: int, n_chunks: int):
+                 n_args: int, n_chunks: int, deterministic: bool):
         self.job, self.params, self.data_argnums = job, params, data_argnums
-        self.n_args, self.n_chunks = n_args, n_chunks
+        self.n_args, self.n_chunks, self.deterministic = n_args, n_chunks, deterministic
+        self._aligned: dict[int, Any] | None = None
 
     def arguments(self, chunks: Sequence[np.ndarray]) -> tuple:
+        params = self.params
+        if self.deterministic:
+            if self._aligned is None:  # once per process: the tasks there share this payload
+                self._aligned = {i: _aligned_tree(v) for i, v in params.items()}
+            params, chunks = self._aligned, [_aligned(c) for c in chunks]
         args: list[Any] = [None] * self.n_args
-        for i, value in self.params.items():
+        for i, value in params.items():
             args[i] = value
         for i, chunk in zip(self.data_argnums, chunks, strict=True):
             args[i] = chunk
         return tuple(args)
+
+
+ALIGNMENT = 64  # bytes: a cache line, and the widest SIMD vector
+
+
+def _aligned(a: Any) -> Any:
+    """`a` in C order at an address that is a multiple of ALIGNMENT (a copy unless it is).
+
+    NumPy's and BLAS's vectorised loops split a sum differently for data at different addresses,
+    and arrays that arrive from another process can sit at any address, even an odd one: the same
+    chunk then gives results that differ in the last bits from worker to worker."""
+    if not isinstance(a, np.ndarray):
+        return a
+    if a.flags.c_contiguous and a.ctypes.data % ALIGNMENT == 0:
+        return a
+    buffer = np.empty(a.nbytes + ALIGNMENT, np.uint8)
+    start = -buffer.ctypes.data % ALIGNMENT
+    out = buffer[start : start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def _aligned_tree(tree: Any) -> Any:
+    leaves, treedef = flatten(tree)
+    return unflatten(treedef, [_aligned(x) for x in leaves])
 
 
 MAX_TRANSFORMS = 64
@@ -256,7 +287,8 @@ class DataParallel:
     chunk on Dask. Made by `value_and_grad`, `grad` and `hessian` of this module."""
 
     def __init__(self, fun: Callable, kind: str, argnums=0, data_argnums=None, client=None,
-                 backend: str | None = None, split_every: int = SPLIT_EVERY):
+                 backend: str | None = None, split_every: int = SPLIT_EVERY,
+                 deterministic: bool = False):
         if not callable(fun):
             raise TypeError(f"tracegrad.dask.{kind} expects a function, got {type(fun).__name__}")
         if kind not in KINDS:
@@ -287,6 +319,7 @@ class DataParallel:
             raise ValueError(f"split_every must be an integer of at least 2, got {split_every!r}")
         self.fun, self.kind, self.argnums = fun, kind, argnums
         self.client, self.backend, self.split_every = client, backend, split_every
+        self.deterministic = bool(deterministic)
         name = f"{kind}({_name_of(fun)})"
         self._job = _Job(_job_key(fun, kind, argnums, backend), kind, fun, argnums, backend, name)
         self._checked: set[tuple] = set()
@@ -400,7 +433,8 @@ class DataParallel:
             raise ValueError(f"{self._job.name}: the data has no rows")
         client = _current_client(self.client)
         params = {i: a for i, a in enumerate(args) if i not in self.data_argnums}
-        payload = _Payload(self._job, params, self.data_argnums, len(args), len(rows))
+        payload = _Payload(self._job, params, self.data_argnums, len(args), len(rows),
+                           self.deterministic)
         call = uuid.uuid4().hex[:12]
         scattered = None
         try:
@@ -458,34 +492,45 @@ def _describe_chunks(chunks: tuple) -> str:
 
 def _transform(kind: str):
     def make(fun=None, argnums=0, data_argnums=None, client=None, backend=None,
-             split_every=SPLIT_EVERY):
+             split_every=SPLIT_EVERY, deterministic=False):
+        options = (kind, argnums, data_argnums, client, backend, split_every, deterministic)
         if fun is None:  # as a decorator: @tgd.grad(argnums=0, data_argnums=(1, 2))
-            return lambda f: DataParallel(f, kind, argnums, data_argnums, client, backend, split_every)
-        return DataParallel(fun, kind, argnums, data_argnums, client, backend, split_every)
+            return lambda f: DataParallel(f, *options)
+        return DataParallel(fun, *options)
 
     make.__name__ = kind
     return make
 
 
 def value_and_grad(fun=None, argnums=0, data_argnums=None, client=None, backend=None,
-                   split_every=SPLIT_EVERY) -> DataParallel:
+                   split_every=SPLIT_EVERY, deterministic=False) -> DataParallel:
     """`(loss, gradient)` of a loss that is a sum over the rows of `data_argnums` (dask arrays
     chunked along axis 0, the same row chunks for each): the sums over chunks of
-    `tg.value_and_grad(fun, argnums)` on each chunk. Runs on `client`, else the current
-    dask.distributed client, else Dask's default scheduler in this process; `backend` is the
-    workers' tracegrad backend (None: their default). Results are combined by a fixed tree of
-    sums, `split_every` results per sum task."""
-    return _transform("value_and_grad")(fun, argnums, data_argnums, client, backend, split_every)
+    `tg.value_and_grad(fun, argnums)` on each chunk.
+
+    - `client`: a dask.distributed Client; None: the current one, else Dask's default
+      scheduler (threads) in this process.
+    - `backend`: the tracegrad backend the chunks run on (None: each worker's default).
+    - `split_every`: how many results one task of the (fixed) tree of sums adds.
+    - `deterministic=True`: bit-for-bit the same result on every call with the same chunks,
+      whichever worker runs which chunk (each chunk is copied to aligned memory first; see
+      docs/distributed.md). Otherwise results agree to rounding (about 1e-15 relative in float64).
+    """
+    return _transform("value_and_grad")(fun, argnums, data_argnums, client, backend, split_every,
+                                        deterministic)
 
 
 def grad(fun=None, argnums=0, data_argnums=None, client=None, backend=None,
-         split_every=SPLIT_EVERY) -> DataParallel:
+         split_every=SPLIT_EVERY, deterministic=False) -> DataParallel:
     """The gradient of a loss that is a sum over rows: as `value_and_grad`, without the value."""
-    return _transform("grad")(fun, argnums, data_argnums, client, backend, split_every)
+    return _transform("grad")(fun, argnums, data_argnums, client, backend, split_every,
+                              deterministic)
 
 
 def hessian(fun=None, argnums=0, data_argnums=None, client=None, backend=None,
-            split_every=SPLIT_EVERY) -> DataParallel:
+            split_every=SPLIT_EVERY, deterministic=False) -> DataParallel:
     """The Hessian of a loss that is a sum over rows: the sum of `tg.hessian(fun, argnums)`
-    over the chunks, shape `w.shape + w.shape` (nested dicts for a dict of parameters)."""
-    return _transform("hessian")(fun, argnums, data_argnums, client, backend, split_every)
+    over the chunks, shape `w.shape + w.shape` (nested dicts for a dict of parameters); options
+    as for `value_and_grad`."""
+    return _transform("hessian")(fun, argnums, data_argnums, client, backend, split_every,
+                                 deterministic)
