@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import cloudpickle
 import numpy as np
 import pytest
 
@@ -28,6 +29,10 @@ da = pytest.importorskip("dask.array", reason='the dask extra is not installed: 
 distributed = pytest.importorskip("distributed")
 import tracegrad.dask as tgd  # noqa: E402
 from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: E402
+
+# The workers get this module's functions by value, as they would a script's or a notebook's
+# (by reference they would import this test module, and pytest with it, in each worker).
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS, CHUNK, FEATURES = 240, 60, 5  # four equal chunks: one program per worker and transform
@@ -282,21 +287,24 @@ def test_parameters_are_scattered_once_per_call_not_embedded_in_tasks(cluster, c
 
 def test_each_worker_compiles_once_for_many_calls(client):
     w, X, y = logistic_data()
-    Xd, yd = client.persist(chunked(X, y))
+    Xd, yd = client.persist(chunked(X, y))  # four chunks of one shape: one program per worker
     value_and_grad = tgd.value_and_grad(squared_error, argnums=0, data_argnums=(1, 2),
                                         client=client, backend="cpu")
     value_and_grad(w, Xd, yd)
     after_one = value_and_grad.worker_trace_counts()
-    assert sum(after_one.values()) >= 1 and max(after_one.values()) == 1  # one chunk signature
+    assert sum(after_one.values()) >= 1 and max(after_one.values()) == 1
     for step in range(5):
         value_and_grad(w + 0.1 * step, Xd, yd)
     # a new tgd transform of the same function finds the workers' programs too
     tgd.value_and_grad(squared_error, argnums=0, data_argnums=(1, 2), client=client,
                        backend="cpu")(w, Xd, yd)
-    assert value_and_grad.worker_trace_counts() == after_one
+    after_seven = value_and_grad.worker_trace_counts()
+    # never a second trace on a worker (one that had no chunk yet may have traced its first)
+    assert set(after_seven) == set(after_one) and max(after_seven.values()) == 1
+    assert all(after_seven[worker] >= count for worker, count in after_one.items())
     per_worker = client.run(tgd.trace_counts)
-    assert all(counts.get(name, 0) <= 1 for counts in per_worker.values()
-               for name in counts if name.startswith("value_and_grad(squared_error)"))
+    assert all(count <= 1 for counts in per_worker.values() for name, count in counts.items()
+               if name.startswith("value_and_grad(squared_error)"))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -70,21 +70,40 @@ class ChunkError(RuntimeError):
 # What runs in the worker processes (and in this one, on the threaded scheduler)
 
 
-@dataclass(frozen=True)
 class _Job:
-    """The transform to run on each chunk. `key` is stable across calls and processes: it is
-    what a process files its `tg.Transformed` under, so that every call reuses one program."""
+    """The transform to run on each chunk. `key` is the same for the same function in every call
+    and every process: it is what a process files its `tg.Transformed` under, so that every
+    call reuses one program.
 
-    key: str
-    kind: str
-    fun: Callable
-    argnums: int | tuple[int, ...]
-    backend: str | None
-    name: str
+    The function travels as cloudpickle's bytes (by value when it is defined in a script or a
+    notebook, or in a module registered with `cloudpickle.register_pickle_by_value`), and a
+    worker unpickles it only the first time it meets the key."""
+
+    def __init__(self, fun: Callable, kind: str, argnums, backend: str | None, name: str):
+        import cloudpickle  # a dependency of dask
+
+        self.fun: Callable | None = fun
+        self.kind, self.argnums, self.backend, self.name = kind, argnums, backend, name
+        try:
+            self.blob: bytes | None = cloudpickle.dumps(fun)
+        except Exception:  # not picklable: fine on threads; a cluster says why when it sends it
+            self.blob = None
+            self.key = uuid.uuid4().hex
+        else:
+            self.key = hashlib.sha256(self.blob + repr((kind, argnums, backend)).encode()).hexdigest()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        if self.blob is not None:
+            state["fun"] = None
+        return state
 
     def make(self) -> tg.Transformed:
+        import cloudpickle
+
+        fun = self.fun if self.fun is not None else cloudpickle.loads(self.blob)
         make = {"value_and_grad": tg.value_and_grad, "grad": tg.grad, "hessian": tg.hessian}[self.kind]
-        return make(self.fun, argnums=self.argnums, backend=self.backend)
+        return make(fun, argnums=self.argnums, backend=self.backend)
 
 
 class _Payload:
@@ -147,7 +166,8 @@ def _transform_for(job: _Job) -> tg.Transformed:
         if entry is None:
             entry = _transforms[job.key] = (job.make(), job.name)
             if len(_transforms) > MAX_TRANSFORMS:
-                _transforms.popitem(last=False)
+                old, _ = _transforms.popitem(last=False)
+                _compiled.difference_update([k for k in _compiled if k[0] == old])
         else:
             _transforms.move_to_end(job.key)
     return entry[0]
@@ -248,17 +268,6 @@ def _name_of(fun: Callable) -> str:
     return getattr(fun, "__qualname__", getattr(fun, "__name__", type(fun).__name__))
 
 
-def _job_key(fun: Callable, kind: str, argnums, backend) -> str:
-    """A key that is the same for the same function in every call and every process."""
-    import cloudpickle  # a dependency of dask
-
-    try:
-        blob = cloudpickle.dumps((fun, kind, argnums, backend))
-    except Exception:  # not picklable: fine on threads; a cluster will say why when it sends it
-        return uuid.uuid4().hex
-    return hashlib.sha256(blob).hexdigest()
-
-
 def _int_tuple(value: Any, name: str) -> tuple[int, ...]:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         value = (value,)
@@ -321,7 +330,7 @@ class DataParallel:
         self.client, self.backend, self.split_every = client, backend, split_every
         self.deterministic = bool(deterministic)
         name = f"{kind}({_name_of(fun)})"
-        self._job = _Job(_job_key(fun, kind, argnums, backend), kind, fun, argnums, backend, name)
+        self._job = _Job(fun, kind, argnums, backend, name)
         self._checked: set[tuple] = set()
 
     def __repr__(self) -> str:
