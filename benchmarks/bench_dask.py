@@ -23,10 +23,17 @@ import statistics
 import sys
 import time
 
-import numpy as np
+# Dask's nanny starts each worker with one BLAS / OpenMP thread (distributed.nanny's
+# pre-spawn-environ). The single process gets the same, so that the three candidates differ only in
+# how the rows are shared out: with BLAS's own two threads on this shared 2-core machine, the
+# single process measured 1.98 s against 1.20 s (the notes in RESULTS.md).
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # this checkout's tracegrad
+
+import numpy as np  # noqa: E402
 
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
