@@ -163,7 +163,8 @@ def test_every_example_has_the_interface(name):
 
 SMALL = {"linear-regression": {"size": 20, "steps": 20}, "mlp": {"size": 20, "steps": 20},
          "newton": {"size": 2, "steps": 30}, "gradient-flow": {"size": 16, "steps": 3},
-         "higher-order": {"size": 3}, "custom-gradient": {"size": 3}}
+         "higher-order": {"size": 3}, "custom-gradient": {"size": 3},
+         "distributed-logreg": {"rows": 2000, "workers": 0}}
 
 
 @pytest.mark.parametrize("name", examples.names())

@@ -85,7 +85,7 @@ def _run_epilog() -> str:
     for name in _examples.names():
         module = _examples.load(name)
         parts = []
-        for option in ("size", "steps"):
+        for option in ("size", "steps", *_examples.EXTRA_OPTIONS):
             meaning = _examples.option_help(module, option)
             if meaning:
                 parts.append(f"--{option}: {meaning} ({getattr(module, f'DEFAULT_{option.upper()}')})")
@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(exc.args[0], hint="`tracegrad examples` lists them") from None
     _check_backend_name(args.backend, ("numpy", "cpu", "cuda"))
     kwargs: dict[str, Any] = {"backend": args.backend, "plot": args.plot, "quiet": args.quiet}
-    for option in ("size", "steps"):
+    for option in ("size", "steps", *_examples.EXTRA_OPTIONS):
         value = getattr(args, option)
         if value is None:
             continue
@@ -672,6 +672,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to run (default: the fastest available here, or $TRACEGRAD_BACKEND)")
     p.add_argument("--size", type=int, metavar="N", help="problem size (see below)")
     p.add_argument("--steps", type=int, metavar="N", help="iterations (see below)")
+    for option, metavar in _examples.EXTRA_OPTIONS.items():  # the examples that take them say so
+        p.add_argument(f"--{option}", type=int, metavar=metavar, help=f"{option} (see below)")
     p.add_argument("--plot", metavar="FILE.png", help="save a plot (needs matplotlib)")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing, not even progress")
     p.set_defaults(handler=cmd_run)

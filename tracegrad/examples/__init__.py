@@ -25,7 +25,12 @@ EXAMPLES = {
     "higher-order": "higher_order",
     "custom-gradient": "custom_gradient",
     "gradient-flow": "gradient_flow",
+    "distributed-logreg": "distributed_logreg",
 }
+
+# Options beyond --size and --steps that some examples take (an example that does declares
+# DEFAULT_<OPTION> and <OPTION>_HELP, like size and steps): name -> metavar.
+EXTRA_OPTIONS = {"workers": "N", "rows": "N"}
 
 
 def names() -> list[str]:

@@ -1,0 +1,204 @@
+"""One gradient of the logistic loss on 10^7 x 20 data: tracegrad.dask on a LocalCluster of 1 and
+of 2 worker processes, against plain single-process tracegrad, in the same run.
+
+    python3 benchmarks/bench_dask.py                  # 10^7 rows; prints the tables
+    python3 benchmarks/bench_dask.py --write          # also writes "## Dask" in RESULTS.md
+    python3 benchmarks/bench_dask.py --rows 1000000   # smaller
+
+The data is drawn on the workers (dask.array.random, 500,000-row chunks of 80 MB) and persisted
+there; the single process gets the same numbers by computing the same dask arrays with threads.
+The three candidates are timed in interleaved rounds (medians), each after a warm-up call that
+traces and compiles. A second table splits the cost of a call that has almost no work (the same
+graph on tiny chunks) into its parts: that is the fixed overhead every call pays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import os
+import platform
+import statistics
+import sys
+import time
+
+# Dask's nanny starts each worker with one BLAS / OpenMP thread (distributed.nanny's
+# pre-spawn-environ). The single process gets the same, so that the three candidates differ only in
+# how the rows are shared out: with BLAS's own two threads on this shared 2-core machine, the
+# single process measured 1.98 s against 1.20 s (the notes in RESULTS.md).
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # this checkout's tracegrad
+
+import numpy as np  # noqa: E402
+
+import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+import distributed  # noqa: E402
+
+import tracegrad as tg  # noqa: E402
+import tracegrad.dask as tgd  # noqa: E402
+
+RESULTS = os.path.join(HERE, "RESULTS.md")
+SECTION = "## Dask: data-parallel gradients (tracegrad.dask)"
+FEATURES = 20
+
+
+def nll(w, X, y):
+    z = X @ w
+    return np.sum(np.log1p(np.exp(z)) - y * z)
+
+
+def make_data(rows: int, chunk: int):
+    rng = da.random.default_rng(7)
+    X = rng.standard_normal((rows, FEATURES), chunks=(chunk, FEATURES))
+    p = 1.0 / (1.0 + da.exp(-(X @ np.linspace(-1.0, 1.0, FEATURES))))
+    y = (rng.random(rows, chunks=chunk) < p).astype(np.float64)
+    return X, y
+
+
+def timed(fun) -> float:
+    start = time.perf_counter()
+    fun()
+    return time.perf_counter() - start
+
+
+def start_cluster(workers: int):
+    cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=logging.CRITICAL)
+    return cluster, distributed.Client(cluster, set_as_default=False)
+
+
+def gradients(rows: int, chunk: int, rounds: int, backend: str) -> tuple[list[dict], dict]:
+    X, y = make_data(rows, chunk)
+    w = 0.1 * np.ones(FEATURES)
+    clusters = {n: start_cluster(n) for n in (1, 2)}
+    try:
+        candidates = {}
+        for n, (_, client) in clusters.items():
+            Xd, yd = client.persist([X, y])
+            with client.as_current():
+                distributed.wait([Xd, yd])
+            g = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend=backend)
+            candidates[f"tracegrad.dask, {n} worker process{'es' if n > 1 else ''}"] = (
+                lambda g=g, Xd=Xd, yd=yd: g(w, Xd, yd))
+        Xm, ym = dask.compute(X, y, scheduler="threads")
+        local = tg.grad(nll, backend=backend)
+        candidates["tracegrad, one process (no Dask)"] = lambda: local(w, Xm, ym)
+        reference = local(w, Xm, ym)
+        first, agree = {}, {}
+        for name, call in candidates.items():
+            first[name] = timed(call)
+            agree[name] = float(np.max(np.abs(call() - reference)) / np.max(np.abs(reference)))
+        times: dict[str, list[float]] = {name: [] for name in candidates}
+        for _ in range(rounds):
+            for name, call in candidates.items():
+                times[name].append(timed(call))
+        rows_out = [{"name": name, "median": statistics.median(ts), "min": min(ts),
+                     "first": first[name], "difference": agree[name]} for name, ts in times.items()]
+        overhead = call_overhead(clusters[2][1], backend, rounds)
+    finally:
+        for cluster, client in clusters.values():
+            client.close()
+            cluster.close()
+    return rows_out, overhead
+
+
+def call_overhead(client, backend: str, rounds: int) -> dict:
+    """Where the time of a call with almost no work goes (20 chunks of 100 rows)."""
+    X, y = make_data(2000, 100)
+    Xd, yd = client.persist([X, y])
+    with client.as_current():
+        distributed.wait([Xd, yd])
+    w = 0.1 * np.ones(FEATURES)
+    g = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend=backend)
+    g(w, Xd, yd)
+    parts: dict[str, list[float]] = {k: [] for k in (
+        "whole call", "checks and graph (client)", "scatter the parameters to every worker",
+        "submit, run 20 chunk tasks and the sums, gather", "one trivial task, for scale")}
+    for _ in range(max(rounds, 5)):
+        parts["whole call"].append(timed(lambda: g(w, Xd, yd)))
+        start = time.perf_counter()
+        data = g._data((w, Xd, yd))
+        g._check_loss((w, Xd, yd), data)
+        payload = tgd._Payload(g._job, {0: w}, (1, 2), 3, 20, False)
+        rows = [int(c) for c in data[0].chunks[0]]
+        parts["checks and graph (client)"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        [future] = client.scatter([payload], broadcast=True, hash=False)
+        parts["scatter the parameters to every worker"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        total = g._graph(future, data, rows, "bench")
+        graph_time = time.perf_counter() - start
+        parts["checks and graph (client)"][-1] += graph_time
+        start = time.perf_counter()
+        client.compute(total, optimize_graph=False).result()
+        parts["submit, run 20 chunk tasks and the sums, gather"].append(time.perf_counter() - start)
+        future.release()
+        parts["one trivial task, for scale"].append(
+            timed(lambda: client.submit(int, 1, pure=False).result()))
+    return {k: statistics.median(v) for k, v in parts.items()}
+
+
+def report(rows: int, chunk: int, results: list[dict], overhead: dict, backend: str) -> str:
+    single = next(r["median"] for r in results if "one process" in r["name"])
+    lines = [f"### One gradient of the logistic loss, {rows:,} x {FEATURES} float64, "
+             f"{rows // chunk} chunks of {chunk:,} rows, backend {backend}", "",
+             "| candidate | median | fastest | vs one process | first call | max relative difference |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in results:
+        lines.append(f"| {r['name']} | {r['median'] * 1e3:.0f} ms | {r['min'] * 1e3:.0f} ms | "
+                     f"{r['median'] / single:.2f}x | {r['first']:.2f} s | {r['difference']:.1e} |")
+    lines += ["", "### The fixed cost of a call: 20 chunks of 100 rows on 2 worker processes "
+              "(medians)", "", "| part | ms |", "|---|---:|"]
+    for name, seconds in overhead.items():
+        lines.append(f"| {name} | {seconds * 1e3:.1f} |")
+    return "\n".join(lines)
+
+
+def write_section(body: str) -> None:
+    """Replace (or append) this script's section of RESULTS.md; the others stay as they are."""
+    with open(RESULTS) as fh:
+        text = fh.read()
+    start = text.find(SECTION)
+    if start >= 0:
+        nxt = text.find("\n## ", start + len(SECTION))
+        end = len(text) if nxt < 0 else nxt + 1
+        text = text[:start] + body.rstrip() + "\n" + ("\n" + text[end:] if nxt >= 0 else "")
+    else:
+        text = text.rstrip() + "\n\n" + body.rstrip() + "\n"
+    with open(RESULTS, "w") as fh:
+        fh.write(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--chunk", type=int, default=500_000, help="rows per chunk")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    ap.add_argument("--notes", default="", help="a file whose text goes under the tables")
+    args = ap.parse_args()
+    load = os.getloadavg()[0]
+    results, overhead = gradients(args.rows, args.chunk, args.rounds, args.backend)
+    tables = report(args.rows, args.chunk, results, overhead, args.backend)
+    print(tables)
+    if args.write:
+        head = (f"{SECTION}\n\n`benchmarks/bench_dask.py --rows {args.rows}`, "
+                f"{datetime.date.today().isoformat()}, {platform.processor() or platform.machine()}, "
+                f"{os.cpu_count()} cores (load average {load:.1f} at the start: a shared machine), "
+                f"Dask {dask.__version__}, {args.rounds} interleaved rounds.\n")
+        notes = ""
+        if args.notes:
+            with open(args.notes) as fh:
+                notes = fh.read().strip()
+        write_section(head + "\n" + tables + ("\n\n" + notes if notes else "") + "\n")
+        print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""The distributed-logreg example, runnable as a file:
+
+    python3 examples/distributed_logreg.py [--backend numpy|cpu|cuda] [--workers N] [--rows N]
+        [--steps N] [--quiet]
+
+Its code is in tracegrad/examples/distributed_logreg.py, so that
+`tracegrad run distributed-logreg` works from an installed package too.
+"""
+
+import sys
+from pathlib import Path
+
+try:
+    from tracegrad.cli import main
+except ImportError:  # run from a clone without installing: use the package next to this folder
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tracegrad.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["run", "distributed-logreg", *sys.argv[1:]]))
