@@ -456,7 +456,7 @@ def test_the_example_from_the_command_line_without_a_cluster(capsys):
     iterations = [line for line in out.splitlines() if line.startswith("  iteration ")]
     assert len(iterations) >= 3 and iterations[-1].endswith("converged")
     assert "distributed-logreg: converged in" in out
-    assert cli.main(["run", "newton", "--workers", "2"]) == 1
+    assert cli.main(["run", "newton", "--workers", "2"]) == 2  # a usage mistake
     assert "the newton example takes no --workers" in capsys.readouterr().err
 
 
