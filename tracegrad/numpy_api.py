@@ -235,6 +235,8 @@ def _reduction(prim, name):
         x = _v(a)
         if dtype is not None:
             x = P.convert(x, dtype)
+        if x.ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
+            axis = ()  # NumPy's reduce takes axis 0 or -1 of a 0-d value as no axis
         return P.reduce(prim, x, axis, keepdims)
 
     return handler
@@ -531,11 +533,18 @@ def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
     ta = "".join(c for c in ta if c in tb or c in out)
     b = P.reduce_sum(b, tuple(i for i, c in enumerate(tb) if c not in ta and c not in out))
     tb = "".join(c for c in tb if c in ta or c in out)
-    size = {}
+    size: dict[str, int] = {}
     for term, x in ((ta, a), (tb, b)):
-        for c, d in zip(term, x.shape):
-            if size.setdefault(c, d) != d:
+        for c, d in zip(term, x.shape, strict=True):
+            if size.get(c, 1) == 1:
+                size[c] = d
+            elif d not in (1, size[c]):
                 raise ShapeError(f"np.einsum: index {c!r} has sizes {size[c]} and {d}{_src()}")
+    # a size-1 axis broadcasts against the other operand's, as in NumPy
+    a, b = (
+        x if x.shape == tuple(size[c] for c in t) else P.broadcast_to(x, tuple(size[c] for c in t))
+        for t, x in ((ta, a), (tb, b))
+    )
     batch = [c for c in ta if c in tb and c in out]
     contracted = [c for c in ta if c in tb and c not in out]
     free_a = [c for c in ta if c not in tb]
