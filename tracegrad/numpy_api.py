@@ -6,7 +6,6 @@ are, and anything nested (lists of arrays) raw; `as_operand`/`as_var` convert th
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -61,14 +60,6 @@ def _neg(x):
     return P.neg(x)
 
 
-def _scaled_log(base: float):
-    return lambda x: P.mul(P.unary(P.log_p, _v(x)), 1.0 / math.log(base))
-
-
-def _exp2(x):
-    return P.unary(P.exp_p, P.mul(_v(P.convert(_v(x), P.float_dtype(_v(x).dtype))), math.log(2.0)))
-
-
 def _square(x):
     x = _v(x)
     return P.integer_pow(x, 2)
@@ -87,11 +78,11 @@ UFUNCS = {
     "square": _square,
     "reciprocal": lambda x: P.reciprocal(_v(x)),
     "exp": _unary(P.exp_p),
-    "exp2": _exp2,
+    "exp2": _unary(P.exp2_p),
     "expm1": _unary(P.expm1_p),
     "log": _unary(P.log_p),
-    "log2": _scaled_log(2.0),
-    "log10": _scaled_log(10.0),
+    "log2": _unary(P.log2_p),
+    "log10": _unary(P.log10_p),
     "log1p": _unary(P.log1p_p),
     "sqrt": _unary(P.sqrt_p),
     "sin": _unary(P.sin_p),

@@ -1,0 +1,225 @@
+"""Numbers as exact as NumPy's, on every backend: logs and powers of base 2 and 10, integer powers,
+the derivatives of a product with zeros in it, of a standard deviation over one element, and of
+the numerically stable softplus idioms (which the simplifier rewrites to a smooth primitive).
+
+Accuracy is measured in ulps against a reference in more precision than the result
+(np.longdouble for float64, float64 for float32)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from conftest import CUDA_SIMULATED
+from tracegrad import vmath
+
+F64, F32 = np.float64, np.float32
+
+
+def ulps(got, ref, dtype) -> np.ndarray:
+    """|got - ref| in units of the last place of ref in `dtype` (the subnormal spacing at the
+    bottom); 0 where got is ref rounded (infinities and zeros included)."""
+    fi = np.finfo(dtype)
+    ref = np.asarray(ref)
+    got = np.asarray(got).astype(ref.dtype)
+    with np.errstate(all="ignore"):
+        same = got == ref.astype(dtype).astype(ref.dtype)
+        _, e = np.frexp(np.abs(ref))
+        e = np.maximum(e.astype(np.int64) - 1 - fi.nmant, fi.minexp - fi.nmant)
+        err = np.abs(got - ref) / np.ldexp(np.ones_like(ref), e)
+    return np.where(same, 0.0, np.where(np.isfinite(err), err, np.inf)).astype(F64)
+
+
+def wide(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.longdouble if x.dtype == F64 else F64)
+
+
+def gpu_slack(backend: str) -> float:
+    """A real GPU's math library (libdevice) is allowed 2 ulp where libm and NumPy reach 1."""
+    return 2.0 if backend == "cuda" and not CUDA_SIMULATED else 1.0
+
+
+@pytest.fixture(params=["vector", "libm"])
+def math_mode(request):
+    """The cpu backend's two math modes (tracegrad.vmath's functions, or libm's)."""
+    vmath.set_math_mode(request.param)
+    yield request.param
+    vmath.set_math_mode(None)
+
+
+# ----------------------------------------------------------------------------------------------
+# log2, log10, exp2
+
+
+def _exact_powers(dtype):
+    fi = np.finfo(dtype)
+    k2 = np.arange(fi.minexp - fi.nmant, fi.maxexp)
+    powers2 = np.ldexp(np.ones(k2.size, dtype), k2.astype(np.int32))
+    lo, hi = math.ceil(math.log10(float(fi.smallest_normal))), math.floor(math.log10(float(fi.max)))
+    k10 = np.arange(lo, hi + 1)
+    powers10 = np.array([dtype(f"1e{k}") for k in k10])
+    return k2.astype(dtype), powers2, k10.astype(dtype), powers10
+
+
+def _check_exact_powers(backend, dtype):
+    k2, powers2, k10, powers10 = _exact_powers(dtype)
+    np.testing.assert_array_equal(tg.jit(np.log2, backend=backend)(powers2), k2)
+    np.testing.assert_array_equal(tg.jit(np.exp2, backend=backend)(k2), powers2)
+    np.testing.assert_array_equal(tg.jit(np.log10, backend=backend)(powers10), k10)
+    # what NumPy gives, too
+    np.testing.assert_array_equal(np.log2(powers2), k2)
+    np.testing.assert_array_equal(np.log10(powers10), k10)
+
+
+def _samples(name, dtype, rng, n=3000):
+    fi = np.finfo(dtype)
+    if name == "exp2":
+        top = float(fi.maxexp)
+        x = np.concatenate([rng.uniform(-top - 20, top + 1, n), rng.uniform(-1, 1, n),
+                            [1000.5, -1000.3, 1000.25, -999.75, 0.5, -0.5]])
+    else:
+        x = np.concatenate([np.exp(rng.uniform(np.log(float(fi.smallest_normal)),
+                                               np.log(float(fi.max)), n)),
+                            rng.uniform(0.5, 2, n), [0.1, 0.3, 7.0, 1e-300 if dtype == F64 else 1e-30]])
+    return x.astype(dtype)
+
+
+# libm's (and so NumPy's) log10 reaches 1.54 ulp (float64) and 1.65 ulp (float32); vmath's 0.7
+LIBM_ULP = {"log2": 1.0, "log10": 2.0, "exp2": 1.0}
+
+
+def _check_accuracy(backend, dtype, rng, slack):
+    for name, bound in LIBM_ULP.items():
+        bound = max(bound, slack)
+        x = _samples(name, dtype, rng)
+        got = tg.jit(getattr(np, name), backend=backend)(x)
+        assert got.dtype == dtype
+        with np.errstate(over="ignore"):
+            err = ulps(got, getattr(np, name)(wide(x)), dtype)
+        worst = int(np.argmax(err))
+        assert err[worst] <= bound, f"{name}({x[worst]!r}) = {got[worst]!r}: {err[worst]:.2f} ulp"
+
+
+def test_the_reported_values_are_exact(backend):
+    x = np.array([1000.0, 8.0, 3.0])
+    log10, log2, exp2 = tg.jit(lambda v: (np.log10(v[0]), np.log2(v[1]), np.exp2(v[2])),
+                               backend=backend)(x)
+    assert (log10, log2, exp2) == (3.0, 3.0, 8.0)
+
+
+@pytest.mark.parametrize("dtype", [F64, F32])
+def test_log2_exp2_log10_are_exact_at_exact_powers(backend, dtype):
+    _check_exact_powers(backend, dtype)
+
+
+@pytest.mark.parametrize("dtype", [F64, F32])
+def test_log2_exp2_log10_are_as_accurate_as_numpy(backend, dtype, rng):
+    _check_accuracy(backend, dtype, rng, gpu_slack(backend))
+
+
+@pytest.mark.parametrize("dtype", [F64, F32])
+def test_log2_exp2_log10_in_both_cpu_math_modes(math_mode, dtype, rng):
+    _check_exact_powers("cpu", dtype)
+    _check_accuracy("cpu", dtype, rng, 1.0)
+    if math_mode == "vector":  # tracegrad.vmath's: within 0.75 ulp
+        for name in ("log2", "log10", "exp2"):
+            x = _samples(name, dtype, rng)
+            got = tg.jit(getattr(np, name), backend="cpu")(x)
+            with np.errstate(over="ignore"):
+                assert ulps(got, getattr(np, name)(wide(x)), dtype).max() <= 0.75, name
+
+
+def test_log2_exp2_log10_special_values(backend):
+    x = np.array([0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, 1.0])
+    with np.errstate(all="ignore"):
+        for name in ("log2", "log10", "exp2"):
+            got = tg.jit(getattr(np, name), backend=backend)(x)
+            np.testing.assert_array_equal(got, getattr(np, name)(x), err_msg=name)
+
+
+def test_log2_exp2_log10_of_integers_are_float64(backend):
+    k = np.array([1, 8, 1000])
+    for name in ("log2", "log10", "exp2"):
+        got = tg.jit(getattr(np, name), backend=backend)(k)
+        assert got.dtype == F64
+        np.testing.assert_array_equal(got, getattr(np, name)(k))
+
+
+def nth_derivative(f, n: int, backend: str):
+    """The elementwise n-th derivative of an elementwise function, by nested tg.grad."""
+    d = f
+    for _ in range(n - 1):
+        d = tg.grad(lambda v, d=d: np.sum(d(v)))
+    return tg.grad(lambda v: np.sum(d(v)), backend=backend)
+
+
+def test_log2_exp2_log10_derivatives_to_third_order(backend):
+    x = np.array([0.7, 3.0, 8.0])
+    ln2, ln10 = math.log(2.0), math.log(10.0)
+    cases = {
+        np.log2: [1 / (x * ln2), -1 / (x**2 * ln2), 2 / (x**3 * ln2)],
+        np.log10: [1 / (x * ln10), -1 / (x**2 * ln10), 2 / (x**3 * ln10)],
+        np.exp2: [np.exp2(x) * ln2, np.exp2(x) * ln2**2, np.exp2(x) * ln2**3],
+    }
+    for f, expected in cases.items():
+        for n, want in enumerate(expected, start=1):
+            got = nth_derivative(f, n, backend)(x)
+            np.testing.assert_allclose(got, want, rtol=1e-13, err_msg=f"{f.__name__} order {n}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Integer powers
+
+
+POWERS = [2, 3, 4, 5, 13, 64, -1, -2, -3, -7]
+
+
+def _power_samples(n, dtype, rng):
+    top = (700.0 if dtype == F64 else 85.0) / abs(n)
+    x = np.exp(rng.uniform(-top, top, 2000)) * rng.choice([-1.0, 1.0], 2000)
+    return np.concatenate([x, rng.uniform(0.5, 2.0, 2000)]).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [F64, F32])
+def test_integer_powers_are_as_accurate_as_numpy(backend, dtype, rng):
+    for n in POWERS:
+        x = _power_samples(n, dtype, rng)
+        got = tg.jit(lambda v, n=n: v**n, backend=backend)(x)
+        assert got.dtype == dtype
+        err = ulps(got, np.power(wide(x), n), dtype)
+        # x*x*x (kept for speed) is within 1.25 ulp; every other power within 1, like NumPy's
+        bound = max(1.25 if n == 3 else 1.0, gpu_slack(backend))
+        worst = int(np.argmax(err))
+        assert err[worst] <= bound, f"{x[worst]!r} ** {n} = {got[worst]!r}: {err[worst]:.2f} ulp"
+
+
+def test_integer_powers_neither_underflow_nor_overflow_on_the_way(backend):
+    x = np.array([1e155, 1e-100, 1e-155, 1e20, 2.0**-600])
+    p = tg.jit(lambda v: (v**-2, v**-3, v**13, v**4), backend=backend)(x)
+    with np.errstate(all="ignore"):
+        for got, n in zip(p, (-2, -3, 13, 4), strict=True):
+            np.testing.assert_array_equal(got, np.power(x, float(n)), err_msg=f"** {n}")
+    assert p[0][0] == np.power(1e155, -2.0) and 0 < p[0][0] < 1.1e-310  # 1e-310, not 0
+
+
+def test_integer_powers_of_integers_stay_exact(backend):
+    k = np.arange(-6, 7, dtype=np.int64)
+    for n in (0, 2, 3, 4, 5, 13, 21):
+        got = tg.jit(lambda v, n=n: v**n, backend=backend)(k)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, k**n, err_msg=f"** {n}")
+    k32 = np.arange(-5, 6, dtype=np.int32)
+    np.testing.assert_array_equal(tg.jit(lambda v: v**7, backend=backend)(k32), k32**7)
+
+
+def test_integer_power_derivatives(backend):
+    x = np.array([0.5, 1.5, -2.0])
+    for n in (5, 13, -3):
+        for order in (1, 2, 3):
+            falling = math.prod(n - i for i in range(order))  # n (n-1) ... (n-order+1)
+            want = falling * x ** float(n - order)
+            got = nth_derivative(lambda v, n=n: v**n, order, backend)(x)
+            np.testing.assert_allclose(got, want, rtol=1e-14, err_msg=f"** {n}, order {order}")
