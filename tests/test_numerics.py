@@ -223,3 +223,78 @@ def test_integer_power_derivatives(backend):
             want = falling * x ** float(n - order)
             got = nth_derivative(lambda v, n=n: v**n, order, backend)(x)
             np.testing.assert_allclose(got, want, rtol=1e-14, err_msg=f"** {n}, order {order}")
+
+
+# ----------------------------------------------------------------------------------------------
+# The derivatives of a product, exact where elements are zero
+
+
+def _prod_derivatives(x: np.ndarray, order: int) -> np.ndarray:
+    """d^order prod(x) / dx_i dx_j ...: the product of the elements not differentiated, 0 where
+    an index repeats (prod is linear in each element)."""
+    n = x.size
+    out = np.zeros((n,) * order)
+    for idx in np.ndindex(out.shape):
+        if len(set(idx)) == order:
+            out[idx] = np.prod(np.delete(x, list(idx)))
+    return out
+
+
+# one shape, so that each transform compiles once
+PROD_POINTS = np.array([
+    [2.0, 0.0, 3.0, -1.5],  # one zero
+    [0.0, 4.0, 0.0, 5.0],  # two zeros
+    [0.0, 0.0, 0.0, 0.0],  # all zero
+    [1.5, -2.0, 0.5, 3.0],  # none
+])
+
+
+def test_prod_gradient_at_a_zero_is_the_product_of_the_others(backend):
+    np.testing.assert_array_equal(tg.grad(np.prod, backend=backend)(np.array([2.0, 0.0, 3.0])),
+                                  [0.0, 6.0, 0.0])
+
+
+def test_prod_derivatives_are_exact_at_zeros_to_third_order(backend):
+    grad = tg.grad(np.prod, backend=backend)
+    hessian = tg.hessian(np.prod, backend=backend)
+    third = tg.jacobian(tg.hessian(np.prod), backend=backend)
+    for x in PROD_POINTS:
+        np.testing.assert_array_equal(grad(x), _prod_derivatives(x, 1))
+        np.testing.assert_array_equal(hessian(x), _prod_derivatives(x, 2))
+        t = third(x)
+        assert np.all(np.isfinite(t))
+        np.testing.assert_array_equal(t, _prod_derivatives(x, 3))
+
+
+def test_prod_gradient_along_axes_with_keepdims_and_float32(backend):
+    x = np.array([[2.0, 0.0, 3.0], [1.5, 4.0, 0.5], [0.0, 0.0, 2.0], [1.0, -1.0, 2.0]])
+    w = np.array([[1.0, -2.0, 0.5, 3.0]])
+    for dtype in (F64, F32):
+        xd = x.astype(dtype)
+        # along axis 1, weighted per row: row r's gradient is w_r times its own product-of-others
+        g1 = tg.grad(lambda v: np.sum(w.astype(dtype) * np.prod(v, axis=1, keepdims=True).T),
+                     backend=backend)(xd)
+        want1 = np.stack([w[0, r] * _prod_derivatives(x[r], 1) for r in range(4)])
+        assert g1.dtype == dtype
+        np.testing.assert_allclose(g1, want1, rtol=1e-6 if dtype == F32 else 1e-15)
+        # along axis 0
+        g0 = tg.grad(lambda v: np.sum(np.prod(v, axis=0)), backend=backend)(xd)
+        want0 = np.stack([_prod_derivatives(x[:, c], 1) for c in range(3)], axis=1)
+        np.testing.assert_allclose(g0, want0, rtol=1e-6 if dtype == F32 else 1e-15)
+        # over every axis, with a 3-d input (axes (0, 2): a reduction over non-adjacent axes)
+        y = np.arange(24.0).reshape(2, 3, 4).astype(dtype) - 6
+        g = tg.grad(lambda v: np.sum(np.prod(v, axis=(0, 2))), backend=backend)(y)
+        moved = np.moveaxis(y.astype(F64), 1, 0).reshape(3, 8)
+        want = np.stack([_prod_derivatives(moved[c], 1) for c in range(3)])
+        want = np.moveaxis(want.reshape(3, 2, 4), 0, 1)
+        assert np.all(np.isfinite(g))
+        np.testing.assert_allclose(g, want, rtol=1e-6 if dtype == F32 else 1e-15)
+
+
+def test_prod_hessian_along_an_axis(backend):
+    x = np.array([[2.0, 0.0, 3.0], [0.0, 0.0, 2.0]])
+    h = tg.hessian(lambda v: np.sum(np.prod(v, axis=1)), backend=backend)(x)
+    want = np.zeros((2, 3, 2, 3))
+    for r in range(2):
+        want[r, :, r, :] = _prod_derivatives(x[r], 2)
+    np.testing.assert_array_equal(h, want)

@@ -411,8 +411,35 @@ def _extremum_rule(ct, out, x, axes):
 
 
 def _prod_rule(ct, out, x, axes):
-    # d prod / d x_i = prod / x_i; at an exact zero of x this is 0/0 (documented limitation).
-    return (ct_mul(_expand_reduced(ct, x, axes), div(_expand_reduced(out, x, axes), x)),)
+    """d prod / d x_i is the product of the other elements, exact where some are zero (prod / x_i
+    would be 0/0). The reduced elements are multiplied pairwise in a tree (padded with ones to a
+    power of two) and the cotangent is passed back down it, each level a `ct_mul` by the other
+    half: only products, so every derivative of this rule is exact at zeros too."""
+    kept = tuple(i for i in range(x.ndim) if i not in axes)
+    kept_shape = tuple(x.shape[i] for i in kept)
+    moved = transpose(x, kept + tuple(axes))
+    n = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
+    if n == 0:
+        return (zeros_like(x),)
+    flat = reshape(moved, kept_shape + (n,))
+    width = 1 << (n - 1).bit_length()
+    if width > n:
+        flat = concatenate([flat, const(1, kept_shape + (width - n,), x.dtype)], len(kept))
+
+    def half(v: Var, k: int) -> Var:
+        h = v.shape[-1] // 2
+        return slice_(v, tuple((0, d, 1) for d in kept_shape) + ((k * h, (k + 1) * h, 1),))
+
+    levels = [flat]
+    while levels[-1].shape[-1] > 1:
+        levels.append(mul(half(levels[-1], 0), half(levels[-1], 1)))
+    c = reshape(ct, kept_shape + (1,))
+    for level in reversed(levels[:-1]):
+        c = concatenate([ct_mul(c, half(level, 1)), ct_mul(c, half(level, 0))], len(kept))
+    if width > n:
+        c = slice_(c, tuple((0, d, 1) for d in kept_shape) + ((0, n, 1),))
+    c = reshape(c, moved.shape)
+    return (transpose(c, tuple(np.argsort(kept + tuple(axes)))),)
 
 
 def _extremum_binary(pick: Primitive):
