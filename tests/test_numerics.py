@@ -8,6 +8,7 @@ Accuracy is measured in ulps against a reference in more precision than the resu
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -298,3 +299,59 @@ def test_prod_hessian_along_an_axis(backend):
     for r in range(2):
         want[r, :, r, :] = _prod_derivatives(x[r], 2)
     np.testing.assert_array_equal(h, want)
+
+
+# ----------------------------------------------------------------------------------------------
+# The standard deviation where it is constant, or has a kink
+
+
+def test_std_over_one_element_has_zero_derivatives(backend):
+    x = np.array([3.5])
+    assert tg.jit(np.std, backend=backend)(x) == 0.0
+    np.testing.assert_array_equal(tg.grad(np.std, backend=backend)(x), [0.0])
+    np.testing.assert_array_equal(tg.hessian(np.std, backend=backend)(x), [[0.0]])
+    np.testing.assert_array_equal(tg.jacobian(tg.hessian(np.std), backend=backend)(x), [[[0.0]]])
+
+
+def test_std_along_an_axis_of_length_one(backend):
+    x = np.array([[1.0], [-2.0], [7.5]])
+    f = lambda v: np.sum(np.std(v, axis=1) * np.array([1.0, 2.0, 3.0]))  # noqa: E731
+    np.testing.assert_array_equal(tg.grad(f, backend=backend)(x), np.zeros((3, 1)))
+    np.testing.assert_array_equal(tg.hessian(f, backend=backend)(x), np.zeros((3, 1, 3, 1)))
+    g32 = tg.grad(lambda v: np.sum(np.std(v, axis=1, keepdims=True)), backend=backend)(
+        x.astype(F32))
+    assert g32.dtype == F32
+    np.testing.assert_array_equal(g32, np.zeros((3, 1), F32))
+
+
+def test_std_with_ddof_and_its_derivative(backend):
+    x = np.array([1.0, 2.5, -0.5, 4.0])
+    for ddof in (0, 1, 3):
+        value, grad = tg.value_and_grad(lambda v, d=ddof: np.std(v, ddof=d), backend=backend)(x)
+        s = np.std(x, ddof=ddof)
+        np.testing.assert_allclose(value, s, rtol=1e-15)
+        np.testing.assert_allclose(grad, (x - x.mean()) / ((x.size - ddof) * s), rtol=1e-14)
+
+
+def test_std_of_constant_data_has_derivative_zero_at_its_kink(backend):
+    """std(c + t v) = |t| std(v): a kink at t = 0, where tracegrad's convention (as for np.abs at
+    0) is the derivative 0, at every order; nowhere NaN."""
+    x = np.full(4, 2.5)
+    assert tg.jit(np.std, backend=backend)(x) == 0.0
+    np.testing.assert_array_equal(tg.grad(np.std, backend=backend)(x), np.zeros(4))
+    np.testing.assert_array_equal(tg.hessian(np.std, backend=backend)(x), np.zeros((4, 4)))
+    # var is smooth there: its derivatives are the ordinary ones
+    np.testing.assert_array_equal(tg.grad(np.var, backend=backend)(x), np.zeros(4))
+    np.testing.assert_allclose(tg.hessian(np.var, backend=backend)(x),
+                               (np.eye(4) - 1 / 4) * 2 / 4, rtol=1e-15, atol=1e-17)
+
+
+def test_std_keeps_numpys_values_at_the_edges(backend):
+    for x, ddof in (([np.inf, 1.0], 0), ([np.nan, 1.0], 0), ([1.0, 2.0], 2), ([3.0, 3.0], 2)):
+        x = np.array(x)
+        with np.errstate(all="ignore"):
+            got = tg.jit(lambda v, d=ddof: np.std(v, ddof=d), backend=backend)(x)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's "Degrees of freedom <= 0"
+            want = np.std(x, ddof=ddof)
+        np.testing.assert_array_equal(got, want)

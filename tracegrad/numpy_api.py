@@ -158,7 +158,10 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
 
 
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
-    return P.unary(P.sqrt_p, _var(a, axis, dtype, out, ddof, keepdims, **kwargs))
+    # Where the variance is 0 (one element, or constant data) the standard deviation has a kink,
+    # like |t| at 0: its derivative there is 0 at every order (as np.abs's), not 0 * inf = NaN.
+    var = _var(a, axis, dtype, out, ddof, keepdims, **kwargs)
+    return P.where(P.compare(P.eq_p, var, 0.0), 0.0, P.unary(P.sqrt_p, var))
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
