@@ -355,3 +355,119 @@ def test_std_keeps_numpys_values_at_the_edges(backend):
             warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's "Degrees of freedom <= 0"
             want = np.std(x, ddof=ddof)
         np.testing.assert_array_equal(got, want)
+
+
+# ----------------------------------------------------------------------------------------------
+# The stable softplus idioms: rewritten to the smooth primitive before differentiation
+
+
+def stable_softplus(z):
+    return np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z)))
+
+
+SOFTPLUS_IDIOMS = {
+    "max + log1p": stable_softplus,
+    "log1p + max, 0 first": lambda z: np.log1p(np.exp(-np.abs(z))) + np.maximum(0.0, z),
+    "max + log(1 + ...)": lambda z: np.maximum(z, 0) + np.log(1 + np.exp(-np.abs(z))),
+    "log(... + 1) + max, |-z|": lambda z: np.log(np.exp(-np.abs(-z)) + 1.0) + np.maximum(z, 0.0),
+    "logaddexp(0, z)": lambda z: np.logaddexp(0, z),
+    "logaddexp(z, 0)": lambda z: np.logaddexp(z, 0.0),
+}
+LOG_SIGMOID_IDIOMS = {
+    "min - log1p": lambda z: np.minimum(z, 0) - np.log1p(np.exp(-np.abs(z))),
+    "min(0, z) - log(1 + ...)": lambda z: np.minimum(0, z) - np.log(1 + np.exp(-np.abs(z))),
+}
+
+
+def _sigmoid(z):
+    with np.errstate(over="ignore"):
+        return 1 / (1 + np.exp(-z))
+
+
+@pytest.mark.parametrize("name", sorted(SOFTPLUS_IDIOMS) + sorted(LOG_SIGMOID_IDIOMS))
+def test_softplus_idioms_have_exact_derivatives_at_zero(backend, name):
+    f = SOFTPLUS_IDIOMS.get(name) or LOG_SIGMOID_IDIOMS[name]
+    sign = 1.0 if name in SOFTPLUS_IDIOMS else -1.0
+    z = np.array([-3.0, -0.5, 0.0, 0.5, 3.0])
+    zs = sign * z  # log-sigmoid(z) = -softplus(-z)
+    s = _sigmoid(zs)
+    np.testing.assert_allclose(tg.jit(f, backend=backend)(z), sign * np.logaddexp(0, zs),
+                               rtol=1e-15)
+    derivatives = [s, s * (1 - s), s * (1 - s) * (1 - 2 * s)]  # of softplus at zs
+    for n, want in enumerate(derivatives, start=1):
+        got = nth_derivative(f, n, backend)(z)
+        np.testing.assert_allclose(got, sign ** (n + 1) * want, rtol=1e-14, atol=1e-16,
+                                   err_msg=f"order {n}")
+    assert tg.hessian(f, backend=backend)(0.0) == sign * 0.25
+
+
+def test_softplus_idioms_are_rewritten_before_differentiation():
+    for f in (*SOFTPLUS_IDIOMS.values(), *LOG_SIGMOID_IDIOMS.values()):
+        text = str(tg.make_ir(tg.grad(lambda z, f=f: np.sum(f(z))))(np.zeros(3)))
+        assert "softplus" in text or "sigmoid" in text
+        assert "maximum" not in text and "minimum" not in text and "abs" not in text, text
+
+
+def test_near_idioms_are_left_alone(backend):
+    """max(z, 0) + log1p(exp(-|y|)) with another y is not softplus: kept as written."""
+    f = lambda z, y: np.maximum(z, 0) + np.log1p(np.exp(-np.abs(y)))  # noqa: E731
+    text = str(tg.make_ir(tg.value_and_grad(f))(0.0, 0.0))
+    assert "softplus" not in text and "maximum" in text
+    np.testing.assert_allclose(tg.jit(f, backend=backend)(1.5, -0.5),
+                               1.5 + np.log1p(np.exp(-0.5)), rtol=1e-15)
+    g = lambda z: np.maximum(z, 1.0) + np.log1p(np.exp(-np.abs(z)))  # noqa: E731
+    assert "softplus" not in str(tg.make_ir(g)(0.0))
+
+
+def test_softplus_in_float32_and_far_out(backend):
+    z = np.array([-800.0, -40.0, -1.0, 0.0, 1.0, 40.0, 800.0])
+    for dtype in (F64, F32):
+        zd = z.astype(dtype)
+        with np.errstate(over="ignore"):
+            want = np.logaddexp(dtype(0), zd)
+        got = tg.jit(stable_softplus, backend=backend)(zd)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps)
+        g = tg.grad(lambda v: np.sum(stable_softplus(v)), backend=backend)(zd)
+        assert g.dtype == dtype and np.all(np.isfinite(g))
+        np.testing.assert_allclose(g, _sigmoid(z), rtol=4 * np.finfo(dtype).eps, atol=1e-300)
+
+
+def _logistic_problem():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(60, 3))
+    y = (rng.uniform(size=60) < _sigmoid(X @ np.array([1.5, -2.0, 0.5]))).astype(float)
+    return X, y, 0.1
+
+
+def _reference_optimum(X, y, lam):
+    """Newton's method with the textbook gradient and Hessian, to convergence."""
+    w = np.zeros(X.shape[1])
+    for _ in range(50):
+        p = _sigmoid(X @ w)
+        g = X.T @ (p - y) / len(y) + lam * w
+        H = (X.T * (p * (1 - p))) @ X / len(y) + lam * np.eye(X.shape[1])
+        w = w - np.linalg.solve(H, g)
+    return w
+
+
+def test_newton_on_stable_logistic_regression_converges_quadratically(backend):
+    X, y, lam = _logistic_problem()
+
+    def loss(w):
+        z = X @ w
+        return np.mean(np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z))) - y * z) + \
+            0.5 * lam * np.sum(w * w)
+
+    grad, hessian = tg.grad(loss, backend=backend), tg.hessian(loss, backend=backend)
+    w_star = _reference_optimum(X, y, lam)
+    w = np.zeros(3)
+    # at w = 0 every z is 0: the Hessian is X^T X / (4 n) + lam I, not just lam I
+    np.testing.assert_allclose(hessian(w), X.T @ X / (4 * len(y)) + lam * np.eye(3), rtol=1e-14)
+    errors = [np.linalg.norm(w - w_star)]
+    for _ in range(5):
+        w = w - np.linalg.solve(hessian(w), grad(w))
+        errors.append(np.linalg.norm(w - w_star))
+    for before, after in zip(errors, errors[1:], strict=False):
+        assert after <= 2.0 * before**2 + 1e-14, errors  # quadratic, not merely linear
+    assert errors[4] < 1e-9 and errors[5] < 1e-13, errors

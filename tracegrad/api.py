@@ -240,6 +240,7 @@ class Transformed:
         """Trace and transform: (graph with flat outputs, their tree, captured tracers)."""
         wrap = self._wrap_args(static, positions)
         fgraph, out_tree, captures = trace(self.fun, avals, treedef, wrap)
+        fgraph = passes.smooth_idioms(fgraph)  # before autodiff: stable softplus idioms
         if self.kind == "jit":
             return fgraph, out_tree, captures
         wrt, wrt_tree = self._wrt(treedef, positions, fgraph)

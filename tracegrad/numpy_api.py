@@ -60,6 +60,24 @@ def _neg(x):
     return P.neg(x)
 
 
+def _logaddexp(a, b):
+    """log(e**a + e**b), smooth: softplus(b) when a is 0 (and the other way round), else
+    a + softplus(b - a) or b + softplus(a - b), whichever has the larger base (no overflow). Both
+    branches are the same analytic function, so every derivative is exact where a = b."""
+    a, b = _o(a), _o(b)
+    for zero, other in ((a, b), (b, a)):
+        if not isinstance(zero, Var) and zero == 0 and isinstance(other, Var):
+            return P.unary(P.softplus_p, other)
+    dtype = P.float_dtype(P._result_dtype([a, b]))
+    a, b = (P.convert(_v(v), dtype) if isinstance(v, Var) else v for v in (a, b))
+    from_a = P.add(a, P.unary(P.softplus_p, _v(P.sub(b, a))))
+    from_b = P.add(b, P.unary(P.softplus_p, _v(P.sub(a, b))))
+    d = P.sub(a, b)
+    # the same infinity twice: b - a is nan, the result is that infinity (as NumPy's)
+    same_inf = P.logical(P.and_p, P.compare(P.ne_p, d, d), P.compare(P.eq_p, a, b))
+    return P.where(same_inf, a, P.where(P.compare(P.ge_p, a, b), from_a, from_b))
+
+
 def _square(x):
     x = _v(x)
     return P.integer_pow(x, 2)
@@ -84,6 +102,7 @@ UFUNCS = {
     "log2": _unary(P.log2_p),
     "log10": _unary(P.log10_p),
     "log1p": _unary(P.log1p_p),
+    "logaddexp": _logaddexp,
     "sqrt": _unary(P.sqrt_p),
     "sin": _unary(P.sin_p),
     "cos": _unary(P.cos_p),
