@@ -53,9 +53,10 @@ def test_a_memory_error_while_running_stays_a_memory_error(cached_program, caplo
 
     program._namespace["_empty"] = out_of_memory  # the driver's allocation of the result
     program._bind()
-    with caplog.at_level(logging.WARNING, logger="tracegrad"):
-        with pytest.raises(MemoryError, match="no room for the result"):
-            program([np.ones(5)])
+    with caplog.at_level(logging.WARNING, logger="tracegrad"), pytest.raises(
+        MemoryError, match="no room for the result"
+    ):
+        program([np.ones(5)])
     assert "compiling it again" not in caplog.text
     assert _entries(pycache) == files
 
@@ -64,9 +65,8 @@ def test_an_argument_numba_cannot_type_is_not_a_damaged_cache_entry(cached_progr
     from numba.core.errors import TypingError
 
     program, pycache, files = cached_program
-    with caplog.at_level(logging.WARNING, logger="tracegrad"):
-        with pytest.raises(TypingError):
-            program([np.array([1.0, 2.0, 3.0, 4.0, 5.0], dtype=object)])
+    with caplog.at_level(logging.WARNING, logger="tracegrad"), pytest.raises(TypingError):
+        program([np.array([1.0, 2.0, 3.0, 4.0, 5.0], dtype=object)])
     assert "compiling it again" not in caplog.text
     assert _entries(pycache) == files
     # the program still works on a good argument, from the same cache entry

@@ -7,6 +7,7 @@ Accuracy is measured in ulps against a reference in more precision than the resu
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -84,7 +85,8 @@ def _samples(name, dtype, rng, n=3000):
     else:
         x = np.concatenate([np.exp(rng.uniform(np.log(float(fi.smallest_normal)),
                                                np.log(float(fi.max)), n)),
-                            rng.uniform(0.5, 2, n), [0.1, 0.3, 7.0, 1e-300 if dtype == F64 else 1e-30]])
+                            rng.uniform(0.5, 2, n),
+                            [0.1, 0.3, 7.0, 1e-300 if dtype == F64 else 1e-30]])
     return x.astype(dtype)
 
 
@@ -273,7 +275,7 @@ def test_prod_gradient_along_axes_with_keepdims_and_float32(backend):
     for dtype in (F64, F32):
         xd = x.astype(dtype)
         # along axis 1, weighted per row: row r's gradient is w_r times its own product-of-others
-        g1 = tg.grad(lambda v: np.sum(w.astype(dtype) * np.prod(v, axis=1, keepdims=True).T),
+        g1 = tg.grad(lambda v, dt=dtype: np.sum(w.astype(dt) * np.prod(v, axis=1, keepdims=True).T),
                      backend=backend)(xd)
         want1 = np.stack([w[0, r] * _prod_derivatives(x[r], 1) for r in range(4)])
         assert g1.dtype == dtype
@@ -315,7 +317,7 @@ def test_std_over_one_element_has_zero_derivatives(backend):
 
 def test_std_along_an_axis_of_length_one(backend):
     x = np.array([[1.0], [-2.0], [7.5]])
-    f = lambda v: np.sum(np.std(v, axis=1) * np.array([1.0, 2.0, 3.0]))  # noqa: E731
+    f = lambda v: np.sum(np.std(v, axis=1) * np.array([1.0, 2.0, 3.0]))
     np.testing.assert_array_equal(tg.grad(f, backend=backend)(x), np.zeros((3, 1)))
     np.testing.assert_array_equal(tg.hessian(f, backend=backend)(x), np.zeros((3, 1, 3, 1)))
     g32 = tg.grad(lambda v: np.sum(np.std(v, axis=1, keepdims=True)), backend=backend)(
@@ -410,12 +412,12 @@ def test_softplus_idioms_are_rewritten_before_differentiation():
 
 def test_near_idioms_are_left_alone(backend):
     """max(z, 0) + log1p(exp(-|y|)) with another y is not softplus: kept as written."""
-    f = lambda z, y: np.maximum(z, 0) + np.log1p(np.exp(-np.abs(y)))  # noqa: E731
+    f = lambda z, y: np.maximum(z, 0) + np.log1p(np.exp(-np.abs(y)))
     text = str(tg.make_ir(tg.value_and_grad(f))(0.0, 0.0))
     assert "softplus" not in text and "maximum" in text
     np.testing.assert_allclose(tg.jit(f, backend=backend)(1.5, -0.5),
                                1.5 + np.log1p(np.exp(-0.5)), rtol=1e-15)
-    g = lambda z: np.maximum(z, 1.0) + np.log1p(np.exp(-np.abs(z)))  # noqa: E731
+    g = lambda z: np.maximum(z, 1.0) + np.log1p(np.exp(-np.abs(z)))
     assert "softplus" not in str(tg.make_ir(g)(0.0))
 
 
@@ -468,6 +470,6 @@ def test_newton_on_stable_logistic_regression_converges_quadratically(backend):
     for _ in range(5):
         w = w - np.linalg.solve(hessian(w), grad(w))
         errors.append(np.linalg.norm(w - w_star))
-    for before, after in zip(errors, errors[1:], strict=False):
+    for before, after in itertools.pairwise(errors):
         assert after <= 2.0 * before**2 + 1e-14, errors  # quadratic, not merely linear
     assert errors[4] < 1e-9 and errors[5] < 1e-13, errors
