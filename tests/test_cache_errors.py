@@ -6,6 +6,7 @@ entry, which is compiled again, is tests/test_cache.py's
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -72,3 +73,25 @@ def test_an_argument_numba_cannot_type_is_not_a_damaged_cache_entry(cached_progr
     # the program still works on a good argument, from the same cache entry
     (value,) = program([np.ones(5)])
     np.testing.assert_allclose(value, 5 * np.cos(1.0))
+
+
+def test_trimming_skips_a_file_another_process_just_removed(tmp_path, monkeypatch):
+    """Numba writes `k_<key>...nbi.tmp.<id>` files in __pycache__ and renames them: one that is
+    gone between listing the directory and reading its size is skipped, not a crash."""
+    directory = tmp_path / "kernels"
+    (directory / "__pycache__").mkdir(parents=True)
+    (directory / "k_1.py").write_text("x" * 1000)
+    vanishing = directory / "__pycache__" / "k_1.kernel-1.py311.nbi.tmp.0123"
+    vanishing.write_bytes(b"y" * 10)
+    real_scandir = os.scandir
+
+    def scandir(path):
+        entries = list(real_scandir(path))
+        if os.path.basename(path) == "__pycache__" and vanishing.exists():
+            vanishing.unlink()  # after the listing, before the stat
+        return iter(entries)
+
+    monkeypatch.setattr(cache.os, "scandir", scandir)
+    monkeypatch.setenv("TRACEGRAD_CACHE_MAX_MB", "0")
+    assert cache.trim(str(directory), now=1e12) == 1  # the module is still evicted
+    assert not (directory / "k_1.py").exists()

@@ -218,6 +218,16 @@ def test_integer_powers_of_integers_stay_exact(backend):
     np.testing.assert_array_equal(tg.jit(lambda v: v**7, backend=backend)(k32), k32**7)
 
 
+def test_big_and_negative_integer_exponents_of_integers_act_as_numpys(backend):
+    k = np.arange(-3, 4)
+    for n in (65, 100):  # beyond the small-power path: products by squaring, wrapping as NumPy's
+        np.testing.assert_array_equal(tg.jit(lambda v, n=n: v**n, backend=backend)(k), k**n)
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+        tg.jit(lambda v: v**-2, backend=backend)(k)
+    np.testing.assert_allclose(tg.jit(lambda v: v**70, backend=backend)(np.array([1.01, -1.01])),
+                               np.array([1.01, -1.01]) ** 70, rtol=2e-16)
+
+
 def test_integer_power_derivatives(backend):
     x = np.array([0.5, 1.5, -2.0])
     for n in (5, 13, -3):

@@ -287,10 +287,13 @@ def trim(directory: str, now: float | None = None) -> int:
         except OSError:
             continue
         for entry in entries:
-            if not entry.name.startswith("k_") or not entry.is_file(follow_symlinks=False):
+            try:  # another process may delete or rename it meanwhile (Numba's temporary files)
+                if not entry.name.startswith("k_") or not entry.is_file(follow_symlinks=False):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
                 continue
             key = entry.name[2:].split(".")[0]
-            st = entry.stat(follow_symlinks=False)
             sizes[key] = sizes.get(key, 0) + st.st_size
             if root == directory:
                 used[key] = st.st_mtime

@@ -190,10 +190,15 @@ def div(a: Operand, b: Operand) -> Var:
 
 
 def power(a: Operand, b: Operand) -> Var:
-    small_integer = not isinstance(b, Var) and abs(b) <= 64 and float(b) == int(b)
-    if isinstance(a, Var) and small_integer and (is_float(a.dtype) or b >= 0):
-        return integer_pow(convert(a, _result_dtype([a, b])), int(b))
     dtype = _result_dtype([a, b])
+    integral = not isinstance(b, Var) and math.isfinite(b) and float(b) == int(b)
+    if isinstance(a, Var) and integral and (abs(b) <= 64 or not is_float(dtype)):
+        if not is_float(dtype) and b < 0:
+            raise ValueError(
+                f"Integers to negative integer powers are not allowed{at(ir.current_source())} "
+                "(as in NumPy); convert to float with .astype(np.float64)"
+            )
+        return integer_pow(convert(a, dtype), int(b))
     if not is_float(dtype):
         raise TypeError(
             f"integer ** traced integer is not supported{at(ir.current_source())}; "
