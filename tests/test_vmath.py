@@ -38,6 +38,9 @@ MAX_ULP = {
     "cosh": (1.5, 1.5),
     "arcsin": (2.2, 0.65),
     "arccos": (1.2, 1.2),
+    "exp2": (0.75, 0.55),
+    "log2": (0.7, 0.55),
+    "log10": (0.7, 0.55),
 }
 NP_FUNC = {name: getattr(np, name) for name in NAMES}
 
@@ -81,7 +84,10 @@ def samples(name, dtype, n=100_000, seed=0):
     elif name == "expm1":
         hi = 709.8 if d64 else 88.8
         parts = [U(-45, hi + 1), U(-1, 1), pm(B(sub, 1.0))]
-    elif name == "log":
+    elif name == "exp2":
+        hi, lo = (1024.0, -1075.0) if d64 else (128.0, -150.0)
+        parts = [U(lo - 2, hi + 2), U(-1, 1), pm(B(sub, 1.0)), U(hi - 1, hi + 0.1), U(lo, lo + 30)]
+    elif name in ("log", "log2", "log10"):
         parts = [B(sub, fi.max), U(0.5, 2), U(0.99, 1.01), B(sub, fi.smallest_normal)]
     elif name == "log1p":
         parts = [U(-1, 1), pm(B(sub, 1.0)), B(1.0, fi.max), -1 + B(fi.eps / 2, 1.0), U(-0.3, 0.5)]
@@ -227,6 +233,23 @@ def test_reference_is_accurate():
         assert ulp_error(ref, exact, F64).max() < 0.01, name
 
 
+@pytest.mark.parametrize("dt", DTYPES)
+def test_exact_at_exact_powers(dt):
+    """log2 and exp2 at every power of two, log10 at every power of ten (the float nearest
+    10**k): exact, as NumPy's are, subnormals included."""
+    dtype = DTYPES[dt]
+    fi = np.finfo(dtype)
+    k2 = np.arange(fi.minexp - fi.nmant, fi.maxexp)
+    powers2 = np.ldexp(np.ones(k2.size, dtype), k2.astype(np.int32))
+    assert np.all(np.isfinite(powers2)) and np.all(powers2 > 0)
+    np.testing.assert_array_equal(apply("log2", dt, powers2), k2.astype(dtype))
+    np.testing.assert_array_equal(apply("exp2", dt, k2.astype(dtype)), powers2)
+    k10 = np.arange(int(np.ceil(np.log10(float(fi.smallest_normal)))), int(np.log10(float(fi.max))) + 1)
+    powers10 = np.array([dtype(f"1e{k}") for k in k10])
+    np.testing.assert_array_equal(apply("log10", dt, powers10), k10.astype(dtype))
+    np.testing.assert_array_equal(np.log10(powers10), k10.astype(dtype))  # as NumPy's
+
+
 def test_large_trig_arguments():
     x = np.array([1e10, -1e10, 123456789.0, 3.5e13, 2.0**45], dtype=F64)
     for name in ("sin", "cos", "tan"):
@@ -278,7 +301,12 @@ def special_inputs(name, dtype):
         for e in edges:
             c = dtype(e)
             v += [c, np.nextafter(c, dtype(np.inf)), np.nextafter(c, dtype(-np.inf)), -c]
-    if name in ("log", "log1p"):
+    if name == "exp2":  # around the overflow and underflow thresholds
+        for e in (fi.maxexp, fi.maxexp - 1, fi.minexp - fi.nmant, fi.minexp - fi.nmant - 1,
+                  fi.minexp):
+            c = dtype(e)
+            v += [c, np.nextafter(c, dtype(np.inf)), np.nextafter(c, dtype(-np.inf)), -c]
+    if name in ("log", "log1p", "log2", "log10"):
         v += [-2.0, 1.0 + fi.eps, 1.0 - fi.eps / 2, -1.0 + fi.eps / 2]
     x = np.array(v, dtype=dtype)
     if name in ("sin", "cos", "tan"):  # nan beyond the limit: test_trig_beyond_limit_is_nan
@@ -342,6 +370,20 @@ EXACT = [
     ("arccos", 0.0, np.pi / 2),
     ("arctan", np.inf, np.pi / 2),
     ("arctan", -np.inf, -np.pi / 2),
+    ("exp2", 3.0, 8.0),
+    ("exp2", -1.0, 0.5),
+    ("exp2", 0.0, 1.0),
+    ("exp2", -0.0, 1.0),
+    ("exp2", np.inf, np.inf),
+    ("exp2", -np.inf, 0.0),
+    ("log2", 8.0, 3.0),
+    ("log2", 1.0, 0.0),
+    ("log2", 0.0, -np.inf),
+    ("log2", np.inf, np.inf),
+    ("log10", 1000.0, 3.0),
+    ("log10", 0.1, -1.0),
+    ("log10", 1.0, 0.0),
+    ("log10", -0.0, -np.inf),
     ("exp", 710.0, np.inf),
     ("exp", -746.0, 0.0),
     ("sinh", 711.0, np.inf),

@@ -284,6 +284,7 @@ class Transformed:
         after the arguments' leaves."""
         wrap = self._wrap_args(static, positions)
         fgraph, out_tree, captures = trace(self.fun, avals, treedef, wrap, scope)
+        fgraph = passes.smooth_idioms(fgraph)  # before autodiff: stable softplus idioms
         if self.kind == "jit":
             return fgraph, out_tree, captures
         wrt, wrt_tree = self._wrt(treedef, positions, fgraph)

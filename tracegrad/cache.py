@@ -18,8 +18,9 @@ Safety, since the cache holds code that will be executed:
 - a module is written to a temporary file and renamed into place, so a reader sees either no
   file or a whole one, even with several processes compiling at once;
 - a module whose text is not exactly what tracegrad would write is rewritten, never imported,
-  and a kernel whose first call fails after loading Numba's cached code is recompiled with that
-  code deleted.
+  and a kernel whose cached machine code Numba fails to load is recompiled with that code
+  deleted (an error while running a kernel, such as a MemoryError or an argument Numba cannot
+  type, is raised as it is and leaves the entry alone).
 `TRACEGRAD_CACHE_DIR=off` keeps everything in memory.
 
 Size: after writing a new module, the cache is trimmed to `TRACEGRAD_CACHE_MAX_MB` (default 1024)
@@ -286,10 +287,13 @@ def trim(directory: str, now: float | None = None) -> int:
         except OSError:
             continue
         for entry in entries:
-            if not entry.name.startswith("k_") or not entry.is_file(follow_symlinks=False):
+            try:  # another process may delete or rename it meanwhile (Numba's temporary files)
+                if not entry.name.startswith("k_") or not entry.is_file(follow_symlinks=False):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
                 continue
             key = entry.name[2:].split(".")[0]
-            st = entry.stat(follow_symlinks=False)
             sizes[key] = sizes.get(key, 0) + st.st_size
             if root == directory:
                 used[key] = st.st_mtime

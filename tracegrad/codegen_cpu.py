@@ -793,11 +793,17 @@ class Program:
     def _first_call(self, args):
         try:
             out = self._fast(args)
-        except Exception:
-            # Numba's cached machine code may be damaged: compile from source and try again.
-            if not any(getattr(c.module, "_TG_CACHE", False) for c in self.calls.values()):
+        except Exception as exc:
+            # Numba's cached machine code may be damaged: compile from source and try again. Any
+            # other error (a MemoryError, an argument Numba cannot type) is the call's own: it is
+            # raised as it is, and the healthy cache entry stays.
+            on_disk = any(getattr(c.module, "_TG_CACHE", False) for c in self.calls.values())
+            if not (on_disk and _failed_loading_cached_code(exc)):
                 raise
-            log.warning("tracegrad: a cached kernel failed to run; compiling it again")
+            log.warning(
+                "tracegrad: Numba could not load a cached kernel's machine code (%s: %s); "
+                "compiling it again", type(exc).__name__, exc,
+            )
             for call in self.calls.values():
                 call.module = cache.reload_without_compiled(call.module, call.source.module)
             self._bind()
@@ -827,6 +833,23 @@ class Program:
         parts.append("# ---- driver")
         parts.append(self.driver_source)
         return "\n".join(parts)
+
+
+def _failed_loading_cached_code(exc: BaseException) -> bool:
+    """Whether `exc` was raised while Numba loaded cached machine code (a damaged disk-cache
+    entry), as opposed to while typing, compiling or running a kernel."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.endswith(_NUMBA_CACHING) and code.co_name in _NUMBA_LOADERS:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+_NUMBA_CACHING = os.path.join("numba", "core", "caching.py")
+# the functions of numba.core.caching that read and rebuild a cached overload
+_NUMBA_LOADERS = frozenset({"load_overload", "_load_overload", "load", "_load_index", "_load_data"})
 
 
 def _evaluator(node: Node) -> Callable:

@@ -381,7 +381,8 @@ def _sim_math() -> types.SimpleNamespace:
     ufuncs = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
               "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
               "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
-              "tanh": np.tanh, "pow": np.power}
+              "tanh": np.tanh, "pow": np.power, "log2": np.log2, "log10": np.log10,
+              "exp2": np.exp2}
     table.update(ufuncs)
     return types.SimpleNamespace(**table)
 

@@ -6,7 +6,6 @@ are, and anything nested (lists of arrays) raw; `as_operand`/`as_var` convert th
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -150,12 +149,22 @@ def _neg(x):
     return P.neg(x)
 
 
-def _scaled_log(base: float):
-    return lambda x: P.mul(P.unary(P.log_p, _v(x)), 1.0 / math.log(base))
-
-
-def _exp2(x):
-    return P.unary(P.exp_p, P.mul(_v(P.convert(_v(x), P.float_dtype(_v(x).dtype))), math.log(2.0)))
+def _logaddexp(a, b):
+    """log(e**a + e**b), smooth: softplus(b) when a is 0 (and the other way round), else
+    a + softplus(b - a) or b + softplus(a - b), whichever has the larger base (no overflow). Both
+    branches are the same analytic function, so every derivative is exact where a = b."""
+    a, b = _o(a), _o(b)
+    for zero, other in ((a, b), (b, a)):
+        if not isinstance(zero, Var) and zero == 0 and isinstance(other, Var):
+            return P.unary(P.softplus_p, other)
+    dtype = P.float_dtype(P._result_dtype([a, b]))
+    a, b = (P.convert(_v(v), dtype) if isinstance(v, Var) else v for v in (a, b))
+    from_a = P.add(a, P.unary(P.softplus_p, _v(P.sub(b, a))))
+    from_b = P.add(b, P.unary(P.softplus_p, _v(P.sub(a, b))))
+    d = P.sub(a, b)
+    # the same infinity twice: b - a is nan, the result is that infinity (as NumPy's)
+    same_inf = P.logical(P.and_p, P.compare(P.ne_p, d, d), P.compare(P.eq_p, a, b))
+    return P.where(same_inf, a, P.where(P.compare(P.ge_p, a, b), from_a, from_b))
 
 
 def _square(x):
@@ -176,12 +185,13 @@ UFUNCS = {
     "square": _square,
     "reciprocal": _reciprocal,
     "exp": _unary(P.exp_p),
-    "exp2": _exp2,
+    "exp2": _unary(P.exp2_p),
     "expm1": _unary(P.expm1_p),
     "log": _unary(P.log_p),
-    "log2": _scaled_log(2.0),
-    "log10": _scaled_log(10.0),
+    "log2": _unary(P.log2_p),
+    "log10": _unary(P.log10_p),
     "log1p": _unary(P.log1p_p),
+    "logaddexp": _logaddexp,
     "sqrt": _unary(P.sqrt_p),
     "sin": _unary(P.sin_p),
     "cos": _unary(P.cos_p),
@@ -282,15 +292,18 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
 
 
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    # Where the variance is 0 (one element, or constant data) the standard deviation has a kink,
+    # like |t| at 0: its derivative there is 0 at every order (as np.abs's), not 0 * inf = NaN.
     var = _var(a, axis, dtype, out, ddof, keepdims, **kwargs)
+    root = P.where(P.compare(P.eq_p, var, 0.0), 0.0, P.unary(P.sqrt_p, var))
     if P.is_float(var.dtype):
-        return P.unary(P.sqrt_p, var)
+        return root
     if var.ndim:
         raise TypeError(
             f"np.std with the integer dtype {var.dtype} over an axis cannot store its float square "
             f"roots (NumPy raises the same){_src()}; use a float dtype"
         )
-    return P.convert(P.unary(P.sqrt_p, var), var.dtype)
+    return P.convert(root, var.dtype)
 
 
 _SVD_NORMS = {2: "the spectral norm (largest singular value)",

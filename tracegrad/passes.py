@@ -187,6 +187,107 @@ def optimize(graph: Graph, lower: bool = True, rounds: int = 4) -> Graph:
     return graph
 
 
+# ----------------------------------------------------------------------------------------------
+# Smooth idioms: rewritten before differentiation
+
+
+def smooth_idioms(graph: Graph) -> Graph:
+    """The numerically stable ways of writing softplus and log-sigmoid, rewritten to the smooth
+    `softplus` primitive, so that their derivatives are exact at every order at z = 0 too (the
+    kink conventions of maximum and abs would give the second derivative 0 there, not 1/4):
+
+        max(z, 0) + log1p(exp(-|z|))   and  max(z, 0) + log(1 + exp(-|z|))   ->  softplus(z)
+        min(z, 0) - log1p(exp(-|z|))   and  min(z, 0) - log(1 + exp(-|z|))   ->  -softplus(-z)
+
+    in either operand order of `+`, `max` and `min` (and with |-z| for |z|). It runs on the
+    traced forward graph, before autodiff; docs/limitations.md lists the idioms."""
+    producer = {node.out: node for node in graph.nodes}
+    canon = _structural_classes(graph)
+
+    def made_by(v: Var, prim) -> Node | None:
+        node = producer.get(v)
+        return node if node is not None and node.prim is prim else None
+
+    def is_fill(v: Var, number: float) -> bool:
+        return _is(_fill(producer.get(v)), number)
+
+    def magnitude_class(v: Var) -> int:
+        """The class of v up to negation (|v| = |-v|)."""
+        while (node := made_by(v, P.neg_p)) is not None:
+            v = node.inputs[0]
+        return canon[v]
+
+    def ramp(v: Var, prim) -> Var | None:
+        """w for prim(w, 0) or prim(0, w)."""
+        node = made_by(v, prim)
+        if node is None:
+            return None
+        a, b = node.inputs
+        return a if is_fill(b, 0) else b if is_fill(a, 0) else None
+
+    def tail(v: Var) -> Var | None:
+        """u for log1p(exp(-|u|)) or log(1 + exp(-|u|))."""
+        if (node := made_by(v, P.log1p_p)) is not None:
+            inner = node.inputs[0]
+        elif (node := made_by(v, P.log_p)) is not None and (s := made_by(node.inputs[0], P.add_p)):
+            a, b = s.inputs
+            inner = b if is_fill(a, 1) else a if is_fill(b, 1) else None
+            if inner is None:
+                return None
+        else:
+            return None
+        e = made_by(inner, P.exp_p)
+        n = made_by(e.inputs[0], P.neg_p) if e is not None else None
+        m = made_by(n.inputs[0], P.abs_p) if n is not None else None
+        return m.inputs[0] if m is not None else None
+
+    def matches(w: Var | None, u: Var | None) -> bool:
+        return w is not None and u is not None and magnitude_class(w) == magnitude_class(u)
+
+    nodes: list[Node] = []
+    changed = False
+    for node in graph.nodes:
+        if P.is_float(node.out.dtype) and node.prim is P.add_p:
+            a, b = node.inputs
+            for first, second in ((a, b), (b, a)):
+                w = ramp(first, P.maximum_p)
+                if matches(w, tail(second)):
+                    nodes.append(Node(P.softplus_p, (w,), {}, node.out, node.source))
+                    changed = True
+                    break
+            else:
+                nodes.append(node)
+            continue
+        if P.is_float(node.out.dtype) and node.prim is P.sub_p:
+            w = ramp(node.inputs[0], P.minimum_p)
+            if matches(w, tail(node.inputs[1])):
+                # 0 - softplus(-w): +0, not -0, where softplus(-w) rounds to 0 (as min(w, 0) - 0)
+                minus_w, plus, zero = (Var(w.shape, w.dtype) for _ in range(3))
+                fill = {"value": np.zeros((), w.dtype), "shape": w.shape}
+                nodes.append(Node(P.neg_p, (w,), {}, minus_w, node.source))
+                nodes.append(Node(P.softplus_p, (minus_w,), {}, plus, node.source))
+                nodes.append(Node(P.const_p, (), fill, zero, node.source))
+                nodes.append(Node(P.sub_p, (zero, plus), {}, node.out, node.source))
+                changed = True
+                continue
+        nodes.append(node)
+    return Graph(graph.inputs, tuple(nodes), graph.outputs) if changed else graph
+
+
+def _structural_classes(graph: Graph) -> dict[Var, int]:
+    """A number per value, equal for values computed the same way from the same inputs (what
+    `cse` would merge), without changing the graph."""
+    canon: dict[Var, int] = {v: v.id for v in graph.inputs}
+    seen: dict[tuple, int] = {}
+    for node in graph.nodes:
+        if node.prim.kind is Kind.IDENTITY or node.prim.effectful:
+            canon[node.out] = node.out.id
+            continue
+        key = (node.prim.name, tuple(canon.get(v, v.id) for v in node.inputs), node.param_key())
+        canon[node.out] = seen.setdefault(key, node.out.id)
+    return canon
+
+
 def extract_hooks(graph: Graph) -> tuple[Graph, list[tuple[str, object]]]:
     """Move hook nodes out of the graph: their values become extra outputs, after the others.
 

@@ -23,6 +23,7 @@ cotangent is 0, even if the derivative there is inf or nan. That is how the grad
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -192,15 +193,15 @@ def div(a: Operand, b: Operand) -> Var:
 
 
 def power(a: Operand, b: Operand) -> Var:
-    small_integer = not isinstance(b, Var) and abs(b) <= 64 and float(b) == int(b)
-    if isinstance(a, Var) and small_integer and (is_float(a.dtype) or b >= 0):
-        return integer_pow(convert(a, _result_dtype([a, b])), int(b))
     dtype = _result_dtype([a, b])
-    if not is_float(dtype) and not isinstance(b, Var) and b < 0:
-        raise ValueError(
-            f"Integers to negative integer powers are not allowed{at(ir.current_source())}; "
-            "convert to float first with .astype(np.float64)"
-        )
+    integral = not isinstance(b, Var) and math.isfinite(b) and float(b) == int(b)
+    if isinstance(a, Var) and integral and (abs(b) <= 64 or not is_float(dtype)):
+        if not is_float(dtype) and b < 0:
+            raise ValueError(
+                f"Integers to negative integer powers are not allowed{at(ir.current_source())} "
+                "(as in NumPy); convert to float with .astype(np.float64)"
+            )
+        return integer_pow(convert(a, dtype), int(b))
     if not is_float(dtype):
         raise TypeError(
             f"integer ** traced integer is not supported{at(ir.current_source())}; "
@@ -212,6 +213,12 @@ def power(a: Operand, b: Operand) -> Var:
 def integer_pow(x: Var, n: int) -> Var:
     if n == 1:
         return x
+    if not is_float(x.dtype) and n > 3:
+        # integers: exact products by squaring (wrapping like NumPy); the primitive's kernel
+        # template calls the float pow() beyond the cube
+        half = integer_pow(x, n // 2)
+        square = mul(half, half)
+        return mul(square, x) if n % 2 else square
     return emit(integer_pow_p, x, n=int(n))
 
 
@@ -412,8 +419,35 @@ def _extremum_rule(ct, out, x, axes):
 
 
 def _prod_rule(ct, out, x, axes):
-    # d prod / d x_i = prod / x_i; at an exact zero of x this is 0/0 (documented limitation).
-    return (ct_mul(_expand_reduced(ct, x, axes), div(_expand_reduced(out, x, axes), x)),)
+    """d prod / d x_i is the product of the other elements, exact where some are zero (prod / x_i
+    would be 0/0). The reduced elements are multiplied pairwise in a tree (padded with ones to a
+    power of two) and the cotangent is passed back down it, each level a `ct_mul` by the other
+    half: only products, so every derivative of this rule is exact at zeros too."""
+    kept = tuple(i for i in range(x.ndim) if i not in axes)
+    kept_shape = tuple(x.shape[i] for i in kept)
+    moved = transpose(x, kept + tuple(axes))
+    n = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
+    if n == 0:
+        return (zeros_like(x),)
+    flat = reshape(moved, kept_shape + (n,))
+    width = 1 << (n - 1).bit_length()
+    if width > n:
+        flat = concatenate([flat, const(1, kept_shape + (width - n,), x.dtype)], len(kept))
+
+    def half(v: Var, k: int) -> Var:
+        h = v.shape[-1] // 2
+        return slice_(v, tuple((0, d, 1) for d in kept_shape) + ((k * h, (k + 1) * h, 1),))
+
+    levels = [flat]
+    while levels[-1].shape[-1] > 1:
+        levels.append(mul(half(levels[-1], 0), half(levels[-1], 1)))
+    c = reshape(ct, kept_shape + (1,))
+    for level in reversed(levels[:-1]):
+        c = concatenate([ct_mul(c, half(level, 1)), ct_mul(c, half(level, 0))], len(kept))
+    if width > n:
+        c = slice_(c, tuple((0, d, 1) for d in kept_shape) + ((0, n, 1),))
+    c = reshape(c, moved.shape)
+    return (transpose(c, tuple(np.argsort(kept + tuple(axes)))),)
 
 
 def _extremum_binary(pick: Primitive):
@@ -525,14 +559,18 @@ def _batch_unsupported(name):
 
 
 def _integer_pow_scalar(args, params):
+    # x*x is correctly rounded, x*x*x within 1.2 ulp and 1/x correctly rounded; any other power
+    # calls pow() with a float exponent (within 1 ulp, like NumPy's power, and no intermediate
+    # overflow or underflow: 1e155 ** -2 is 1e-310). An integer exponent would make Numba
+    # multiply repeatedly (48 ulp at n = 64). Integer x only reaches here with n <= 3.
     x, n = args[0], params["n"]
     if n == 0:
         return f"({x} ** 0)"
-    if 0 < n <= 4:
+    if 0 < n <= 3:
         return "(" + " * ".join([x] * n) + ")"
-    if -4 <= n < 0:
-        return f"(1 / ({' * '.join([x] * -n)}))"
-    return f"({x} ** {n})"
+    if n == -1:
+        return f"(1 / {x})"
+    return f"M.pow({x}, {float(n)!r})"
 
 
 def _convert_scalar(args, params):
@@ -621,6 +659,48 @@ arctan_p = _ew(
 sinh_p = _ew("sinh", np.sinh, _unary_rule(lambda x, out: unary(cosh_p, x)), "M.sinh({0})")
 cosh_p = _ew("cosh", np.cosh, _unary_rule(lambda x, out: unary(sinh_p, x)), "M.cosh({0})")
 tanh_p = _ew("tanh", np.tanh, _unary_rule(lambda x, out: sub(1.0, mul(out, out))), "M.tanh({0})")
+# ---- Base-2 and base-10 logs and powers, softplus and sigmoid (one block; docs/limitations.md)
+# As exact as NumPy's: log2 and exp2 at powers of two, log10 at powers of ten (kernels call
+# tracegrad.vmath's versions, or libm's). Their derivatives are written with primitives, so every
+# order exists.
+
+
+# math.exp2 is Python 3.11's (and what numba.cuda lowers); before it, pow(2, x)
+_EXP2_SCALAR = "M.exp2({0})" if hasattr(math, "exp2") else "M.pow(2.0, {0})"
+
+
+def _sigmoid_impl(x):
+    e = np.exp(-np.abs(x))  # never overflows
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+def _softplus_impl(x):
+    # log(1 + e**x) without overflow; its limits: 0 at -inf, x at +inf
+    return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))).astype(x.dtype, copy=False)
+
+
+log2_p = _ew("log2", np.log2, _unary_rule(lambda x, out: div(1 / math.log(2.0), x)), "M.log2({0})",
+             domain=(0.2, 3.0))
+log10_p = _ew("log10", np.log10, _unary_rule(lambda x, out: div(1 / math.log(10.0), x)),
+              "M.log10({0})", domain=(0.2, 3.0))
+exp2_p = _ew("exp2", np.exp2, _unary_rule(lambda x, out: mul(out, math.log(2.0))), _EXP2_SCALAR)
+# sigmoid(x) = 1 / (1 + e**-x); its derivative sigmoid(x) * sigmoid(-x) is 1 - sigmoid(x) without
+# the cancellation for large x.
+sigmoid_p = _ew(
+    "sigmoid",
+    _sigmoid_impl,
+    _unary_rule(lambda x, out: mul(out, unary(sigmoid_p, neg(x)))),
+    "((1.0 if {0} >= 0 else M.exp(-abs({0}))) / (1.0 + M.exp(-abs({0}))))",
+)
+# softplus(x) = log(1 + e**x), smooth everywhere (the simplifier rewrites the stable idioms
+# max(x, 0) + log1p(exp(-|x|)) and friends to it, see passes.smooth_idioms).
+softplus_p = _ew(
+    "softplus",
+    _softplus_impl,
+    _unary_rule(lambda x, out: unary(sigmoid_p, x)),
+    "(({0} if {0} > 0 else 0.0) + M.log1p(M.exp(-abs({0}))))",
+)
+
 abs_p = _ew("abs", np.abs, _unary_rule(lambda x, out: emit(sign_p, x)), "abs({0})")
 sign_p = _ew("sign", np.sign, lambda ct, out, x: (None,), "np.sign({0})")
 

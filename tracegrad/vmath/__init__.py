@@ -18,10 +18,12 @@ from collections.abc import Callable
 
 from ._atrig import arccos_f32, arccos_f64, arcsin_f32, arcsin_f64, arctan_f32, arctan_f64
 from ._exp import (
-    cosh_f32, cosh_f64, exp_f32, exp_f64, expm1_f32, expm1_f64, sinh_f32, sinh_f64, tanh_f32,
-    tanh_f64,
+    cosh_f32, cosh_f64, exp2_f32, exp2_f64, exp_f32, exp_f64, expm1_f32, expm1_f64, sinh_f32,
+    sinh_f64, tanh_f32, tanh_f64,
 )
-from ._log import log1p_f32, log1p_f64, log_f32, log_f64
+from ._log import (
+    log1p_f32, log1p_f64, log2_f32, log2_f64, log10_f32, log10_f64, log_f32, log_f64,
+)
 from ._trig import (
     TRIG_LIMIT, cos_f32, cos_f64, sin_f32, sin_f64, sincos_f32, sincos_f64, tan_f32, tan_f64,
 )
@@ -32,6 +34,9 @@ FUNCTIONS: dict[str, tuple[Callable, Callable]] = {
     "expm1": (expm1_f64, expm1_f32),
     "log": (log_f64, log_f32),
     "log1p": (log1p_f64, log1p_f32),
+    "exp2": (exp2_f64, exp2_f32),
+    "log2": (log2_f64, log2_f32),
+    "log10": (log10_f64, log10_f32),
     "sin": (sin_f64, sin_f32),
     "cos": (cos_f64, cos_f32),
     "tan": (tan_f64, tan_f32),

@@ -1,4 +1,4 @@
-"""exp, expm1 and the functions built from them: sinh, cosh, tanh.
+"""exp, expm1, exp2 and the functions built from them: sinh, cosh, tanh.
 
 All five share one core: x = k*ln2 + r with |r| <= ln2/2 (Cody-Waite), then
 expm1(r) = r + r**2 * P(r) with a minimax polynomial P.
@@ -171,3 +171,69 @@ exp_f64, expm1_f64, sinh_f64, cosh_f64, tanh_f64 = (
 exp_f32, expm1_f32, sinh_f32, cosh_f32, tanh_f32 = (
     _F32[n] for n in ("exp", "expm1", "sinh", "cosh", "tanh")
 )
+
+
+# ln(2) as a float64 and the float64 of what remains (mpmath, 300 bits)
+_LN2_PAIR = (float.fromhex("0x1.62e42fefa39efp-1"), float.fromhex("0x1.abc9e3b39803fp-56"))
+
+
+def _build_exp2():
+    """2**x for float64: x = k + r with k = round(x), |r| <= 1/2 exact, then 2**r = exp(r ln2)
+    with r ln2 held as two floats. Exact at every integer x (r = 0): 2**k, subnormals included."""
+    S = F64
+    F = S.float
+    as_int = S.as_int
+    shift, shift_bits = S.shift, S.shift_bits
+    P = S.coeffs(_EXPM1_P64)
+    ln2, ln2_lo = _LN2_PAIR
+    one = S.c(1.0)
+    # 2**1025 overflows and 2**-1080 rounds to 0, as every x beyond them does
+    hi, lo = S.c(1025.0), S.c(-1080.0)
+    scale = _F64_SCALE
+
+    def exp2(x):
+        x = F(x)
+        x = hi if x > hi else x  # nan passes both comparisons untouched
+        x = lo if x < lo else x
+        t = x + shift
+        kf = t - shift
+        k = as_int(t) - shift_bits
+        r = x - kf  # exact
+        a = r * ln2
+        a_lo = fma(r, ln2_lo, fma(r, ln2, -a))  # r ln2 = a + a_lo
+        q = a * a * horner(a, P)  # expm1(a) = a + q
+        s = one + a
+        e = (one - s) + a  # 1 + a = s + e exactly
+        # exp(a + a_lo) = s + e + q + a_lo * exp(a), rounded once
+        return scale(s + (e + fma(a_lo, s, q)), k)
+
+    return jit(named(exp2, "exp2_f64", "Vectorisable 2**x for float64, exact at integers."))
+
+
+def _build_scale():
+    S = F64
+    as_float, mant, bias = S.as_float, S.mant, S.bias
+
+    @jit
+    def pow2(k):
+        return as_float((k + bias) << mant)
+
+    @jit
+    def scale(v, k):
+        """v * 2**k for |k| up to about 2*bias: two exact-range factors, one final rounding."""
+        k1 = k >> 1
+        return v * pow2(k1) * pow2(k - k1)
+
+    return scale
+
+
+_F64_SCALE = _build_scale()
+exp2_f64 = _build_exp2()
+
+
+def _exp2_f32(x):
+    """Vectorisable 2**x for float32 (computed in float64, rounded once), exact at integers."""
+    return np.float32(exp2_f64(np.float64(np.float32(x))))
+
+
+exp2_f32 = jit(named(_exp2_f32, "exp2_f32", _exp2_f32.__doc__))

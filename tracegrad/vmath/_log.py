@@ -1,9 +1,15 @@
-"""log and log1p.
+"""log, log1p, log2 and log10.
 
 x = 2**k * m with m in [sqrt(1/2), sqrt(2)), f = m - 1, then
 log(1 + f) = 2 atanh(s) with s = f / (2 + f), |s| <= 0.1716, written as
 f - (f**2/2 - s * (f**2/2 + R(s**2)))   (the classic fdlibm arrangement, < 1 ulp),
 with R(z) = z * Q(z) a minimax polynomial.  One division per element, no table lookups.
+
+log2 and log10 use the same reduction, kept unrounded: log(1 + f) = f - c with c small, scaled by
+1/ln2 or 1/ln10 held as two floats (the product f * 1/ln2 split exactly with an FMA) and added to
+k or to k*log10(2) in double-float arithmetic, with one rounding at the end.  That makes them
+exact wherever the result is: log2 at every power of two, log10 at every power of ten (the
+nearest float64 to 10**k, for every k).  The float32 versions compute in float64 and round once.
 """
 
 from __future__ import annotations
@@ -104,3 +110,96 @@ _F64 = _build(F64)
 _F32 = _build(F32)
 log_f64, log1p_f64 = _F64["log"], _F64["log1p"]
 log_f32, log1p_f32 = _F32["log"], _F32["log1p"]
+
+
+# 1/ln2, 1/ln10 and log10(2) as a float64 and the float64 of what remains (mpmath, 300 bits);
+# log10(2)'s first part has 33 significant bits, so k * it is exact for every exponent k.
+_INV_LN2 = (float.fromhex("0x1.71547652b82fep+0"), float.fromhex("0x1.777d0ffda0d24p-56"))
+_INV_LN10 = (float.fromhex("0x1.bcb7b1526e50ep-2"), float.fromhex("0x1.95355baaafad3p-57"))
+_LOG10_2 = (float.fromhex("0x1.3441350900000p-2"), float.fromhex("0x1.ef3fde623e256p-35"))
+
+
+def _build_base_2_10():
+    S = F64
+    F = S.float
+    as_int, as_float = S.as_int, S.as_float
+    mant = S.mant
+    Q = S.coeffs(_LOG_Q64)
+    off = int(np.array(S.c(np.sqrt(0.5))).view(np.int64))
+    sub_scale, sub_k = S.c(2.0 ** (mant + 2)), mant + 2
+    shift, shift_bits = S.shift, S.shift_bits
+    one, two, half, zero = S.c(1.0), S.c(2.0), S.c(0.5), S.c(0.0)
+    inf, nan, tiny = S.inf, S.nan, S.tiny
+    il2, il2_lo = _INV_LN2
+    il10, il10_lo = _INV_LN10
+    l10_2, l10_2_lo = _LOG10_2
+
+    @jit
+    def reduced(x):
+        """(k, u, v) with x = 2**k * (1 + f) and log(1 + f) = u + v, for finite x > 0: u is
+        f - f**2/2 rounded and v, about a twentieth of it, holds the rest."""
+        sub = x < tiny
+        xs = x * sub_scale if sub else x
+        ix = as_int(xs)
+        k = (ix - off) >> mant
+        f = as_float(ix - (k << mant)) - one  # exact
+        k = k - sub_k if sub else k
+        s = f / (two + f)
+        z = s * s
+        hf = half * f
+        hfsq = hf * f
+        hfsq_lo = fma(hf, f, -hfsq)  # f**2/2 = hfsq + hfsq_lo exactly
+        u = f - hfsq
+        # log(1 + f) = f - f**2/2 + s (f**2/2 + R(z)); f - u - hfsq is exact (|f| > hfsq)
+        v = (((f - u) - hfsq) - hfsq_lo) + s * (hfsq + z * horner(z, Q))
+        kf = as_float(k + shift_bits) - shift  # float(k), vectorisable
+        return kf, u, v
+
+    @jit
+    def special(x, res):
+        res = res if x < inf else x  # +inf and nan
+        res = -inf if x == zero else res
+        return nan if x < zero else res
+
+    def log2(x):
+        x = F(x)
+        kf, u, v = reduced(x)
+        p = u * il2
+        lo = fma(u, il2_lo, fma(u, il2, -p)) + v * il2  # (u + v) / ln2 = p + lo
+        w = kf + p  # exact sum w + e: |kf| >= 1 > |p|, or kf = 0
+        lo = lo + ((kf - w) + p)
+        return special(x, w + lo)
+
+    def log10(x):
+        x = F(x)
+        kf, u, v = reduced(x)
+        a = kf * l10_2  # exact
+        b = u * il10
+        lo = fma(u, il10_lo, fma(u, il10, -b)) + (v * il10 + kf * l10_2_lo)
+        w = a + b  # exact sum w + e: |a| >= log10(2) > |b|, or a = 0
+        lo = lo + ((a - w) + b)
+        return special(x, w + lo)
+
+    funcs = {
+        "log2": (log2, "Vectorisable base-2 log for float64, exact at powers of two."),
+        "log10": (log10, "Vectorisable base-10 log for float64, exact at powers of ten."),
+    }
+    return {name: jit(named(f, name + "_f64", doc)) for name, (f, doc) in funcs.items()}
+
+
+_BASES = _build_base_2_10()
+log2_f64, log10_f64 = _BASES["log2"], _BASES["log10"]
+
+
+def _log2_f32(x):
+    """Vectorisable base-2 log for float32 (computed in float64, rounded once)."""
+    return np.float32(log2_f64(np.float64(np.float32(x))))
+
+
+def _log10_f32(x):
+    """Vectorisable base-10 log for float32 (computed in float64, rounded once)."""
+    return np.float32(log10_f64(np.float64(np.float32(x))))
+
+
+log2_f32 = jit(named(_log2_f32, "log2_f32", _log2_f32.__doc__))
+log10_f32 = jit(named(_log10_f32, "log10_f32", _log10_f32.__doc__))
