@@ -1,0 +1,1143 @@
+"""Random user-level programs for fuzzing tracegrad end to end.
+
+A generated program is plain Python source over NumPy: a function of a pytree of parameters `p`,
+a data array `d` and a static argument `s`, that reads captured values (module globals, a closure
+cell, a default argument, Python numbers) and is built from a grammar of supported NumPy calls
+(elementwise math, broadcasting, reductions with axis/keepdims, slicing, reshapes, transposes,
+concatenate/stack, matmul/einsum, where, maximum...). Every statement is tried on NumPy while it
+is generated, so each program runs on plain NumPy with finite values.
+
+`check_program` runs one program through tg.jit / value_and_grad / grad / jacobian / hessian /
+grad-of-grad on a backend and compares against plain NumPy, against central finite differences
+in float64 (orders 1 to 3) and against the reference interpreter; it also checks that results are
+fresh arrays, that inputs are never modified, that captured values changed between calls are
+seen, that calls from several threads agree, and that inputs of every layout and dtype give
+NumPy's answer. Each failed check is reported as a `Failure` with its area, so that a campaign
+(benchmarks/hunt.py) can count them and write minimal repros (`shrink`).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import tracegrad as tg
+from tracegrad.tree import flatten, unflatten
+
+# ----------------------------------------------------------------------------------------------
+# The grammar: templates of NumPy calls. Each takes the generator, the names of its operands and
+# their sample values, and returns an expression (or None when it does not apply).
+
+# Areas with defects already known (issue 10) and fixed elsewhere: a failure is filed under one of
+# these when the check, or an op of the (shrunk) program, belongs to it.
+KNOWN_AREAS = {
+    "aliasing": "results that share memory",
+    "captures": "captured globals / closures / defaults read at trace time",
+    "jacobian-aux": "jacobian with has_aux",
+    "static-type": "static arguments 2 and 2.0 share one program",
+    "log-exp2": "log10 / log2 / exp2 not exact",
+    "fmax": "fmax / fmin propagate NaN",
+    "std-one": "std over one element",
+    "prod-zero": "gradient of prod at zero",
+    "int-pow": "integer powers accuracy",
+    "stack1": "vstack / hstack of one array",
+    "inner": "np.inner",
+    "order-F": "order='F' ignored",
+}
+
+# op text in a program -> known area (the program is filed there when it fails)
+KNOWN_OPS = {
+    "np.log10": "log-exp2",
+    "np.log2": "log-exp2",
+    "np.exp2": "log-exp2",
+    "np.fmax": "fmax",
+    "np.fmin": "fmax",
+    "np.std": "std-one",
+    "np.inner": "inner",
+    "order='F'": "order-F",
+}
+
+UNARY = [
+    "np.sin({a})", "np.cos({a})", "np.tanh({a})", "np.exp(np.tanh({a}))", "np.log1p({a} * {a})",
+    "np.sqrt(1.0 + {a} * {a})", "np.arctan({a})", "{a} ** 2", "{a} ** 3", "1.0 / (1.0 + {a} * {a})",
+    "np.expm1(np.tanh({a}))", "np.sinh(np.tanh({a}))", "np.cosh(np.tanh({a}))", "np.square({a})",
+    "-{a}", "np.abs({a})", "np.log(1.5 + np.sin({a}))", "np.arcsin(0.5 * np.tanh({a}))",
+    "np.arccos(0.5 * np.tanh({a}))", "np.exp2(np.tanh({a}))", "np.log10(2.0 + {a} * {a})",
+    "np.log2(2.0 + {a} * {a})", "np.clip({a}, -0.5, 0.7)", "np.power(1.0 + {a} * {a}, 1.5)",
+    "np.reciprocal(2.0 + np.cos({a}))", "np.tan(0.5 * np.tanh({a}))", "np.sign({a}) * {a}",
+    "{a} * {k}", "{a} + {k}", "{k} - {a}", "{a} / {k}", "np.positive({a})", "np.fabs({a})",
+    "(1.0 + {a} * {a}) ** 0.5", "np.float_power(1.0 + {a} * {a}, 0.5)", "np.maximum({a}, 0.0)",
+    "np.minimum({a}, 0.25)", "np.where({a} > 0.1, {a}, 0.5 * {a})", "np.copy({a})",
+    "{a}.copy()", "np.real({a})", "np.tanh({a}) * {a}",
+]
+BINARY = [
+    "{a} + {b}", "{a} - {b}", "{a} * {b}", "{a} / (1.0 + {b} * {b})", "np.maximum({a}, {b})",
+    "np.minimum({a}, {b})", "np.where({a} > {b}, {a}, 2.0 * {b})", "np.fmax({a}, {b})",
+    "np.fmin({a}, {b})", "np.add({a}, {b})", "np.multiply({a}, {b})",
+    "np.where(({a} > 0) & ({b} < 0.5), {a} * {b}, {a})", "np.arctan({a} - {b})",
+    "np.clip({a}, -1.0, {b} * {b} + 0.1)",
+]
+REDUCERS = ["np.sum", "np.mean", "np.max", "np.min", "np.prod", "np.std", "np.var", "np.amax"]
+METHODS = ["sum", "mean", "max", "min", "prod"]
+
+
+def _axis_choice(rng, ndim: int):
+    if ndim == 0 or rng.random() < 0.3:
+        return None
+    if rng.random() < 0.6:
+        return int(rng.integers(-ndim, ndim))
+    k = int(rng.integers(1, ndim + 1))
+    return tuple(int(i) for i in sorted(rng.choice(ndim, size=k, replace=False)))
+
+
+def _t_reduce(rng, names, samples):
+    (a,), (A,) = names[:1], samples[:1]
+    axis = _axis_choice(rng, A.ndim)
+    keep = bool(rng.random() < 0.3)
+    if rng.random() < 0.3:
+        meth = METHODS[rng.integers(len(METHODS))]
+        return f"{a}.{meth}(axis={axis!r}, keepdims={keep})"
+    fn = REDUCERS[rng.integers(len(REDUCERS))]
+    extra = ", ddof=1" if fn in ("np.std", "np.var") and rng.random() < 0.2 else ""
+    return f"{fn}({a}, axis={axis!r}, keepdims={keep}{extra})"
+
+
+def _t_norm(rng, names, samples):
+    (a,), (A,) = names[:1], samples[:1]
+    if A.ndim == 0:
+        return None
+    axis = None if rng.random() < 0.5 else int(rng.integers(A.ndim))
+    return f"np.linalg.norm(1.0 + {a}, axis={axis!r})"
+
+
+def _t_slice(rng, names, samples):
+    (a,), (A,) = names[:1], samples[:1]
+    if A.ndim == 0:
+        return f"{a}[None]" if rng.random() < 0.5 else f"{a}[...]"
+    parts = []
+    for d in A.shape:
+        r = rng.random()
+        if r < 0.3:
+            parts.append(":")
+        elif r < 0.45 and d > 0:
+            parts.append(str(int(rng.integers(-d, d))))
+        elif r < 0.55:
+            parts.append("::-1")
+        elif r < 0.65:
+            parts.append("None, :")
+        else:
+            start = int(rng.integers(0, d + 1))
+            step = int(rng.choice([1, 2, -1, -2, 3]))
+            parts.append(f"{start}::{step}" if step > 0 else f"{start}::{step}" if start else f"::{step}")
+    if rng.random() < 0.2:
+        return f"{a}[..., {parts[-1]}]"
+    return f"{a}[{', '.join(parts)}]"
+
+
+def _t_reshape(rng, names, samples):
+    (a,), (A,) = names[:1], samples[:1]
+    r = rng.random()
+    if r < 0.2:
+        return f"{a}.reshape(-1)" if A.size else f"{a}.reshape({A.size})"
+    if r < 0.35:
+        return f"np.ravel({a})"
+    if r < 0.45:
+        return f"{a}.ravel(order='F')" if A.ndim >= 2 else f"{a}.flatten()"
+    if r < 0.55:
+        return f"np.reshape({a}, {(1, *A.shape)!r})"
+    if r < 0.65 and A.ndim >= 2:
+        return f"{a}.reshape({(A.shape[0] * A.shape[1], *A.shape[2:])!r})"
+    if r < 0.75 and A.ndim >= 1 and A.shape[-1] % 2 == 0 and A.shape[-1]:
+        return f"{a}.reshape({(*A.shape[:-1], 2, A.shape[-1] // 2)!r})"
+    if r < 0.85:
+        return f"np.expand_dims({a}, {int(rng.integers(-A.ndim - 1, A.ndim + 1))})"
+    if 1 in A.shape:
+        return f"np.squeeze({a})"
+    return f"np.reshape({a}, {A.shape!r}, order='F')" if A.ndim >= 2 else None
+
+
+def _t_transpose(rng, names, samples):
+    (a,), (A,) = names[:1], samples[:1]
+    if A.ndim < 2:
+        return f"{a}.T"
+    r = rng.random()
+    if r < 0.3:
+        return f"{a}.T"
+    if r < 0.6:
+        perm = tuple(int(i) for i in rng.permutation(A.ndim))
+        return f"np.transpose({a}, {perm!r})"
+    if r < 0.8:
+        return f"np.swapaxes({a}, 0, -1)"
+    return f"np.moveaxis({a}, 0, -1)"
+
+
+def _t_broadcast(rng, names, samples):
+    (a,), (A,) = names[:1], samples[:1]
+    shape = (int(rng.integers(1, 4)), *A.shape)
+    return f"np.broadcast_to({a}, {shape!r})"
+
+
+def _t_concat(rng, names, samples):
+    a, b = names[:2]
+    A, B = samples[:2]
+    if A.ndim == 0:
+        return f"np.stack([{a}, {b}])" if A.shape == B.shape else None
+    r = rng.random()
+    if r < 0.45:
+        axis = int(rng.integers(-A.ndim, A.ndim))
+        if B.ndim == A.ndim and all(x == y for i, (x, y) in enumerate(zip(A.shape, B.shape)) if i != axis % A.ndim):
+            return f"np.concatenate([{a}, {b}, {a}], axis={axis})"
+        return f"np.concatenate([{a}, 2.0 * {a}], axis={axis})"
+    if r < 0.75:
+        axis = int(rng.integers(-A.ndim - 1, A.ndim + 1))
+        other = b if A.shape == B.shape else f"np.sin({a})"
+        return f"np.stack([{a}, {other}], axis={axis})"
+    if r < 0.85:
+        return f"np.vstack([{a}])" if rng.random() < 0.5 else f"np.hstack([{a}, {a}])"
+    return f"np.concatenate([{a}, {a}], axis=None)"
+
+
+def _t_matmul(rng, names, samples):
+    a, b = names[:2]
+    A, B = samples[:2]
+    r = rng.random()
+    if A.ndim >= 1 and B.ndim >= 1 and A.shape[-1] == B.shape[-2 if B.ndim >= 2 else 0]:
+        try:
+            np.matmul(A, B)
+        except ValueError:
+            pass
+        else:
+            fn = ["{a} @ {b}", "np.matmul({a}, {b})", "np.dot({a}, {b})"][int(rng.integers(3))]
+            if fn.startswith("np.dot") and (A.ndim > 2 or B.ndim > 2):
+                fn = "{a} @ {b}"
+            return fn.format(a=a, b=b)
+    if A.ndim == 2:
+        if r < 0.3:
+            return f"{a} @ {a}.T"
+        if r < 0.6:
+            return f"np.einsum('ij,kj->ik', {a}, {a})"
+        return f"np.einsum('ij->j', {a})"
+    if A.ndim == 1:
+        if r < 0.4:
+            return f"np.outer({a}, np.cos({a}))"
+        if r < 0.7:
+            return f"np.dot({a}, {a})"
+        return f"np.vdot({a}, np.sin({a}))"
+    if A.ndim == 3:
+        return f"np.einsum('bij,bkj->bik', {a}, {a})"
+    return None
+
+
+def _t_inner(rng, names, samples):
+    (a,), (A,) = names[:1], samples[:1]
+    if A.ndim == 1:
+        return f"np.inner({a}, np.sin({a}))"
+    if A.ndim == 2:
+        return f"np.inner({a}, {a})"
+    return None
+
+
+TEMPLATES: list[tuple[float, int, Callable]] = [
+    (6.0, 1, lambda rng, n, s: UNARY[rng.integers(len(UNARY))].format(a=n[0], k=n[-1])),
+    (5.0, 2, lambda rng, n, s: BINARY[rng.integers(len(BINARY))].format(a=n[0], b=n[1])),
+    (3.0, 1, _t_reduce),
+    (0.5, 1, _t_norm),
+    (2.0, 1, _t_slice),
+    (1.5, 1, _t_reshape),
+    (1.5, 1, _t_transpose),
+    (0.5, 1, _t_broadcast),
+    (1.5, 2, _t_concat),
+    (2.0, 2, _t_matmul),
+    (0.3, 1, _t_inner),
+]
+_WEIGHTS = np.array([t[0] for t in TEMPLATES]) / sum(t[0] for t in TEMPLATES)
+
+
+# ----------------------------------------------------------------------------------------------
+# Programs
+
+
+@dataclass
+class Spec:
+    """What a program is built from; `source()` renders it."""
+
+    seed: int
+    param_tree: Any  # pytree of shapes (tuples)
+    leaf_names: list[str]  # p0, p1... in flatten order
+    data_shape: tuple
+    data_dtype: str
+    static: int
+    globals_: dict[str, Any]  # G0, G1 arrays; K0 float, K1 int
+    closure: np.ndarray  # C0
+    default: np.ndarray  # D0
+    stmts: list[tuple[str, str]]  # (name, expression)
+    outputs: list[str]  # names returned by f_out (and summed into the loss)
+    large: bool = False
+    tags: set[str] = field(default_factory=set)
+
+    def used(self) -> list[tuple[str, str]]:
+        """Statements the outputs need (dead ones dropped)."""
+        need = set(self.outputs)
+        kept = []
+        for name, expr in reversed(self.stmts):
+            if name in need:
+                kept.append((name, expr))
+                need |= set(re.findall(r"\b[vp]\d+\b", expr))
+        return kept[::-1]
+
+    def source(self) -> str:
+        body = []
+        paths = _paths(self.param_tree)
+        used = self.used()
+        text = " ".join(e for _, e in used) + " " + " ".join(self.outputs)
+        for name, path in zip(self.leaf_names, paths, strict=True):
+            if re.search(rf"\b{name}\b", text):
+                body.append(f"{name} = p{path}")
+        body += [f"{n} = {e}" for n, e in used]
+        outs = ", ".join(f"'o{i}': {o}" for i, o in enumerate(self.outputs))
+        loss = " + ".join(
+            f"np.sum(np.sin(o['o{i}'] + {0.3 * (i + 1):.1f}))" for i in range(len(self.outputs))
+        )
+        inner = "\n".join(body)
+        return (
+            "def build(C0):\n"
+            "    def f_out(p, d, s, D0=D0):\n"
+            + textwrap.indent(inner + f"\nreturn {{{outs}}}\n", " " * 8)
+            + "    def f_loss(p, d, s, D0=D0):\n"
+            "        o = f_out(p, d, s, D0)\n"
+            f"        return {loss}\n"
+            "    def set_closure(value):\n"
+            "        nonlocal C0\n"
+            "        C0 = value\n"
+            "    return f_out, f_loss, set_closure\n"
+        )
+
+    def namespace(self) -> dict:
+        ns = {"np": np, "D0": self.default.copy()}
+        for k, v in self.globals_.items():
+            ns[k] = v.copy() if isinstance(v, np.ndarray) else v
+        return ns
+
+    def instantiate(self):
+        """(f_out, f_loss, set_closure, namespace): fresh functions over fresh captured values."""
+        ns = self.namespace()
+        exec(compile(self.source(), f"<fuzz program {self.seed}>", "exec"), ns)
+        f_out, f_loss, set_closure = ns["build"](self.closure.copy())
+        return f_out, f_loss, set_closure, ns
+
+    def params(self, rng=None, scale: float = 1.0):
+        rng = rng or np.random.default_rng(self.seed + 1)
+        return _map_shapes(self.param_tree, lambda sh: scale * rng.uniform(-1.0, 1.0, size=sh))
+
+    def data(self, rng=None):
+        rng = rng or np.random.default_rng(self.seed + 2)
+        x = rng.uniform(-1.0, 1.0, size=self.data_shape)
+        if self.data_dtype in ("int64", "int32"):
+            return rng.integers(-3, 4, size=self.data_shape).astype(self.data_dtype)
+        if self.data_dtype == "bool":
+            return x > 0
+        return x.astype(self.data_dtype)
+
+    def repro(self) -> str:
+        g = {k: v for k, v in self.globals_.items()}
+        return (
+            "import numpy as np\nimport tracegrad as tg\n\n"
+            + "".join(f"{k} = {_lit(v)}\n" for k, v in g.items())
+            + f"D0 = {_lit(self.default)}\n\n"
+            + self.source()
+            + f"\n\nf_out, f_loss, set_closure = build({_lit(self.closure)})\n"
+            + f"p = {_lit_tree(self.params())}\n"
+            + f"d = {_lit(self.data())}\n"
+            + f"s = {self.static}\n"
+        )
+
+
+def _lit(v) -> str:
+    if isinstance(v, np.ndarray):
+        text = np.array2string(v, separator=", ", precision=17, threshold=10**6).replace("\n", "")
+        if v.size == 0:
+            return f"np.zeros({v.shape!r}, dtype=np.{v.dtype})"
+        return f"np.array({text}, dtype=np.{v.dtype})"
+    return repr(v)
+
+
+def _lit_tree(t) -> str:
+    if isinstance(t, dict):
+        return "{" + ", ".join(f"{k!r}: {_lit_tree(v)}" for k, v in t.items()) + "}"
+    if isinstance(t, tuple):
+        return "(" + "".join(f"{_lit_tree(v)}, " for v in t) + ")"
+    if isinstance(t, list):
+        return "[" + ", ".join(_lit_tree(v) for v in t) + "]"
+    return _lit(t)
+
+
+class Shape(tuple):
+    """A leaf of a tree of shapes (a plain tuple would read as a tuple node)."""
+
+
+def _map_shapes(tree, fn):
+    if isinstance(tree, Shape):
+        return fn(tuple(tree))
+    if isinstance(tree, dict):
+        return {k: _map_shapes(v, fn) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_map_shapes(v, fn) for v in tree]
+    return tuple(_map_shapes(v, fn) for v in tree)
+
+
+def _paths(tree, prefix="") -> list[str]:
+    if isinstance(tree, Shape):
+        return [prefix]
+    if isinstance(tree, dict):
+        return [p for k, v in tree.items() for p in _paths(v, f"{prefix}[{k!r}]")]
+    return [p for i, v in enumerate(tree) for p in _paths(v, f"{prefix}[{i}]")]
+
+
+def _random_shape(rng, dims, allow_empty: bool) -> Shape:
+    rank = int(rng.choice([0, 1, 1, 2, 2, 2, 3]))
+    shape = [int(rng.choice(dims)) for _ in range(rank)]
+    if rank and rng.random() < 0.2:
+        shape[int(rng.integers(rank))] = 1
+    if allow_empty and rank and rng.random() < 0.15:
+        shape[int(rng.integers(rank))] = 0
+    return Shape(shape)
+
+
+def _random_tree(rng, dims, allow_empty: bool, depth: int = 0):
+    kind = rng.choice(["dict", "tuple", "list", "leaf"]) if depth < 2 else "leaf"
+    if kind == "leaf" and depth == 0:
+        kind = "dict"
+    if kind == "leaf":
+        return _random_shape(rng, dims, allow_empty)
+    n = int(rng.integers(1, 4))
+    children = [_random_tree(rng, dims, allow_empty, depth + 1) for _ in range(n)]
+    if kind == "dict":
+        return {k: c for k, c in zip(["w", "b", "scale", "layer"][:n], children, strict=True)}
+    return tuple(children) if kind == "tuple" else children
+
+
+def generate(seed: int, n_stmts: int | None = None, large: bool = False,
+             allow_empty: bool = True, known: bool = True, captures: bool = False,
+             duplicate: bool = False) -> Spec:
+    """A random program; `known=False` leaves out the ops of the known-defect areas;
+    `captures=True` makes its last output read every captured value; `duplicate=True` makes it
+    return one value twice and compute one expression twice."""
+    rng = np.random.default_rng(seed)
+    dims = [1, 2, 3, 4] if not large else [300, 400, 1]
+    if large:
+        allow_empty = False
+    tree = _random_tree(rng, dims, allow_empty)
+    leaves = []
+    _map_shapes(tree, leaves.append)
+    leaf_names = [f"p{i}" for i in range(len(leaves))]
+    data_shape = tuple(int(d) for d in _random_shape(rng, dims, False))
+    data_dtype = str(rng.choice(["float64", "float64", "float32", "int64", "int32", "bool"]))
+    static = int(rng.integers(1, 4))
+    g0 = rng.uniform(-1, 1, size=_random_shape(rng, dims, False))
+    g1 = rng.uniform(-1, 1, size=_random_shape(rng, dims, False))
+    globals_ = {"G0": g0, "G1": g1, "K0": float(np.round(rng.uniform(0.5, 2.0), 3)),
+                "K1": int(rng.integers(1, 4))}
+    closure = rng.uniform(-1, 1, size=_random_shape(rng, dims, False))
+    default = rng.uniform(-1, 1, size=_random_shape(rng, dims, False))
+
+    spec = Spec(seed, tree, leaf_names, data_shape, data_dtype, static, globals_, closure, default,
+                [], [], large)
+    ns = spec.namespace()
+    ns["C0"] = closure
+    p = spec.params()
+    flat, _ = flatten(p)
+    sample = dict(zip(leaf_names, flat, strict=True))
+    sample["d"] = spec.data()
+    sample["s"] = static
+    env = {**ns, **sample}
+    pool = list(leaf_names)
+    # captured and data values enter through statements, so that they can be shrunk away
+    entries = ["d * 0.5 + {a}", "{a} * G0", "{a} - G1", "{a} * K0 + K1", "{a} + C0", "{a} * D0",
+               "{a} * s", "np.sin({a}) if s > 1 else {a}", "{a} ** s"]
+    n = n_stmts if n_stmts is not None else int(rng.integers(2, 12))
+    stmts: list[tuple[str, str]] = []
+    attempts = 0
+    while len(stmts) < n and attempts < 20 * n:
+        attempts += 1
+        names = [pool[int(min(len(pool) - 1, abs(rng.normal(len(pool) - 1, 3))))] for _ in range(2)]
+        if rng.random() < 0.2:
+            expr = entries[int(rng.integers(len(entries)))].format(a=names[0])
+        else:
+            k = int(rng.choice(len(TEMPLATES), p=_WEIGHTS))
+            if TEMPLATES[k][1] == 1 and rng.random() < 0.1:
+                names[-1] = ["K0", "K1", "2.5", "s"][int(rng.integers(4))]
+            expr = TEMPLATES[k][2](rng, names, [env.get(x) for x in names])
+        if expr is None or (not known and any(op in expr for op in KNOWN_OPS)):
+            continue
+        if large and ("@" in expr or "einsum" in expr or "outer" in expr or "inner" in expr
+                      or "dot" in expr or "stack" in expr or "concatenate" in expr):
+            continue
+        value = _try(expr, env)
+        if value is None:
+            continue
+        name = f"v{len(stmts)}"
+        env[name] = value
+        stmts.append((name, expr))
+        pool.append(name)
+    if not stmts:
+        stmts.append(("v0", f"np.sin({leaf_names[0]})"))
+        env["v0"] = np.sin(env[leaf_names[0]])
+    if captures:
+        last = stmts[-1][0]
+        expr = f"{last} * (np.sum(G0) + np.mean(G1) * K0 + K1 + np.sum(C0) + np.sum(D0 * D0))"
+        env[f"v{len(stmts)}"] = _try(expr, env)
+        stmts.append((f"v{len(stmts)}", expr))
+    k_out = int(rng.integers(1, 4))
+    outputs = list(dict.fromkeys([stmts[-1][0]] + [stmts[int(rng.integers(len(stmts)))][0] for _ in range(k_out - 1)]))
+    if duplicate or rng.random() < 0.15:
+        # one value returned twice, and an expression computed twice (merged by the simplifier)
+        name, expr = stmts[int(rng.integers(len(stmts)))]
+        stmts.append((f"v{len(stmts)}", expr))
+        outputs += [name, stmts[-1][0], outputs[0]]
+    spec.stmts, spec.outputs = stmts, outputs
+    return spec
+
+
+def _try(expr: str, env: dict):
+    try:
+        with np.errstate(all="raise"):
+            value = eval(expr, env)  # the program is made of these expressions
+    except Exception:
+        return None
+    value = np.asarray(value)
+    if value.dtype.kind != "f" or value.dtype != np.float64:
+        return None
+    if value.size and (not np.all(np.isfinite(value)) or np.max(np.abs(value)) > 1e4):
+        return None
+    if value.size > 2_000_000 or value.ndim > 4:
+        return None
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# Checking
+
+
+SKIP = "skip"  # a check that does not apply to this program
+
+
+@dataclass
+class Failure:
+    check: str
+    backend: str
+    area: str  # a KNOWN_AREAS key, or "new"
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.area}] {self.check} on {self.backend}: {self.message}"
+
+
+CHECK_AREAS = {
+    "fresh": "aliasing",
+    "mutate": "aliasing",
+    "capture-global": "captures",
+    "capture-inplace": "captures",
+    "capture-number": "captures",
+    "capture-closure": "captures",
+    "capture-default": "captures",
+    "jacobian-aux": "jacobian-aux",
+    "static-type": "static-type",
+}
+
+
+DERIVATIVES = {"grad", "grad-aux", "jacobian", "hessian", "order3"}
+
+
+def area_of(check: str, spec: Spec, message: str = "") -> str:
+    """The known area a failure belongs to ("new" when none): by its check, else by the ops of
+    the program (a NaN derivative of a program with prod is filed under prod-zero)."""
+    if check in CHECK_AREAS:
+        return CHECK_AREAS[check]
+    text = spec.source()
+    for op, area in KNOWN_OPS.items():
+        if op in text:
+            return area
+    nan = "nan" in message
+    if check in DERIVATIVES and nan and re.search(r"np\.prod|\.prod\(", text):
+        return "prod-zero"
+    if re.search(r"np\.vstack\(\[\w+\]\)", text):
+        return "stack1"
+    return "new"
+
+
+def _scale(x) -> float:
+    x = np.asarray(x, dtype=np.float64)
+    finite = x[np.isfinite(x)]
+    return float(np.max(np.abs(finite), initial=1.0))
+
+
+def close(got, want, rtol: float, what: str) -> str | None:
+    """None when `got` matches `want` (shape, dtype, values), else why not."""
+    got_arr, want_arr = np.asarray(got), np.asarray(want)
+    if got_arr.shape != want_arr.shape:
+        return f"{what}: shape {got_arr.shape} != {want_arr.shape}"
+    if got_arr.dtype != want_arr.dtype:
+        return f"{what}: dtype {got_arr.dtype} != {want_arr.dtype}"
+    if got_arr.dtype.kind == "b" or got_arr.dtype.kind in "iu":
+        if not np.array_equal(got_arr, want_arr):
+            return f"{what}: {got_arr} != {want_arr}"
+        return None
+    g, w = got_arr.astype(np.float64), want_arr.astype(np.float64)
+    if not np.array_equal(np.isnan(g), np.isnan(w)):
+        return f"{what}: NaNs differ: got {g.ravel()[:6]}, want {w.ravel()[:6]}"
+    ok = np.isnan(w) | (g == w) | (np.abs(g - w) <= rtol * (np.abs(w) + _scale(w)))
+    if not np.all(ok):
+        i = np.argwhere(~ok)[0]
+        idx = tuple(int(k) for k in i)
+        return f"{what}: at {idx} got {g[idx]!r}, want {w[idx]!r} (rtol {rtol})"
+    return None
+
+
+def tree_close(got, want, rtol: float, what: str) -> str | None:
+    gl, gt = flatten(got)
+    wl, wt = flatten(want)
+    if gt != wt:
+        return f"{what}: structure {gt} != {wt}"
+    for i, (g, w) in enumerate(zip(gl, wl, strict=True)):
+        why = close(g, w, rtol, f"{what} leaf {i}")
+        if why:
+            return why
+    return None
+
+
+def to_host(x):
+    if isinstance(x, np.ndarray) or np.isscalar(x):
+        return x
+    if hasattr(x, "copy_to_host"):
+        return x.copy_to_host()
+    return np.asarray(x)
+
+
+def host_tree(t):
+    leaves, tree = flatten(t)
+    return unflatten(tree, [to_host(x) for x in leaves])
+
+
+def _flat_theta(p):
+    leaves, tree = flatten(p)
+    shapes = [np.shape(x) for x in leaves]
+    theta = np.concatenate([np.ravel(x) for x in leaves]) if leaves else np.zeros(0)
+
+    def unflat(t):
+        parts, start = [], 0
+        for sh in shapes:
+            n = int(np.prod(sh, dtype=np.int64))
+            parts.append(t[start:start + n].reshape(sh))
+            start += n
+        return unflatten(tree, parts)
+
+    return theta, unflat
+
+
+def finite_diff(fun: Callable[[np.ndarray], Any], theta: np.ndarray, h: float) -> np.ndarray:
+    """Central differences of fun (array-valued) w.r.t. theta: shape theta.shape + out.shape."""
+    rows = []
+    for i in range(theta.size):
+        up, down = theta.copy(), theta.copy()
+        up[i] += h
+        down[i] -= h
+        rows.append((np.asarray(fun(up), np.float64) - np.asarray(fun(down), np.float64)) / (2 * h))
+    return np.array(rows)
+
+
+def fd_compare(got: np.ndarray, fun, theta, rtol: float, what: str, stats: dict) -> str | None:
+    """`got` (shape theta + out) against central differences at two steps; coordinates where the
+    two steps disagree (a kink within reach) are skipped and counted."""
+    d1 = finite_diff(fun, theta, 1e-5)
+    d2 = finite_diff(fun, theta, 2e-6)
+    scale = max(_scale(d1), 1.0)
+    reliable = np.abs(d1 - d2) <= 1e-4 * scale
+    stats["fd_points"] = stats.get("fd_points", 0) + int(reliable.size)
+    stats["fd_skipped"] = stats.get("fd_skipped", 0) + int((~reliable).sum())
+    got = np.asarray(got, np.float64).reshape(d1.shape)
+    bad = reliable & ~(np.abs(got - d2) <= rtol * scale)
+    if np.any(bad):
+        i = tuple(int(k) for k in np.argwhere(bad)[0])
+        return f"{what}: at {i} got {got[i]!r}, finite differences give {d2[i]!r}"
+    return None
+
+
+def _shares(a, b) -> bool:
+    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.size > 0 and b.size > 0 \
+        and np.shares_memory(a, b)
+
+
+LAYOUTS = ["C", "F", "reversed", "strided", "readonly", "float32", "int"]
+
+
+def relayout(x: np.ndarray, layout: str) -> np.ndarray:
+    """The same values in another memory layout (or dtype)."""
+    x = np.asarray(x)
+    if layout == "F":
+        return np.asfortranarray(x)
+    if layout == "reversed" and x.ndim:
+        return np.flip(np.flip(x, -1).copy(), -1)
+    if layout == "strided" and x.ndim:
+        big = np.zeros((*x.shape[:-1], 2 * x.shape[-1]), x.dtype)
+        big[..., ::2] = x
+        return big[..., ::2]
+    if layout == "readonly":
+        y = x.copy()
+        y.setflags(write=False)
+        return y
+    if layout == "float32" and x.dtype.kind == "f":
+        return x.astype(np.float32)
+    if layout == "int" and x.dtype.kind == "f":
+        return np.round(3 * x).astype(np.int64)
+    return x.copy()
+
+
+@dataclass
+class Runner:
+    """Runs the checks of one program on one backend; collects failures and counts."""
+
+    spec: Spec
+    backend: str
+    orders: tuple[int, ...] = (1, 2, 3)
+    checks: set[str] | None = None  # None: all
+    failures: list[Failure] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+    reference: dict | None = None  # the numpy backend's results, shared across backends
+
+    def want(self, name: str) -> bool:
+        return self.checks is None or name in self.checks
+
+    def fail(self, check: str, message: str) -> None:
+        self.failures.append(Failure(check, self.backend, area_of(check, self.spec, message), message))
+
+    def guard(self, check: str, fn: Callable[[], str | None]) -> None:
+        if not self.want(check):
+            return
+        try:
+            why = fn()
+        except Exception as exc:
+            tb = traceback.format_exc(limit=-3)
+            why = f"raised {type(exc).__name__}: {exc}\n{tb}"
+        if why is SKIP:
+            return
+        self.stats[check] = self.stats.get(check, 0) + 1
+        if why:
+            self.fail(check, why)
+
+    # ---- the checks
+    def run(self) -> list[Failure]:
+        spec = self.spec
+        f_out, f_loss, set_closure, ns = spec.instantiate()
+        self.f_out, self.f_loss, self.ns, self.set_closure = f_out, f_loss, ns, set_closure
+        p, d, s = spec.params(), spec.data(), spec.static
+        rtol = 1e-9
+        b = self.backend
+        jit = tg.jit(f_out, static_argnums=(2,), backend=b)
+        self.jit = jit
+
+        def values():
+            got = host_tree(jit(p, d, s))
+            return tree_close(got, f_out(p, d, s), rtol, "jit value")
+
+        self.guard("value", values)
+        if self.reference is not None and "jit" in self.reference:
+            self.guard("vs-interpreter", lambda: tree_close(
+                host_tree(jit(p, d, s)), self.reference["jit"], 1e-11, "jit vs interpreter"))
+        self.guard("fresh", lambda: self._fresh(jit, p, d, s))
+        vg = tg.value_and_grad(self.f_loss, static_argnums=(2,), backend=b)
+        self.guard("fresh", lambda: self._fresh(vg, p, d, s))
+        self.guard("mutate", lambda: self._mutate(jit, p, d, s))
+        self.guard("inputs", lambda: self._inputs_unchanged(jit, p, d, s))
+        self.guard("static", lambda: self._static(jit, p, d))
+        self.guard("static-type", lambda: self._static_type(p, d))
+        if not spec.large:
+            self.guard("threads", lambda: self._threads(jit, d, s))
+            for layout in LAYOUTS:
+                self.guard(f"layout-{layout}", lambda layout=layout: self._layout(jit, p, d, s, layout))
+        self.guard("capture-global", lambda: self._capture("global"))
+        self.guard("capture-inplace", lambda: self._capture("inplace"))
+        self.guard("capture-number", lambda: self._capture("number"))
+        self.guard("capture-closure", lambda: self._capture("closure"))
+        self.guard("capture-default", lambda: self._capture("default"))
+        if 1 in self.orders:
+            self.guard("grad", lambda: self._grad(p, d, s))
+            self.guard("grad-aux", lambda: self._grad_aux(p, d, s))
+            if not spec.large:
+                self.guard("jacobian", lambda: self._jacobian(p, d, s))
+                self.guard("jacobian-aux", lambda: self._jacobian_aux(p, d, s))
+        if not spec.large:
+            if 2 in self.orders:
+                self.guard("hessian", lambda: self._hessian(p, d, s))
+            if 3 in self.orders:
+                self.guard("order3", lambda: self._order3(p, d, s))
+        return self.failures
+
+    def _fresh(self, fn, *args):
+        r1 = fn(*args)
+        r2 = fn(*args)
+        l1, l2 = flatten(r1)[0], flatten(r2)[0]
+        ins = flatten(args)[0]
+        for i, a in enumerate(l1):
+            for j, other in enumerate(l1[:i]):
+                if _shares(a, other) or (a is other and np.ndim(a)):
+                    return f"results {j} and {i} share memory"
+            for x in ins:
+                if _shares(a, x):
+                    return f"result {i} shares memory with an input"
+            for j, other in enumerate(l2):
+                if _shares(a, other) or (a is other and isinstance(a, np.ndarray)):
+                    return f"result {i} of one call shares memory with result {j} of the next call"
+            if isinstance(a, np.ndarray) and not a.flags.writeable:
+                return f"result {i} is read-only"
+        return None
+
+    def _mutate(self, fn, *args):
+        first = host_tree(fn(*args))
+        want = [np.copy(x) for x in flatten(first)[0]]
+        got = flatten(fn(*args))[0]
+        for x in got:
+            if isinstance(x, np.ndarray) and x.flags.writeable:
+                x[...] = 12345
+        for x in flatten(first)[0]:
+            if isinstance(x, np.ndarray) and x.flags.writeable:
+                x[...] = -777
+        again = [to_host(x) for x in flatten(fn(*args))[0]]
+        for i, (a, w) in enumerate(zip(again, want, strict=True)):
+            why = close(a, w, 0.0, f"result {i} after the caller changed earlier results")
+            if why:
+                return why
+        return None
+
+    def _inputs_unchanged(self, fn, p, d, s):
+        pc, dc = host_tree(p), np.copy(d)
+        pc = unflatten(flatten(p)[1], [np.copy(x) for x in flatten(p)[0]])
+        fn(p, d, s)
+        if self.want("grad"):
+            tg.grad(self.f_loss, static_argnums=(2,), backend=self.backend)(p, d, s)
+        for a, b in zip(flatten(p)[0], flatten(pc)[0], strict=True):
+            if not np.array_equal(a, b, equal_nan=True):
+                return "a parameter was modified"
+        if not np.array_equal(d, dc):
+            return "the data argument was modified"
+        return None
+
+    def _static(self, jit, p, d):
+        for s2 in (1, 2, 3):
+            why = tree_close(host_tree(jit(p, d, s2)), self.f_out(p, d, s2), 1e-9, f"static s={s2}")
+            if why:
+                return why
+        return None
+
+    def _static_type(self, p, d):
+        if "s" not in " ".join(e for _, e in self.spec.used()):
+            return SKIP
+        jit = tg.jit(self.f_out, static_argnums=(2,), backend=self.backend)
+        pi = _map_tree(p, lambda x: np.round(3 * x).astype(np.int64))
+        for s2 in (2, 2.0):
+            try:
+                want = self.f_out(pi, d, s2)
+            except Exception:
+                continue
+            why = tree_close(host_tree(jit(pi, d, s2)), want, 1e-9, f"int params, static {s2!r}")
+            if why:
+                return why
+        return None
+
+    def _threads(self, jit, d, s):
+        inputs = [self.spec.params(np.random.default_rng(100 + k), 1.0) for k in range(4)]
+        wants = [self.f_out(x, d, s) for x in inputs]
+        jit(inputs[0], d, s)  # compiled once before the threads start
+        errors: list[str] = []
+
+        def work(k):
+            try:
+                for _ in range(3):
+                    why = tree_close(host_tree(jit(inputs[k], d, s)), wants[k], 1e-9, f"thread {k}")
+                    if why:
+                        errors.append(why)
+                        return
+            except Exception as exc:
+                errors.append(f"thread {k} raised {type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return errors[0] if errors else None
+
+    def _layout(self, jit, p, d, s, layout):
+        pl = _map_tree(p, lambda x: relayout(x, layout))
+        dl = relayout(d, layout) if layout not in ("int",) else relayout(d, "C")
+        copies = [np.copy(x) for x in flatten(pl)[0]]
+        try:
+            with np.errstate(all="ignore"):
+                want = self.f_out(pl, dl, s)
+        except Exception:
+            return SKIP  # NumPy itself refuses this input (e.g. integer ** negative)
+        wl = flatten(want)[0]
+        if any(np.asarray(w).dtype.kind == "f" and not np.all(np.isfinite(w)) for w in wl):
+            return SKIP
+        got = host_tree(jit(pl, dl, s))
+        rtol = 2e-4 if layout == "float32" else 1e-9
+        why = tree_close(got, want, rtol, f"{layout} inputs")
+        if why:
+            return why
+        for a, c in zip(flatten(pl)[0], copies, strict=True):
+            if not np.array_equal(a, c):
+                return f"{layout} input modified"
+        return None
+
+    def _capture(self, kind: str):
+        spec, ns = self.spec, self.ns
+        text = " ".join(e for _, e in spec.used())
+        name = {"global": "G0", "inplace": "G1", "number": "K0", "closure": "C0", "default": "D0"}[kind]
+        if not re.search(rf"\b{name}\b", text):
+            return SKIP
+        f_out, f_loss, set_closure, ns = spec.instantiate()
+        p, d, s = spec.params(), spec.data(), spec.static
+        jit = tg.jit(f_out, static_argnums=(2,), backend=self.backend)
+        vg = tg.value_and_grad(f_loss, static_argnums=(2,), backend=self.backend)
+        jit(p, d, s)
+        vg(p, d, s)
+        if kind == "global":
+            ns["G0"] = ns["G0"] * -1.5 + 0.25
+        elif kind == "inplace":
+            ns["G1"][...] = ns["G1"] * -1.5 + 0.25
+        elif kind == "number":
+            ns["K0"] = ns["K0"] + 0.75
+        elif kind == "closure":
+            set_closure(spec.closure * -1.5 + 0.25)
+        else:
+            f_out.__defaults__[0][...] = f_out.__defaults__[0] * -1.5 + 0.25
+        why = tree_close(host_tree(jit(p, d, s)), f_out(p, d, s), 1e-9, f"after changing {name}")
+        if why:
+            return why
+        v, g = vg(p, d, s)
+        why = close(to_host(v), f_loss(p, d, s), 1e-9, f"loss after changing {name}")
+        if why:
+            return why
+        if spec.large:  # a fresh transform of a fresh function, instead of finite differences
+            fresh = spec.instantiate()
+            ns2 = fresh[3]
+            for key in ("G0", "G1", "K0"):
+                ns2[key] = ns[key]
+            fresh[2](set_closure.__closure__[0].cell_contents if kind == "closure" else spec.closure)
+            fresh[0].__defaults__[0][...] = f_out.__defaults__[0]
+            want = host_tree(tg.grad(fresh[1], static_argnums=(2,), backend="numpy")(p, d, s))
+            return tree_close(host_tree(g), want, 1e-9, f"gradient after changing {name}")
+        theta, unflat = _flat_theta(p)
+        return fd_compare(_flat_theta(host_tree(g))[0], lambda t: f_loss(unflat(t), d, s), theta,
+                          1e-5, f"gradient after changing {name}", self.stats)
+
+    def _grad(self, p, d, s):
+        b = self.backend
+        vg = tg.value_and_grad(self.f_loss, static_argnums=(2,), backend=b)
+        v, g = host_tree(vg(p, d, s))
+        why = close(v, self.f_loss(p, d, s), 1e-9, "value_and_grad value")
+        if why:
+            return why
+        g2 = host_tree(tg.grad(self.f_loss, static_argnums=(2,), backend=b)(p, d, s))
+        why = tree_close(g2, g, 1e-12, "grad vs value_and_grad")
+        if why:
+            return why
+        if flatten(g)[1] != flatten(p)[1]:
+            return f"gradient structure {flatten(g)[1]} != parameters {flatten(p)[1]}"
+        if self.reference is not None and "grad" in self.reference:
+            why = tree_close(g, self.reference["grad"], 1e-9, "grad vs interpreter")
+            if why:
+                return why
+        if b == "numpy" and self.reference is not None:
+            self.reference["grad"] = g
+        theta, unflat = _flat_theta(p)
+        if self.spec.large:
+            return None
+        why = fd_compare(_flat_theta(g)[0], lambda t: self.f_loss(unflat(t), d, s), theta, 1e-5,
+                         "gradient", self.stats)
+        if why or d.dtype != np.float64:
+            return why
+        gd = host_tree(tg.grad(self.f_loss, argnums=(0, 1), static_argnums=(2,), backend=b)(p, d, s))
+        why = tree_close(gd[0], g, 1e-12, "grad argnums=(0, 1) [0]")
+        if why:
+            return why
+        return fd_compare(np.asarray(gd[1]).ravel(), lambda t: self.f_loss(p, t.reshape(d.shape), s),
+                          d.ravel().copy(), 1e-5, "gradient w.r.t. the data", self.stats)
+
+    def _grad_aux(self, p, d, s):
+        f_loss, f_out = self.f_loss, self.f_out
+
+        def with_aux(p, d, s):
+            return f_loss(p, d, s), f_out(p, d, s)
+
+        (v, aux), g = host_tree(tg.value_and_grad(with_aux, static_argnums=(2,), has_aux=True,
+                                                  backend=self.backend)(p, d, s))
+        why = close(v, f_loss(p, d, s), 1e-9, "value with has_aux") or tree_close(
+            aux, f_out(p, d, s), 1e-9, "aux")
+        if why:
+            return why
+        g2 = host_tree(tg.grad(self.f_loss, static_argnums=(2,), backend=self.backend)(p, d, s))
+        return tree_close(g, g2, 1e-12, "gradient with has_aux")
+
+    def _jacobian(self, p, d, s):
+        theta, unflat = _flat_theta(p)
+        if theta.size > 40:
+            return SKIP
+        jac = host_tree(tg.jacobian(self.f_out, static_argnums=(2,), backend=self.backend)(p, d, s))
+        outs = self.f_out(p, d, s)
+        for key, out in outs.items():
+            jl = flatten(jac[key])[0]
+            if flatten(jac[key])[1] != flatten(p)[1]:
+                return f"jacobian[{key}] structure {flatten(jac[key])[1]} != {flatten(p)[1]}"
+            leaves = flatten(p)[0]
+            rows = np.concatenate(
+                [np.reshape(j, (out.size, np.size(x))) for j, x in zip(jl, leaves, strict=True)], axis=1
+            )
+            for j, leaf in zip(jl, leaves, strict=True):
+                if np.shape(j) != np.shape(out) + np.shape(leaf):
+                    return f"jacobian[{key}] leaf shape {np.shape(j)} != {np.shape(out) + np.shape(leaf)}"
+            why = fd_compare(rows.T, lambda t, key=key: np.ravel(self.f_out(unflat(t), d, s)[key]),
+                             theta, 1e-5, f"jacobian[{key}]", self.stats)
+            if why:
+                return why
+        return None
+
+    def _jacobian_aux(self, p, d, s):
+        f_out = self.f_out
+        first = next(iter(f_out(p, d, s)))
+
+        def with_aux(p, d, s):
+            o = f_out(p, d, s)
+            return o[first], o
+
+        jac, aux = host_tree(tg.jacobian(with_aux, static_argnums=(2,), has_aux=True,
+                                         backend=self.backend)(p, d, s))
+        why = tree_close(aux, f_out(p, d, s), 1e-9, "jacobian aux")
+        if why:
+            return why
+        plain = host_tree(tg.jacobian(lambda p, d, s: f_out(p, d, s)[first], static_argnums=(2,),
+                                      backend=self.backend)(p, d, s))
+        return tree_close(jac, plain, 1e-12, "jacobian with has_aux")
+
+    def _phi(self, p, d, s):
+        theta, unflat = _flat_theta(p)
+        f_loss = self.f_loss
+        return theta, (lambda t: f_loss(unflat(t), d, s))
+
+    def _hessian(self, p, d, s):
+        theta, phi = self._phi(p, d, s)
+        if theta.size > 40 or theta.size == 0:
+            return SKIP
+        b = self.backend
+        H = to_host(tg.hessian(phi, backend=b)(theta))
+        if np.shape(H) != (theta.size, theta.size):
+            return f"hessian shape {np.shape(H)}"
+        ref = self.reference
+        if ref is not None and "hessian" in ref:
+            why = close(H, ref["hessian"], 1e-9, "hessian vs interpreter")
+            if why:
+                return why
+        grad_np = tg.grad(phi, backend="numpy")
+        why = fd_compare(H, grad_np, theta, 1e-5, "hessian", self.stats)
+        if why:
+            return why
+        v = np.random.default_rng(self.spec.seed + 3).uniform(-1, 1, theta.size)
+        hv = to_host(tg.grad(lambda t: np.sum(tg.grad(phi)(t) * v), backend=b)(theta))
+        why = close(hv, H @ v, 1e-8, "grad of grad (H v)")
+        if why:
+            return why
+        if b == "numpy" and ref is not None:
+            ref["hessian"] = H
+        return None
+
+    def _order3(self, p, d, s):
+        theta, phi = self._phi(p, d, s)
+        if theta.size > 24 or theta.size == 0:
+            return SKIP
+        b = self.backend
+        v = np.random.default_rng(self.spec.seed + 4).uniform(-1, 1, theta.size)
+
+        def q(t):  # v' H(t) v, through grad of grad
+            return np.sum(tg.grad(lambda u: np.sum(tg.grad(phi)(u) * v))(t) * v)
+
+        t3 = to_host(tg.grad(q, backend=b)(theta))
+        hess_np = tg.hessian(phi, backend="numpy")
+        why = fd_compare(t3, lambda t: v @ hess_np(t) @ v, theta, 1e-5, "third derivative", self.stats)
+        if why:
+            return why
+        if theta.size <= 6:
+            T = to_host(tg.jacobian(tg.hessian(phi), backend=b)(theta))
+            return close(np.einsum("ijk,j,k->i", T, v, v), t3, 1e-8, "jacobian(hessian) vs grad^3")
+        return None
+
+
+def _map_tree(t, fn):
+    leaves, tree = flatten(t)
+    return unflatten(tree, [fn(x) for x in leaves])
+
+
+def check_program(spec: Spec, backends: list[str], orders=(1, 2, 3), checks=None) -> tuple[list[Failure], dict]:
+    """All checks of one program on each backend (numpy first: it is the reference)."""
+    failures: list[Failure] = []
+    stats: dict = {}
+    reference: dict = {}
+    try:
+        f_out = spec.instantiate()[0]
+        reference["jit"] = host_tree(tg.jit(f_out, static_argnums=(2,), backend="numpy")(
+            spec.params(), spec.data(), spec.static))
+    except Exception:
+        reference = {}
+    order = sorted(backends, key=lambda b: b != "numpy")
+    for b in order:
+        runner = Runner(spec, b, tuple(orders), checks, reference=reference)
+        failures += runner.run()
+        for k, v in runner.stats.items():
+            stats[k] = stats.get(k, 0) + v
+    return failures, stats
+
+
+def shrink(spec: Spec, still_fails: Callable[[Spec], bool], budget: int = 60) -> Spec:
+    """A smaller program that still fails: drop outputs, bypass statements by an operand."""
+    import copy
+
+    best = copy.deepcopy(spec)
+    best.stmts = best.used()
+    tries = 0
+    progress = True
+    while progress and tries < budget:
+        progress = False
+        candidates = []
+        if len(best.outputs) > 1:
+            for o in best.outputs:
+                c = copy.deepcopy(best)
+                c.outputs = [x for x in best.outputs if x != o]
+                candidates.append(c)
+        for i, (name, expr) in enumerate(best.stmts):
+            for operand in dict.fromkeys(re.findall(r"\b[vp]\d+\b", expr)):
+                c = copy.deepcopy(best)
+                c.stmts = [(n, re.sub(rf"\b{name}\b", operand, e)) for n, e in best.stmts[i + 1:]]
+                c.stmts = best.stmts[:i] + c.stmts
+                c.outputs = list(dict.fromkeys(operand if o == name else o for o in best.outputs))
+                if any(o.startswith("p") for o in c.outputs):
+                    continue
+                c.stmts = c.used()
+                candidates.append(c)
+        for c in candidates:
+            tries += 1
+            if tries > budget:
+                break
+            try:
+                ok = still_fails(c)
+            except Exception:
+                ok = False
+            if ok:
+                best = c
+                progress = True
+                break
+    return best
