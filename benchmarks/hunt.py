@@ -74,6 +74,7 @@ def main(argv=None) -> int:
         large = args.large_every > 0 and k % args.large_every == args.large_every - 1
         spec = fp.generate(seed, large=large)
         failures, stats = fp.check_program(spec, backends, orders)
+        _forget_programs()
         programs += 1
         checks_run.update(stats)
         for f in failures:
@@ -102,6 +103,14 @@ def main(argv=None) -> int:
             _report(programs, backends, orders, by_area, by_check, checks_run, start, out, new_signatures)
     _report(programs, backends, orders, by_area, by_check, checks_run, start, out, new_signatures)
     return 0
+
+
+def _forget_programs() -> None:
+    """Each program's functions are new: drop what the store keeps of the last one."""
+    from tracegrad import program
+
+    program.clear_programs()
+    program._trace_counts.clear()
 
 
 def _shrink(spec, failure):
