@@ -669,9 +669,32 @@ def fd_compare(got: np.ndarray, fun, theta, rtol: float, what: str, stats: dict)
     return None
 
 
+def _memory(a):
+    """(start, end) of a device array's memory, or its host array (the simulator's), or None."""
+    iface = getattr(a, "__cuda_array_interface__", None)
+    if iface is not None:
+        shape, itemsize = iface["shape"], np.dtype(iface["typestr"]).itemsize
+        strides = iface.get("strides") or tuple(
+            int(np.prod(shape[i + 1:], dtype=np.int64)) * itemsize for i in range(len(shape)))
+        lo = iface["data"][0] + sum(min(0, (n - 1) * st) for n, st in zip(shape, strides, strict=True))
+        hi = iface["data"][0] + sum(max(0, (n - 1) * st) for n, st in zip(shape, strides, strict=True))
+        return (lo, hi + itemsize)
+    return getattr(a, "_ary", a)
+
+
 def _shares(a, b) -> bool:
-    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.size > 0 and b.size > 0 \
-        and np.shares_memory(a, b)
+    if np.size(a) == 0 or np.size(b) == 0:
+        return False
+    a, b = _memory(a), _memory(b)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return a[0] < b[1] and b[0] < a[1]
+    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.shares_memory(a, b)
+
+
+def _to_device(tree):
+    from numba import cuda
+
+    return _map_tree(tree, lambda x: cuda.to_device(np.ascontiguousarray(x)) if np.ndim(x) else x)
 
 
 LAYOUTS = ["C", "F", "reversed", "strided", "readonly", "float32", "int"]
@@ -761,6 +784,9 @@ class Runner:
             self.guard("threads", lambda: self._threads(jit, d, s))
             for layout in LAYOUTS:
                 self.guard(f"layout-{layout}", lambda layout=layout: self._layout(jit, p, d, s, layout))
+        if b == "cuda":
+            self.guard("layout-device", lambda: self._device(jit, p, d, s))
+            self.guard("fresh-device", lambda: self._fresh(jit, *_to_device((p, d)), s))
         self.guard("capture-global", lambda: self._capture("global"))
         self.guard("capture-inplace", lambda: self._capture("inplace"))
         self.guard("capture-number", lambda: self._capture("number"))
@@ -786,13 +812,13 @@ class Runner:
         ins = flatten(args)[0]
         for i, a in enumerate(l1):
             for j, other in enumerate(l1[:i]):
-                if _shares(a, other) or (a is other and np.ndim(a)):
+                if _shares(a, other) or (a is other and not isinstance(a, (int, float, np.generic))):
                     return f"results {j} and {i} share memory"
             for x in ins:
                 if _shares(a, x):
                     return f"result {i} shares memory with an input"
             for j, other in enumerate(l2):
-                if _shares(a, other) or (a is other and isinstance(a, np.ndarray)):
+                if _shares(a, other) or (a is other and not isinstance(a, (int, float, np.generic))):
                     return f"result {i} of one call shares memory with result {j} of the next call"
             if isinstance(a, np.ndarray) and not a.flags.writeable:
                 return f"result {i} is read-only"
@@ -893,6 +919,22 @@ class Runner:
         for a, c in zip(flatten(pl)[0], copies, strict=True):
             if not np.array_equal(a, c):
                 return f"{layout} input modified"
+        return None
+
+    def _device(self, jit, p, d, s):
+        """Device arrays in (C order, transposed, sliced views): device arrays out, NumPy's
+        values, the inputs unchanged."""
+        for layout in ("C", "F", "strided"):
+            pl = _map_tree(p, lambda x, layout=layout: relayout(x, layout))
+            dp, dd = _to_device((pl, d))
+            got = jit(dp, dd, s)
+            if any(isinstance(x, np.ndarray) for x in flatten(got)[0]):
+                return f"{layout} device inputs gave host results"
+            why = tree_close(host_tree(got), self.f_out(pl, d, s), 1e-9, f"{layout} device inputs")
+            if why:
+                return why
+            if tree_close(host_tree(dp), pl, 0.0, "inputs"):
+                return f"{layout} device inputs modified"
         return None
 
     def _capture(self, kind: str):

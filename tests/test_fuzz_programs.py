@@ -28,7 +28,7 @@ NUMPY_SEEDS = list(range(10))
 COMPILED_SEEDS = {"cpu": [3, 7], "cuda": [7]}
 
 VALUE_CHECKS = {"value", "vs-interpreter", "inputs", "static", "threads", "grad", "grad-aux",
-                "jacobian", "hessian", "order3"} | {f"layout-{name}" for name in fp.LAYOUTS}
+                "jacobian", "hessian", "order3", "layout-device"} | {f"layout-{n}" for n in fp.LAYOUTS}
 
 
 def _assert_passes(seed: int, backend: str, checks: set[str], orders=(1, 2, 3)) -> None:
@@ -55,10 +55,10 @@ def test_random_programs_values_and_derivatives(backend, seed):
     ("backend", "seed"), [(b, s) for b in BACKENDS for s in _seeds(b)]
 )
 def test_random_programs_results_are_fresh(backend, seed):
-    """No result shares memory with another, an input or an earlier call's result; changing a
-    result in place changes no later result."""
+    """No result shares memory with another, an input or an earlier call's result (device arrays
+    included); changing a result in place changes no later result."""
     spec = fp.generate(seed, n_stmts=4, duplicate=True)
-    failures, stats = fp.check_program(spec, [backend], (1,), {"fresh", "mutate"})
+    failures, stats = fp.check_program(spec, [backend], (1,), {"fresh", "mutate", "fresh-device"})
     assert stats.get("fresh") and stats.get("mutate")
     assert not failures, "\n".join(map(str, failures)) + "\n\n" + spec.source()
 
