@@ -552,7 +552,7 @@ CHECK_AREAS = {
 }
 
 
-DERIVATIVES = {"grad", "grad-aux", "jacobian", "hessian", "order3"}
+DERIVATIVES = {"grad", "grad-aux", "nested", "grad-float32", "jacobian", "hessian", "order3"}
 
 
 def area_of(check: str, spec: Spec, message: str = "") -> str:
@@ -782,6 +782,7 @@ class Runner:
         self.guard("static-type", lambda: self._static_type(p, d))
         if not spec.large:
             self.guard("threads", lambda: self._threads(jit, d, s))
+            self.guard("threads-cold", lambda: self._threads_cold(d, s))
             for layout in LAYOUTS:
                 self.guard(f"layout-{layout}", lambda layout=layout: self._layout(jit, p, d, s, layout))
         if b == "cuda":
@@ -795,6 +796,8 @@ class Runner:
         if 1 in self.orders:
             self.guard("grad", lambda: self._grad(p, d, s))
             self.guard("grad-aux", lambda: self._grad_aux(p, d, s))
+            self.guard("nested", lambda: self._nested(p, d, s))
+            self.guard("grad-float32", lambda: self._grad_float32(p, d, s))
             if not spec.large:
                 self.guard("jacobian", lambda: self._jacobian(p, d, s))
                 self.guard("jacobian-aux", lambda: self._jacobian_aux(p, d, s))
@@ -889,6 +892,38 @@ class Runner:
                     if why:
                         errors.append(why)
                         return
+            except Exception as exc:
+                errors.append(f"thread {k} raised {type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return errors[0] if errors else None
+
+    def _threads_cold(self, d, s):
+        """Threads that call a new transform at once: they trace and compile concurrently (some
+        with float32 inputs, so two programs are built at the same time)."""
+        f_out, f_loss = self.f_out, self.f_loss
+        jit = tg.jit(f_out, static_argnums=(2,), backend=self.backend)
+        vg = tg.value_and_grad(f_loss, static_argnums=(2,), backend=self.backend)
+        inputs = [self.spec.params(np.random.default_rng(200 + k), 1.0) for k in range(4)]
+        inputs[3] = _map_tree(inputs[3], lambda x: x.astype(np.float32))
+        errors: list[str] = []
+        barrier = threading.Barrier(4)
+
+        def work(k):
+            try:
+                barrier.wait()
+                x = inputs[k]
+                with np.errstate(all="ignore"):
+                    want, want_v = f_out(x, d, s), f_loss(x, d, s)
+                rtol = 2e-4 if k == 3 else 1e-9
+                why = tree_close(host_tree(jit(x, d, s)), want, rtol, f"thread {k} jit") or close(
+                    to_host(vg(x, d, s)[0]), want_v, rtol, f"thread {k} value_and_grad")
+                if why:
+                    errors.append(why)
             except Exception as exc:
                 errors.append(f"thread {k} raised {type(exc).__name__}: {exc}")
 
@@ -1011,6 +1046,40 @@ class Runner:
             return why
         return fd_compare(np.asarray(gd[1]).ravel(), lambda t: self.f_loss(p, t.reshape(d.shape), s),
                           d.ravel().copy(), 1e-5, "gradient w.r.t. the data", self.stats)
+
+    def _grad_float32(self, p, d, s):
+        """float32 parameters: float32 gradients, close to the float64 ones."""
+        p32 = _map_tree(p, lambda x: x.astype(np.float32))
+        with np.errstate(all="ignore"):
+            v32 = self.f_loss(p32, d, s)
+        if np.asarray(v32).dtype != np.float32 or not np.isfinite(v32):
+            return SKIP  # the program promotes to float64 (a captured array, float64 data)
+        g = host_tree(tg.grad(self.f_loss, static_argnums=(2,), backend=self.backend)(p32, d, s))
+        want = host_tree(tg.grad(self.f_loss, static_argnums=(2,), backend="numpy")(p, d, s))
+        for i, (a, w) in enumerate(zip(flatten(g)[0], flatten(want)[0], strict=True)):
+            if np.asarray(a).dtype != np.float32:
+                return f"float32 gradient leaf {i} has dtype {np.asarray(a).dtype}"
+            why = close(np.asarray(a, np.float64), w, 2e-3, f"float32 gradient leaf {i}")
+            if why:
+                return why
+        return None
+
+    def _nested(self, p, d, s):
+        """Transforms compose: grad of a function that calls a jitted function, jit of grad."""
+        b, f_out = self.backend, self.f_out
+        inner = tg.jit(f_out, static_argnums=(2,), backend=b)
+
+        def loss_through_jit(p, d, s):
+            o = inner(p, d, s)
+            return sum(np.sum(np.sin(o[k] + 0.3 * (i + 1))) for i, k in enumerate(o))
+
+        want = host_tree(tg.grad(self.f_loss, static_argnums=(2,), backend=b)(p, d, s))
+        got = host_tree(tg.grad(loss_through_jit, static_argnums=(2,), backend=b)(p, d, s))
+        why = tree_close(got, want, 1e-10, "grad of a function calling jit")
+        if why:
+            return why
+        jg = tg.jit(tg.grad(self.f_loss, static_argnums=(2,)), static_argnums=(2,), backend=b)
+        return tree_close(host_tree(jg(p, d, s)), want, 1e-10, "jit of grad")
 
     def _grad_aux(self, p, d, s):
         f_loss, f_out = self.f_loss, self.f_out

@@ -27,7 +27,7 @@ NUMPY_SEEDS = list(range(10))
 # Fewer on the compiled backends: each program compiles a dozen kernels there.
 COMPILED_SEEDS = {"cpu": [3, 7], "cuda": [7]}
 
-VALUE_CHECKS = {"value", "vs-interpreter", "inputs", "static", "threads", "grad", "grad-aux",
+VALUE_CHECKS = {"value", "vs-interpreter", "inputs", "static", "threads", "threads-cold", "grad", "grad-aux", "nested", "grad-float32",
                 "jacobian", "hessian", "order3", "layout-device"} | {f"layout-{n}" for n in fp.LAYOUTS}
 
 
