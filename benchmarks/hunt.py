@@ -64,6 +64,7 @@ def main(argv=None) -> int:
     start = time.time()
     programs = 0
     by_area: Counter = Counter()
+    programs_by_area: Counter = Counter()  # programs with at least one failure in the area
     by_check: Counter = Counter()
     checks_run: Counter = Counter()
     new_signatures: dict[str, str] = {}
@@ -77,10 +78,14 @@ def main(argv=None) -> int:
         _forget_programs()
         programs += 1
         checks_run.update(stats)
+        areas = set()
         for f in failures:
-            if f.area == "new":
-                f.area = _found(f.message) or "new"
+            if f.check not in fp.CHECK_AREAS:  # a defect filed by its message comes first
+                f.area = _found(f.message) or f.area
             by_area[(f.backend, f.area)] += 1
+            areas.add((f.backend, f.area))
+        programs_by_area.update(areas)
+        for f in failures:
             by_check[(f.backend, f.check, f.area)] += 1
             if f.area == "new":
                 key = f"{f.check}:{f.backend}:{f.message.splitlines()[0][:60]}"
@@ -99,9 +104,11 @@ def main(argv=None) -> int:
                 new_signatures[key] = str(path)
                 print(f"NEW seed {seed}: {f.check} on {f.backend}: {message.splitlines()[0][:200]}"
                       f" -> {path}", flush=True)
-        if programs % 50 == 0:
-            _report(programs, backends, orders, by_area, by_check, checks_run, start, out, new_signatures)
-    _report(programs, backends, orders, by_area, by_check, checks_run, start, out, new_signatures)
+        if programs % 20 == 0:
+            _report(programs, backends, orders, by_area, programs_by_area, by_check, checks_run, start,
+                    out, new_signatures)
+    _report(programs, backends, orders, by_area, programs_by_area, by_check, checks_run, start,
+                    out, new_signatures)
     return 0
 
 
@@ -127,7 +134,8 @@ def _shrink(spec, failure):
     return fp.shrink(spec, still_fails)
 
 
-def _report(programs, backends, orders, by_area, by_check, checks_run, start, out, new):
+def _report(programs, backends, orders, by_area, programs_by_area, by_check, checks_run, start,
+            out, new):
     summary = {
         "programs": programs,
         "backends": backends,
@@ -135,12 +143,14 @@ def _report(programs, backends, orders, by_area, by_check, checks_run, start, ou
         "seconds": round(time.time() - start, 1),
         "checks_run": dict(checks_run),
         "failures_by_area": {f"{b}:{a}": n for (b, a), n in sorted(by_area.items())},
+        "programs_failing_by_area": {f"{b}:{a}": n for (b, a), n in sorted(programs_by_area.items())},
         "failures_by_check": {f"{b}:{c}:{a}": n for (b, c, a), n in sorted(by_check.items())},
         "new_repros": new,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"programs {programs} on {','.join(backends)}, orders {orders}, "
-          f"{summary['seconds']} s; failures by area: {summary['failures_by_area']}", flush=True)
+          f"{summary['seconds']} s; programs failing, by area: "
+          f"{summary['programs_failing_by_area']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -583,7 +583,7 @@ def close(got, want, rtol: float, what: str) -> str | None:
     got_arr, want_arr = np.asarray(got), np.asarray(want)
     if got_arr.shape != want_arr.shape:
         return f"{what}: shape {got_arr.shape} != {want_arr.shape}"
-    if got_arr.dtype != want_arr.dtype:
+    if got_arr.dtype.newbyteorder("=") != want_arr.dtype.newbyteorder("="):  # byte order aside
         return f"{what}: dtype {got_arr.dtype} != {want_arr.dtype}"
     if got_arr.dtype.kind == "b" or got_arr.dtype.kind in "iu":
         if not np.array_equal(got_arr, want_arr):
@@ -697,7 +697,8 @@ def _to_device(tree):
     return _map_tree(tree, lambda x: cuda.to_device(np.ascontiguousarray(x)) if np.ndim(x) else x)
 
 
-LAYOUTS = ["C", "F", "reversed", "strided", "readonly", "float32", "int"]
+LAYOUTS = ["C", "F", "reversed", "strided", "readonly", "float32", "int", "broadcast", "unaligned",
+           "big-endian"]
 
 
 def relayout(x: np.ndarray, layout: str) -> np.ndarray:
@@ -719,6 +720,15 @@ def relayout(x: np.ndarray, layout: str) -> np.ndarray:
         return x.astype(np.float32)
     if layout == "int" and x.dtype.kind == "f":
         return np.round(3 * x).astype(np.int64)
+    if layout == "broadcast" and x.ndim and x.shape[0]:  # stride 0 along the first axis
+        return np.broadcast_to(x[:1], x.shape)
+    if layout == "unaligned":  # data one byte past an aligned address
+        buf = np.zeros(x.nbytes + 1, np.uint8)
+        y = np.ndarray(x.shape, x.dtype, buffer=buf, offset=1)
+        y[...] = x
+        return y
+    if layout == "big-endian":
+        return x.astype(x.dtype.newbyteorder(">"))
     return x.copy()
 
 
