@@ -38,6 +38,11 @@ FOUND = {
 }
 
 
+LIGHT = {"value", "vs-interpreter", "fresh", "mutate", "inputs", "threads", "grad", "hessian",
+         "order3", "layout-device", "fresh-device", "capture-inplace"} | {
+    f"layout-{n}" for n in ("F", "reversed", "strided", "readonly", "broadcast", "unaligned")}
+
+
 def _found(message: str) -> str | None:
     return next((k for k, text in FOUND.items() if text in message), None)
 
@@ -52,6 +57,9 @@ def main(argv=None) -> int:
     parser.add_argument("--large-every", type=int, default=25, help="every n-th program has large arrays")
     parser.add_argument("--out", default="hunt-out")
     parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--checks", default="all",
+                        help="'all', 'light' (the checks that reuse one compiled program per "
+                             "transform: for the compiled backends) or a comma-separated list")
     args = parser.parse_args(argv)
     if "cuda" in args.backends and "NUMBA_ENABLE_CUDASIM" not in os.environ \
             and not os.path.exists("/proc/driver/nvidia"):
@@ -59,6 +67,8 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     backends = [b for b in args.backends.split(",") if b]
     orders = tuple(int(o) for o in args.orders.split(","))
+    checks = None if args.checks == "all" else LIGHT if args.checks == "light" else set(
+        args.checks.split(","))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
@@ -74,7 +84,7 @@ def main(argv=None) -> int:
         seed = args.seed + k
         large = args.large_every > 0 and k % args.large_every == args.large_every - 1
         spec = fp.generate(seed, large=large)
-        failures, stats = fp.check_program(spec, backends, orders)
+        failures, stats = fp.check_program(spec, backends, orders, checks)
         _forget_programs()
         programs += 1
         checks_run.update(stats)
