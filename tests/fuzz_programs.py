@@ -333,8 +333,12 @@ class Spec:
         return f_out, f_loss, set_closure, ns
 
     def params(self, rng=None, scale: float = 1.0):
+        """Parameter values; in one program in three the 0-d ones are Python floats."""
         rng = rng or np.random.default_rng(self.seed + 1)
-        return _map_shapes(self.param_tree, lambda sh: scale * rng.uniform(-1.0, 1.0, size=sh))
+        p = _map_shapes(self.param_tree, lambda sh: scale * rng.uniform(-1.0, 1.0, size=sh))
+        if self.seed % 3 == 0:
+            p = _map_tree(p, lambda x: float(x) if np.ndim(x) == 0 else x)
+        return p
 
     def data(self, rng=None):
         rng = rng or np.random.default_rng(self.seed + 2)
@@ -919,7 +923,7 @@ class Runner:
         jit = tg.jit(f_out, static_argnums=(2,), backend=self.backend)
         vg = tg.value_and_grad(f_loss, static_argnums=(2,), backend=self.backend)
         inputs = [self.spec.params(np.random.default_rng(200 + k), 1.0) for k in range(4)]
-        inputs[3] = _map_tree(inputs[3], lambda x: x.astype(np.float32))
+        inputs[3] = _map_tree(inputs[3], lambda x: np.asarray(x, np.float32))
         errors: list[str] = []
         barrier = threading.Barrier(4)
 
@@ -1059,7 +1063,7 @@ class Runner:
 
     def _grad_float32(self, p, d, s):
         """float32 parameters: float32 gradients, close to the float64 ones."""
-        p32 = _map_tree(p, lambda x: x.astype(np.float32))
+        p32 = _map_tree(p, lambda x: np.asarray(x, np.float32))
         with np.errstate(all="ignore"):
             v32 = self.f_loss(p32, d, s)
         if np.asarray(v32).dtype != np.float32 or not np.isfinite(v32):
