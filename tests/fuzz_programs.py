@@ -76,13 +76,25 @@ UNARY = [
     "(1.0 + {a} * {a}) ** 0.5", "np.float_power(1.0 + {a} * {a}, 0.5)", "np.maximum({a}, 0.0)",
     "np.minimum({a}, 0.25)", "np.where({a} > 0.1, {a}, 0.5 * {a})", "np.copy({a})",
     "{a}.copy()", "np.real({a})", "np.tanh({a}) * {a}",
+    # idioms of user code: softmax, log-sum-exp, normalisation, shapes used as numbers
+    "np.exp({a} - np.max({a}, axis=-1, keepdims=True)) / np.sum(np.exp({a} - np.max({a}, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
+    "np.log(np.sum(np.exp({a}), axis=0))", "({a} - {a}.mean(axis=-1, keepdims=True)) / np.sqrt({a}.var(axis=-1, keepdims=True) + 1e-5)",
+    "{a} - {a}.mean()", "{a} / (1.0 + np.linalg.norm({a}))", "np.zeros_like({a}) + {a}",
+    "np.full_like({a}, 2.0) * {a}", "np.ones_like({a}) - {a}", "abs({a})", "{a}.shape[0] * {a}",
+    "{a} * {a}.size", "{a}.astype(np.float64)", "np.float64(1.5) * {a}", "{a}.sum() * {a}",
+    "+{a}", "np.maximum({a}, 0.0) + np.log1p(np.exp(-np.abs({a})))", "1.0 / (1.0 + np.exp(-{a}))",
+    "np.einsum('ij->ji', {a})", "np.einsum('i->', {a})", "np.squeeze(np.expand_dims({a}, 0), 0)",
+    "np.mean({a}, axis=0, dtype=np.float64)", "np.swapaxes({a}, -1, -2)", "{a}[..., None] * {a}[None]",
 ]
 BINARY = [
     "{a} + {b}", "{a} - {b}", "{a} * {b}", "{a} / (1.0 + {b} * {b})", "np.maximum({a}, {b})",
     "np.minimum({a}, {b})", "np.where({a} > {b}, {a}, 2.0 * {b})", "np.fmax({a}, {b})",
     "np.fmin({a}, {b})", "np.add({a}, {b})", "np.multiply({a}, {b})",
     "np.where(({a} > 0) & ({b} < 0.5), {a} * {b}, {a})", "np.arctan({a} - {b})",
-    "np.clip({a}, -1.0, {b} * {b} + 0.1)",
+    "np.clip({a}, -1.0, {b} * {b} + 0.1)", "(1.0 + {a} * {a}) ** {b}", "np.power(1.5 + np.sin({a}), {b})",
+    "np.where({a} > 0, {b}, 0.0)", "{a} * ({b} > 0.2)", "np.maximum({a}, {b}) - np.minimum({a}, {b})",
+    "np.einsum('ij,ij->i', {a}, {b})", "np.einsum('i,i->', {a}, {b})", "np.dot({a}, {b})",
+    "np.stack([{a}, {b}], axis=-1).sum(axis=-1)", "np.clip({a}, a_min=None, a_max={b})",
 ]
 REDUCERS = ["np.sum", "np.mean", "np.max", "np.min", "np.prod", "np.std", "np.var", "np.amax"]
 METHODS = ["sum", "mean", "max", "min", "prod"]
@@ -477,7 +489,8 @@ def generate(seed: int, n_stmts: int | None = None, large: bool = False,
             k = int(rng.choice(len(TEMPLATES), p=_WEIGHTS))
             if TEMPLATES[k][1] == 1 and rng.random() < 0.1:
                 names[-1] = ["K0", "K1", "2.5", "s"][int(rng.integers(4))]
-            expr = TEMPLATES[k][2](rng, names, [env.get(x) for x in names])
+            samples = [None if env.get(x) is None else np.asarray(env[x]) for x in names]
+            expr = TEMPLATES[k][2](rng, names, samples)
         if expr is None or (not known and any(op in expr for op in KNOWN_OPS)):
             continue
         if large and ("@" in expr or "einsum" in expr or "outer" in expr or "inner" in expr
