@@ -34,7 +34,8 @@ import fuzz_programs as fp  # noqa: E402
 # New defects this campaign found (and filed), recognised by their message, so that the counts
 # show them apart from the ones still unexplained.
 FOUND = {
-    "H1-empty-max": "zero-size array to reduction operation",
+    "H1-empty-max": ("zero-size array to reduction operation", ""),
+    "H4-keyword-operand": ("cannot convert a traced value to a NumPy array", "a_max="),
 }
 
 
@@ -43,8 +44,8 @@ LIGHT = {"value", "vs-interpreter", "fresh", "mutate", "inputs", "threads", "gra
     f"layout-{n}" for n in ("F", "reversed", "strided", "readonly", "broadcast", "unaligned")}
 
 
-def _found(message: str) -> str | None:
-    return next((k for k, text in FOUND.items() if text in message), None)
+def _found(message: str, source: str) -> str | None:
+    return next((k for k, (text, code) in FOUND.items() if text in message and code in source), None)
 
 
 def main(argv=None) -> int:
@@ -91,7 +92,7 @@ def main(argv=None) -> int:
         areas = set()
         for f in failures:
             if f.check not in fp.CHECK_AREAS:  # a defect filed by its message comes first
-                f.area = _found(f.message) or f.area
+                f.area = _found(f.message, spec.source()) or f.area
             by_area[(f.backend, f.area)] += 1
             areas.add((f.backend, f.area))
         programs_by_area.update(areas)
