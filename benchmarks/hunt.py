@@ -36,6 +36,7 @@ import fuzz_programs as fp  # noqa: E402
 FOUND = {
     "H1-empty-max": ("zero-size array to reduction operation", ""),
     "H4-keyword-operand": ("cannot convert a traced value to a NumPy array", "a_max="),
+    "H5-axis-of-0d": ("is out of bounds for an array of dimension 0", ""),
 }
 
 
