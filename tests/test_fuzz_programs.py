@@ -19,6 +19,7 @@ from conftest import BACKENDS
 
 import fuzz_programs as fp
 import tracegrad as tg
+from tracegrad.tree import flatten
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -99,7 +100,8 @@ def test_large_arrays_agree_with_numpy():
     """A program over arrays of 10^5 elements: values and gradients on the cpu backend equal the
     interpreter's and NumPy's (large sizes take the chunked, multi-threaded kernel paths)."""
     backends = [b for b in BACKENDS if b != "cuda"] or ["numpy"]
-    spec = fp.generate(5, n_stmts=5, large=True)
+    spec = fp.generate(6, n_stmts=5, large=True)
+    assert max(np.size(x) for x in flatten(spec.params())[0]) >= 10**5
     failures, stats = fp.check_program(spec, backends, (1,), {"value", "vs-interpreter", "grad",
                                                               "fresh", "inputs"})
     assert stats.get("grad"), "the gradient was not checked"
