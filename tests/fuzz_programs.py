@@ -892,7 +892,7 @@ class Runner:
         return None
 
     def _static_type(self, p, d):
-        if "s" not in " ".join(e for _, e in self.spec.used()):
+        if not re.search(r"\bs\b", " ".join(e for _, e in self.spec.used())):
             return SKIP
         jit = tg.jit(self.f_out, static_argnums=(2,), backend=self.backend)
         pi = _map_tree(p, lambda x: np.round(3 * x).astype(np.int64))
