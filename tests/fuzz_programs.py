@@ -1130,6 +1130,7 @@ class Runner:
         jac = host_tree(tg.jacobian(self.f_out, static_argnums=(2,), backend=self.backend)(p, d, s))
         outs = self.f_out(p, d, s)
         for key, out in outs.items():
+            out = np.asarray(out)
             jl = flatten(jac[key])[0]
             if flatten(jac[key])[1] != flatten(p)[1]:
                 return f"jacobian[{key}] structure {flatten(jac[key])[1]} != {flatten(p)[1]}"
