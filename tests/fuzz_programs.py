@@ -528,14 +528,14 @@ def _try(expr: str, env: dict):
             value = eval(expr, env)  # the program is made of these expressions
     except Exception:
         return None
-    value = np.asarray(value)
-    if value.dtype.kind != "f" or value.dtype != np.float64:
+    array = np.asarray(value)
+    if array.dtype != np.float64:
         return None
-    if value.size and (not np.all(np.isfinite(value)) or np.max(np.abs(value)) > 1e4):
+    if array.size and (not np.all(np.isfinite(array)) or np.max(np.abs(array)) > 1e4):
         return None
-    if value.size > 2_000_000 or value.ndim > 4:
+    if array.size > 2_000_000 or array.ndim > 4:
         return None
-    return value
+    return value  # as NumPy gave it (a Python float stays one: it has no .T)
 
 
 # ----------------------------------------------------------------------------------------------
