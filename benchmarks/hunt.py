@@ -93,8 +93,7 @@ def main(argv=None) -> int:
         checks_run.update(stats)
         areas = set()
         for f in failures:
-            if f.check not in fp.CHECK_AREAS:  # a defect filed by its message comes first
-                f.area = _found(f.message, spec.source()) or f.area
+            f.area = _found(f.message, spec.source()) or f.area  # a filed defect comes first
             by_area[(f.backend, f.area)] += 1
             areas.add((f.backend, f.area))
         programs_by_area.update(areas)
