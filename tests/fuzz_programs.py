@@ -558,6 +558,7 @@ class Failure:
 
 CHECK_AREAS = {
     "fresh": "aliasing",
+    "fresh-device": "aliasing",
     "mutate": "aliasing",
     "capture-global": "captures",
     "capture-inplace": "captures",
@@ -575,8 +576,9 @@ DERIVATIVES = {"grad", "grad-aux", "nested", "grad-float32", "jacobian", "hessia
 def area_of(check: str, spec: Spec, message: str = "") -> str:
     """The known area a failure belongs to ("new" when none): by its check, else by the ops of
     the program (a NaN derivative of a program with prod is filed under prod-zero)."""
-    if check in CHECK_AREAS:
-        return CHECK_AREAS[check]
+    aliasing_check = CHECK_AREAS.get(check) == "aliasing"
+    if check in CHECK_AREAS and not (aliasing_check and message.startswith("raised")):
+        return CHECK_AREAS[check]  # (a call that raises is no aliasing: filed by its ops below)
     text = spec.source()
     for op, area in KNOWN_OPS.items():
         if op in text:
