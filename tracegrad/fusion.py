@@ -72,6 +72,9 @@ from .primitives import Kind
 MATH_COST = 20
 # Above this inline cost a value read through a broadcast, or by several loops, is materialized.
 RECOMPUTE_LIMIT = 8
+# A value at the end of a longer chain of inlined nodes is materialized: a loop's body is built by
+# recursion along such chains (Python's stack), and a kernel this long gains nothing from fusion.
+MAX_INLINE_DEPTH = 100
 
 REDUCE_OPS = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min"}
 
@@ -619,11 +622,17 @@ class _Planner:
         """Values that need a buffer whatever the grouping (plus expensive broadcast inputs)."""
         g = self.graph
         cost: dict[Var, int] = {}
+        depth: dict[Var, int] = {}  # the longest chain of inlined nodes that ends at a value
         for node in g.nodes:
             v = node.out
             if node.prim.kind is Kind.CONST:
                 continue
             if self.fusable(node):
+                depth[v] = 1 + max([depth.get(x, 0) for x in node.inputs if x not in self.mat],
+                                   default=0)
+                if depth[v] >= MAX_INLINE_DEPTH:
+                    self.mat.add(v)
+                    depth[v] = 0
                 cost[v] = node_cost(node) * (inline_kind(node) == "elementwise") + sum(
                     cost.get(x, 0) for x in node.inputs if x not in self.mat
                 )
