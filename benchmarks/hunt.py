@@ -38,6 +38,7 @@ FOUND = {
     "H4-keyword-operand": ("cannot convert a traced value to a NumPy array", "a_max="),
     "H5-axis-of-0d": ("is out of bounds for an array of dimension 0", ""),
     "H6-builtin-abs-int": ("dtype float64 != int64", "abs("),
+    "H8-einsum-broadcast": ("np.einsum: index", "einsum"),
 }
 
 
