@@ -42,13 +42,26 @@ FOUND = {
 }
 
 
-LIGHT = {"value", "vs-interpreter", "fresh", "mutate", "inputs", "threads", "grad", "hessian",
-         "order3", "layout-device", "fresh-device", "capture-inplace"} | {
-    f"layout-{n}" for n in ("F", "reversed", "strided", "readonly", "broadcast", "unaligned")}
+LIGHT = {
+    "value",
+    "vs-interpreter",
+    "fresh",
+    "mutate",
+    "inputs",
+    "threads",
+    "grad",
+    "hessian",
+    "order3",
+    "layout-device",
+    "fresh-device",
+    "capture-inplace",
+} | {f"layout-{n}" for n in ("F", "reversed", "strided", "readonly", "broadcast", "unaligned")}
 
 
 def _found(message: str, source: str) -> str | None:
-    return next((k for k, (text, code) in FOUND.items() if text in message and code in source), None)
+    return next(
+        (k for k, (text, code) in FOUND.items() if text in message and code in source), None
+    )
 
 
 def main(argv=None) -> int:
@@ -57,22 +70,37 @@ def main(argv=None) -> int:
     parser.add_argument("--backends", default="numpy")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--orders", default="1,2,3")
-    parser.add_argument("--minutes", type=float, default=0.0, help="stop after this long (0: no limit)")
-    parser.add_argument("--large-every", type=int, default=25, help="every n-th program has large arrays")
+    parser.add_argument(
+        "--minutes", type=float, default=0.0, help="stop after this long (0: no limit)"
+    )
+    parser.add_argument(
+        "--large-every", type=int, default=25, help="every n-th program has large arrays"
+    )
     parser.add_argument("--out", default="hunt-out")
     parser.add_argument("--no-shrink", action="store_true")
-    parser.add_argument("--checks", default="all",
-                        help="'all', 'light' (the checks that reuse one compiled program per "
-                             "transform: for the compiled backends) or a comma-separated list")
+    parser.add_argument(
+        "--checks",
+        default="all",
+        help="'all', 'light' (the checks that reuse one compiled program per "
+        "transform: for the compiled backends) or a comma-separated list",
+    )
     args = parser.parse_args(argv)
-    if "cuda" in args.backends and "NUMBA_ENABLE_CUDASIM" not in os.environ \
-            and not os.path.exists("/proc/driver/nvidia"):
+    if (
+        "cuda" in args.backends
+        and "NUMBA_ENABLE_CUDASIM" not in os.environ
+        and not os.path.exists("/proc/driver/nvidia")
+    ):
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     warnings.simplefilter("ignore")
     backends = [b for b in args.backends.split(",") if b]
     orders = tuple(int(o) for o in args.orders.split(","))
-    checks = None if args.checks == "all" else LIGHT if args.checks == "light" else set(
-        args.checks.split(","))
+    checks = (
+        None
+        if args.checks == "all"
+        else LIGHT
+        if args.checks == "light"
+        else set(args.checks.split(","))
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
@@ -115,13 +143,36 @@ def main(argv=None) -> int:
                     + small.repro()
                 )
                 new_signatures[key] = str(path)
-                print(f"NEW seed {seed}: {f.check} on {f.backend}: {message.splitlines()[0][:200]}"
-                      f" -> {path}", flush=True)
+                print(
+                    f"NEW seed {seed}: {f.check} on {f.backend}: {message.splitlines()[0][:200]}"
+                    f" -> {path}",
+                    flush=True,
+                )
         if programs % (20 if backends == ["numpy"] else 1) == 0:  # compiled backends are slow
-            _report(programs, backends, orders, by_area, programs_by_area, by_check, checks_run, start,
-                    out, new_signatures)
-    _report(programs, backends, orders, by_area, programs_by_area, by_check, checks_run, start,
-                    out, new_signatures)
+            _report(
+                programs,
+                backends,
+                orders,
+                by_area,
+                programs_by_area,
+                by_check,
+                checks_run,
+                start,
+                out,
+                new_signatures,
+            )
+    _report(
+        programs,
+        backends,
+        orders,
+        by_area,
+        programs_by_area,
+        by_check,
+        checks_run,
+        start,
+        out,
+        new_signatures,
+    )
     return 0
 
 
@@ -147,8 +198,9 @@ def _shrink(spec, failure):
     return fp.shrink(spec, still_fails)
 
 
-def _report(programs, backends, orders, by_area, programs_by_area, by_check, checks_run, start,
-            out, new):
+def _report(
+    programs, backends, orders, by_area, programs_by_area, by_check, checks_run, start, out, new
+):
     summary = {
         "programs": programs,
         "backends": backends,
@@ -156,14 +208,19 @@ def _report(programs, backends, orders, by_area, programs_by_area, by_check, che
         "seconds": round(time.time() - start, 1),
         "checks_run": dict(checks_run),
         "failures_by_area": {f"{b}:{a}": n for (b, a), n in sorted(by_area.items())},
-        "programs_failing_by_area": {f"{b}:{a}": n for (b, a), n in sorted(programs_by_area.items())},
+        "programs_failing_by_area": {
+            f"{b}:{a}": n for (b, a), n in sorted(programs_by_area.items())
+        },
         "failures_by_check": {f"{b}:{c}:{a}": n for (b, c, a), n in sorted(by_check.items())},
         "new_repros": new,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    print(f"programs {programs} on {','.join(backends)}, orders {orders}, "
-          f"{summary['seconds']} s; programs failing, by area: "
-          f"{summary['programs_failing_by_area']}", flush=True)
+    print(
+        f"programs {programs} on {','.join(backends)}, orders {orders}, "
+        f"{summary['seconds']} s; programs failing, by area: "
+        f"{summary['programs_failing_by_area']}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

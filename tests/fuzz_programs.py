@@ -65,36 +65,98 @@ KNOWN_OPS = {
 }
 
 UNARY = [
-    "np.sin({a})", "np.cos({a})", "np.tanh({a})", "np.exp(np.tanh({a}))", "np.log1p({a} * {a})",
-    "np.sqrt(1.0 + {a} * {a})", "np.arctan({a})", "{a} ** 2", "{a} ** 3", "1.0 / (1.0 + {a} * {a})",
-    "np.expm1(np.tanh({a}))", "np.sinh(np.tanh({a}))", "np.cosh(np.tanh({a}))", "np.square({a})",
-    "-{a}", "np.abs({a})", "np.log(1.5 + np.sin({a}))", "np.arcsin(0.5 * np.tanh({a}))",
-    "np.arccos(0.5 * np.tanh({a}))", "np.exp2(np.tanh({a}))", "np.log10(2.0 + {a} * {a})",
-    "np.log2(2.0 + {a} * {a})", "np.clip({a}, -0.5, 0.7)", "np.power(1.0 + {a} * {a}, 1.5)",
-    "np.reciprocal(2.0 + np.cos({a}))", "np.tan(0.5 * np.tanh({a}))", "np.sign({a}) * {a}",
-    "{a} * {k}", "{a} + {k}", "{k} - {a}", "{a} / {k}", "np.positive({a})", "np.fabs({a})",
-    "(1.0 + {a} * {a}) ** 0.5", "np.float_power(1.0 + {a} * {a}, 0.5)", "np.maximum({a}, 0.0)",
-    "np.minimum({a}, 0.25)", "np.where({a} > 0.1, {a}, 0.5 * {a})", "np.copy({a})",
-    "{a}.copy()", "np.real({a})", "np.tanh({a}) * {a}",
+    "np.sin({a})",
+    "np.cos({a})",
+    "np.tanh({a})",
+    "np.exp(np.tanh({a}))",
+    "np.log1p({a} * {a})",
+    "np.sqrt(1.0 + {a} * {a})",
+    "np.arctan({a})",
+    "{a} ** 2",
+    "{a} ** 3",
+    "1.0 / (1.0 + {a} * {a})",
+    "np.expm1(np.tanh({a}))",
+    "np.sinh(np.tanh({a}))",
+    "np.cosh(np.tanh({a}))",
+    "np.square({a})",
+    "-{a}",
+    "np.abs({a})",
+    "np.log(1.5 + np.sin({a}))",
+    "np.arcsin(0.5 * np.tanh({a}))",
+    "np.arccos(0.5 * np.tanh({a}))",
+    "np.exp2(np.tanh({a}))",
+    "np.log10(2.0 + {a} * {a})",
+    "np.log2(2.0 + {a} * {a})",
+    "np.clip({a}, -0.5, 0.7)",
+    "np.power(1.0 + {a} * {a}, 1.5)",
+    "np.reciprocal(2.0 + np.cos({a}))",
+    "np.tan(0.5 * np.tanh({a}))",
+    "np.sign({a}) * {a}",
+    "{a} * {k}",
+    "{a} + {k}",
+    "{k} - {a}",
+    "{a} / {k}",
+    "np.positive({a})",
+    "np.fabs({a})",
+    "(1.0 + {a} * {a}) ** 0.5",
+    "np.float_power(1.0 + {a} * {a}, 0.5)",
+    "np.maximum({a}, 0.0)",
+    "np.minimum({a}, 0.25)",
+    "np.where({a} > 0.1, {a}, 0.5 * {a})",
+    "np.copy({a})",
+    "{a}.copy()",
+    "np.real({a})",
+    "np.tanh({a}) * {a}",
     # idioms of user code: softmax, log-sum-exp, normalisation, shapes used as numbers
     "np.exp({a} - np.max({a}, axis=-1, keepdims=True)) / np.sum(np.exp({a} - np.max({a}, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
-    "np.log(np.sum(np.exp({a}), axis=0))", "({a} - {a}.mean(axis=-1, keepdims=True)) / np.sqrt({a}.var(axis=-1, keepdims=True) + 1e-5)",
-    "{a} - {a}.mean()", "{a} / (1.0 + np.linalg.norm({a}))", "np.zeros_like({a}) + {a}",
-    "np.full_like({a}, 2.0) * {a}", "np.ones_like({a}) - {a}", "abs({a})", "{a}.shape[0] * {a}",
-    "{a} * {a}.size", "{a}.astype(np.float64)", "np.float64(1.5) * {a}", "{a}.sum() * {a}",
-    "+{a}", "np.maximum({a}, 0.0) + np.log1p(np.exp(-np.abs({a})))", "1.0 / (1.0 + np.exp(-{a}))",
-    "np.einsum('ij->ji', {a})", "np.einsum('i->', {a})", "np.squeeze(np.expand_dims({a}, 0), 0)",
-    "np.mean({a}, axis=0, dtype=np.float64)", "np.swapaxes({a}, -1, -2)", "{a}[..., None] * {a}[None]",
+    "np.log(np.sum(np.exp({a}), axis=0))",
+    "({a} - {a}.mean(axis=-1, keepdims=True)) / np.sqrt({a}.var(axis=-1, keepdims=True) + 1e-5)",
+    "{a} - {a}.mean()",
+    "{a} / (1.0 + np.linalg.norm({a}))",
+    "np.zeros_like({a}) + {a}",
+    "np.full_like({a}, 2.0) * {a}",
+    "np.ones_like({a}) - {a}",
+    "abs({a})",
+    "{a}.shape[0] * {a}",
+    "{a} * {a}.size",
+    "{a}.astype(np.float64)",
+    "np.float64(1.5) * {a}",
+    "{a}.sum() * {a}",
+    "+{a}",
+    "np.maximum({a}, 0.0) + np.log1p(np.exp(-np.abs({a})))",
+    "1.0 / (1.0 + np.exp(-{a}))",
+    "np.einsum('ij->ji', {a})",
+    "np.einsum('i->', {a})",
+    "np.squeeze(np.expand_dims({a}, 0), 0)",
+    "np.mean({a}, axis=0, dtype=np.float64)",
+    "np.swapaxes({a}, -1, -2)",
+    "{a}[..., None] * {a}[None]",
 ]
 BINARY = [
-    "{a} + {b}", "{a} - {b}", "{a} * {b}", "{a} / (1.0 + {b} * {b})", "np.maximum({a}, {b})",
-    "np.minimum({a}, {b})", "np.where({a} > {b}, {a}, 2.0 * {b})", "np.fmax({a}, {b})",
-    "np.fmin({a}, {b})", "np.add({a}, {b})", "np.multiply({a}, {b})",
-    "np.where(({a} > 0) & ({b} < 0.5), {a} * {b}, {a})", "np.arctan({a} - {b})",
-    "np.clip({a}, -1.0, {b} * {b} + 0.1)", "(1.0 + {a} * {a}) ** {b}", "np.power(1.5 + np.sin({a}), {b})",
-    "np.where({a} > 0, {b}, 0.0)", "{a} * ({b} > 0.2)", "np.maximum({a}, {b}) - np.minimum({a}, {b})",
-    "np.einsum('ij,ij->i', {a}, {b})", "np.einsum('i,i->', {a}, {b})", "np.dot({a}, {b})",
-    "np.stack([{a}, {b}], axis=-1).sum(axis=-1)", "np.clip({a}, a_min=None, a_max={b})",
+    "{a} + {b}",
+    "{a} - {b}",
+    "{a} * {b}",
+    "{a} / (1.0 + {b} * {b})",
+    "np.maximum({a}, {b})",
+    "np.minimum({a}, {b})",
+    "np.where({a} > {b}, {a}, 2.0 * {b})",
+    "np.fmax({a}, {b})",
+    "np.fmin({a}, {b})",
+    "np.add({a}, {b})",
+    "np.multiply({a}, {b})",
+    "np.where(({a} > 0) & ({b} < 0.5), {a} * {b}, {a})",
+    "np.arctan({a} - {b})",
+    "np.clip({a}, -1.0, {b} * {b} + 0.1)",
+    "(1.0 + {a} * {a}) ** {b}",
+    "np.power(1.5 + np.sin({a}), {b})",
+    "np.where({a} > 0, {b}, 0.0)",
+    "{a} * ({b} > 0.2)",
+    "np.maximum({a}, {b}) - np.minimum({a}, {b})",
+    "np.einsum('ij,ij->i', {a}, {b})",
+    "np.einsum('i,i->', {a}, {b})",
+    "np.dot({a}, {b})",
+    "np.stack([{a}, {b}], axis=-1).sum(axis=-1)",
+    "np.clip({a}, a_min=None, a_max={b})",
 ]
 REDUCERS = ["np.sum", "np.mean", "np.max", "np.min", "np.prod", "np.std", "np.var", "np.amax"]
 METHODS = ["sum", "mean", "max", "min", "prod"]
@@ -147,7 +209,9 @@ def _t_slice(rng, names, samples):
         else:
             start = int(rng.integers(0, d + 1))
             step = int(rng.choice([1, 2, -1, -2, 3]))
-            parts.append(f"{start}::{step}" if step > 0 else f"{start}::{step}" if start else f"::{step}")
+            parts.append(
+                f"{start}::{step}" if step > 0 else f"{start}::{step}" if start else f"::{step}"
+            )
     if rng.random() < 0.2:
         return f"{a}[..., {parts[-1]}]"
     return f"{a}[{', '.join(parts)}]"
@@ -204,7 +268,9 @@ def _t_concat(rng, names, samples):
     r = rng.random()
     if r < 0.45:
         axis = int(rng.integers(-A.ndim, A.ndim))
-        if B.ndim == A.ndim and all(x == y for i, (x, y) in enumerate(zip(A.shape, B.shape)) if i != axis % A.ndim):
+        if B.ndim == A.ndim and all(
+            x == y for i, (x, y) in enumerate(zip(A.shape, B.shape)) if i != axis % A.ndim
+        ):
             return f"np.concatenate([{a}, {b}, {a}], axis={axis})"
         return f"np.concatenate([{a}, 2.0 * {a}], axis={axis})"
     if r < 0.75:
@@ -439,9 +505,15 @@ def _random_tree(rng, dims, allow_empty: bool, depth: int = 0):
     return tuple(children) if kind == "tuple" else children
 
 
-def generate(seed: int, n_stmts: int | None = None, large: bool = False,
-             allow_empty: bool = True, known: bool = True, captures: bool = False,
-             duplicate: bool = False) -> Spec:
+def generate(
+    seed: int,
+    n_stmts: int | None = None,
+    large: bool = False,
+    allow_empty: bool = True,
+    known: bool = True,
+    captures: bool = False,
+    duplicate: bool = False,
+) -> Spec:
     """A random program; `known=False` leaves out the ops of the known-defect areas;
     `captures=True` makes its last output read every captured value; `duplicate=True` makes it
     return one value twice and compute one expression twice."""
@@ -458,13 +530,29 @@ def generate(seed: int, n_stmts: int | None = None, large: bool = False,
     static = int(rng.integers(1, 4))
     g0 = rng.uniform(-1, 1, size=_random_shape(rng, dims, False))
     g1 = rng.uniform(-1, 1, size=_random_shape(rng, dims, False))
-    globals_ = {"G0": g0, "G1": g1, "K0": float(np.round(rng.uniform(0.5, 2.0), 3)),
-                "K1": int(rng.integers(1, 4))}
+    globals_ = {
+        "G0": g0,
+        "G1": g1,
+        "K0": float(np.round(rng.uniform(0.5, 2.0), 3)),
+        "K1": int(rng.integers(1, 4)),
+    }
     closure = rng.uniform(-1, 1, size=_random_shape(rng, dims, False))
     default = rng.uniform(-1, 1, size=_random_shape(rng, dims, False))
 
-    spec = Spec(seed, tree, leaf_names, data_shape, data_dtype, static, globals_, closure, default,
-                [], [], large)
+    spec = Spec(
+        seed,
+        tree,
+        leaf_names,
+        data_shape,
+        data_dtype,
+        static,
+        globals_,
+        closure,
+        default,
+        [],
+        [],
+        large,
+    )
     ns = spec.namespace()
     ns["C0"] = closure
     p = spec.params()
@@ -475,8 +563,17 @@ def generate(seed: int, n_stmts: int | None = None, large: bool = False,
     env = {**ns, **sample}
     pool = list(leaf_names)
     # captured and data values enter through statements, so that they can be shrunk away
-    entries = ["d * 0.5 + {a}", "{a} * G0", "{a} - G1", "{a} * K0 + K1", "{a} + C0", "{a} * D0",
-               "{a} * s", "np.sin({a}) if s > 1 else {a}", "{a} ** s"]
+    entries = [
+        "d * 0.5 + {a}",
+        "{a} * G0",
+        "{a} - G1",
+        "{a} * K0 + K1",
+        "{a} + C0",
+        "{a} * D0",
+        "{a} * s",
+        "np.sin({a}) if s > 1 else {a}",
+        "{a} ** s",
+    ]
     n = n_stmts if n_stmts is not None else int(rng.integers(2, 12))
     stmts: list[tuple[str, str]] = []
     attempts = 0
@@ -493,8 +590,15 @@ def generate(seed: int, n_stmts: int | None = None, large: bool = False,
             expr = TEMPLATES[k][2](rng, names, samples)
         if expr is None or (not known and any(op in expr for op in KNOWN_OPS)):
             continue
-        if large and ("@" in expr or "einsum" in expr or "outer" in expr or "inner" in expr
-                      or "dot" in expr or "stack" in expr or "concatenate" in expr):
+        if large and (
+            "@" in expr
+            or "einsum" in expr
+            or "outer" in expr
+            or "inner" in expr
+            or "dot" in expr
+            or "stack" in expr
+            or "concatenate" in expr
+        ):
             continue
         value = _try(expr, env)
         if value is None:
@@ -512,7 +616,11 @@ def generate(seed: int, n_stmts: int | None = None, large: bool = False,
         env[f"v{len(stmts)}"] = _try(expr, env)
         stmts.append((f"v{len(stmts)}", expr))
     k_out = int(rng.integers(1, 4))
-    outputs = list(dict.fromkeys([stmts[-1][0]] + [stmts[int(rng.integers(len(stmts)))][0] for _ in range(k_out - 1)]))
+    outputs = list(
+        dict.fromkeys(
+            [stmts[-1][0]] + [stmts[int(rng.integers(len(stmts)))][0] for _ in range(k_out - 1)]
+        )
+    )
     if duplicate or rng.random() < 0.15:
         # one value returned twice, and an expression computed twice (merged by the simplifier)
         name, expr = stmts[int(rng.integers(len(stmts)))]
@@ -653,7 +761,7 @@ def _flat_theta(p):
         parts, start = [], 0
         for sh in shapes:
             n = int(np.prod(sh, dtype=np.int64))
-            parts.append(t[start:start + n].reshape(sh))
+            parts.append(t[start : start + n].reshape(sh))
             start += n
         return unflatten(tree, parts)
 
@@ -694,9 +802,14 @@ def _memory(a):
     if iface is not None:
         shape, itemsize = iface["shape"], np.dtype(iface["typestr"]).itemsize
         strides = iface.get("strides") or tuple(
-            int(np.prod(shape[i + 1:], dtype=np.int64)) * itemsize for i in range(len(shape)))
-        lo = iface["data"][0] + sum(min(0, (n - 1) * st) for n, st in zip(shape, strides, strict=True))
-        hi = iface["data"][0] + sum(max(0, (n - 1) * st) for n, st in zip(shape, strides, strict=True))
+            int(np.prod(shape[i + 1 :], dtype=np.int64)) * itemsize for i in range(len(shape))
+        )
+        lo = iface["data"][0] + sum(
+            min(0, (n - 1) * st) for n, st in zip(shape, strides, strict=True)
+        )
+        hi = iface["data"][0] + sum(
+            max(0, (n - 1) * st) for n, st in zip(shape, strides, strict=True)
+        )
         return (lo, hi + itemsize)
     return getattr(a, "_ary", a)
 
@@ -716,8 +829,18 @@ def _to_device(tree):
     return _map_tree(tree, lambda x: cuda.to_device(np.ascontiguousarray(x)) if np.ndim(x) else x)
 
 
-LAYOUTS = ["C", "F", "reversed", "strided", "readonly", "float32", "int", "broadcast", "unaligned",
-           "big-endian"]
+LAYOUTS = [
+    "C",
+    "F",
+    "reversed",
+    "strided",
+    "readonly",
+    "float32",
+    "int",
+    "broadcast",
+    "unaligned",
+    "big-endian",
+]
 
 
 def relayout(x: np.ndarray, layout: str) -> np.ndarray:
@@ -767,7 +890,9 @@ class Runner:
         return self.checks is None or name in self.checks
 
     def fail(self, check: str, message: str) -> None:
-        self.failures.append(Failure(check, self.backend, area_of(check, self.spec, message), message))
+        self.failures.append(
+            Failure(check, self.backend, area_of(check, self.spec, message), message)
+        )
 
     def guard(self, check: str, fn: Callable[[], str | None]) -> None:
         if not self.want(check):
@@ -800,8 +925,12 @@ class Runner:
 
         self.guard("value", values)
         if self.reference is not None and "jit" in self.reference:
-            self.guard("vs-interpreter", lambda: tree_close(
-                host_tree(jit(p, d, s)), self.reference["jit"], 1e-11, "jit vs interpreter"))
+            self.guard(
+                "vs-interpreter",
+                lambda: tree_close(
+                    host_tree(jit(p, d, s)), self.reference["jit"], 1e-11, "jit vs interpreter"
+                ),
+            )
         self.guard("fresh", lambda: self._fresh(jit, p, d, s))
         vg = tg.value_and_grad(self.f_loss, static_argnums=(2,), backend=b)
         self.guard("fresh", lambda: self._fresh(vg, p, d, s))
@@ -813,7 +942,9 @@ class Runner:
             self.guard("threads", lambda: self._threads(jit, d, s))
             self.guard("threads-cold", lambda: self._threads_cold(d, s))
             for layout in LAYOUTS:
-                self.guard(f"layout-{layout}", lambda layout=layout: self._layout(jit, p, d, s, layout))
+                self.guard(
+                    f"layout-{layout}", lambda layout=layout: self._layout(jit, p, d, s, layout)
+                )
         if b == "cuda":
             self.guard("layout-device", lambda: self._device(jit, p, d, s))
             self.guard("fresh-device", lambda: self._fresh(jit, *_to_device((p, d)), s))
@@ -844,13 +975,17 @@ class Runner:
         ins = flatten(args)[0]
         for i, a in enumerate(l1):
             for j, other in enumerate(l1[:i]):
-                if _shares(a, other) or (a is other and not isinstance(a, (int, float, np.generic))):
+                if _shares(a, other) or (
+                    a is other and not isinstance(a, (int, float, np.generic))
+                ):
                     return f"results {j} and {i} share memory"
             for x in ins:
                 if _shares(a, x):
                     return f"result {i} shares memory with an input"
             for j, other in enumerate(l2):
-                if _shares(a, other) or (a is other and not isinstance(a, (int, float, np.generic))):
+                if _shares(a, other) or (
+                    a is other and not isinstance(a, (int, float, np.generic))
+                ):
                     return f"result {i} of one call shares memory with result {j} of the next call"
             if isinstance(a, np.ndarray) and not a.flags.writeable:
                 return f"result {i} is read-only"
@@ -950,7 +1085,8 @@ class Runner:
                     want, want_v = f_out(x, d, s), f_loss(x, d, s)
                 rtol = 2e-4 if k == 3 else 1e-9
                 why = tree_close(host_tree(jit(x, d, s)), want, rtol, f"thread {k} jit") or close(
-                    to_host(vg(x, d, s)[0]), want_v, rtol, f"thread {k} value_and_grad")
+                    to_host(vg(x, d, s)[0]), want_v, rtol, f"thread {k} value_and_grad"
+                )
                 if why:
                     errors.append(why)
             except Exception as exc:
@@ -1004,7 +1140,9 @@ class Runner:
     def _capture(self, kind: str):
         spec, ns = self.spec, self.ns
         text = " ".join(e for _, e in spec.used())
-        name = {"global": "G0", "inplace": "G1", "number": "K0", "closure": "C0", "default": "D0"}[kind]
+        name = {"global": "G0", "inplace": "G1", "number": "K0", "closure": "C0", "default": "D0"}[
+            kind
+        ]
         if not re.search(rf"\b{name}\b", text):
             return SKIP
         f_out, f_loss, set_closure, ns = spec.instantiate()
@@ -1035,13 +1173,21 @@ class Runner:
             ns2 = fresh[3]
             for key in ("G0", "G1", "K0"):
                 ns2[key] = ns[key]
-            fresh[2](set_closure.__closure__[0].cell_contents if kind == "closure" else spec.closure)
+            fresh[2](
+                set_closure.__closure__[0].cell_contents if kind == "closure" else spec.closure
+            )
             fresh[0].__defaults__[0][...] = f_out.__defaults__[0]
             want = host_tree(tg.grad(fresh[1], static_argnums=(2,), backend="numpy")(p, d, s))
             return tree_close(host_tree(g), want, 1e-9, f"gradient after changing {name}")
         theta, unflat = _flat_theta(p)
-        return fd_compare(_flat_theta(host_tree(g))[0], lambda t: f_loss(unflat(t), d, s), theta,
-                          1e-5, f"gradient after changing {name}", self.stats)
+        return fd_compare(
+            _flat_theta(host_tree(g))[0],
+            lambda t: f_loss(unflat(t), d, s),
+            theta,
+            1e-5,
+            f"gradient after changing {name}",
+            self.stats,
+        )
 
     def _grad(self, p, d, s):
         b = self.backend
@@ -1065,16 +1211,30 @@ class Runner:
         theta, unflat = _flat_theta(p)
         if self.spec.large:
             return None
-        why = fd_compare(_flat_theta(g)[0], lambda t: self.f_loss(unflat(t), d, s), theta, 1e-5,
-                         "gradient", self.stats)
+        why = fd_compare(
+            _flat_theta(g)[0],
+            lambda t: self.f_loss(unflat(t), d, s),
+            theta,
+            1e-5,
+            "gradient",
+            self.stats,
+        )
         if why or d.dtype != np.float64:
             return why
-        gd = host_tree(tg.grad(self.f_loss, argnums=(0, 1), static_argnums=(2,), backend=b)(p, d, s))
+        gd = host_tree(
+            tg.grad(self.f_loss, argnums=(0, 1), static_argnums=(2,), backend=b)(p, d, s)
+        )
         why = tree_close(gd[0], g, 1e-12, "grad argnums=(0, 1) [0]")
         if why:
             return why
-        return fd_compare(np.asarray(gd[1]).ravel(), lambda t: self.f_loss(p, t.reshape(d.shape), s),
-                          d.ravel().copy(), 1e-5, "gradient w.r.t. the data", self.stats)
+        return fd_compare(
+            np.asarray(gd[1]).ravel(),
+            lambda t: self.f_loss(p, t.reshape(d.shape), s),
+            d.ravel().copy(),
+            1e-5,
+            "gradient w.r.t. the data",
+            self.stats,
+        )
 
     def _grad_float32(self, p, d, s):
         """float32 parameters: float32 gradients, close to the float64 ones."""
@@ -1116,10 +1276,14 @@ class Runner:
         def with_aux(p, d, s):
             return f_loss(p, d, s), f_out(p, d, s)
 
-        (v, aux), g = host_tree(tg.value_and_grad(with_aux, static_argnums=(2,), has_aux=True,
-                                                  backend=self.backend)(p, d, s))
+        (v, aux), g = host_tree(
+            tg.value_and_grad(with_aux, static_argnums=(2,), has_aux=True, backend=self.backend)(
+                p, d, s
+            )
+        )
         why = close(v, f_loss(p, d, s), 1e-9, "value with has_aux") or tree_close(
-            aux, f_out(p, d, s), 1e-9, "aux")
+            aux, f_out(p, d, s), 1e-9, "aux"
+        )
         if why:
             return why
         g2 = host_tree(tg.grad(self.f_loss, static_argnums=(2,), backend=self.backend)(p, d, s))
@@ -1138,13 +1302,20 @@ class Runner:
                 return f"jacobian[{key}] structure {flatten(jac[key])[1]} != {flatten(p)[1]}"
             leaves = flatten(p)[0]
             rows = np.concatenate(
-                [np.reshape(j, (out.size, np.size(x))) for j, x in zip(jl, leaves, strict=True)], axis=1
+                [np.reshape(j, (out.size, np.size(x))) for j, x in zip(jl, leaves, strict=True)],
+                axis=1,
             )
             for j, leaf in zip(jl, leaves, strict=True):
                 if np.shape(j) != np.shape(out) + np.shape(leaf):
                     return f"jacobian[{key}] leaf shape {np.shape(j)} != {np.shape(out) + np.shape(leaf)}"
-            why = fd_compare(rows.T, lambda t, key=key: np.ravel(self.f_out(unflat(t), d, s)[key]),
-                             theta, 1e-5, f"jacobian[{key}]", self.stats)
+            why = fd_compare(
+                rows.T,
+                lambda t, key=key: np.ravel(self.f_out(unflat(t), d, s)[key]),
+                theta,
+                1e-5,
+                f"jacobian[{key}]",
+                self.stats,
+            )
             if why:
                 return why
         return None
@@ -1157,13 +1328,17 @@ class Runner:
             o = f_out(p, d, s)
             return o[first], o
 
-        jac, aux = host_tree(tg.jacobian(with_aux, static_argnums=(2,), has_aux=True,
-                                         backend=self.backend)(p, d, s))
+        jac, aux = host_tree(
+            tg.jacobian(with_aux, static_argnums=(2,), has_aux=True, backend=self.backend)(p, d, s)
+        )
         why = tree_close(aux, f_out(p, d, s), 1e-9, "jacobian aux")
         if why:
             return why
-        plain = host_tree(tg.jacobian(lambda p, d, s: f_out(p, d, s)[first], static_argnums=(2,),
-                                      backend=self.backend)(p, d, s))
+        plain = host_tree(
+            tg.jacobian(
+                lambda p, d, s: f_out(p, d, s)[first], static_argnums=(2,), backend=self.backend
+            )(p, d, s)
+        )
         return tree_close(jac, plain, 1e-12, "jacobian with has_aux")
 
     def _phi(self, p, d, s):
@@ -1209,7 +1384,9 @@ class Runner:
 
         t3 = to_host(tg.grad(q, backend=b)(theta))
         hess_np = tg.hessian(phi, backend="numpy")
-        why = fd_compare(t3, lambda t: v @ hess_np(t) @ v, theta, 1e-5, "third derivative", self.stats)
+        why = fd_compare(
+            t3, lambda t: v @ hess_np(t) @ v, theta, 1e-5, "third derivative", self.stats
+        )
         if why:
             return why
         if theta.size <= 6:
@@ -1223,15 +1400,20 @@ def _map_tree(t, fn):
     return unflatten(tree, [fn(x) for x in leaves])
 
 
-def check_program(spec: Spec, backends: list[str], orders=(1, 2, 3), checks=None) -> tuple[list[Failure], dict]:
+def check_program(
+    spec: Spec, backends: list[str], orders=(1, 2, 3), checks=None
+) -> tuple[list[Failure], dict]:
     """All checks of one program on each backend (numpy first: it is the reference)."""
     failures: list[Failure] = []
     stats: dict = {}
     reference: dict = {}
     try:
         f_out = spec.instantiate()[0]
-        reference["jit"] = host_tree(tg.jit(f_out, static_argnums=(2,), backend="numpy")(
-            spec.params(), spec.data(), spec.static))
+        reference["jit"] = host_tree(
+            tg.jit(f_out, static_argnums=(2,), backend="numpy")(
+                spec.params(), spec.data(), spec.static
+            )
+        )
     except Exception:
         reference = {}
     order = sorted(backends, key=lambda b: b != "numpy")
@@ -1262,7 +1444,7 @@ def shrink(spec: Spec, still_fails: Callable[[Spec], bool], budget: int = 60) ->
         for i, (name, expr) in enumerate(best.stmts):
             for operand in dict.fromkeys(re.findall(r"\b[vp]\d+\b", expr)):
                 c = copy.deepcopy(best)
-                c.stmts = [(n, re.sub(rf"\b{name}\b", operand, e)) for n, e in best.stmts[i + 1:]]
+                c.stmts = [(n, re.sub(rf"\b{name}\b", operand, e)) for n, e in best.stmts[i + 1 :]]
                 c.stmts = best.stmts[:i] + c.stmts
                 c.outputs = list(dict.fromkeys(operand if o == name else o for o in best.outputs))
                 if any(o.startswith("p") for o in c.outputs):

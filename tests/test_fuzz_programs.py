@@ -30,14 +30,29 @@ NUMPY_SEEDS = list(range(10))
 # Fewer on the compiled backends: each program compiles a dozen kernels there.
 COMPILED_SEEDS = {"cpu": [3, 7], "cuda": [7]}
 
-VALUE_CHECKS = {"value", "vs-interpreter", "inputs", "static", "threads", "threads-cold", "grad", "grad-aux", "nested", "grad-float32",
-                "jacobian", "hessian", "order3", "layout-device"} | {f"layout-{n}" for n in fp.LAYOUTS}
+VALUE_CHECKS = {
+    "value",
+    "vs-interpreter",
+    "inputs",
+    "static",
+    "threads",
+    "threads-cold",
+    "grad",
+    "grad-aux",
+    "nested",
+    "grad-float32",
+    "jacobian",
+    "hessian",
+    "order3",
+    "layout-device",
+} | {f"layout-{n}" for n in fp.LAYOUTS}
 
 
 def _assert_passes(seed: int, backend: str, checks: set[str], orders=(1, 2, 3)) -> None:
     spec = fp.generate(seed, n_stmts=6)
-    failures, stats = fp.check_program(spec, ["numpy", backend] if backend != "numpy" else ["numpy"],
-                                       orders, checks)
+    failures, stats = fp.check_program(
+        spec, ["numpy", backend] if backend != "numpy" else ["numpy"], orders, checks
+    )
     ran = sum(n for k, n in stats.items() if k in checks)
     assert ran, f"no check applied to program {seed}"
     assert not failures, "\n".join(map(str, failures)) + "\n\n" + spec.source()
@@ -47,16 +62,12 @@ def _seeds(backend: str) -> list[int]:
     return NUMPY_SEEDS if backend == "numpy" else COMPILED_SEEDS[backend]
 
 
-@pytest.mark.parametrize(
-    ("backend", "seed"), [(b, s) for b in BACKENDS for s in _seeds(b)]
-)
+@pytest.mark.parametrize(("backend", "seed"), [(b, s) for b in BACKENDS for s in _seeds(b)])
 def test_random_programs_values_and_derivatives(backend, seed):
     _assert_passes(seed, backend, VALUE_CHECKS)
 
 
-@pytest.mark.parametrize(
-    ("backend", "seed"), [(b, s) for b in BACKENDS for s in _seeds(b)]
-)
+@pytest.mark.parametrize(("backend", "seed"), [(b, s) for b in BACKENDS for s in _seeds(b)])
 def test_random_programs_results_are_fresh(backend, seed):
     """No result shares memory with another, an input or an earlier call's result (device arrays
     included); changing a result in place changes no later result."""
@@ -66,8 +77,13 @@ def test_random_programs_results_are_fresh(backend, seed):
     assert not failures, "\n".join(map(str, failures)) + "\n\n" + spec.source()
 
 
-CAPTURE_CHECKS = {"capture-global", "capture-inplace", "capture-number", "capture-closure",
-                  "capture-default"}
+CAPTURE_CHECKS = {
+    "capture-global",
+    "capture-inplace",
+    "capture-number",
+    "capture-closure",
+    "capture-default",
+}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -108,8 +124,9 @@ def test_large_arrays_agree_with_numpy():
     backends = [b for b in BACKENDS if b != "cuda"] or ["numpy"]
     spec = fp.generate(6, n_stmts=5, large=True)
     assert max(np.size(x) for x in flatten(spec.params())[0]) >= 10**5
-    failures, stats = fp.check_program(spec, backends, (1,), {"value", "vs-interpreter", "grad",
-                                                              "fresh", "inputs"})
+    failures, stats = fp.check_program(
+        spec, backends, (1,), {"value", "vs-interpreter", "grad", "fresh", "inputs"}
+    )
     assert stats.get("grad"), "the gradient was not checked"
     assert not failures, "\n".join(map(str, failures)) + "\n\n" + spec.source()
 

@@ -32,6 +32,8 @@ def test_tree_definitions_with_equal_keys_of_other_types_are_not_equal():
 
 def test_empty_containers_and_none_keep_their_place():
     p = {"a": np.ones(2), "e": (), "n": None, "l": [], "d": {}, "b": (np.ones(3), [np.zeros(())])}
-    g = tg.grad(lambda p: np.sum(p["a"] ** 2) + np.sum(p["b"][0] * 3) + p["b"][1][0], backend="numpy")(p)
+    g = tg.grad(
+        lambda p: np.sum(p["a"] ** 2) + np.sum(p["b"][0] * 3) + p["b"][1][0], backend="numpy"
+    )(p)
     assert g["e"] == () and g["n"] is None and g["l"] == [] and g["d"] == {}
     np.testing.assert_array_equal(g["b"][0], 3 * np.ones(3))
