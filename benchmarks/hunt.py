@@ -181,7 +181,9 @@ def _forget_programs() -> None:
     from tracegrad import program
 
     program.clear_programs()
-    program._trace_counts.clear()
+    counts = getattr(program, "_trace_counts", None)  # per-function bookkeeping, where kept
+    if isinstance(counts, dict):
+        counts.clear()
 
 
 def _shrink(spec, failure):
