@@ -1,4 +1,4 @@
-"""A long fuzzing campaign over random user-level programs (tests/fuzz_programs.py).
+"""A long fuzzing campaign over random user-level programs (tests/fuzz_programs.py, fuzz_checks.py).
 
     python3 benchmarks/hunt.py --programs 20000 --backends numpy --seed 0
     python3 benchmarks/hunt.py --programs 300 --backends cpu,cuda --seed 100000 --minutes 60
@@ -28,6 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import numpy as np  # noqa: E402
 
+import fuzz_checks as fc  # noqa: E402
 import fuzz_programs as fp  # noqa: E402
 
 
@@ -116,7 +117,7 @@ def main(argv=None) -> int:
         seed = args.seed + k
         large = args.large_every > 0 and k % args.large_every == args.large_every - 1
         spec = fp.generate(seed, large=large)
-        failures, stats = fp.check_program(spec, backends, orders, checks)
+        failures, stats = fc.check_program(spec, backends, orders, checks)
         _forget_programs()
         programs += 1
         checks_run.update(stats)
@@ -134,9 +135,9 @@ def main(argv=None) -> int:
                     continue
                 small = spec if args.no_shrink else _shrink(spec, f)
                 path = out / f"repro-{seed}-{f.check}-{f.backend}.py"
-                again = fp.check_program(small, [f.backend], orders, {f.check})[0]
+                again = fc.check_program(small, [f.backend], orders, {f.check})[0]
                 message = again[0].message if again else f.message
-                area = fp.area_of(f.check, small, message)
+                area = fc.area_of(f.check, small, message)
                 path.write_text(
                     f"# {f.check} on {f.backend} [{area}]\n"
                     + "".join(f"# {line}\n" for line in message.splitlines())
@@ -194,7 +195,7 @@ def _shrink(spec, failure):
                 f_out(candidate.params(), candidate.data(), candidate.static)
         except Exception:
             return False
-        got = fp.check_program(candidate, [failure.backend], (1, 2, 3), {failure.check})[0]
+        got = fc.check_program(candidate, [failure.backend], (1, 2, 3), {failure.check})[0]
         return any(g.check == failure.check for g in got)
 
     return fp.shrink(spec, still_fails)

@@ -1,4 +1,5 @@
-"""Random user-level programs (tests/fuzz_programs.py) through every transform on every backend.
+"""Random user-level programs (tests/fuzz_programs.py, checked by tests/fuzz_checks.py) through
+every transform on every backend.
 
 Each program is plain NumPy code over a pytree of parameters, a data array, a static argument and
 captured values (globals, a closure cell, a default argument, Python numbers). The checks compare
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 from conftest import BACKENDS
 
+import fuzz_checks as fc
 import fuzz_programs as fp
 import tracegrad as tg
 from tracegrad.tree import flatten
@@ -45,12 +47,12 @@ VALUE_CHECKS = {
     "hessian",
     "order3",
     "layout-device",
-} | {f"layout-{n}" for n in fp.LAYOUTS}
+} | {f"layout-{n}" for n in fc.LAYOUTS}
 
 
 def _assert_passes(seed: int, backend: str, checks: set[str], orders=(1, 2, 3)) -> None:
     spec = fp.generate(seed, n_stmts=6)
-    failures, stats = fp.check_program(
+    failures, stats = fc.check_program(
         spec, ["numpy", backend] if backend != "numpy" else ["numpy"], orders, checks
     )
     ran = sum(n for k, n in stats.items() if k in checks)
@@ -72,7 +74,7 @@ def test_random_programs_results_are_fresh(backend, seed):
     """No result shares memory with another, an input or an earlier call's result (device arrays
     included); changing a result in place changes no later result."""
     spec = fp.generate(seed, n_stmts=4, duplicate=True)
-    failures, stats = fp.check_program(spec, [backend], (1,), {"fresh", "mutate", "fresh-device"})
+    failures, stats = fc.check_program(spec, [backend], (1,), {"fresh", "mutate", "fresh-device"})
     assert stats.get("fresh") and stats.get("mutate")
     assert not failures, "\n".join(map(str, failures)) + "\n\n" + spec.source()
 
@@ -93,7 +95,7 @@ def test_random_programs_read_captured_values_at_call_time(backend):
     checked: set[str] = set()
     for seed in _seeds(backend)[:3]:
         spec = fp.generate(seed, n_stmts=4, captures=True)
-        failures, stats = fp.check_program(spec, [backend], (1,), CAPTURE_CHECKS)
+        failures, stats = fc.check_program(spec, [backend], (1,), CAPTURE_CHECKS)
         assert not failures, "\n".join(map(str, failures)) + "\n\n" + spec.source()
         checked |= {k for k in stats if k in CAPTURE_CHECKS}
     assert checked == CAPTURE_CHECKS
@@ -112,7 +114,7 @@ def test_random_programs_static_argument_type(backend):
     specs = [s for s in specs if re.search(r"\bs\b", s.source().split("def f_loss")[0])]
     checked = 0
     for spec in specs[: 3 if backend == "numpy" else 1]:
-        failures, stats = fp.check_program(spec, [backend], (1,), {"static-type"})
+        failures, stats = fc.check_program(spec, [backend], (1,), {"static-type"})
         assert not failures, "\n".join(map(str, failures)) + "\n\n" + spec.source()
         checked += stats.get("static-type", 0)
     assert checked
@@ -124,7 +126,7 @@ def test_large_arrays_agree_with_numpy():
     backends = [b for b in BACKENDS if b != "cuda"] or ["numpy"]
     spec = fp.generate(6, n_stmts=5, large=True)
     assert max(np.size(x) for x in flatten(spec.params())[0]) >= 10**5
-    failures, stats = fp.check_program(
+    failures, stats = fc.check_program(
         spec, backends, (1,), {"value", "vs-interpreter", "grad", "fresh", "inputs"}
     )
     assert stats.get("grad"), "the gradient was not checked"
@@ -146,13 +148,13 @@ def test_the_checker_catches_a_wrong_gradient(monkeypatch):
         return call
 
     monkeypatch.setattr(tg, "value_and_grad", wrong)
-    failures, _ = fp.check_program(spec, ["numpy"], (1,), {"grad"})
+    failures, _ = fc.check_program(spec, ["numpy"], (1,), {"grad"})
     assert any(f.check == "grad" for f in failures)
 
 
 def test_the_checker_catches_a_shared_result():
     spec = fp.generate(1, n_stmts=4)
-    runner = fp.Runner(spec, "numpy")
+    runner = fc.Runner(spec, "numpy")
     out = np.ones(3)
     assert runner._fresh(lambda *a: (out, out), 1.0) is not None
     assert runner._fresh(lambda *a: (np.ones(3), np.ones(3)), 1.0) is None
