@@ -191,3 +191,17 @@ def test_identity_seeds_can_be_computed_instead_of_read():
     eye = tg.jit(lambda x: np.eye(4) * x)
     plan = fusion.plan(graph_of(eye, np.ones(4)), computed_identity=True)
     np.testing.assert_array_equal(fusion.evaluate(plan, [np.arange(4.0)])[0], np.eye(4) * np.arange(4.0))
+
+
+def test_long_elementwise_chains_are_split_into_loops_of_bounded_depth():
+    """A chain of 3000 elementwise nodes plans (the loop builder recurses along inlined chains:
+    it once hit Python's recursion limit at about 250) and computes what the graph computes."""
+
+    def deep(x):
+        for _ in range(1500):
+            x = x * 1.0001 + 0.001
+        return x
+
+    plan = agrees(deep, np.linspace(-1.0, 1.0, 5))
+    stored = sum(b.role == "temp" for b in plan.buffers)  # where the chain is cut
+    assert 3000 // fusion.MAX_INLINE_DEPTH - 1 <= stored <= 2 * 3000 // fusion.MAX_INLINE_DEPTH

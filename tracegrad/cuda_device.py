@@ -346,19 +346,28 @@ def _thread_safe_simulated_shared_arrays() -> None:
     shared.array = array
 
 
+# The simulator's kernel context is global: a kernel launched while another host thread's launch
+# runs is taken for a device function called from that kernel, and runs on the host thread
+# (AttributeError: 'Thread' object has no attribute 'blockIdx'). Simulated programs run one at a
+# time; on a GPU they run concurrently.
+_simulator_lock = threading.RLock()
+
+
 @contextlib.contextmanager
 def simulator_threads():
-    """While simulated kernels run: switch between Python threads often.
+    """While simulated kernels run: this host thread alone launches, and Python switches between
+    threads often.
 
     The simulator runs each CUDA thread as a Python thread and polls them from the launching
     one; with Python's default 5 ms switch interval a block of a few threads takes tens of
     milliseconds, with 0.1 ms about a fifth of that. Restored afterwards."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(min(before, 1e-4))
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
+    with _simulator_lock:
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(min(before, 1e-4))
+        try:
+            yield
+        finally:
+            sys.setswitchinterval(before)
 
 
 def _quiet(fn):

@@ -17,13 +17,18 @@ class TreeDef:
     children: tuple[TreeDef, ...] = ()
     keys: tuple = ()
 
-    # Tree definitions are part of every cache key: hash once, compare cheaply.
+    # Tree definitions are part of every cache key: hash once, compare cheaply. Dict keys compare
+    # with their types: {1: x}, {1.0: x} and {True: x} are different trees (the results come back
+    # under the caller's own keys).
     def __hash__(self) -> int:
         h = self.__dict__.get("_hash")
         if h is None:
-            h = hash((self.kind, self.children, self.keys))
+            h = hash((self.kind, self.children, self._typed_keys()))
             object.__setattr__(self, "_hash", h)
         return h
+
+    def _typed_keys(self) -> tuple:
+        return tuple((type(k), k) for k in self.keys)
 
     def __eq__(self, other: object) -> bool:
         if self is other:
@@ -31,7 +36,8 @@ class TreeDef:
         return (
             isinstance(other, TreeDef)
             and hash(self) == hash(other)
-            and (self.kind, self.children, self.keys) == (other.kind, other.children, other.keys)
+            and (self.kind, self.children, self._typed_keys())
+            == (other.kind, other.children, other._typed_keys())
         )
 
     @property
