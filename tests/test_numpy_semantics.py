@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
+from tracegrad.errors import TracingError
 from helpers import finite_differences
 
 X = np.array([[0.3, -1.2, 0.8], [1.5, 0.4, -0.6]])
@@ -150,11 +151,22 @@ def test_fmax_fmin_gradient_goes_to_the_operand_that_is_not_nan(ufunc, backend):
 def test_fortran_order_reshape_ravel_flatten(backend):
     def f(x):
         return (np.reshape(x, (4, 6), order="F"), x.reshape(6, 4, order="F"), x.reshape((3, 8), order="f"),
-                np.ravel(x, order="F"), x.ravel("F"), x.flatten("F"), x.flatten(order="A"),
-                np.ravel(x, "K"), np.reshape(x, (-1, 2), order="F"), x[0].reshape((4, 3), order="A"),
-                np.reshape(x.T, (4, 6), "F"))
+                np.ravel(x, order="F"), x.ravel("F"), x.flatten("F"), x[0, 0].flatten(order="A"),
+                np.ravel(x[0, 0], "K"), np.reshape(x, (-1, 2), order="F"),
+                x[:1, :1].reshape((1, 4), order="A"), np.reshape(x.T, (4, 6), "F"))
 
     _check_all(f, (X3,), backend, argnums=(0,))
+
+
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_orders_that_follow_the_memory_layout_are_refused(layout):
+    """NumPy reads a Fortran-order array column by column under 'A' and 'K': a traced value has
+    no layout, so those orders are refused where the layout would change the answer."""
+    x = np.asarray(X3[0], order=layout)
+    for call in (lambda x: x.flatten(order="A"), lambda x: np.ravel(x, "K"),
+                 lambda x: x.reshape((4, 3), order="A")):
+        with pytest.raises(TracingError, match="memory layout"):
+            tg.jit(call)(x)
 
 
 @pytest.mark.parametrize("call, error", [

@@ -577,9 +577,10 @@ def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
 # Shapes
 
 
-def _order(order, what: str, allowed: str = "CFAK") -> str:
-    """NumPy's memory order argument, as 'C' or 'F': a traced value is C-contiguous, so 'A' and
-    'K' mean 'C'. None means 'C'; case is ignored, as NumPy does."""
+def _order(order, what: str, x: Var, allowed: str = "CFAK") -> str:
+    """NumPy's memory order argument, as 'C' or 'F'. None means 'C'; case is ignored, as NumPy
+    does. 'A' and 'K' follow the memory layout of the array, which a traced value does not have:
+    they are refused where the layout would matter (two or more axes longer than 1)."""
     if order is None:
         return "C"
     if not isinstance(order, str):
@@ -589,6 +590,12 @@ def _order(order, what: str, allowed: str = "CFAK") -> str:
         if key == "K":
             raise ValueError(f"order 'K' is not permitted for {what}{_src()}")
         raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r}){_src()}")
+    if key in "AK" and sum(d > 1 for d in x.shape) > 1:
+        raise TracingError(
+            f"{what} with order={order!r} follows the memory layout of the array, which "
+            f"tracegrad does not trace{_src()}; write order='C' (row by row) or order='F' "
+            "(column by column)"
+        )
     return "F" if key == "F" else "C"
 
 
@@ -602,12 +609,12 @@ def _reshape_in_order(x: Var, shape: tuple[int, ...], order: str) -> Var:
 
 def _ravel(a, order="C"):
     x = _v(a)
-    return _reshape_in_order(x, (x.size,), _order(order, "ravel"))
+    return _reshape_in_order(x, (x.size,), _order(order, "ravel", x))
 
 
 def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     x = _v(a)
-    order = _order(order, "reshaping", "CFA")
+    order = _order(order, "reshaping", x, "CFA")
     shape = newshape if shape is None else shape
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     if shape.count(-1) > 1:
