@@ -450,3 +450,17 @@ def test_device_results_are_arrays_of_their_own():
     a.copy_to_device(np.zeros(3))
     np.testing.assert_array_equal(b.copy_to_host(), [0.0, 2.0, 4.0])
     np.testing.assert_array_equal(x.copy_to_host(), [0.0, 1.0, 2.0])
+
+
+def test_a_user_module_with_a_standard_library_name_is_walked(monkeypatch, tmp_path):
+    """A user's package may be called like a standard module (`test`, `turtledemo`): its
+    globals are still read at call time."""
+    package = types.ModuleType("turtledemo")
+    package.__file__ = str(tmp_path / "turtledemo" / "__init__.py")
+    monkeypatch.setitem(__import__("sys").modules, "turtledemo", package)
+    ns = {"__name__": "turtledemo.lesson", "np": np, "RATE": 2.0}
+    exec("def loss(w):\n    return np.sum(w) * RATE", ns)
+    g = tg.grad(ns["loss"], backend="numpy")
+    assert g(np.ones(1))[0] == 2.0
+    ns["RATE"] = 3.0
+    assert g(np.ones(1))[0] == 3.0

@@ -25,7 +25,9 @@ and attribute reads for it.
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import sysconfig
 import types
 import weakref
 from collections.abc import Callable
@@ -39,6 +41,7 @@ MAX_ITEMS = 64  # containers longer than this are compared as a whole (lists, di
 MAX_ENTRIES = 4000  # a walk that reaches more values than this stops and guards identities
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice, range)
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"])
 _LIBRARIES = ("numpy", "tracegrad", "numba", "scipy", "llvmlite", "math", "builtins")
 
 
@@ -49,7 +52,13 @@ def _is_library_module(name: str | None) -> bool:
     if not name:
         return False
     top = name.split(".")[0]
-    return top in _LIBRARIES or (top in sys.stdlib_module_names and top != "__main__")
+    if top in _LIBRARIES:
+        return True
+    if top not in sys.stdlib_module_names:
+        return False
+    # a user's own module can share a standard name (a package called `test`): check the file
+    file = getattr(sys.modules.get(top), "__file__", None)
+    return file is None or os.path.abspath(file).startswith(_STDLIB)
 
 
 def refuse_array_subclass(value: Any, what: str) -> None:
