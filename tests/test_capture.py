@@ -464,3 +464,19 @@ def test_a_user_module_with_a_standard_library_name_is_walked(monkeypatch, tmp_p
     assert g(np.ones(1))[0] == 2.0
     ns["RATE"] = 3.0
     assert g(np.ones(1))[0] == 3.0
+
+
+def test_a_callable_object_reads_its_attributes_at_call_time(backend):
+    class Base:
+        def __call__(self, w):
+            return np.sum(w * self.k)
+
+    class Loss(Base):  # __call__ inherited
+        def __init__(self):
+            self.k = 2.0
+
+    loss = Loss()
+    g = tg.grad(loss, backend=backend)
+    np.testing.assert_array_equal(g(np.ones(2)), 2.0)
+    loss.k = 5.0
+    np.testing.assert_array_equal(g(np.ones(2)), 5.0)

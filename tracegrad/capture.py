@@ -263,7 +263,7 @@ class _Walker:
     def walk_roots(self, fun: Any, static: tuple) -> None:
         self.visit(fun, Path("fun", 0, (), "", "the function"), 0)
         for j, value in enumerate(static):
-            self.visit(value, Path("static", j, (), f"arg{j}", f"static argument {{}}"), 0)
+            self.visit(value, Path("static", j, (), f"arg{j}", "static argument {}"), 0)
 
     def guard(self, path: Path, kind: str, expected: Any = None) -> None:
         self.scope.guards.append(_Guard(path, kind, expected))
@@ -389,7 +389,8 @@ class _Walker:
     def _attributes(self, value: Any, path: Path, depth: int, only_names: bool) -> None:
         instance = getattr(value, "__dict__", None)
         instance = instance if isinstance(instance, dict) else {}
-        call = getattr(type(value), "__call__", None)
+        # the class's own (or inherited) __call__, looked up without binding it
+        call = next((vars(c)["__call__"] for c in type(value).__mro__ if "__call__" in vars(c)), None)
         if not only_names and isinstance(call, types.FunctionType):
             self.visit(call, path.hop("attr", "__class__").hop("getattr", "__call__"), depth + 1)
         for name in sorted(self.names):

@@ -687,7 +687,7 @@ class _Planner:
         materialized: a loop then reads it from memory at each point. Then, forwards, no chain
         of inline nodes grows deeper than MAX_INLINE_DEPTH (which also bounds the recursion of
         building a loop)."""
-        producer, users = self.producer, self.users
+        users = self.users
         cost: dict[Var, int] = {}  # inline cost of computing a value at one point
         for node in self.graph.nodes:
             v = node.out
