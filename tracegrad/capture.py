@@ -271,7 +271,7 @@ class _Walker:
     def visit(self, value: Any, path: Path, depth: int) -> None:
         self.count += 1
         t = type(value)
-        if isinstance(value, _SCALARS) or isinstance(value, (np.generic, np.dtype)):
+        if isinstance(value, (*_SCALARS, np.generic, np.dtype)):
             self.guard(path, "value", value)
             return
         if self.count > MAX_ENTRIES or depth > MAX_DEPTH or id(value) in self.seen:

@@ -64,7 +64,8 @@ class Signature:
 
     def describe_change(self, old: Signature, names: list[str]) -> str:
         if old.static != self.static:
-            return f"a static argument changed: {_plain(old.static)} -> {_plain(self.static)}"
+            before, after = (tuple(_plain(t) for t in sig.static) for sig in (old, self))
+            return f"a static argument changed: {before} -> {after}"
         if old.treedef != self.treedef:
             return f"the argument structure changed: {old.treedef} -> {self.treedef}"
         changes = []
@@ -76,12 +77,11 @@ class Signature:
         return "; ".join(changes) or "the backend changed"
 
 
-def _plain(typed: Any) -> Any:
-    """A static key (api._static_key: (type, value) pairs) as the values the user passed."""
-    kind, value = typed if isinstance(typed, tuple) and len(typed) == 2 and isinstance(typed[0], type) else (None, typed)
-    if kind in (tuple, list) or kind is None and isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
-    return value
+def _plain(typed: tuple) -> Any:
+    """One entry of a static key (api._typed: a (type, value) pair, nested for tuples and lists)
+    as the value the user passed."""
+    kind, value = typed
+    return tuple(_plain(v) for v in value) if kind in (tuple, list) else value
 
 
 @dataclass

@@ -274,17 +274,14 @@ def _hidden_input(x: np.ndarray, builder: Builder) -> Var | None:
     while root.parent is not None:
         root = root.parent
     scope = root.scope
-    if scope is None or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
-        return None
-    if np.iscomplexobj(x):
+    if scope is None or x.dtype.kind not in "biuf":  # others fail as constants, with a message
         return None
     index = scope.hidden_input(x)
     if index is None:
         return None
-    hidden_vars = root.hidden_vars
-    while len(hidden_vars) <= index:
-        hidden_vars.append(root.new_input(x.shape, x.dtype))
-    var = hidden_vars[index]
+    if index == len(root.hidden_vars):  # first use: indices are handed out in order
+        root.hidden_vars.append(root.new_input(x.shape, x.dtype))
+    var = root.hidden_vars[index]
     return var if root is builder else _lift(Tracer(var, root), builder)
 
 
