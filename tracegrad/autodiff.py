@@ -17,6 +17,7 @@ import numpy as np
 from . import ir
 from . import primitives as P
 from .ir import Builder, Graph, Var
+from .primitives import batch_inline  # noqa: F401  (re-exported: batching lives beside its rules)
 
 
 def tap_nodes(graph: Graph) -> list[ir.Node]:
@@ -118,27 +119,6 @@ def adjoint(
             )
         grads, tap_cts = backward(graph, env, wrt, seeds, taps)
     return builder.graph([env[v] for v in graph.outputs] + grads + tap_cts)
-
-
-def batch_inline(graph: Graph, args: Sequence[Var], batched: Sequence[bool], size: int):
-    """Emit `graph` into the current builder with a leading batch axis of `size` on some inputs.
-
-    Returns the output values and, for each, whether it carries the batch axis.
-    """
-    builder = ir.current_builder()
-    env: dict[Var, tuple[Var, bool]] = {
-        v: (a, b) for v, a, b in zip(graph.inputs, args, batched, strict=True)
-    }
-    for node in graph.nodes:
-        inputs = [env[v] for v in node.inputs]
-        flags = tuple(b for _, b in inputs)
-        values = tuple(v for v, _ in inputs)
-        with ir.source_location(node.source):
-            if any(flags):
-                env[node.out] = (node.prim.batch(size, values, flags, **node.params), True)
-            else:
-                env[node.out] = (builder.add(node.prim, values, node.params, node.source), False)
-    return [env[v] for v in graph.outputs]
 
 
 def jacobian(graph: Graph, wrt: Sequence[int], n_diff: int | None = None) -> Graph:
