@@ -60,9 +60,16 @@ def split(graph: Graph, n_known: int, known_outputs: int) -> Split:
         tuple(known_nodes),
         tuple(graph.outputs[:known_outputs]) + tuple(residuals),
     )
+    # the unknown graph reads each residual through an input of its own (a residual may be one of
+    # the known inputs, and a graph defines each value once)
+    fresh = {v: Var(v.shape, v.dtype) for v in residuals}
+    nodes = [
+        Node(n.prim, tuple(fresh.get(v, v) for v in n.inputs), n.params, n.out, n.source)
+        for n in copied + unknown_nodes
+    ]
     unknown = Graph(
-        tuple(residuals) + tuple(graph.inputs[n_known:]),
-        tuple(copied) + tuple(unknown_nodes),
-        tuple(graph.outputs[known_outputs:]),
+        tuple(fresh.values()) + tuple(graph.inputs[n_known:]),
+        tuple(nodes),
+        tuple(fresh.get(v, v) for v in graph.outputs[known_outputs:]),
     )
     return Split(known, unknown, known_outputs)
