@@ -343,7 +343,7 @@ def matmul(a: Var, b: Var) -> Var:
     batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2], op="matmul")
     a2 = broadcast_to(a2, batch + a2.shape[-2:])
     b2 = broadcast_to(b2, batch + b2.shape[-2:])
-    out = emit(matmul_p, a2, b2)
+    out = matmul_(a2, b2)
     shape = batch + (a2.shape[-2],) * (a.ndim > 1) + (b2.shape[-1],) * (b.ndim > 1)
     return reshape(out, shape)
 
@@ -541,18 +541,18 @@ def _batch_matmul(size, inputs, batched):
     its rows (a) or columns (b): one larger matrix product, never `size` copies of the other."""
     (a, b), (ba, bb) = inputs, batched
     if ba and bb:
-        return emit(matmul_p, a, b)
+        return matmul_(a, b)
     if ba:  # a: (B, *lead, m, k) and b: (*lead, k, n)
         lead, (m, k), n = b.shape[:-2], a.shape[-2:], b.shape[-1]
         nl = len(lead)
         rows = reshape(transpose(a, (*range(1, nl + 1), 0, nl + 1, nl + 2)), (*lead, size * m, k))
-        out = reshape(emit(matmul_p, rows, b), (*lead, size, m, n))
+        out = reshape(matmul_(rows, b), (*lead, size, m, n))
         return transpose(out, (nl, *range(nl), nl + 1, nl + 2))
     # b: (B, *lead, k, n) and a: (*lead, m, k)
     lead, m, (k, n) = a.shape[:-2], a.shape[-2], b.shape[-2:]
     nl = len(lead)
     cols = reshape(transpose(b, (*range(1, nl + 1), nl + 1, 0, nl + 2)), (*lead, k, size * n))
-    out = reshape(emit(matmul_p, a, cols), (*lead, m, size, n))
+    out = reshape(matmul_(a, cols), (*lead, m, size, n))
     return transpose(out, (nl + 1, *range(nl), nl, nl + 2))
 
 
@@ -888,6 +888,12 @@ matmul_p = _register(
 
 
 def matmul_(a: Var, b: Var) -> Var:
+    """The batched 2-D product. A contraction over one element (an outer product, as in the
+    gradient of a matrix-vector product) is an elementwise product instead: it fuses with its
+    neighbours and needs no BLAS call (nor a loop of tiny ones over a batch)."""
+    if a.shape[-1] == 1 and a.ndim == b.ndim:
+        shape = a.shape[:-1] + b.shape[-1:]
+        return mul(broadcast_to(a, shape), broadcast_to(b, shape))
     return emit(matmul_p, a, b)
 
 
