@@ -38,7 +38,12 @@ def active_values(graph: Graph, wrt: Sequence[int], taps: bool = False) -> set[V
 
 
 def backward(
-    graph: Graph, env: dict[Var, Var], wrt: Sequence[int], seeds: dict[int, Var], taps: bool = False
+    graph: Graph,
+    env: dict[Var, Var],
+    wrt: Sequence[int],
+    seeds: dict[int, Var],
+    taps: bool = False,
+    label: str | None = "grad",
 ) -> tuple[list[Var], list[Var]]:
     """Emit, into the current builder, the cotangents of `graph.inputs[wrt]`.
 
@@ -72,7 +77,10 @@ def backward(
         if node.prim.adjoint is None:
             raise NotImplementedError(f"no adjoint rule for {node.prim.name}")
         inputs = [env[v] for v in node.inputs]
-        with ir.source_location(f"grad {node.source}" if node.source else "grad"):
+        # the nodes a rule emits carry the source line of the node they differentiate, marked
+        # with `label` (None: unmarked, for a transpose that undoes a marked transform)
+        source = node.source if label is None else (f"{label} {node.source}" if node.source else label)
+        with ir.source_location(source):
             input_cts = node.prim.adjoint(ct, env[node.out], *inputs, **node.params)
         for v, v_ct in zip(node.inputs, input_cts, strict=True):
             if v_ct is not None and v in active:
@@ -99,7 +107,12 @@ def copy_primal(builder: Builder, graph: Graph) -> dict[Var, Var]:
 
 
 def adjoint(
-    graph: Graph, wrt: Sequence[int], of: Sequence[int], seed_ones: bool, taps: bool = False
+    graph: Graph,
+    wrt: Sequence[int],
+    of: Sequence[int],
+    seed_ones: bool,
+    taps: bool = False,
+    label: str | None = "grad",
 ) -> Graph:
     """A graph computing `graph`'s outputs, then the cotangents of the inputs at `wrt`, then (with
     `taps`) the cotangent at each tap node of `graph`, in graph order.
@@ -117,7 +130,7 @@ def adjoint(
             seeds[index] = (
                 P.const(1, out.shape, out.dtype) if seed_ones else builder.new_input(out.shape, out.dtype)
             )
-        grads, tap_cts = backward(graph, env, wrt, seeds, taps)
+        grads, tap_cts = backward(graph, env, wrt, seeds, taps, label)
     return builder.graph([env[v] for v in graph.outputs] + grads + tap_cts)
 
 

@@ -28,11 +28,11 @@ def jvp(graph: Graph, wrt: Sequence[int]) -> Graph:
     n_in, n_out = len(graph.inputs), len(graph.outputs)
     floats = [j for j, v in enumerate(graph.outputs) if P.is_float(v.dtype)]
     # inputs: graph.inputs, u_j;  outputs: graph.outputs, J^T u (one per wrt)
-    vjp = adjoint(graph, wrt, floats, seed_ones=False)
+    vjp = adjoint(graph, wrt, floats, seed_ones=False, label="jvp")
     seeds = list(range(n_in, n_in + len(floats)))
     cotangents = list(range(n_out, n_out + len(wrt)))
     # inputs: graph.inputs, u_j, t_i;  outputs: vjp.outputs, then J t (one per u_j)
-    transposed = adjoint(vjp, seeds, cotangents, seed_ones=False)
+    transposed = adjoint(vjp, seeds, cotangents, seed_ones=False, label=None)
 
     builder = Builder()
     builder.inputs = list(graph.inputs)
