@@ -420,3 +420,70 @@ def test_jvp_of_a_custom_vjp_function(backend):
     np.testing.assert_allclose(tg.jvp(cube, (x,), (t,), backend=backend)[1], 3 * x**2 * t)
     np.testing.assert_allclose(tg.vmap(tg.grad(lambda x: cube(x).sum()), backend=backend)(np.stack([x, t])),
                                3 * np.stack([x, t]) ** 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Adversarial: captured values, closures over traced values, odd sizes, the caller's arrays
+
+SCALE = np.array([1.0, 2.0, 3.0])
+
+
+def test_captured_arrays_are_read_at_call_time(backend):
+    global SCALE
+    mapped = tg.vmap(lambda x: np.sin(x * SCALE), backend=backend)
+    xs = np.ones((2, 3))
+    np.testing.assert_allclose(mapped(xs), np.sin(xs * SCALE))
+    y, f_jvp = tg.linearize(lambda x: np.sum(np.exp(x * SCALE)), np.zeros(3), backend=backend)
+    old = SCALE
+    try:
+        SCALE = np.array([-1.0, 0.5, 4.0])
+        np.testing.assert_allclose(mapped(xs), np.sin(xs * SCALE))
+        # a linearisation made earlier keeps its point (its residuals), like JAX's
+        np.testing.assert_allclose(f_jvp(np.ones(3)), old.sum())
+        t = tg.jvp(lambda x: np.sum(np.exp(x * SCALE)), (np.zeros(3),), (np.ones(3),), backend=backend)[1]
+        np.testing.assert_allclose(t, SCALE.sum())
+    finally:
+        SCALE = old
+
+
+def test_transforms_closing_over_traced_values(backend, rng):
+    x, v, w = rng.normal(size=3), rng.normal(size=3), 0.7
+
+    def outer(w):
+        inner = tg.jvp(lambda x: np.sin(x * w), (x,), (v,))[1]  # d/dx sin(xw) v = w cos(xw) v
+        batched = tg.vmap(lambda row: np.sum(np.tanh(row * w)))(np.stack([x, v]))
+        return np.sum(inner) + np.sum(batched)
+
+    def reference(w):
+        return np.sum(w * np.cos(x * w) * v) + np.sum(np.tanh(x * w)) + np.sum(np.tanh(v * w))
+
+    g = tg.grad(outer, backend=backend)(w)
+    eps = 1e-6
+    np.testing.assert_allclose(g, (reference(w + eps) - reference(w - eps)) / (2 * eps), rtol=1e-6)
+
+
+def test_the_callers_arrays_are_not_modified(backend):
+    x = np.array([0.5, 1.5])
+    keep = x.copy()
+    tg.vmap(lambda a: a * 2, backend=backend)(x)
+    tg.jvp(np.sin, (x,), (x,), backend=backend)
+    _, f_vjp = tg.vjp(lambda a: a * 3, x, backend=backend)
+    out = f_vjp(x)[0]
+    out[:] = 0  # results are the caller's to change
+    np.testing.assert_array_equal(x, keep)
+    np.testing.assert_allclose(f_vjp(x)[0], 3 * x)
+
+
+def test_vmap_of_a_batch_of_one_and_of_constants(backend):
+    np.testing.assert_allclose(tg.vmap(lambda a: np.cos(a), backend=backend)(np.zeros((1, 2))), np.ones((1, 2)))
+    out = tg.vmap(lambda a: (a.sum(), 3.0), backend=backend)(np.ones((4, 2)))
+    np.testing.assert_allclose(out[0], 2 * np.ones(4))
+    np.testing.assert_allclose(out[1], 3 * np.ones(4))
+
+
+def test_grad_of_a_checkpointed_function_and_jacfwd_with_static_args(backend):
+    f = lambda x: np.sum(np.sin(x) ** 3)  # noqa: E731
+    x = np.linspace(0.1, 1, 3)
+    np.testing.assert_allclose(tg.grad(tg.checkpoint(f), backend=backend)(x), tg.grad(f)(x), rtol=1e-12)
+    jac = tg.jacfwd(lambda x, n: x**n, static_argnums=(1,), backend=backend)(x, 3)
+    np.testing.assert_allclose(jac, np.diag(3 * x**2), rtol=1e-12)
