@@ -487,3 +487,22 @@ def test_grad_of_a_checkpointed_function_and_jacfwd_with_static_args(backend):
     np.testing.assert_allclose(tg.grad(tg.checkpoint(f), backend=backend)(x), tg.grad(f)(x), rtol=1e-12)
     jac = tg.jacfwd(lambda x, n: x**n, static_argnums=(1,), backend=backend)(x, 3)
     np.testing.assert_allclose(jac, np.diag(3 * x**2), rtol=1e-12)
+
+
+def test_forward_mode_edge_cases(backend):
+    x, t = np.array([0.3, -1.2, 2.0]), np.array([1.0, 2.0, -1.0])
+    np.testing.assert_array_equal(tg.jvp(lambda x: x, (x,), (t,), backend=backend)[1], t)
+    np.testing.assert_array_equal(tg.jvp(lambda x: np.ones(2), (x,), (t,), backend=backend)[1], np.zeros(2))
+    np.testing.assert_allclose(
+        tg.jvp(lambda x: np.where(x > 0, x**2, -x), (x,), (t,), backend=backend)[1],
+        np.where(x > 0, 2 * x * t, -t),
+    )
+    np.testing.assert_allclose(tg.jvp(lambda n, x: x * n, (np.int64(3), x), (np.int64(0), t), backend=backend)[1], 3 * t)
+    (ct,) = tg.vjp(lambda x: x, x, backend=backend)[1](t)
+    np.testing.assert_array_equal(ct, t)
+    moved = tg.vmap(lambda a: a, in_axes=0, out_axes=1, backend=backend)(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(moved, np.arange(6.0).reshape(2, 3).T)
+    # a linear map from linearize, differentiated again
+    _, f_jvp = tg.linearize(lambda x: np.sin(x) * 2, x, backend=backend)
+    np.testing.assert_allclose(tg.grad(lambda s: np.sum(f_jvp(s * t)), backend=backend)(1.0),
+                               np.sum(2 * np.cos(x) * t), rtol=1e-12)
