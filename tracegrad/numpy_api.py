@@ -441,12 +441,22 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
 def _filled(value):
     def handler(a, dtype=None, order="K", subok=True, shape=None, **kw):
         ref = _v(a)
-        return P.const(value, ref.shape if shape is None else tuple(shape), dtype or ref.dtype)
+        if shape is None:
+            shape = ref.shape
+        elif isinstance(shape, (int, np.integer)):
+            shape = (int(shape),)
+        return P.const(value, tuple(shape), dtype or ref.dtype)
 
     return handler
 
 
 def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
+    if isinstance(fill_value, Var):  # a traced fill value: broadcast it
+        ref = _v(a)
+        shape = ref.shape if shape is None else ((int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape))
+        if fill_value.ndim:
+            raise TracingError(f"np.full_like: the fill value must be a scalar, got shape {fill_value.shape}{_src()}")
+        return _broadcast_value(P.convert(fill_value, dtype or ref.dtype), shape, "np.full_like")
     if not isinstance(fill_value, (int, float, bool, np.generic)):
         raise TracingError(f"np.full_like: the fill value must be a number{_src()}")
     return _filled(fill_value)(a, dtype, order, subok, shape)
@@ -750,8 +760,9 @@ def _column_stack(arrays):
     return _concatenate(xs, axis=1)
 
 
-def _getitem(x: Var, index) -> Var:
-    """Basic indexing: ints, slices, None and Ellipsis, all static."""
+def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """A static basic index (ints, slices, None, Ellipsis) of `x`: the normalised range of each
+    axis and the shape of the result (ints remove their axis, None adds one)."""
     if not isinstance(index, tuple):
         index = (index,)
     for item in index:
@@ -792,7 +803,74 @@ def _getitem(x: Var, index) -> Var:
             i %= n
             ranges.append((i, i + 1, 1))
         axis += 1
+    return ranges, out_shape
+
+
+def _getitem(x: Var, index) -> Var:
+    """Basic indexing: ints, slices, None and Ellipsis, all static."""
+    ranges, out_shape = _basic_index(x, index)
     return P.reshape(P.slice_(x, tuple(ranges)), tuple(out_shape))
+
+
+def _broadcast_value(v: Var, shape: tuple[int, ...], what: str) -> Var:
+    if v.shape == tuple(shape):
+        return v
+    try:
+        np.broadcast_shapes(v.shape, tuple(shape))
+        if len(v.shape) > len(shape) or np.broadcast_shapes(v.shape, tuple(shape)) != tuple(shape):
+            raise ValueError
+    except ValueError:
+        raise ValueError(
+            f"could not broadcast input array from shape {v.shape} into shape {tuple(shape)} "
+            f"({what}){_src()}"
+        ) from None
+    lead = len(shape) - v.ndim
+    return P.broadcast_to(P.reshape(v, (1,) * lead + v.shape), tuple(shape))
+
+
+def _setitem(x: Var, index, value) -> Var:
+    """`x` with `x[index] = value` done, as a new value (NumPy's in-place assignment, made
+    functional): static basic indices write a region (`unslice` and a select), a boolean mask
+    (static or traced) selects where to write. The value is cast to x's dtype, as NumPy does."""
+    if isinstance(value, (Var, np.ndarray)) or not isinstance(value, (bool, int, float, np.generic)):
+        v = _v(value)
+    else:
+        v = P.const(np.asarray(value).astype(x.dtype), (), x.dtype)
+    v = P.convert(v, x.dtype)
+    mask = index if not isinstance(index, tuple) or len(index) != 1 else index[0]
+    if isinstance(mask, (list, np.ndarray, Var)) and np.dtype(getattr(mask, "dtype", None) or np.asarray(mask).dtype) == np.bool_:
+        m = _v(mask)
+        if m.shape != x.shape[: m.ndim]:
+            raise IndexError(
+                f"boolean index of shape {m.shape} does not match the indexed array of shape "
+                f"{x.shape}{_src()}"
+            )
+        tail = x.shape[m.ndim :]
+        if v.ndim > len(tail) or np.broadcast_shapes(v.shape, tail) != tail:
+            raise TracingError(
+                f"x[mask] = value with a value of shape {v.shape} is not supported{_src()}: the "
+                "number of selected elements depends on the mask. Assign a scalar (or a value "
+                f"for each row, shape {tail}), or write np.where(mask, values, x) with values "
+                "shaped like x."
+            )
+        full_mask = P.broadcast_to(P.reshape(m, m.shape + (1,) * len(tail)), x.shape)
+        return P.where(full_mask, _broadcast_value(v, x.shape, "x[mask] = value"), x)
+    if isinstance(index, (list, np.ndarray, Var)) or (
+        isinstance(index, tuple) and any(isinstance(i, (list, np.ndarray, Var)) for i in index)
+    ):
+        raise TracingError(
+            f"assigning through an integer-array index (x[[0, 2]] = ...) is not supported yet{_src()}; "
+            "use static ints and slices, a boolean mask, or np.where"
+        )
+    ranges, out_shape = _basic_index(x, index)
+    region = tuple(len(range(*r)) for r in ranges)
+    v = P.reshape(_broadcast_value(v, tuple(out_shape), "x[index] = value"), region)
+    if region == x.shape:
+        return v
+    placed = P.emit(P.unslice_p, v, shape=x.shape, index=tuple(ranges))
+    selected = np.zeros(x.shape, dtype=bool)
+    selected[tuple(slice(a, None if b < 0 else b, c) for a, b, c in ranges)] = True
+    return P.where(P.const(selected), placed, x)
 
 
 def _shape(a):
