@@ -172,6 +172,93 @@ def _square(x):
     return P.integer_pow(x, 2)
 
 
+def _float_binary(prim):
+    """A binary ufunc computed in floats (integers and bools promote to float64, like NumPy's)."""
+
+    def handler(a, b):
+        a, b = _o(a), _o(b)
+        return P._elementwise(prim, a, b, dtype=P.float_dtype(P._result_dtype([a, b])))
+
+    return handler
+
+
+def _arith_binary(prim):
+    """A binary ufunc in the operands' promoted dtype (integers stay integers)."""
+
+    def handler(a, b):
+        a, b = _o(a), _o(b)
+        if P._result_dtype([a, b]) == np.bool_:
+            raise TypeError(f"np.{prim.name} of booleans is not supported{_src()}; convert with .astype(int)")
+        return P._elementwise(prim, a, b)
+
+    return handler
+
+
+def _rounding(prim):
+    """floor, ceil, trunc: integers and bools are returned as they are (NumPy 2); rint of an
+    integer is a float64, as in NumPy."""
+
+    def handler(x):
+        x = _v(x)
+        if P.is_float(x.dtype):
+            return P.emit(prim, x)
+        if prim is not P.rint_p:
+            return x
+        if x.dtype == np.bool_:
+            raise TypeError(f"np.rint of booleans is not supported{_src()}; convert with .astype(float)")
+        return P.unary(prim, x)
+
+    return handler
+
+
+def _fmod(a, b):
+    """C's remainder (the sign of a). On integers: the floor remainder, moved by b where the
+    signs differ (Numba's integer fmod is not NumPy's)."""
+    a, b = _o(a), _o(b)
+    dtype = P._result_dtype([a, b])
+    if dtype == np.bool_:
+        raise TypeError(f"np.fmod of booleans is not supported{_src()}; convert with .astype(int)")
+    if dtype.kind == "f":
+        return P._elementwise(P.fmod_p, a, b)
+    a, b = P.convert(_v(a), dtype), P.convert(_v(b), dtype)
+    r = P._elementwise(P.mod_p, a, b)
+    differ = P.compare(P.ne_p, P.compare(P.lt_p, a, 0), P.compare(P.lt_p, b, 0))
+    move = P.logical(P.and_p, P.compare(P.ne_p, r, 0), differ)
+    return P.where(move, P.sub(r, b), r)
+
+
+def _predicate(prim):
+    def handler(x):
+        x = _v(x)
+        if not P.is_float(x.dtype):  # no NaN, no infinity, no sign bit set by a float op
+            return P.emit(prim, P.convert(x, np.float64))
+        return P.emit(prim, x)
+
+    return handler
+
+
+def _scaled(factor: float):
+    return lambda x: P.mul(P.convert(_v(x), P.float_dtype(_v(x).dtype)), factor)
+
+
+def _logaddexp2(a, b):
+    """log2(2**a + 2**b) = logaddexp(a ln 2, b ln 2) / ln 2 (smooth at every order)."""
+    ln2 = float(np.log(2.0))
+    a, b = _o(a), _o(b)
+    dtype = P.float_dtype(P._result_dtype([a, b]))
+    a, b = (P.mul(P.convert(v, dtype), ln2) if isinstance(v, Var) else v * ln2 for v in (a, b))
+    return P.div(_logaddexp(a, b), ln2)
+
+
+def _heaviside(x, h0):
+    x, h0 = _o(x), _o(h0)
+    dtype = P.float_dtype(P._result_dtype([x, h0]))
+    x = P.convert(_v(x), dtype)
+    h0 = P.convert(_v(h0), dtype) if isinstance(h0, Var) else h0
+    step = P.where(P.compare(P.gt_p, x, 0), 1.0, P.where(P.compare(P.lt_p, x, 0), 0.0, h0))
+    return P.where(P.emit(P.isnan_p, x), x, P.broadcast_to(step, x.shape) if isinstance(step, Var) else step)
+
+
 UFUNCS = {
     "add": lambda a, b: P.add(_o(a), _o(b)),
     "subtract": lambda a, b: P.sub(_o(a), _o(b)),
@@ -224,7 +311,80 @@ UFUNCS = {
     "bitwise_xor": _bitwise(P.bitwise_xor_p),
     "invert": _bitwise(P.invert_p),
     "matmul": _matmul,
+    "arcsinh": _unary(P.arcsinh_p),
+    "arccosh": _unary(P.arccosh_p),
+    "arctanh": _unary(P.arctanh_p),
+    "cbrt": _unary(P.cbrt_p),
+    "arctan2": _float_binary(P.arctan2_p),
+    "hypot": _float_binary(P.hypot_p),
+    "copysign": _float_binary(P.copysign_p),
+    "floor": _rounding(P.floor_p),
+    "ceil": _rounding(P.ceil_p),
+    "trunc": _rounding(P.trunc_p),
+    "rint": _rounding(P.rint_p),
+    "floor_divide": _arith_binary(P.floor_divide_p),
+    "remainder": _arith_binary(P.mod_p),
+    "mod": _arith_binary(P.mod_p),
+    "fmod": _fmod,
+    "isfinite": _predicate(P.isfinite_p),
+    "isnan": _predicate(P.isnan_p),
+    "isinf": _predicate(P.isinf_p),
+    "signbit": _predicate(P.signbit_p),
+    "deg2rad": _scaled(np.pi / 180),
+    "radians": _scaled(np.pi / 180),
+    "rad2deg": _scaled(180 / np.pi),
+    "degrees": _scaled(180 / np.pi),
+    "logaddexp2": _logaddexp2,
+    "heaviside": _heaviside,
+    "divmod": lambda a, b: (_arith_binary(P.floor_divide_p)(a, b), _arith_binary(P.mod_p)(a, b)),
 }
+
+
+def _round(a, decimals=0, out=None):
+    """np.round / np.around: half to even, at `decimals` places (rint(x * 10**d) / 10**d, as
+    NumPy computes it); integers are returned unchanged for decimals >= 0."""
+    if out is not None:
+        raise TracingError(f"np.round(..., out=...) is not supported on traced values{_src()}")
+    x = _v(a)
+    if x.dtype == np.bool_:
+        raise TypeError(f"np.round of booleans is not supported{_src()}; convert with .astype(float)")
+    if not P.is_float(x.dtype):
+        if decimals >= 0:
+            return x
+        raise TracingError(f"np.round of integers with negative decimals is not supported{_src()}")
+    if decimals == 0:
+        return P.unary(P.rint_p, x)
+    scale = 10.0**decimals
+    if decimals > 0:
+        return P.div(P.unary(P.rint_p, P.mul(x, scale)), scale)
+    scale = 10.0**-decimals
+    return P.mul(P.unary(P.rint_p, P.div(x, scale)), scale)
+
+
+def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    x = _v(x)
+    if not P.is_float(x.dtype):
+        return x
+    info = np.finfo(x.dtype)
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    out = P.where(P.emit(P.isnan_p, x), nan, x)
+    out = P.where(P.compare(P.eq_p, x, np.inf), posinf, out)
+    return P.where(P.compare(P.eq_p, x, -np.inf), neginf, out)
+
+
+def _sinc(x):
+    """sin(pi x) / (pi x), 1 at 0. Near 0 a Taylor polynomial (exact to rounding for |pi x| <
+    1e-3), so that every derivative at 0 is the true one (sinc''(0) = -pi^2 / 3), not 0."""
+    x = _v(x)
+    x = P.convert(x, P.float_dtype(x.dtype))
+    t = P.mul(x, np.pi)
+    small = P.compare(P.lt_p, P.emit(P.abs_p, t), 1e-3)
+    safe = P.where(small, 1.0, t)  # the far branch never divides by 0, so its gradient is finite
+    far = P.div(P.unary(P.sin_p, safe), safe)
+    t2 = P.mul(t, t)
+    near = P.add(P.sub(1.0, P.div(t2, 6.0)), P.div(P.mul(t2, t2), 120.0))
+    return P.where(small, near, far)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -926,6 +1086,11 @@ FUNCTIONS = {
     "ndim": _ndim,
     "size": _size,
     "copy": lambda a, **kw: _v(a),
+    "round": _round,
+    "around": _round,
+    "fix": lambda x, out=None: _rounding(P.trunc_p)(x),
+    "nan_to_num": _nan_to_num,
+    "sinc": _sinc,
     "real": lambda a: _v(a),
 }
 

@@ -305,10 +305,14 @@ class Tracer:
     def __rxor__(self, o): return _call(_bitwise(P.bitwise_xor_p), o, self)
     def __invert__(self): return _call(_bitwise(P.invert_p), self)
 
-    def __floordiv__(self, o):
-        raise TracingError(f"// on traced values is not differentiable and not supported{_user_line()}")
-
-    __rfloordiv__ = __mod__ = __rmod__ = __floordiv__
+    def __floordiv__(self, o): return _call(UFUNCS["floor_divide"], self, o)
+    def __rfloordiv__(self, o): return _call(UFUNCS["floor_divide"], o, self)
+    def __mod__(self, o): return _call(UFUNCS["remainder"], self, o)
+    def __rmod__(self, o): return _call(UFUNCS["remainder"], o, self)
+    def __divmod__(self, o): return _call(UFUNCS["divmod"], self, o)
+    def __rdivmod__(self, o): return _call(UFUNCS["divmod"], o, self)
+    def __ifloordiv__(self, o): return self._inplace("__floordiv__", o)
+    def __imod__(self, o): return self._inplace("__mod__", o)
 
     def __getitem__(self, index):
         result = _call(_getitem, self, index)
