@@ -1095,4 +1095,9 @@ FUNCTIONS = {
 }
 
 # The names users may look up (docs/api.md lists them).
+# array manipulation (flip, roll, tile, split, diagonals, scans...): written with these helpers
+from .numpy_arrays import FUNCTIONS as _ARRAY_FUNCTIONS  # noqa: E402
+
+FUNCTIONS.update(_ARRAY_FUNCTIONS)
+
 SUPPORTED = sorted(set(UFUNCS) | set(FUNCTIONS))
