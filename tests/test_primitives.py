@@ -52,6 +52,10 @@ EXAMPLES = {
                                           P.const(np.arange(4.0)))],
     "concatenate": [((2,), (3,)), lambda a, b: P.mul(P.concatenate([a, b], 0), P.concatenate([b, a], 0))],
     "const": [((3,),), lambda x: P.mul(x, P.const(np.array([1.0, 2.0, 3.0])))],
+    "gather": [((4, 2),), lambda x: P.mul(P.gather(x, P.const(np.array([0, 2, 2, 3])), 0),
+                                          P.gather(x, P.const(np.array([1, 0])), 1))],
+    "scatter_add": [((3, 2),), lambda v: P.mul(P.scatter_add(v, P.const(np.array([1, 1, 0])), 0, (4, 2)),
+                                               P.scatter_add(v, P.const(np.array([3, 0, 0])), 0, (4, 2)))],
 }
 # Steps for finite differences where float32 rounding inside the example needs a larger one.
 EPS = {"convert": 1e-2}

@@ -966,8 +966,20 @@ def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
     return ranges, out_shape
 
 
+def is_basic_index(index) -> bool:
+    """Only static ints, slices, None and Ellipsis (NumPy's basic indexing: the result is a
+    view); anything else (arrays, lists, traced values) is advanced indexing (a copy)."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)) for i in items)
+
+
 def _getitem(x: Var, index) -> Var:
-    """Basic indexing: ints, slices, None and Ellipsis, all static."""
+    """Basic indexing (static ints, slices, None, Ellipsis), and integer-array or static boolean
+    indexing (numpy_arrays.advanced_getitem)."""
+    if not is_basic_index(index):
+        from .numpy_arrays import advanced_getitem  # defined with the other gathers
+
+        return advanced_getitem(x, index)
     ranges, out_shape = _basic_index(x, index)
     return P.reshape(P.slice_(x, tuple(ranges)), tuple(out_shape))
 

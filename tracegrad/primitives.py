@@ -1024,6 +1024,99 @@ concatenate_p = _shape_prim(
 )
 
 
+# ---- Gathers and scatter-adds along one axis, with integer indices that may be traced values.
+# They run as steps of their own (no kernel template: the planner gives them an evaluation step
+# on every backend); an index out of range raises NumPy's IndexError when the program runs.
+
+
+def _gather_impl(x, idx, axis):
+    return np.take(x, idx, axis=axis)
+
+
+def _gather_infer(shapes, dtypes, p):
+    x, idx, axis = shapes[0], shapes[1], p["axis"]
+    if np.dtype(dtypes[1]).kind not in "iu":
+        raise ir.IRError(f"gather indices must be integers, got {dtypes[1]}")
+    return x[:axis] + idx + x[axis + 1 :], dtypes[0]
+
+
+def _scatter_add_impl(v, idx, axis, shape):
+    out = np.zeros(shape, dtype=v.dtype)
+    np.add.at(out, (slice(None),) * axis + (idx,), v)
+    return out
+
+
+def _scatter_add_infer(shapes, dtypes, p):
+    shape, axis, idx = tuple(p["shape"]), p["axis"], shapes[1]
+    if shapes[0] != shape[:axis] + idx + shape[axis + 1 :]:
+        raise ir.IRError(f"scatter_add of {shapes[0]} with indices {idx} into {shape} along {axis}")
+    return shape, dtypes[0]
+
+
+def gather(x: Var, idx: Var, axis: int) -> Var:
+    return emit(gather_p, x, idx, axis=axis)
+
+
+def scatter_add(v: Var, idx: Var, axis: int, shape: tuple[int, ...]) -> Var:
+    return emit(scatter_add_p, v, idx, axis=axis, shape=tuple(shape))
+
+
+def _batch_offsets(size: int, n: int, idx: Var) -> Var:
+    """Batched indices offset into each example's block of a flattened (batch, axis) pair."""
+    offsets = const((np.arange(size, dtype=idx.dtype) * n).reshape((size,) + (1,) * (idx.ndim - 1)))
+    return add(idx, broadcast_to(offsets, idx.shape))
+
+
+def _batch_gather(size, inputs, batched, axis):
+    """Batched data, shared indices: the same gather one axis further. Batched indices: the
+    gather puts their batch axis where the gathered axis was (moved to the front); with batched
+    data too, the batch and gathered axes are flattened into one and each example's indices are
+    offset into its own block."""
+    x, idx = inputs
+    bx, bi = batched
+    if not bi:
+        return gather(x, idx, axis + 1)
+    if bx:
+        n = x.shape[axis + 1]
+        perm = (*range(1, axis + 1), 0, *range(axis + 1, x.ndim))
+        x = reshape(transpose(x, perm), x.shape[1 : axis + 1] + (size * n,) + x.shape[axis + 2 :])
+        idx = _batch_offsets(size, n, idx)
+    out = gather(x, idx, axis)
+    return transpose(out, (axis, *range(axis), *range(axis + 1, out.ndim)))
+
+
+def _batch_scatter_add(size, inputs, batched, axis, shape):
+    v, idx = inputs
+    bv, bi = batched
+    if not bi:
+        return scatter_add(v, idx, axis + 1, (size,) + tuple(shape))
+    v = _batched(v, bv, size)  # (B,) + shape[:axis] + idx.shape[1:] + rest
+    n = shape[axis]
+    shifted = _batch_offsets(size, n, idx)
+    # v with its batch axis moved to where the indices' batch axis goes
+    moved = transpose(v, (*range(1, axis + 1), 0, *range(axis + 1, v.ndim)))
+    flat_shape = tuple(shape[:axis]) + (size * n,) + tuple(shape[axis + 1 :])
+    out = scatter_add(moved, shifted, axis, flat_shape)
+    out = reshape(out, tuple(shape[:axis]) + (size, n) + tuple(shape[axis + 1 :]))
+    return transpose(out, (axis, *range(axis), *range(axis + 1, out.ndim)))
+
+
+gather_p = _register(
+    Primitive(
+        "gather", Kind.SHAPE, _gather_impl, _gather_infer,
+        lambda ct, out, x, idx, axis: (scatter_add(ct, idx, axis, x.shape), None),
+        _batch_gather, linear=True,
+    )
+)
+scatter_add_p = _register(
+    Primitive(
+        "scatter_add", Kind.SHAPE, _scatter_add_impl, _scatter_add_infer,
+        lambda ct, out, v, idx, axis, shape: (gather(ct, idx, axis), None),
+        _batch_scatter_add, linear=True,
+    )
+)
+
+
 def math_functions() -> dict[str, Primitive]:
     """The elementwise primitives whose scalar template calls the math library."""
     return {

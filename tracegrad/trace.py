@@ -23,7 +23,8 @@ from . import primitives as P
 from .capture import Scope, check_random_sources, refuse_array_subclass, snapshot_random_sources
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
-from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg, _setitem
+from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg, _setitem, is_basic_index
+from .numpy_arrays import add_at
 from .tree import TreeDef, flatten, unflatten
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -62,6 +63,19 @@ def _writes_into_subscript() -> bool:
     return isinstance(statement, (ast.Assign, ast.AugAssign)) and any(
         isinstance(t, ast.Subscript) for t in targets
     )
+
+
+def _line_has(node_type: type) -> bool:
+    """Whether the user's current line contains a node of this kind (a subscript...)."""
+    frame = user_frame()
+    if frame is None:
+        return False
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    try:
+        tree = ast.parse(line)
+    except SyntaxError:
+        return False
+    return any(isinstance(n, node_type) for n in ast.walk(tree))
 
 
 def _user_line() -> str:
@@ -225,10 +239,17 @@ class Tracer:
         self._concrete("convert to a list (.tolist())")
 
     def __array__(self, *args, **kwargs):
+        hint = ""
+        if _line_has(ast.Subscript):
+            hint = (
+                " A NumPy array cannot be indexed by a traced value (NumPy does not pass the "
+                "indices to tracegrad, not even through np.take): make the array a traced value "
+                "first, for example by passing it as an argument of the transformed function."
+            )
         raise TracingError(
             "tracegrad cannot convert a traced value to a NumPy array while tracing."
             f"{_user_line()}\nCall np.* functions on it directly (they are traced), and convert "
-            "results outside the decorated function."
+            f"results outside the decorated function.{hint}"
         )
 
     def __len__(self) -> int:
@@ -245,6 +266,14 @@ class Tracer:
     # ---- NumPy dispatch
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = getattr(ufunc, "__name__", str(ufunc))
+        if method == "at" and name == "add" and isinstance(inputs[0], Tracer):
+            target = inputs[0]  # np.add.at(a, indices, b): a scatter-add into a, in place
+            target._check_writable("np.add.at")
+            rest = [_arg(v, target.builder) for v in inputs[1:]]
+            with ir.source_location(user_source()):
+                new = add_at(target.ir_var, *rest)
+            target._write(new, "np.add.at")
+            return None
         if method != "__call__":
             raise TracingError(
                 f"np.{name}.{method} is not supported on traced values{_user_line()}\n"
@@ -316,6 +345,8 @@ class Tracer:
 
     def __getitem__(self, index):
         result = _call(_getitem, self, index)
+        if not is_basic_index(index):  # advanced indexing makes a copy, as in NumPy
+            return result
         return result._as_view(self, lambda v: _getitem(v, index), index)
 
     # ---- methods

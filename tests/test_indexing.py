@@ -1,0 +1,105 @@
+"""Integer-array (fancy) and static boolean indexing, np.take, np.take_along_axis and np.add.at
+on traced values: values equal to NumPy's on every backend; gradients (a scatter-add: repeated
+indices accumulate) against finite differences; batching; what is refused."""
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+X = np.arange(24.0).reshape(4, 6) / 10 - 1.1
+IDX = np.array([2, 0, 2, -1])
+MASK = np.array([True, False, True, False])
+
+
+def forms(x, i):
+    """Every indexing form, with a traced index array `i` and static ones."""
+    return (
+        x[i], x[:, i], x[1:3, [0, 5]], x[[0, 1], [2, 3]], x[MASK], x[i[:2], 1], x[None][0, :, [1, 2]],
+        x[..., i[:3]], x[0, :, None][[1, 2]], x[MASK[:, None] & (np.arange(6) > 2)],
+        np.take(x, i), np.take(x, [1, 4], axis=1), np.take(x, i, axis=0),
+        np.take_along_axis(x, np.array([[0, 1], [2, 3], [4, 5], [5, 0]]), axis=1),
+        np.take_along_axis(x, np.array([[3], [0], [1], [2], [3], [0]]).T, axis=0),
+    )
+
+
+@pytest.fixture(params=[np.float64, np.float32], ids=["f64", "f32"])
+def dtype(request):
+    return request.param
+
+
+def test_values_equal_numpys(backend, dtype):
+    x = X.astype(dtype)
+    got = tg.jit(forms, backend=backend)(x, IDX)
+    for k, (g, e) in enumerate(zip(got, forms(x, IDX), strict=True)):
+        assert g.shape == e.shape and g.dtype == e.dtype, (k, g.shape, e.shape)
+        np.testing.assert_array_equal(g, e, err_msg=f"form {k}")
+
+
+def pair_energy(x, i, j):
+    """A Lennard-Jones-like sum over a neighbour list: gathers with repeated indices."""
+    d = x[i] - x[j]
+    r2 = np.sum(d**2, axis=-1)
+    return np.sum(1 / r2**3 - 1 / r2**2)
+
+
+def accumulate(x, i):
+    y = np.zeros_like(x)
+    np.add.at(y, i, np.tanh(x[: len(i)]))
+    return np.sum(y * np.linspace(0.5, 1.5, 6))
+
+
+def test_gradients_accumulate_over_repeated_indices(backend):
+    i, j = np.array([0, 0, 1, 2, 0]), np.array([1, 2, 3, 3, 3])
+    for f, args in ((pair_energy, (i, j)), (accumulate, (np.array([1, 1, 3, 0]),))):
+        g = tg.grad(f, backend=backend)(X, *args)
+        eps = 1e-6
+        fd = np.zeros_like(X)
+        for k in np.ndindex(X.shape):
+            d = np.zeros_like(X)
+            d[k] = eps
+            fd[k] = (f(X + d, *args) - f(X - d, *args)) / (2 * eps)
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_hessian_through_gathers():
+    i, j = np.array([0, 0, 1]), np.array([1, 2, 3])
+    f = lambda v: pair_energy(v.reshape(4, 6), i, j)  # noqa: E731
+    x = X.ravel()
+    h = tg.hessian(f, backend="numpy")(x)
+    g = tg.grad(f, backend="numpy")
+    eps = 1e-6
+    fd = np.array([(g(x + eps * e) - g(x - eps * e)) / (2 * eps) for e in np.eye(24)])
+    np.testing.assert_allclose(h, fd, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h, h.T, rtol=1e-12, atol=1e-12)
+
+
+def test_batched_indices_and_data(backend):
+    idx = np.array([[0, 3], [2, 2], [1, 0]])
+    data = np.stack([X, X * 2, -X])
+    both = tg.vmap(lambda x, i: x[i], backend=backend)(data, idx)
+    np.testing.assert_array_equal(both, np.stack([data[b][idx[b]] for b in range(3)]))
+    shared = tg.vmap(lambda x, i: np.take(x, i, axis=0)[:, 1:3], in_axes=(None, 0), backend=backend)(X, idx)
+    np.testing.assert_array_equal(shared, np.stack([X[i, 1:3] for i in idx]))
+    per_example = tg.vmap(tg.grad(lambda x, i: np.sum(np.sin(x[i]))), backend=backend)(data, idx)
+    for b in range(3):
+        expected = np.zeros_like(X)
+        np.add.at(expected, idx[b], np.cos(data[b][idx[b]]))
+        np.testing.assert_allclose(per_example[b], expected, rtol=1e-12)
+
+
+def test_what_is_refused_and_why():
+    with pytest.raises(tg.TracingError, match="np.where"):
+        tg.jit(lambda x: x[x > 0], backend="numpy")(X)
+    with pytest.raises(tg.TracingError, match="passing it as an argument"):  # NumPy array[traced]
+        tg.jit(lambda i: X[i], backend="numpy")(IDX)
+    with pytest.raises(IndexError, match="integer"):
+        tg.jit(lambda x: x[np.array([0.5])], backend="numpy")(X)
+    with pytest.raises(IndexError, match="out of bounds"):
+        tg.jit(lambda x: x[[0, 7]], backend="numpy")(X)
+    with pytest.raises(IndexError):  # a traced index out of range: NumPy's error when it runs
+        tg.jit(lambda x, i: x[i], backend="cpu")(X, np.array([9]))
+    with pytest.raises(tg.TracingError, match="several integer arrays"):
+        tg.jit(lambda x: x[[0, 1], :, [1, 2]], backend="numpy")(X[None])
+    with pytest.raises(tg.TracingError, match="integer-array index"):
+        tg.jit(lambda x: x.__setitem__([0, 1], 1.0), backend="numpy")(X)
