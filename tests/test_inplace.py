@@ -120,7 +120,7 @@ def test_what_is_refused_and_why():
         y[x > 0.5] = x[:2]
         return y
 
-    with pytest.raises(tg.TracingError, match="np.where"):
+    with pytest.raises(tg.TracingError, match=r"np.where"):
         tg.jit(masked_array_value, backend="numpy")(x)
 
     def through_transpose(x):

@@ -61,7 +61,11 @@ EXAMPLES = {
 EPS = {"convert": 1e-2}
 NOT_DIFFERENTIABLE = {n for n, p in P.PRIMITIVES.items() if not p.differentiable}
 # custom_grad only arises from tg.custom_vjp; tests/test_api.py exercises it end to end.
-TESTED_ELSEWHERE = {"custom_grad", "stop_gradient", "tap", "hook", "custom_jvp", "remat"}  # test_api, test_taps, test_transforms
+TESTED_ELSEWHERE = {
+    "custom_grad", "stop_gradient", "tap", "hook",  # test_api, test_taps
+    "custom_jvp", "remat",  # test_transforms
+    "cholesky", "det", "eigh_values", "eigh_vectors", "inv", "logabsdet", "solve",  # test_linalg
+}
 
 
 def _plain_elementwise() -> list[str]:
@@ -157,7 +161,7 @@ def _single(graph: ir.Graph, i: int, args, backend) -> np.ndarray:
     return run(graph, args, backend)[i]
 
 
-@pytest.mark.parametrize("name", sorted(NOT_DIFFERENTIABLE - {"const"}))
+@pytest.mark.parametrize("name", sorted(NOT_DIFFERENTIABLE - {"const", "signdet"}))  # signdet: test_linalg
 def test_non_differentiable_primitives_give_no_gradient(name, rng, backend):
     prim = P.PRIMITIVES[name]
     n = _arity(prim) if prim.kind is Kind.ELEMENTWISE else 1

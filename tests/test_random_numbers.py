@@ -12,7 +12,7 @@ RNG = np.random.default_rng(0)
 def test_the_global_generator_is_refused():
     state = np.random.get_state()
     try:
-        with pytest.raises(tg.TracingError, match="global random generator.*pass them in"):
+        with pytest.raises(tg.TracingError, match=r"global random generator.*pass them in"):
             tg.jit(lambda x: x + np.random.normal(size=3), backend="numpy")(np.zeros(3))
     finally:
         np.random.set_state(state)

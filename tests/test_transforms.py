@@ -152,7 +152,7 @@ def test_vjp_of_pytrees_with_aux(backend):
         y = p["w"] * x + p["b"]
         return (y, np.sum(y)), np.max(y)
 
-    (y, s), f_vjp, aux = tg.vjp(f, params, np.array([3.0, 4.0]), has_aux=True, backend=backend)
+    _, f_vjp, aux = tg.vjp(f, params, np.array([3.0, 4.0]), has_aux=True, backend=backend)
     assert float(aux) == pytest.approx(8.5)
     cp, cx = f_vjp((np.ones(2), np.array(2.0)))
     np.testing.assert_allclose(cp["w"], 3.0 * np.array([3.0, 4.0]))
@@ -309,8 +309,8 @@ def _block(x, w):
 
 def test_checkpoint_changes_no_derivative(backend, rng, dtype):
     x, w = rng.normal(size=5).astype(dtype), rng.normal(size=5).astype(dtype)
-    plain = lambda x, w: np.sum(_block(_block(x, w), w) ** 2)  # noqa: E731
-    saved = lambda x, w: np.sum(tg.checkpoint(_block)(tg.checkpoint(_block)(x, w), w) ** 2)  # noqa: E731
+    plain = lambda x, w: np.sum(_block(_block(x, w), w) ** 2)
+    saved = lambda x, w: np.sum(tg.checkpoint(_block)(tg.checkpoint(_block)(x, w), w) ** 2)
     tol = TOL[dtype] * 10
     for a, b in zip(tg.grad(saved, argnums=(0, 1), backend=backend)(x, w),
                     tg.grad(plain, argnums=(0, 1), backend="numpy")(x, w)):
@@ -370,8 +370,8 @@ def _clipped_jvp(primals, tangents):  # a "straight-through" rule: tangent 1 eve
 
 def test_custom_jvp_in_every_mode(backend, rng, dtype):
     x = rng.normal(size=4).astype(dtype)
-    mine = lambda x: np.sum(softplus(x) * x)  # noqa: E731
-    ref = lambda x: np.sum(np.log1p(np.exp(x)) * x)  # noqa: E731
+    mine = lambda x: np.sum(softplus(x) * x)
+    ref = lambda x: np.sum(np.log1p(np.exp(x)) * x)
     tol = TOL[dtype] * 10
     np.testing.assert_allclose(tg.grad(mine, backend=backend)(x), tg.grad(ref, backend="numpy")(x), rtol=tol, atol=tol)
     np.testing.assert_allclose(tg.hessian(mine, backend=backend)(x), tg.hessian(ref, backend="numpy")(x),
@@ -433,7 +433,7 @@ def test_captured_arrays_are_read_at_call_time(backend):
     mapped = tg.vmap(lambda x: np.sin(x * SCALE), backend=backend)
     xs = np.ones((2, 3))
     np.testing.assert_allclose(mapped(xs), np.sin(xs * SCALE))
-    y, f_jvp = tg.linearize(lambda x: np.sum(np.exp(x * SCALE)), np.zeros(3), backend=backend)
+    _, f_jvp = tg.linearize(lambda x: np.sum(np.exp(x * SCALE)), np.zeros(3), backend=backend)
     old = SCALE
     try:
         SCALE = np.array([-1.0, 0.5, 4.0])
@@ -482,7 +482,7 @@ def test_vmap_of_a_batch_of_one_and_of_constants(backend):
 
 
 def test_grad_of_a_checkpointed_function_and_jacfwd_with_static_args(backend):
-    f = lambda x: np.sum(np.sin(x) ** 3)  # noqa: E731
+    f = lambda x: np.sum(np.sin(x) ** 3)
     x = np.linspace(0.1, 1, 3)
     np.testing.assert_allclose(tg.grad(tg.checkpoint(f), backend=backend)(x), tg.grad(f)(x), rtol=1e-12)
     jac = tg.jacfwd(lambda x, n: x**n, static_argnums=(1,), backend=backend)(x, 3)

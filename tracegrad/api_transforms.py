@@ -298,7 +298,7 @@ class _Staged(_Composite):
         value_tree, aux_tree = self._value_and_aux(out_tree)
         n_value, n_out = value_tree.num_leaves, len(fgraph.outputs)
         m = len(fgraph.inputs)
-        seed_tree, seed_avals = self._seeds(treedef, avals, n_args, n, value_tree, fgraph, apply)
+        _, seed_avals = self._seeds(treedef, avals, n_args, n, value_tree, fgraph, apply)
         # inputs: fgraph.inputs, then the seeds;  outputs: fgraph.outputs, then the derivatives
         full = self._derive(fgraph, n, seed_avals, n_value)
         split = partial_eval.split(passes.optimize(full, lower=False), m, n_out)

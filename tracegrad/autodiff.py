@@ -17,7 +17,7 @@ import numpy as np
 from . import ir
 from . import primitives as P
 from .ir import Builder, Graph, Var
-from .primitives import batch_inline  # noqa: F401  (re-exported: batching lives beside its rules)
+from .primitives import batch_inline
 
 
 def tap_nodes(graph: Graph) -> list[ir.Node]:

@@ -1112,4 +1112,9 @@ from .numpy_arrays import FUNCTIONS as _ARRAY_FUNCTIONS  # noqa: E402
 
 FUNCTIONS.update(_ARRAY_FUNCTIONS)
 
+# np.linalg's factorisations and solves: primitives of their own, with their rules
+from .linalg import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
+
+FUNCTIONS.update(_LINALG_FUNCTIONS)
+
 SUPPORTED = sorted(set(UFUNCS) | set(FUNCTIONS))

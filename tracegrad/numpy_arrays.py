@@ -8,6 +8,7 @@ includes `FUNCTIONS` below.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 from . import primitives as P
 from .errors import TracingError
 from .ir import Var
-from .numpy_api import _concatenate, _o, _ravel, _reshape, _src, _transpose, _v
+from .numpy_api import _concatenate, _o, _ravel, _src, _v
 
 
 def _axis(axis: int, ndim: int) -> int:
@@ -147,7 +148,7 @@ def _repeat(a, repeats, axis=None):
 def _split_at(x: Var, bounds: Sequence[int], axis: int) -> list[Var]:
     n = x.shape[axis]
     edges = [0, *(min(max(int(b), 0), n) for b in bounds), n]
-    return [_take(x, axis, lo, max(lo, hi)) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    return [_take(x, axis, lo, max(lo, hi)) for lo, hi in itertools.pairwise(edges)]
 
 
 def _array_split(ary, indices_or_sections, axis=0):
@@ -166,9 +167,10 @@ def _array_split(ary, indices_or_sections, axis=0):
 
 def _split(ary, indices_or_sections, axis=0):
     x = _v(ary)
-    if isinstance(indices_or_sections, (int, np.integer)):
-        if x.shape[_axis(axis, x.ndim)] % int(indices_or_sections):
-            raise ValueError(f"array split does not result in an equal division{_src()}")
+    if isinstance(indices_or_sections, (int, np.integer)) and x.shape[_axis(axis, x.ndim)] % int(
+        indices_or_sections
+    ):
+        raise ValueError(f"array split does not result in an equal division{_src()}")
     return _array_split(x, indices_or_sections, axis)
 
 
@@ -742,7 +744,7 @@ def _gather_leading(x: Var, items) -> Var:
     return P.gather(P.reshape(x, (lead,) + x.shape[k:]), flat, 0)
 
 
-def _take(a, indices, axis=None, out=None, mode="raise"):
+def _np_take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None or mode != "raise":
         raise TracingError(f"np.take: out= and mode= other than 'raise' are not supported{_src()}")
     x = _v(a)
@@ -788,5 +790,5 @@ def add_at(a: Var, indices, b) -> Var:
     return P.add(a, P.scatter_add(v, idx, 0, a.shape))
 
 
-FUNCTIONS["take"] = _take
+FUNCTIONS["take"] = _np_take
 FUNCTIONS["take_along_axis"] = _take_along_axis

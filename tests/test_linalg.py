@@ -1,0 +1,113 @@
+"""np.linalg on traced values: solve, inv, det, slogdet, cholesky, eigh/eigvalsh, matrix_power.
+Values equal to NumPy's on every backend (float64 and float32, stacks of matrices), first and
+second derivatives against finite differences, the Hessian of a Gaussian-process likelihood in
+its hyper-parameters, batching, and NumPy's errors."""
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+RNG = np.random.default_rng(7)
+A = RNG.normal(size=(2, 4, 4)) + 4 * np.eye(4)  # a stack of two well-conditioned matrices
+B = RNG.normal(size=(2, 4, 3))
+W = np.arange(16.0).reshape(4, 4) / 10 - 0.7
+
+
+def spd(a):
+    return a @ np.swapaxes(a, -1, -2) + 4 * np.eye(a.shape[-1])
+
+
+def everything(a, b):
+    s = spd(a)
+    sign, logdet = np.linalg.slogdet(a)
+    w, v = np.linalg.eigh(s)
+    return (
+        np.linalg.solve(a, b), np.linalg.solve(a[0], b[0, :, 0]), np.linalg.inv(a), np.linalg.det(a),
+        sign, logdet, np.linalg.cholesky(s), w, np.abs(v), np.linalg.eigvalsh(s),
+        np.linalg.matrix_power(a, 3), np.linalg.matrix_power(a[0], -2), np.linalg.matrix_power(a, 0),
+    )
+
+
+@pytest.fixture(params=[np.float64, np.float32], ids=["f64", "f32"])
+def dtype(request):
+    return request.param
+
+
+def test_values_equal_numpys(backend, dtype):
+    a, b = A.astype(dtype), B.astype(dtype)
+    got = tg.jit(everything, backend=backend)(a, b)
+    rtol = 1e-10 if dtype == np.float64 else 1e-4
+    for k, (g, e) in enumerate(zip(got, everything(a, b), strict=True)):
+        assert g.shape == e.shape and g.dtype == e.dtype, (k, g.shape, e.shape, g.dtype, e.dtype)
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=rtol, err_msg=f"result {k}")
+
+
+SCALARS = {
+    "solve": lambda a: np.sum(np.linalg.solve(a, B[0]) * W[:, :3]),
+    "inv": lambda a: np.sum(np.linalg.inv(a) * W),
+    "det": lambda a: np.linalg.det(a),
+    "slogdet": lambda a: np.linalg.slogdet(a)[1],
+    "cholesky": lambda a: np.sum(np.linalg.cholesky(spd(a)) * W),
+    "eigvalsh": lambda a: np.sum(np.linalg.eigvalsh(a + a.T) ** 3),
+    "eigh vectors": lambda a: np.sum(np.linalg.eigh(a + a.T)[1][:, 1:3] ** 4),
+    "matrix_power": lambda a: np.sum(np.linalg.matrix_power(a, 3) * W) + np.sum(np.linalg.matrix_power(a, -2)),
+}
+
+
+def _fd(f, x, eps=1e-6):
+    out = np.zeros(np.shape(f(x)) + x.shape)
+    for k in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[k] = eps
+        out[(...,) + k] = (f(x + d) - f(x - d)) / (2 * eps)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SCALARS))
+def test_first_and_second_derivatives(name):
+    f = SCALARS[name]
+    a = A[0]
+    g = tg.grad(f, backend="numpy")
+    np.testing.assert_allclose(g(a), _fd(f, a), rtol=1e-6, atol=1e-7)
+    h = tg.hessian(f, backend="numpy")(a)
+    np.testing.assert_allclose(h, _fd(g, a), rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_on_the_compiled_backends(backend):
+    a = A[0]
+    total = lambda a: sum(f(a) for f in SCALARS.values())
+    np.testing.assert_allclose(tg.grad(total, backend=backend)(a), tg.grad(total, backend="numpy")(a),
+                               rtol=1e-10, atol=1e-10)
+
+
+X = np.linspace(0, 3, 8)
+Y = np.sin(X)
+
+
+def gp_nll(theta):
+    """The negative log marginal likelihood of a Gaussian process, in its log hyper-parameters."""
+    ell, var, noise = np.exp(theta)
+    K = var * np.exp(-0.5 * (X[:, None] - X[None, :]) ** 2 / ell**2) + noise * np.eye(len(X))
+    L = np.linalg.cholesky(K)
+    alpha = np.linalg.solve(L.T, np.linalg.solve(L, Y))
+    return 0.5 * Y @ alpha + np.sum(np.log(np.diag(L))) + 0.5 * len(X) * np.log(2 * np.pi)
+
+
+def test_gaussian_process_hessian(backend):
+    theta = np.array([0.1, -0.2, -1.0])
+    h = tg.hessian(gp_nll, backend=backend)(theta)
+    np.testing.assert_allclose(h, _fd(tg.grad(gp_nll, backend="numpy"), theta, 1e-5), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(h, h.T, atol=1e-12)
+
+
+def test_batched_over_matrices(backend):
+    per = tg.vmap(tg.grad(lambda a: np.linalg.slogdet(a)[1]), backend=backend)(A)
+    np.testing.assert_allclose(per, np.swapaxes(np.linalg.inv(A), -1, -2), rtol=1e-10)
+
+
+def test_numpys_errors():
+    with pytest.raises(np.linalg.LinAlgError, match="square"):
+        tg.jit(np.linalg.inv, backend="numpy")(np.ones((2, 3)))
+    with pytest.raises(np.linalg.LinAlgError):  # not positive definite: NumPy's error when it runs
+        tg.jit(np.linalg.cholesky, backend="cpu")(-np.eye(3))
