@@ -113,3 +113,38 @@ def test_rounding_has_zero_gradient_and_operators_work(backend):
 
     for got, expected in zip(tg.jit(ops, backend=backend)(x), ops(x)):
         np.testing.assert_allclose(got, expected, rtol=1e-15)
+
+
+def test_scipy_special_ufuncs(backend, dtype):
+    special = pytest.importorskip("scipy.special")  # a test dependency (pyproject.toml)
+    x = np.array([-40.0, -25.0, -21.0, -19.0, -5.0, -1.0, 0.0, 0.5, 3.0, 8.0, 30.0]).astype(dtype)
+    p = np.array([0.01, 0.3, 0.5, 0.9], dtype=dtype)
+
+    def f(x, p):
+        return (special.expit(x), special.logit(p), special.erf(x), special.erfc(x), special.ndtr(x),
+                special.log_ndtr(x), special.xlogy(p, x[-4:] + 1), special.xlog1py(p, p))
+
+    rtol = 1e-12 if dtype == np.float64 else 2e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = f(x, p)
+    for g, e in zip(tg.jit(f, backend=backend)(x, p), expected, strict=True):
+        assert g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=0 if dtype == np.float64 else 1e-30)
+
+
+def test_scipy_special_derivatives():
+    special = pytest.importorskip("scipy.special")
+    x = np.array([-30.0, -21.0, -19.0, -3.0, 0.0, 2.0, 9.0])
+    g = tg.grad(lambda x: np.sum(special.log_ndtr(x)), backend="numpy")(x)
+    np.testing.assert_allclose(g, np.exp(-(x**2) / 2) / np.sqrt(2 * np.pi) / special.ndtr(x), rtol=1e-9)
+    for f in (special.erf, special.erfc, special.expit, lambda v: special.xlogy(v, v + 2.0)):
+        total = lambda v, f=f: np.sum(f(v) * np.linspace(0.5, 1.5, v.size))  # noqa: E731
+        v = np.array([-1.2, -0.1, 0.4, 1.3])
+        eps = 1e-6
+        fd = np.array([(total(v + eps * e) - total(v - eps * e)) / (2 * eps) for e in np.eye(4)])
+        np.testing.assert_allclose(tg.grad(total, backend="numpy")(v), fd, rtol=1e-6, atol=1e-9)
+        h = tg.hessian(total, backend="numpy")(v)
+        gf = tg.grad(total, backend="numpy")
+        fd2 = np.array([(gf(v + eps * e) - gf(v - eps * e)) / (2 * eps) for e in np.eye(4)])
+        np.testing.assert_allclose(h, fd2, rtol=1e-5, atol=1e-7)

@@ -783,6 +783,30 @@ copysign_p = _ew(
     lambda ct, out, a, b: (ct_mul(ct, mul(emit(sign_p, a), emit(copysign_p, ones_like(b), b))), None),
     "np.copysign({0}, {1})",
 )
+# ---- The error function (scipy.special.erf / erfc, and the normal distribution built on them)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+erf_p = _ew(
+    "erf", lambda x: _special("erf")(x),
+    _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), _TWO_OVER_SQRT_PI)), "M.erf({0})",
+)
+erfc_p = _ew(
+    "erfc", lambda x: _special("erfc")(x),
+    _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), -_TWO_OVER_SQRT_PI)), "M.erfc({0})",
+)
+
+
+def _special(name: str):
+    """scipy.special's ufunc, or math's function vectorised when SciPy is not installed (the
+    reference implementation must not need an optional dependency)."""
+    try:
+        import scipy.special
+
+        return getattr(scipy.special, name)
+    except ImportError:
+        scalar = getattr(math, name)
+        return lambda x: np.vectorize(scalar, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
 # ---- Rounding, NumPy's floor division and remainders: piecewise constant or linear. Rounding has
 # a zero derivative (as JAX and PyTorch give); a - (a // b) b has slopes 1 and -(a // b).
 floor_p = _ew("floor", np.floor, lambda ct, out, x: (None,), "np.floor({0})", differentiable=False)
