@@ -29,11 +29,11 @@ def test_bad_argnums_values():
 
 
 @pytest.mark.parametrize("name, call", [
-    ("np.cumsum", lambda x: np.sum(np.cumsum(x))),
-    ("np.linalg.solve", lambda x: np.sum(np.linalg.solve(x, x))),
+    ("np.median", lambda x: np.median(x)),
+    ("np.linalg.svd", lambda x: np.sum(np.linalg.svd(x)[1])),
     ("np.sort", lambda x: np.sum(np.sort(x))),
-    ("np.arctan2", lambda x: np.sum(np.arctan2(x, x))),
-    ("np.linalg.det", lambda x: np.linalg.det(x)),
+    ("np.linalg.qr", lambda x: np.sum(np.linalg.qr(x)[1])),
+    ("np.fft.fft", lambda x: np.sum(np.fft.fft(x).real)),
 ])
 def test_unsupported_numpy_function_says_so_plainly(name, call):
     """NumPy dispatches only its real functions to tracers, so the name is no typo: no spelling
@@ -47,10 +47,10 @@ def test_unsupported_numpy_function_says_so_plainly(name, call):
 
 
 def test_unsupported_function_with_a_traced_equivalent_names_it():
-    with pytest.raises(tg.TracingError, match=r"(?s)np.tile is not supported.*Use np.broadcast_to"):
-        tg.jit(lambda x: np.tile(x, 2))(np.ones(3))
-    with pytest.raises(tg.TracingError, match=r"(?s)np.average.*Use np.sum\(w \* x\) / np.sum\(w\)"):
-        tg.jit(lambda x: np.average(x, weights=x))(np.ones(3))
+    with pytest.raises(tg.TracingError, match=r"(?s)np.nanmax is not supported.*Use np.max\(np.where"):
+        tg.jit(lambda x: np.nanmax(x))(np.ones(3))
+    with pytest.raises(tg.TracingError, match=r"(?s)np.matrix_transpose.*Use np.swapaxes"):
+        tg.jit(lambda x: np.matrix_transpose(x))(np.ones((2, 3)))
 
 
 @pytest.mark.parametrize("name", ["exp", "sin", "sqrt", "log", "tanh", "log1p", "fabs"])

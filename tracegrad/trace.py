@@ -506,21 +506,13 @@ def _arg(a: Any, builder: Builder):
 # get a plain "not supported yet": NumPy dispatches only real NumPy functions here, so the name is
 # never a typo, and a spelling guess would only mislead.
 _INSTEAD = {
-    "average": "np.sum(w * x) / np.sum(w) (or np.mean when unweighted)",
-    "atleast_1d": "np.reshape or x[None]",
-    "atleast_2d": "np.reshape or x[None]",
-    "atleast_3d": "np.reshape or x[None]",
-    "tile": "np.broadcast_to followed by np.reshape, or np.concatenate",
     "matrix_transpose": "np.swapaxes(x, -1, -2) or x.mT",
     "permute_dims": "np.transpose",
     "concat": "np.concatenate",
     "vecdot": "np.sum(a * b, axis=-1)",
-    "tensordot": "np.einsum",
-    "logaddexp": "np.maximum(a, b) + np.log1p(np.exp(-np.abs(a - b)))",
-    "cbrt": "np.sign(x) * np.abs(x) ** (1 / 3)",
-    "hypot": "np.sqrt(a * a + b * b)",
-    "nanmean": "np.where(x != x, 0.0, x) with np.sum / np.mean (NaN != NaN)",
-    "nansum": "np.sum(np.where(x != x, 0.0, x)) (NaN != NaN)",
+    "nanmax": "np.max(np.where(x != x, -np.inf, x)) (NaN != NaN)",
+    "nanmin": "np.min(np.where(x != x, np.inf, x)) (NaN != NaN)",
+    "nanprod": "np.prod(np.where(x != x, 1.0, x)) (NaN != NaN)",
 }
 
 
@@ -594,8 +586,9 @@ def _called_math_function(frame) -> str | None:
 def _function_name(func) -> str:
     module = getattr(func, "__module__", "numpy") or "numpy"
     name = func.__name__
-    if module.startswith("numpy.linalg"):
-        return f"linalg.{name}"
+    for sub in ("linalg", "fft"):  # numpy.linalg.solve -> linalg.solve
+        if module.startswith(f"numpy.{sub}"):
+            return f"{sub}.{name}"
     return name
 
 
