@@ -27,6 +27,9 @@ def shapes(m, v):
         np.diag(m, 1), np.diagflat(m[:2, :2]), np.trace(m), np.trace(m, -1),
         np.triu(m), np.tril(m, -1), np.triu(m, 2), np.kron(v[:2], m), np.cross(m[:, :3], m[:, 1:]),
         np.cross(v[:3], v[2:]), np.tensordot(m, m.T, axes=1), np.tensordot(m, m, axes=([0, 1], [0, 1])),
+        np.pad(m, (1, 2)), np.pad(m, ((0, 1), (2, 0)), constant_values=((0, 0), (7, 0))),
+        np.pad(m, 2, mode="edge"), np.pad(m, (1, 2), mode="reflect"), np.pad(v, (2, 1), mode="symmetric"),
+        np.pad(m, (2, 5), mode="wrap"),
     )
 
 
@@ -107,3 +110,7 @@ def test_errors_match_numpys():
         tg.jit(lambda x: np.argmax(x[:, :0], axis=1), backend="numpy")(x)
     with pytest.raises(ValueError, match="1- or 2-d"):
         tg.jit(lambda x: np.diag(x[None]), backend="numpy")(x)
+    with pytest.raises(tg.TracingError, match="wider than the axis"):
+        tg.jit(lambda x: np.pad(x, 5, mode="reflect"), backend="numpy")(x)
+    with pytest.raises(tg.TracingError, match="mode 'median'"):
+        tg.jit(lambda x: np.pad(x, 1, mode="median"), backend="numpy")(x)

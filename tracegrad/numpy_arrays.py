@@ -592,6 +592,73 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def _pad_widths(pad_width, ndim: int) -> list[tuple[int, int]]:
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (ndim, 2))
+    if (widths < 0).any():
+        raise ValueError(f"index can't contain negative values{_src()}")
+    return [(int(a), int(b)) for a, b in widths]
+
+
+def _pad(array, pad_width, mode="constant", **kwargs):
+    """np.pad with mode constant (a static constant_values), edge, reflect, symmetric or wrap:
+    each axis in turn gets slices of itself (or constants) concatenated on both sides."""
+    x = _v(array)
+    if mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
+        raise TracingError(
+            f"np.pad: mode {mode!r} is not supported on traced values{_src()}; use constant, edge, "
+            "reflect, symmetric or wrap"
+        )
+    extra = set(kwargs) - ({"constant_values"} if mode == "constant" else set())
+    if extra:
+        raise TracingError(f"np.pad: argument(s) {sorted(extra)} are not supported here{_src()}")
+    values = np.broadcast_to(np.asarray(kwargs.get("constant_values", 0)), (x.ndim, 2))
+    for axis, (before, after) in enumerate(_pad_widths(pad_width, x.ndim)):
+        n = x.shape[axis]
+        if before == after == 0:
+            continue
+        if n == 0 and mode != "constant":
+            raise ValueError(f"can't extend empty axis {axis} using modes other than 'constant'{_src()}")
+        sides = []
+        for side, width in ((0, before), (1, after)):
+            if width == 0:
+                sides.append(None)
+                continue
+            if mode == "constant":
+                sides.append(_zeros_along(x, axis, width, values[axis][side]))
+                continue
+            pieces, left = [], width
+            while left > 0:  # a pad wider than the axis repeats the rule outwards, as NumPy does
+                if mode == "edge":
+                    edge = _take(x, axis, 0, 1) if side == 0 else _take(x, axis, n - 1, n)
+                    shape = list(x.shape)
+                    shape[axis] = left
+                    pieces.append(P.broadcast_to(edge, tuple(shape)))
+                    break
+                if mode == "wrap":
+                    k = min(left, n)
+                    pieces.append(_take(x, axis, n - k, n) if side == 0 else _take(x, axis, 0, k))
+                    left -= k
+                    continue
+                shift = 1 if mode == "reflect" else 0
+                k = min(left, n - shift) if n - shift > 0 else left
+                if side == 0:
+                    piece = _take(x, axis, shift, shift + k)
+                else:
+                    piece = _take(x, axis, n - shift - k, n - shift)
+                pieces.append(_flip(piece, axis))
+                left -= k
+                if left > 0:
+                    raise TracingError(
+                        f"np.pad: a {mode} pad wider than the axis is not supported{_src()}"
+                    )
+            if side == 0:
+                pieces = pieces[::-1]
+            sides.append(P.concatenate(pieces, axis) if len(pieces) > 1 else pieces[0])
+        parts = [p for p in (sides[0], x, sides[1]) if p is not None]
+        x = P.concatenate(parts, axis)
+    return x
+
+
 FUNCTIONS = {
     "flip": _flip,
     "fliplr": _fliplr,
@@ -635,6 +702,7 @@ FUNCTIONS = {
     "linspace": _linspace,
     "select": _select,
     "gradient": _gradient,
+    "pad": _pad,
 }
 
 
