@@ -58,18 +58,25 @@ class custom_vjp:
         return self._traced(builder, args)
 
     def _positional(self, args: tuple, kwargs: dict) -> tuple:
-        """Keyword arguments bound to their positions (fwd and bwd see positional ones only)."""
+        """Keyword arguments bound to their positions (fwd and bwd see positional arguments
+        only); a default skipped on the way is filled in, trailing defaults are left out."""
         try:
-            bound = inspect.signature(self.fun).bind(*args, **kwargs)
+            signature = inspect.signature(self.fun)
+            bound = signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"{self.__name__}: {exc}") from None
+        given = set(bound.arguments)
         bound.apply_defaults()
         if bound.kwargs:
             raise TypeError(
                 f"{self.__name__}: keyword-only arguments ({', '.join(bound.kwargs)}) cannot be "
                 "passed to a custom_vjp function; make them positional"
             )
-        return bound.args
+        params = list(signature.parameters.values())
+        if any(p.kind is p.VAR_POSITIONAL for p in params):
+            return bound.args
+        last = max(i for i, p in enumerate(params[: len(bound.args)]) if p.name in given)
+        return bound.args[: last + 1]
 
     def _traced(self, builder: ir.Builder, args: tuple):
         self._in_rule += 1

@@ -224,7 +224,7 @@ def _layout(cls: type) -> _Layout:
     if construct:
         initvars = [
             f.name for f in cls.__dataclass_fields__.values()
-            if getattr(f, "_field_type", None) is dataclasses._FIELD_INITVAR  # noqa: SLF001
+            if getattr(f, "_field_type", None) is dataclasses._FIELD_INITVAR
             and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         ]
         if initvars:
