@@ -398,8 +398,10 @@ def test_keyword_arguments_in_every_transform(backend):
     np.testing.assert_allclose(
         tg.hessian(lambda x, p: np.sum(f(x, p=p)), backend=backend)(x, p=p), np.diag(-np.sin(x * p.w) * p.w**2)
     )
-    with pytest.raises(TypeError, match=r"keyword argument p\.b is a str"):
+    with pytest.raises(TypeError, match=r"keyword argument p\.b is a str.*functools\.partial"):
         tg.jit(f, backend=backend)(x, p=Params(1.0, "b"))
+    none = tg.jit(lambda x, mask=None: x if mask is None else x * mask, backend=backend)
+    np.testing.assert_array_equal(none(x, mask=None), x)  # None: an empty tree, as positionally
 
 
 def test_keyword_arguments_inside_nested_transforms(backend):
@@ -533,14 +535,26 @@ def test_a_method_reached_through_the_class_counts_self_as_argument_0(backend):
     np.testing.assert_allclose(g.w, x)
 
 
-def test_method_argnums_out_of_range_counts_after_self():
+def test_method_error_messages_count_after_self():
     class M:
         @tg.grad(argnums=1, backend="numpy")
         def loss(self, w):
             return np.sum(w)
 
+        @tg.grad(backend="numpy")
+        def loss_n(self, w, n):
+            return np.sum(w * n)
+
     with pytest.raises(ValueError, match=r"argnums 1 is out of range: .* 1 positional argument\(s\) after self"):
         M().loss(np.ones(2))
+    with pytest.raises(TypeError, match=r"argument 1 of .* is None.*static_argnums=\(1,\)"):
+        M().loss_n(np.ones(2), None)
+    with pytest.raises(TypeError, match=r"argument 1 is a str"):
+        M().loss_n(np.ones(2), "n")
+    Named = namedtuple("Named", "w name")  # a pytree self: every field is a traced child
+    Named.loss = tg.grad(lambda self, x: np.sum(self.w * x), backend="numpy")
+    with pytest.raises(TypeError, match=r"self\.name is a str"):
+        Named(np.ones(2), "n1").loss(np.ones(2))
 
 
 # ---- custom_vjp over trees

@@ -203,6 +203,7 @@ class Transformed:
         """(static values, positions of the traced arguments, their leaves, their tree). Keyword
         arguments are traced too: one dict (sorted by name) after the positional arguments."""
         static = tuple(args[i] for i in self.static_argnums)
+        shift = self._self_shift  # messages count a method's arguments after self
         for i, s in zip(self.static_argnums, static):
             if i == 0 and self._static_self:
                 continue  # keyed by identity (_static_key)
@@ -210,7 +211,7 @@ class Transformed:
                 hash(s)
             except TypeError:
                 raise TypeError(
-                    f"static argument {i} of {_name_of(self)} must be hashable, got "
+                    f"static argument {i - shift} of {_name_of(self)} must be hashable, got "
                     f"{type(s).__name__}; pass arrays as ordinary (traced) arguments"
                 ) from None
         dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
@@ -218,8 +219,8 @@ class Transformed:
         for i, a in zip(positions, dynamic):
             if a is None:
                 raise TypeError(
-                    f"argument {i} of {_name_of(self)} is None; tracegrad traces arrays and "
-                    f"numbers. Mark it static with static_argnums=({i},) or leave it out."
+                    f"argument {i - shift} of {_name_of(self)} is None; tracegrad traces arrays "
+                    f"and numbers. Mark it static with static_argnums=({i - shift},) or leave it out."
                 )
         if kwargs:
             dynamic += (dict(sorted(kwargs.items())),)
@@ -256,7 +257,7 @@ class Transformed:
         program = _programs.get(key)
         hidden = None if program is None else program.captured.read(self, static)
         if hidden is None:
-            names = _leaf_names(treedef, positions)
+            names = _leaf_names(treedef, positions, self._self_shift)
             why = None if program is None else program.captured.why(self, static)
             self._note_retrace(sig, names, why)
             scope = Scope.of(self, static)
@@ -309,13 +310,13 @@ class Transformed:
             elif type(leaf) is float:
                 arrays.append(np.asarray(leaf))
             else:
-                name = _leaf_names(treedef, positions)[len(arrays)]
+                name = _leaf_names(treedef, positions, self._self_shift)[len(arrays)]
                 arrays.append(_as_array(leaf, name, _name_of(self)))
         return arrays
 
     def _inline(self, args: tuple, kwargs: dict | None = None):
         static, positions, leaves, treedef = self._split(args, kwargs)
-        names = _leaf_names(treedef, positions)
+        names = _leaf_names(treedef, positions, self._self_shift)
         avals = []
         for leaf, name in zip(leaves, names):
             if isinstance(leaf, Tracer):
@@ -372,7 +373,7 @@ class Transformed:
         offsets = np.cumsum([0] + [t.num_leaves for t in arg_trees])
         argnums = _int_tuple(self.argnums, "argnums")
         wrt, trees = [], []
-        names = _leaf_names(treedef, positions)
+        names = _leaf_names(treedef, positions, self._self_shift)
         for i in argnums:
             k = positions.index(i)
             trees.append(arg_trees[k])
@@ -414,10 +415,13 @@ class Transformed:
         return value_tree, aux_tree, n_value
 
 
-def _leaf_names(treedef: TreeDef, positions: list[int]) -> list[str]:
+def _leaf_names(treedef: TreeDef, positions: list[int], shift: int = 0) -> list[str]:
+    """Names of the argument leaves for messages: "argument 1['w']", "keyword argument p.b"; a
+    method's arguments (shift 1) are counted after `self`, as its argnums are."""
     names = []
     for pos, child in zip(positions, treedef.children):
-        names += [f"argument {pos}{path}" for path in leaf_paths(child)]
+        arg = "self" if pos < shift else f"argument {pos - shift}"
+        names += [f"{arg}{path}" for path in leaf_paths(child)]
     if len(treedef.children) > len(positions):  # the keyword arguments' dict (Transformed._split)
         kwargs = treedef.children[-1]
         for key, child in zip(kwargs.keys, kwargs.children, strict=True):
@@ -477,6 +481,12 @@ def _as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
         return leaf  # stays on the device: the cuda backend takes it without a copy
     elif hasattr(leaf, "__array_interface__") or hasattr(leaf, "__array__"):
         arr = np.asarray(leaf)
+    elif name.startswith("keyword"):
+        raise TypeError(
+            f"{fname}: {name} is a {type(leaf).__name__}; keyword arguments are traced like "
+            "positional ones (arrays and numbers, in containers). Bind other values with "
+            "functools.partial, or pass them positionally and mark them static_argnums."
+        )
     else:
         raise TypeError(
             f"{fname}: {name} is a {type(leaf).__name__}; tracegrad traces arrays and numbers "
@@ -621,7 +631,7 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
     def make(*args, **kwargs) -> Graph:
         transformed._check_call(args)
         static, positions, leaves, treedef = transformed._split(args, kwargs)
-        names = _leaf_names(treedef, positions)
+        names = _leaf_names(treedef, positions, transformed._self_shift)
         arrays = [_as_array(leaf, n, _name_of(transformed)) for leaf, n in zip(leaves, names)]
         graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
         return passes.optimize(graph, lower=False) if optimize else graph
