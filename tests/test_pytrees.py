@@ -486,6 +486,26 @@ def test_a_static_self_is_never_stale(backend):
         np.testing.assert_allclose(m.loss(w), [10.0, 10.0])
 
 
+def test_a_bound_method_inside_other_transforms(backend):
+    class Net:
+        def __init__(self, c):
+            self.c = c
+
+        @tg.jit(backend=backend)
+        def energy(self, x):
+            return np.sum(np.sin(x)) * self.c
+
+    m = Net(2.0)
+    x = np.array([0.1, 0.2])
+    g = tg.grad(m.energy, backend=backend)  # a bound method as the function of a transform
+    np.testing.assert_allclose(g(x), 2.0 * np.cos(x))
+    m.c = 3.0
+    np.testing.assert_allclose(g(x), 3.0 * np.cos(x))
+    h = tg.grad(lambda x: m.energy(x) ** 2, backend=backend)  # called inside a trace
+    np.testing.assert_allclose(h(x), 2 * m.energy(x) * 3.0 * np.cos(x))
+    assert m.energy.trace_count >= 1
+
+
 @pytest.mark.parametrize("kind", ["registered", "dataclass", "namedtuple"])
 def test_a_pytree_self_is_traced_not_differentiated(backend, kind):
     if kind == "registered":

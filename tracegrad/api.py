@@ -140,7 +140,7 @@ class Transformed:
     def __get__(self, obj, objtype=None):  # decorating methods
         if obj is None:
             return self
-        return functools.partial(self._method(is_user_node_type(type(obj))), obj)
+        return _Bound(self._method(is_user_node_type(type(obj))), obj)
 
     def _method(self, pytree_self: bool) -> Transformed:
         """This transform for a method called through an instance, `obj.method(*args)`: `self`
@@ -278,9 +278,17 @@ class Transformed:
 
     def _remember_fast_call(self, args: tuple, program: Program) -> None:
         """A path for the next calls with the same cheap signature (positional floats and
-        arrays): no flattening, no signature, no program lookup."""
-        cheap = _cheap_signature(args)
-        if cheap is None or self.static_argnums:
+        arrays): no flattening, no signature, no program lookup. A method with a static `self`
+        and no other static argument gets one per instance (keyed by identity, as its program:
+        the guards read `self` again on every call)."""
+        if self._static_self and self.static_argnums == (0,):
+            cheap = _cheap_signature(args[1:])
+            cheap = None if cheap is None else (id(args[0]), cheap)
+        elif self.static_argnums:
+            return
+        else:
+            cheap = _cheap_signature(args)
+        if cheap is None:
             return
         if len(self._fast_calls) >= 64:
             self._fast_calls.clear()
@@ -413,6 +421,34 @@ class Transformed:
             if not P.is_float(out.dtype):
                 raise TypeError(f"{name}: the output has dtype {out.dtype}; only float outputs have derivatives")
         return value_tree, aux_tree, n_value
+
+
+class _Bound:
+    """A transform reached through an instance (`obj.loss`): calls `method(obj, *args)`, with
+    the cached-call path of a static `self` (see Transformed._remember_fast_call)."""
+
+    __slots__ = ("method", "obj")
+    _capture_children = ("method", "obj")  # what the capture walk follows (see capture.py)
+
+    def __init__(self, method: Transformed, obj: Any):
+        self.method, self.obj = method, obj
+
+    def __call__(self, *args, **kwargs):
+        method, obj = self.method, self.obj
+        if not kwargs and method._static_self:
+            fast = method._fast_calls.get((id(obj), _cheap_signature(args)))
+            if fast is not None:
+                out = fast(method, args, (obj,))
+                if out is not _MISS:
+                    return out
+        return method(obj, *args, **kwargs)
+
+    @property
+    def trace_count(self) -> int:
+        return self.method.trace_count
+
+    def __repr__(self) -> str:
+        return f"<tracegrad {_name_of(self.method)} bound to {type(self.obj).__name__}>"
 
 
 def _leaf_names(treedef: TreeDef, positions: list[int], shift: int = 0) -> list[str]:
