@@ -48,7 +48,9 @@ tg.register_pytree_node(Affine, lambda a: ((a.w, a.b), a.name), lambda name, c: 
 
 def _close(a, b, dtype=np.float64):
     tol = 1e-4 if dtype == np.float32 else 1e-9
-    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol, atol=tol
+    )
 
 
 def _same_trees(a, b, dtype=np.float64):
@@ -133,10 +135,14 @@ def test_tree_map_over_several_trees_and_prefixes():
     assert out.b == 5.0
     # a leaf of the first tree may face a subtree of the others: it comes whole
     assert tg.tree_map(lambda x, y: (x, y), {"k": 1}, {"k": (2, 3)}) == {"k": (1, (2, 3))}
-    keep = tg.tree_map(lambda x: len(x), {"a": [1, 2], "b": [3]}, is_leaf=lambda x: isinstance(x, list))
+    keep = tg.tree_map(
+        lambda x: len(x), {"a": [1, 2], "b": [3]}, is_leaf=lambda x: isinstance(x, list)
+    )
     assert keep == {"a": 2, "b": 1}
     assert tg.tree_map(lambda x, y: y, a, Params(1.0, [2.0])).b == [2.0]
-    with pytest.raises(ValueError, match=r"tree 1 does not match .* at \['a'\]\.b: expected \[\*\], got \*"):
+    with pytest.raises(
+        ValueError, match=r"tree 1 does not match .* at \['a'\]\.b: expected \[\*\], got \*"
+    ):
         tg.tree_map(lambda x, y: x, {"a": Params(1.0, [2.0])}, {"a": a})
     with pytest.raises(ValueError, match="expected Params"):
         tg.tree_map(lambda x, y: x, a, Other(1.0, 2.0))
@@ -180,7 +186,11 @@ def test_gradient_comes_back_as_the_argument_class(backend, dtype, make):
 
 
 def test_value_and_grad_with_several_argnums_of_classes(backend):
-    p, layer, x = Params(np.ones(2), 0.5), Layer(np.full(2, 0.3), np.zeros(2)), np.array([1.0, -2.0])
+    p, layer, x = (
+        Params(np.ones(2), 0.5),
+        Layer(np.full(2, 0.3), np.zeros(2)),
+        np.array([1.0, -2.0]),
+    )
 
     def loss(p, layer, x):
         return np.sum(np.sin(p.w * x + p.b) * layer.w + layer.b)
@@ -251,7 +261,9 @@ def test_static_dataclass_fields_are_part_of_the_key(backend):
         w: np.ndarray
         kind: str = field(default="tanh", metadata={"static": True})
 
-    f = tg.grad(lambda a: np.sum(np.tanh(a.w) if a.kind == "tanh" else np.sin(a.w)), backend=backend)
+    f = tg.grad(
+        lambda a: np.sum(np.tanh(a.w) if a.kind == "tanh" else np.sin(a.w)), backend=backend
+    )
     w = np.array([0.3, -0.2])
     g = f(Act(w))
     assert type(g) is Act and g.kind == "tanh"
@@ -374,7 +386,9 @@ def test_keyword_arguments_are_traced_not_differentiated(backend):
     g = tg.grad(loss, backend=backend)
     w, x = np.array([1.0, 2.0]), np.array([0.5, -1.0])
     for scale, shift in ((2.0, 0.0), (3.0, 1.0), (np.float64(0.5), -1.0)):
-        np.testing.assert_allclose(g(w, x, scale=scale, shift=shift), 2 * (w * x * scale + shift) * x * scale)
+        np.testing.assert_allclose(
+            g(w, x, scale=scale, shift=shift), 2 * (w * x * scale + shift) * x * scale
+        )
     assert g.trace_count == 1  # traced: new values, the same program
     g(w, x, shift=1.0, scale=2.0)  # keyword order does not matter
     assert g.trace_count == 1
@@ -394,9 +408,12 @@ def test_keyword_arguments_in_every_transform(backend):
     value, g = tg.value_and_grad(lambda x, p: np.sum(f(x, p=p)), backend=backend)(x, p=p)
     np.testing.assert_allclose(value, np.sum(f(x, p=p)))
     np.testing.assert_allclose(g, np.cos(x * p.w) * p.w)
-    np.testing.assert_allclose(tg.jacobian(f, backend=backend)(x, p=p), np.diag(np.cos(x * p.w) * p.w))
     np.testing.assert_allclose(
-        tg.hessian(lambda x, p: np.sum(f(x, p=p)), backend=backend)(x, p=p), np.diag(-np.sin(x * p.w) * p.w**2)
+        tg.jacobian(f, backend=backend)(x, p=p), np.diag(np.cos(x * p.w) * p.w)
+    )
+    np.testing.assert_allclose(
+        tg.hessian(lambda x, p: np.sum(f(x, p=p)), backend=backend)(x, p=p),
+        np.diag(-np.sin(x * p.w) * p.w**2),
     )
     with pytest.raises(TypeError, match=r"keyword argument p\.b is a str.*functools\.partial"):
         tg.jit(f, backend=backend)(x, p=Params(1.0, "b"))
@@ -565,7 +582,9 @@ def test_method_error_messages_count_after_self():
         def loss_n(self, w, n):
             return np.sum(w * n)
 
-    with pytest.raises(ValueError, match=r"argnums 1 is out of range: .* 1 positional argument\(s\) after self"):
+    with pytest.raises(
+        ValueError, match=r"argnums 1 is out of range: .* 1 positional argument\(s\) after self"
+    ):
         M().loss(np.ones(2))
     with pytest.raises(TypeError, match=r"argument 1 of .* is None.*static_argnums=\(1,\)"):
         M().loss_n(np.ones(2), None)
@@ -639,6 +658,7 @@ def test_custom_vjp_the_rule_is_used_for_several_outputs(backend):
         return x, 2 * x
 
     pair.defvjp(lambda x: (pair(x), None), lambda _, ct: (np.clip(ct[0] + ct[1], -1.0, 1.0),))
+
     def loss(x):
         a, b = pair(x)
         return np.sum(a * 0.75 + b)
@@ -677,7 +697,9 @@ def test_custom_vjp_cotangent_structure_errors():
         return np.sum(p.w * p.b)
 
     f.defvjp(lambda p: (f(p), p), lambda p, ct: ((ct * p.b, ct * p.w),))
-    with pytest.raises(TypeError, match=r"cotangent that bwd returned for argument 0 .* \(\*, \*\).* Params"):
+    with pytest.raises(
+        TypeError, match=r"cotangent that bwd returned for argument 0 .* \(\*, \*\).* Params"
+    ):
         tg.grad(f, backend="numpy")(Params(np.ones(2), np.ones(2)))
 
     f.defvjp(lambda p: (f(p), p), lambda p, ct: (Params(ct * p.b, (ct, ct)),))

@@ -157,7 +157,8 @@ class Transformed:
                 variant.argnums = self.argnums + 1
             else:
                 variant.argnums = tuple(a + 1 for a in self.argnums)
-            variant.static_argnums = (*(() if pytree_self else (0,)), *(s + 1 for s in self.static_argnums))
+            shifted = tuple(s + 1 for s in self.static_argnums)
+            variant.static_argnums = shifted if pytree_self else (0, *shifted)
             variant._self_shift, variant._static_self = 1, not pytree_self
             if isinstance(self.fun, Transformed):
                 variant.fun = self.fun._method(pytree_self)
@@ -220,7 +221,8 @@ class Transformed:
             if a is None:
                 raise TypeError(
                     f"argument {i - shift} of {_name_of(self)} is None; tracegrad traces arrays "
-                    f"and numbers. Mark it static with static_argnums=({i - shift},) or leave it out."
+                    f"and numbers. Mark it static with static_argnums=({i - shift},) or leave it "
+                    "out."
                 )
         if kwargs:
             dynamic += (dict(sorted(kwargs.items())),)
@@ -252,7 +254,8 @@ class Transformed:
                 f"{_name_of(self)} got a GPU (device) array but runs on the {backend.name!r} "
                 "backend; pass backend='cuda', or copy the array to the host first"
             )
-        sig = Signature(treedef, tuple((s, d.str) for s, d in avals), _static_key(static, self._static_self))
+        static_key = _static_key(static, self._static_self)
+        sig = Signature(treedef, tuple((s, d.str) for s, d in avals), static_key)
         key = (self.spec, backend.name, variant(backend), sig)
         program = _programs.get(key)
         hidden = None if program is None else program.captured.read(self, static)

@@ -110,11 +110,17 @@ class custom_vjp:
 
         def backward(*flat):
             cts = iter(flat[n_res:])
-            ct_leaves = [next(cts) if i in diff else np.zeros(v.shape, v.dtype) for i, v in enumerate(y_vars)]
+            ct_leaves = [
+                next(cts) if i in diff else np.zeros(v.shape, v.dtype) for i, v in enumerate(y_vars)
+            ]
             return self.bwd(unflatten(res_tree, list(flat[:n_res])), unflatten(y_tree, ct_leaves))
 
-        bwd_avals = [(v.shape, v.dtype) for v in res_vars] + [(y_vars[i].shape, y_vars[i].dtype) for i in diff]
-        bgraph, ct_tree, bcaptures = trace(backward, bwd_avals, flatten(tuple(range(len(bwd_avals))))[1])
+        bwd_avals = [(v.shape, v.dtype) for v in res_vars] + [
+            (y_vars[i].shape, y_vars[i].dtype) for i in diff
+        ]
+        bgraph, ct_tree, bcaptures = trace(
+            backward, bwd_avals, flatten(tuple(range(len(bwd_avals))))[1]
+        )
         if bcaptures:
             raise TracingError(
                 f"{name}: bwd uses traced values from outside its arguments; pass what it needs "
@@ -126,7 +132,9 @@ class custom_vjp:
                 carried = y_vars[diff[0]]
             else:
                 carried, bgraph = _pack([y_vars[i] for i in diff], bgraph, n_res)
-            out = P.emit(P.custom_grad_p, *arg_vars, *res_vars, carried, bwd=bgraph, n_args=len(arg_vars))
+            out = P.emit(
+                P.custom_grad_p, *arg_vars, *res_vars, carried, bwd=bgraph, n_args=len(arg_vars)
+            )
             results = list(ys)
             if len(diff) == 1:
                 results[diff[0]] = Tracer(out, builder)
@@ -135,7 +143,9 @@ class custom_vjp:
                     results[i] = Tracer(v, builder)
         return unflatten(y_tree, results)
 
-    def _check_cotangents(self, bgraph: ir.Graph, ct_tree: TreeDef, args_tree: TreeDef, arg_vars) -> ir.Graph:
+    def _check_cotangents(
+        self, bgraph: ir.Graph, ct_tree: TreeDef, args_tree: TreeDef, arg_vars
+    ) -> ir.Graph:
         """bwd returns one cotangent per positional argument, each a tree of its argument's
         structure (None for zeros, for a whole argument or any part of one): check and fill."""
         name = self.__name__
@@ -147,7 +157,9 @@ class custom_vjp:
             )
         slots: list[int | None] = []  # per argument leaf: which output of bwd is its cotangent
         outputs = iter(range(len(bgraph.outputs)))
-        for i, (arg_tree, ct_child) in enumerate(zip(args_tree.children, ct_tree.children, strict=True)):
+        for i, (arg_tree, ct_child) in enumerate(
+            zip(args_tree.children, ct_tree.children, strict=True)
+        ):
             _match_cotangent(arg_tree, ct_child, outputs, slots, f"argument {i}", name)
         builder = ir.Builder()
         builder.inputs = list(bgraph.inputs)
@@ -168,7 +180,9 @@ class custom_vjp:
         return ir.Graph(bgraph.inputs, tuple(builder.nodes), tuple(result))
 
 
-def _match_cotangent(arg_tree: TreeDef, ct_tree: TreeDef, outputs, slots: list, path: str, name: str) -> None:
+def _match_cotangent(
+    arg_tree: TreeDef, ct_tree: TreeDef, outputs, slots: list, path: str, name: str
+) -> None:
     """Walk an argument's tree and its cotangent's together; None in the cotangent stands for
     zeros of the whole subtree."""
     if ct_tree.kind == "none" and arg_tree.kind != "none":
@@ -176,7 +190,9 @@ def _match_cotangent(arg_tree: TreeDef, ct_tree: TreeDef, outputs, slots: list, 
         return
     if arg_tree.kind == "leaf":
         if ct_tree.kind != "leaf":
-            raise TypeError(f"{name}: bwd returned {ct_tree} as the cotangent of {path}, which is one array")
+            raise TypeError(
+                f"{name}: bwd returned {ct_tree} as the cotangent of {path}, which is one array"
+            )
         slots.append(next(outputs))
         return
     same = (

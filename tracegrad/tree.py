@@ -58,7 +58,9 @@ class TreeDef:
     def __eq__(self, other: object) -> bool:
         if self is other:
             return True
-        return isinstance(other, TreeDef) and hash(self) == hash(other) and self._key() == other._key()
+        return (
+            isinstance(other, TreeDef) and hash(self) == hash(other) and self._key() == other._key()
+        )
 
     def __getstate__(self) -> dict:  # pickled without the cached hash (hashes differ per process)
         return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_cached_key")}
@@ -77,9 +79,18 @@ class TreeDef:
         if self.kind == "none":
             return "None"
         if self.kind == "dict":
-            return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children, strict=True)) + "}"
+            return (
+                "{"
+                + ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children, strict=True))
+                + "}"
+            )
         if self.kind == "tuple":
-            return "(" + ", ".join(map(str, self.children)) + ("," if len(self.children) == 1 else "") + ")"
+            return (
+                "("
+                + ", ".join(map(str, self.children))
+                + ("," if len(self.children) == 1 else "")
+                + ")"
+            )
         if self.kind == "list":
             return "[" + ", ".join(map(str, self.children)) + "]"
         name = getattr(self.node_type, "__qualname__", "?")
@@ -223,9 +234,11 @@ def _layout(cls: type) -> _Layout:
     fields = dataclasses.fields(cls)
     if construct:
         initvars = [
-            f.name for f in cls.__dataclass_fields__.values()
+            f.name
+            for f in cls.__dataclass_fields__.values()
             if getattr(f, "_field_type", None) is dataclasses._FIELD_INITVAR
-            and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
         ]
         if initvars:
             raise TypeError(
@@ -334,7 +347,8 @@ def unflatten(treedef: TreeDef, leaves: list[Any]) -> Any:
         out = _unflatten(treedef, it)
     except StopIteration:
         raise ValueError(
-            f"unflatten: {treedef} has {treedef.num_leaves} leaves, but only {len(leaves)} were given"
+            f"unflatten: {treedef} has {treedef.num_leaves} leaves, but only {len(leaves)} "
+            "were given"
         ) from None
     rest = list(it)
     if rest:
@@ -394,8 +408,15 @@ def _up_to(treedef: TreeDef, tree: Any, out: list, path: str, what: str) -> None
 
 
 def _one_level(treedef: TreeDef) -> str:
-    return str(TreeDef(treedef.kind, tuple(LEAF for _ in treedef.children), treedef.keys,
-                       treedef.node_type, treedef.aux))
+    return str(
+        TreeDef(
+            treedef.kind,
+            tuple(LEAF for _ in treedef.children),
+            treedef.keys,
+            treedef.node_type,
+            treedef.aux,
+        )
+    )
 
 
 def _children(tree: Any) -> list[Any]:
@@ -405,7 +426,9 @@ def _children(tree: Any) -> list[Any]:
     return children
 
 
-def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+def tree_map(
+    f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None
+) -> Any:
     """`f` applied to each leaf of `tree` (and the matching parts of the trees in `rest`, which
     have `tree`'s structure, or extend it), in a tree of the same structure."""
     leaves, treedef = flatten(tree, is_leaf)
@@ -422,7 +445,9 @@ def replace_leaves(treedef: TreeDef, make: Callable[[], TreeDef]) -> TreeDef:
     """The tree `treedef` with each leaf replaced by the subtree `make()` (a tree of trees)."""
     if treedef.kind == "leaf":
         return make()
-    return dataclasses.replace(treedef, children=tuple(replace_leaves(c, make) for c in treedef.children))
+    return dataclasses.replace(
+        treedef, children=tuple(replace_leaves(c, make) for c in treedef.children)
+    )
 
 
 def tuple_of(*children: TreeDef) -> TreeDef:

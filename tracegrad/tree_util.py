@@ -54,7 +54,9 @@ def tree_structure(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> T
     return _tree.flatten(tree, is_leaf)[1]
 
 
-def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+def tree_map(
+    f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None
+) -> Any:
     """`f(leaf, *matching leaves of rest)` for each leaf of `tree`, in `tree`'s structure. The
     trees in `rest` have `tree`'s structure (or extend it: a leaf of `tree` may face a subtree,
     which `f` then receives whole)."""
