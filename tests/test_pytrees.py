@@ -705,3 +705,19 @@ def test_custom_vjp_cotangent_structure_errors():
     f.defvjp(lambda p: (f(p), p), lambda p, ct: (Params(ct * p.b, (ct, ct)),))
     with pytest.raises(TypeError, match=r"\(\*, \*\) as the cotangent of argument 0\.b"):
         tg.grad(f, backend="numpy")(Params(np.ones(2), np.ones(2)))
+
+
+def test_broadcast_prefix_gives_one_entry_per_leaf():
+    from tracegrad.tree import broadcast_prefix
+
+    args = (Params(np.ones(2), 1.0), {"a": 1.0, "b": (2.0, 3.0)}, None)
+    treedef = tg.tree_structure(args)
+    none_is_entry = lambda a: a is None
+    assert broadcast_prefix(0, treedef) == [0] * 5
+    assert broadcast_prefix((None, 1, 0), treedef, none_is_entry) == [None, None, 1, 1, 1]
+    got = broadcast_prefix((Params(0, None), {"b": (1, 2), "a": None}, 3), treedef, none_is_entry)
+    assert got == [0, None, None, 1, 2]
+    with pytest.raises(ValueError, match=r"in_axes does not match .* at \[0\]: expected Params"):
+        broadcast_prefix((Other(0, 0), 0, 0), treedef, none_is_entry, "in_axes")
+    with pytest.raises(ValueError, match=r"at the top: expected \(\*, \*, \*\) .* got \(\*, \*\)"):
+        broadcast_prefix((0, 0), treedef, none_is_entry, "in_axes")

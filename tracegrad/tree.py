@@ -426,6 +426,45 @@ def _children(tree: Any) -> list[Any]:
     return children
 
 
+def broadcast_prefix(
+    prefix: Any,
+    treedef: TreeDef,
+    is_leaf: Callable[[Any], bool] | None = None,
+    what: str = "prefix",
+) -> list[Any]:
+    """One entry per leaf of `treedef`, from `prefix`: a tree with `treedef`'s containers down
+    to some depth, each of whose leaves stands for the whole subtree at its place (JAX's tree
+    prefixes: vmap's in_axes, where `is_leaf=lambda a: a is None` makes None an entry). Dicts
+    match by keys, in any order."""
+    out: list[Any] = []
+    _broadcast(prefix, treedef, out, "", what, is_leaf)
+    return out
+
+
+def _broadcast(prefix: Any, treedef: TreeDef, out: list, path: str, what: str, is_leaf) -> None:
+    level = _flatten(prefix, [], lambda x: x is not prefix or (is_leaf is not None and is_leaf(x)))
+    if level.kind == "leaf":
+        out.extend([prefix] * treedef.num_leaves)
+        return
+    children = _children(prefix)
+    if level.kind == "dict" and treedef.kind == "dict" and set(level.keys) == set(treedef.keys):
+        children = [prefix[k] for k in treedef.keys]
+        level = dataclasses.replace(level, keys=treedef.keys)
+    same = (
+        level.kind == treedef.kind
+        and level.node_type is treedef.node_type
+        and len(level.children) == len(treedef.children)
+        and _typed(level.keys) == _typed(treedef.keys)
+    )
+    if not same:
+        raise ValueError(
+            f"{what} does not match the structure {treedef} at {path or 'the top'}: expected "
+            f"{_one_level(treedef)} or one entry for all of it, got {_one_level(level)}"
+        )
+    for i, (child_def, child) in enumerate(zip(treedef.children, children, strict=True)):
+        _broadcast(child, child_def, out, path + path_step(treedef, i), what, is_leaf)
+
+
 def tree_map(
     f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None
 ) -> Any:
