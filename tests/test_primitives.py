@@ -57,7 +57,7 @@ EXAMPLES = {
 EPS = {"convert": 1e-2}
 NOT_DIFFERENTIABLE = {n for n, p in P.PRIMITIVES.items() if not p.differentiable}
 # custom_grad only arises from tg.custom_vjp; tests/test_api.py exercises it end to end.
-TESTED_ELSEWHERE = {"custom_grad", "stop_gradient", "tap", "hook"}  # test_api, test_taps
+TESTED_ELSEWHERE = {"custom_grad", "stop_gradient", "tap", "hook", "custom_jvp", "remat"}  # test_api, test_taps, test_transforms
 
 
 def _plain_elementwise() -> list[str]:

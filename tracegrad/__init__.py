@@ -27,10 +27,13 @@ from .api import (
     tap,
     value_and_grad,
 )
+from .api_transforms import hvp, jacfwd, jacrev, jvp, linearize, vjp, vmap
 from .backends import available_backends, default_backend_name
 from .checking import check_grad
 from .custom import custom_vjp
 from .debugging import debug_print
+from .transforms.custom_jvp import custom_jvp
+from .transforms.remat import checkpoint
 from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
 from .tree_util import (
@@ -54,15 +57,22 @@ __all__ = [
     "available_backends",
     "cache_info",
     "check_grad",
+    "checkpoint",
     "clear_cache",
     "clear_programs",
+    "custom_jvp",
     "custom_vjp",
     "debug_print",
     "default_backend_name",
     "grad",
     "hessian",
+    "hvp",
+    "jacfwd",
     "jacobian",
+    "jacrev",
     "jit",
+    "jvp",
+    "linearize",
     "make_ir",
     "make_kernels",
     "register_pytree_node",
@@ -75,4 +85,6 @@ __all__ = [
     "tree_unflatten",
     "tree_util",
     "value_and_grad",
+    "vjp",
+    "vmap",
 ]

@@ -41,6 +41,7 @@ from .program import (
     variant,
 )
 from .trace import CallArgs, Tracer, inline_graph, trace
+from .transforms import forward
 from .tree import (
     LEAF,
     TreeDef,
@@ -369,7 +370,9 @@ class Transformed:
                 tree = tuple_of(tree, TreeDef("dict", tuple(LEAF for _ in names), tuple(names)))
             return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
         # jacobian: one jacobian per (value leaf, wrt leaf); aux outputs are not differentiated
-        graph = autodiff.jacobian(fgraph, wrt, n_value)
+        # (jacfwd: by forward mode, one batched tangent per input element)
+        derive = forward.jacfwd if self.kind == "jacfwd" else autodiff.jacobian
+        graph = derive(fgraph, wrt, n_value)
         n_out = len(fgraph.outputs)
         jacs = list(graph.outputs[n_out:])
         outputs = jacs + list(graph.outputs[n_value:n_out])
@@ -550,7 +553,7 @@ def _int_tuple(value, name: str) -> tuple[int, ...]:
 
 def _check_argnums(argnums, kind: str) -> None:
     nums = _int_tuple(argnums, "argnums")
-    if kind != "jit" and not nums:
+    if kind in ("grad", "value_and_grad", "jacobian", "jacfwd") and not nums:
         raise ValueError("argnums must name at least one argument")
     if any(n < 0 for n in nums):
         raise ValueError(f"argnums must be non-negative, got {argnums!r}")

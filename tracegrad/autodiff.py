@@ -17,6 +17,7 @@ import numpy as np
 from . import ir
 from . import primitives as P
 from .ir import Builder, Graph, Var
+from .primitives import batch_inline  # noqa: F401  (re-exported: batching lives beside its rules)
 
 
 def tap_nodes(graph: Graph) -> list[ir.Node]:
@@ -37,7 +38,12 @@ def active_values(graph: Graph, wrt: Sequence[int], taps: bool = False) -> set[V
 
 
 def backward(
-    graph: Graph, env: dict[Var, Var], wrt: Sequence[int], seeds: dict[int, Var], taps: bool = False
+    graph: Graph,
+    env: dict[Var, Var],
+    wrt: Sequence[int],
+    seeds: dict[int, Var],
+    taps: bool = False,
+    label: str | None = "grad",
 ) -> tuple[list[Var], list[Var]]:
     """Emit, into the current builder, the cotangents of `graph.inputs[wrt]`.
 
@@ -71,7 +77,10 @@ def backward(
         if node.prim.adjoint is None:
             raise NotImplementedError(f"no adjoint rule for {node.prim.name}")
         inputs = [env[v] for v in node.inputs]
-        with ir.source_location(f"grad {node.source}" if node.source else "grad"):
+        # the nodes a rule emits carry the source line of the node they differentiate, marked
+        # with `label` (None: unmarked, for a transpose that undoes a marked transform)
+        source = node.source if label is None else (f"{label} {node.source}" if node.source else label)
+        with ir.source_location(source):
             input_cts = node.prim.adjoint(ct, env[node.out], *inputs, **node.params)
         for v, v_ct in zip(node.inputs, input_cts, strict=True):
             if v_ct is not None and v in active:
@@ -98,7 +107,12 @@ def copy_primal(builder: Builder, graph: Graph) -> dict[Var, Var]:
 
 
 def adjoint(
-    graph: Graph, wrt: Sequence[int], of: Sequence[int], seed_ones: bool, taps: bool = False
+    graph: Graph,
+    wrt: Sequence[int],
+    of: Sequence[int],
+    seed_ones: bool,
+    taps: bool = False,
+    label: str | None = "grad",
 ) -> Graph:
     """A graph computing `graph`'s outputs, then the cotangents of the inputs at `wrt`, then (with
     `taps`) the cotangent at each tap node of `graph`, in graph order.
@@ -116,29 +130,8 @@ def adjoint(
             seeds[index] = (
                 P.const(1, out.shape, out.dtype) if seed_ones else builder.new_input(out.shape, out.dtype)
             )
-        grads, tap_cts = backward(graph, env, wrt, seeds, taps)
+        grads, tap_cts = backward(graph, env, wrt, seeds, taps, label)
     return builder.graph([env[v] for v in graph.outputs] + grads + tap_cts)
-
-
-def batch_inline(graph: Graph, args: Sequence[Var], batched: Sequence[bool], size: int):
-    """Emit `graph` into the current builder with a leading batch axis of `size` on some inputs.
-
-    Returns the output values and, for each, whether it carries the batch axis.
-    """
-    builder = ir.current_builder()
-    env: dict[Var, tuple[Var, bool]] = {
-        v: (a, b) for v, a, b in zip(graph.inputs, args, batched, strict=True)
-    }
-    for node in graph.nodes:
-        inputs = [env[v] for v in node.inputs]
-        flags = tuple(b for _, b in inputs)
-        values = tuple(v for v, _ in inputs)
-        with ir.source_location(node.source):
-            if any(flags):
-                env[node.out] = (node.prim.batch(size, values, flags, **node.params), True)
-            else:
-                env[node.out] = (builder.add(node.prim, values, node.params, node.source), False)
-    return [env[v] for v in graph.outputs]
 
 
 def jacobian(graph: Graph, wrt: Sequence[int], n_diff: int | None = None) -> Graph:

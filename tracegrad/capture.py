@@ -61,6 +61,48 @@ def _is_library_module(name: str | None) -> bool:
     return file is None or os.path.abspath(file).startswith(_STDLIB)
 
 
+_GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
+_GLOBAL_RANDOM = np.random.mtrand._rand
+
+
+def _generator_state(generator: Any) -> bytes:
+    """A comparable snapshot of a generator's state (it changes with every number drawn)."""
+    bits = generator if isinstance(generator, np.random.BitGenerator) else None
+    if bits is None:
+        bits = getattr(generator, "bit_generator", None) or generator._bit_generator
+    return _state_bytes(bits.state)
+
+
+def _state_bytes(state: Any) -> bytes:
+    if isinstance(state, dict):
+        return b"{" + b",".join(repr(k).encode() + b":" + _state_bytes(v) for k, v in state.items()) + b"}"
+    if isinstance(state, np.ndarray):
+        return state.tobytes()
+    return repr(state).encode()
+
+
+def snapshot_random_sources(scope: Any) -> list[tuple[str, Any, bytes]]:
+    if scope is None:
+        return []
+    return [(what, g, _generator_state(g)) for what, g in scope.random_sources()]
+
+
+def check_random_sources(snapshot: list[tuple[str, Any, bytes]], function: str, fix_line: str) -> None:
+    """Refuse a trace that drew random numbers from a generator that outlives the call: the
+    compiled program would return those same numbers on every call."""
+    from .errors import TracingError
+
+    for what, generator, before in snapshot:
+        if _generator_state(generator) != before:
+            raise TracingError(
+                f"{function} drew random numbers from {what} while it was traced{fix_line}; the "
+                "compiled program would return the same numbers on every call. Draw them outside "
+                "the function and pass them in as an argument, or pass a seed as a static "
+                "argument (static_argnums) and create the generator inside the function "
+                "(np.random.default_rng(seed)), so that each seed gives its own numbers."
+            )
+
+
 def refuse_array_subclass(value: Any, what: str) -> None:
     """Masked arrays and other ndarray subclasses that change NumPy's semantics are refused:
     reading them as plain arrays would silently drop what makes them different."""
@@ -174,6 +216,10 @@ class Scope:
     owners: dict[int, list[_Reachable]] = field(default_factory=dict)  # id(memory owner) -> arrays
     hidden: list[tuple[_Reachable | None, np.ndarray]] = field(default_factory=list)
     _hidden_ids: dict[int, int] = field(default_factory=dict)
+    # random-number generators the function can reach (see `random_sources`), and the names
+    # its code uses
+    generators: list[tuple[str, Any]] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
 
     @staticmethod
     def of(fun: Any, static: tuple) -> Scope:
@@ -185,7 +231,18 @@ class Scope:
             _Walker(scope, names).walk_roots(fun, static)
             if len(names) == known:
                 break
+        scope.names = names
         return scope
+
+    def random_sources(self) -> list[tuple[str, Any]]:
+        """(description, generator) for each random-number generator whose numbers the traced
+        function could draw: the generators it reaches by name, and NumPy's global one when its
+        code names `random` (np.random.normal...). A draw while tracing would be baked into the
+        program as a constant: `check_random_sources` refuses it."""
+        sources = list(self.generators)
+        if "random" in self.names or any(_GLOBAL_RANDOM is g for _, g in sources):
+            sources.append(("NumPy's global random generator (np.random.*)", _GLOBAL_RANDOM))
+        return sources
 
     # ---- used while tracing
     def hidden_input(self, value: np.ndarray) -> int | None:
@@ -278,7 +335,13 @@ class _Walker:
             self.guard(path, "identity", _ref(value))
             return
         self.seen.add(id(value))
-        if isinstance(value, np.ndarray):
+        owner = getattr(value, "__self__", None)  # a generator's method: from numpy.random import normal
+        if isinstance(owner, _GENERATORS) and not isinstance(value, _GENERATORS):
+            value, path = owner, path.hop("attr", "__self__")
+        if isinstance(value, _GENERATORS):
+            self.scope.generators.append((f"the generator {path.description}", value))
+            self.guard(path, "identity", _ref(value))
+        elif isinstance(value, np.ndarray):
             self._array(value, path)
         elif t in (tuple, list):
             self._sequence(value, path, depth)

@@ -18,12 +18,31 @@ def evaluate(graph: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     env: dict[Var, np.ndarray] = {}
     for v, a in zip(graph.inputs, args):
         env[v] = np.asarray(a, dtype=v.dtype)
+    dead = _dead_after(graph)
     # Untaken branches of np.where may compute log(0) or sqrt(-1): that is expected, not an error.
     with np.errstate(all="ignore"):
-        for node in graph.nodes:
+        for node, done in zip(graph.nodes, dead):
             value = node.prim.impl(*[env[v] for v in node.inputs], **node.params)
             env[node.out] = np.asarray(value, dtype=node.out.dtype)
+            for v in done:  # values no later node reads: memory is what is live, not all values
+                del env[v]
     return [env[v] for v in graph.outputs]
+
+
+def _dead_after(graph: Graph) -> list[tuple[Var, ...]]:
+    """For each node, the values whose last reader it is (outputs are never dead)."""
+    if "dead_after" not in graph._cache:
+        last: dict[Var, int] = {}
+        for i, node in enumerate(graph.nodes):
+            for v in node.inputs:
+                last[v] = i
+        keep = set(graph.outputs)
+        dead: list[list[Var]] = [[] for _ in graph.nodes]
+        for v, i in last.items():
+            if v not in keep:
+                dead[i].append(v)
+        graph._cache["dead_after"] = [tuple(d) for d in dead]
+    return graph._cache["dead_after"]
 
 
 def _has_nan(value: np.ndarray) -> bool:

@@ -168,6 +168,11 @@ def _algebra(node: Node, fills, producers):
         return producers[0].inputs[0]
     elif prim is P.where_p and fills[0] is not None:
         return node.inputs[1] if bool(fills[0]) else node.inputs[2]
+    elif prim is P.transpose_p and producers[0] is not None and producers[0].prim is P.transpose_p:
+        inner = producers[0]
+        combined = tuple(inner.params["perm"][p] for p in node.params["perm"])
+        if combined == tuple(range(len(combined))):  # a transpose undone (forward mode makes these)
+            return inner.inputs[0]
     elif prim is P.reshape_p and producers[0] is not None and producers[0].prim is P.reshape_p:
         inner = producers[0].inputs[0]
         if inner.shape == node.out.shape:

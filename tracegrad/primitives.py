@@ -343,7 +343,7 @@ def matmul(a: Var, b: Var) -> Var:
     batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2], op="matmul")
     a2 = broadcast_to(a2, batch + a2.shape[-2:])
     b2 = broadcast_to(b2, batch + b2.shape[-2:])
-    out = emit(matmul_p, a2, b2)
+    out = matmul_(a2, b2)
     shape = batch + (a2.shape[-2],) * (a.ndim > 1) + (b2.shape[-1],) * (b.ndim > 1)
     return reshape(out, shape)
 
@@ -537,7 +537,23 @@ def _batch_broadcast(size, inputs, batched, shape):
 
 
 def _batch_matmul(size, inputs, batched):
-    return emit(matmul_p, *[_batched(x, b, size) for x, b in zip(inputs, batched, strict=True)])
+    """One product for the whole batch. With one operand batched, the batch axis is folded into
+    its rows (a) or columns (b): one larger matrix product, never `size` copies of the other."""
+    (a, b), (ba, bb) = inputs, batched
+    if ba and bb:
+        return matmul_(a, b)
+    if ba:  # a: (B, *lead, m, k) and b: (*lead, k, n)
+        lead, (m, k), n = b.shape[:-2], a.shape[-2:], b.shape[-1]
+        nl = len(lead)
+        rows = reshape(transpose(a, (*range(1, nl + 1), 0, nl + 1, nl + 2)), (*lead, size * m, k))
+        out = reshape(matmul_(rows, b), (*lead, size, m, n))
+        return transpose(out, (nl, *range(nl), nl + 1, nl + 2))
+    # b: (B, *lead, k, n) and a: (*lead, m, k)
+    lead, m, (k, n) = a.shape[:-2], a.shape[-2], b.shape[-2:]
+    nl = len(lead)
+    cols = reshape(transpose(b, (*range(1, nl + 1), nl + 1, 0, nl + 2)), (*lead, k, size * n))
+    out = reshape(matmul_(a, cols), (*lead, m, size, n))
+    return transpose(out, (nl + 1, *range(nl), nl, nl + 2))
 
 
 def _batch_concatenate(size, inputs, batched, axis):
@@ -545,13 +561,43 @@ def _batch_concatenate(size, inputs, batched, axis):
     return emit(concatenate_p, *xs, axis=axis + 1)
 
 
-def _batch_unsupported(name):
-    def rule(size, inputs, batched, **params):
-        raise NotImplementedError(
-            f"jacobian/hessian through {name} with a batched operand is not supported"
-        )
+def batch_inline(graph: ir.Graph, args: Sequence[Var], batched: Sequence[bool], size: int):
+    """Emit `graph` into the current builder with a leading batch axis of `size` on some inputs.
 
-    return rule
+    Returns the output values and, for each, whether it carries the batch axis.
+    """
+    builder = ir.current_builder()
+    env: dict[Var, tuple[Var, bool]] = {
+        v: (a, b) for v, a, b in zip(graph.inputs, args, batched, strict=True)
+    }
+    for node in graph.nodes:
+        inputs = [env[v] for v in node.inputs]
+        flags = tuple(b for _, b in inputs)
+        values = tuple(v for v, _ in inputs)
+        with ir.source_location(node.source):
+            if any(flags):
+                env[node.out] = (node.prim.batch(size, values, flags, **node.params), True)
+            else:
+                env[node.out] = (builder.add(node.prim, values, node.params, node.source), False)
+    return [env[v] for v in graph.outputs]
+
+
+def batch_graph(graph: ir.Graph, size: int) -> ir.Graph:
+    """`graph` with a leading batch axis of `size` on every input and every output (the graph a
+    node holds, such as a custom rule, when the node itself is batched)."""
+    builder = ir.Builder()
+    for v in graph.inputs:
+        builder.new_input((size,) + v.shape, v.dtype)
+    with ir.building(builder):
+        outs = batch_inline(graph, builder.inputs, [True] * len(graph.inputs), size)
+        outputs = [_batched(v, b, size) for v, b in outs]
+    return builder.graph(outputs)
+
+
+def _batch_custom_grad(size, inputs, batched, bwd: ir.Graph, n_args: int):
+    """Every operand batched (unbatched ones broadcast), and the user's rule batched with them."""
+    xs = [_batched(x, b, size) for x, b in zip(inputs, batched, strict=True)]
+    return emit(custom_grad_p, *xs, bwd=batch_graph(bwd, size), n_args=n_args)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -786,7 +832,7 @@ stop_gradient_p = _identity(
     lambda ct, out, x: (None,),
     lambda size, inputs, batched: emit(stop_gradient_p, inputs[0]),
 )
-custom_grad_p = _identity("custom_grad", _custom_grad_rule, _batch_unsupported("custom_vjp"))
+custom_grad_p = _identity("custom_grad", _custom_grad_rule, _batch_custom_grad)
 # tap: a named intermediate value (tg.tap). The differentiation that owns it reports the cotangent
 # flowing into it, then lowers it; the cotangent passes through unchanged.
 tap_p = _identity(
@@ -842,6 +888,12 @@ matmul_p = _register(
 
 
 def matmul_(a: Var, b: Var) -> Var:
+    """The batched 2-D product. A contraction over one element (an outer product, as in the
+    gradient of a matrix-vector product) is an elementwise product instead: it fuses with its
+    neighbours and needs no BLAS call (nor a loop of tiny ones over a batch)."""
+    if a.shape[-1] == 1 and a.ndim == b.ndim:
+        shape = a.shape[:-1] + b.shape[-1:]
+        return mul(broadcast_to(a, shape), broadcast_to(b, shape))
     return emit(matmul_p, a, b)
 
 

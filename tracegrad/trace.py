@@ -20,7 +20,7 @@ import numpy as np
 
 from . import ir
 from . import primitives as P
-from .capture import Scope, refuse_array_subclass
+from .capture import Scope, check_random_sources, refuse_array_subclass, snapshot_random_sources
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
 from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg
@@ -447,11 +447,13 @@ def trace(fun: Callable, avals: list[tuple[tuple[int, ...], np.dtype]], treedef:
     """
     builder = Builder(ir.active_builder())
     builder.scope = scope
+    generators = snapshot_random_sources(scope)
     with ir.building(builder):
         tracers = [Tracer(builder.new_input(shape, dtype), builder) for shape, dtype in avals]
         args = unflatten(treedef, tracers)
         call = args if wrap_args is None else wrap_args(args)
         result = fun(*call.args, **call.kwargs) if type(call) is CallArgs else fun(*call)
+        check_random_sources(generators, getattr(fun, "__qualname__", None) or "the traced function", "")
         out_leaves, out_tree = flatten(result)
         out_vars = []
         for leaf in out_leaves:
