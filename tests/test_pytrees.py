@@ -721,3 +721,93 @@ def test_broadcast_prefix_gives_one_entry_per_leaf():
         broadcast_prefix((Other(0, 0), 0, 0), treedef, none_is_entry, "in_axes")
     with pytest.raises(ValueError, match=r"at the top: expected \(\*, \*, \*\) .* got \(\*, \*\)"):
         broadcast_prefix((0, 0), treedef, none_is_entry, "in_axes")
+
+
+# ---- with the other transforms
+
+
+def _mlp_loss(p, x, y):
+    return (np.tanh(x @ p.w + p.b).sum() - y) ** 2
+
+
+def test_vmap_per_example_gradients_of_namedtuple_params(backend):
+    rng = np.random.default_rng(3)
+    p = Params(rng.normal(size=(3, 2)), rng.normal(size=2))
+    xs, ys = rng.normal(size=(4, 3)), rng.normal(size=4)
+    got = tg.vmap(tg.grad(_mlp_loss), in_axes=(None, 0, 0), backend=backend)(p, xs, ys)
+    assert type(got) is Params and got.w.shape == (4, 3, 2) and got.b.shape == (4, 2)
+    for i in range(4):
+        want = tg.grad(_mlp_loss, backend=backend)(p, xs[i], ys[i])
+        _same_trees(Params(got.w[i], got.b[i]), want)
+
+
+def test_vmap_axes_given_as_a_pytree_and_keyword_arguments(backend):
+    p = Params(np.arange(6.0).reshape(3, 2), 0.5)
+    x = np.array([1.0, -1.0])
+
+    def f(p, x, *, scale):
+        return np.sum(np.sin(p.w * x) + p.b) * scale
+
+    scales = np.array([1.0, 2.0, 3.0])  # keyword arguments are mapped over axis 0, as in JAX
+    out = tg.vmap(f, in_axes=(Params(0, None), None), backend=backend)(p, x, scale=scales)
+    want = [f(Params(p.w[i], p.b), x, scale=scales[i]) for i in range(3)]
+    np.testing.assert_allclose(out, want)
+    with pytest.raises(ValueError, match=r"in_axes does not match .* at \[0\]: expected Params"):
+        tg.vmap(f, in_axes=(Other(0, None), None), backend=backend)(p, x, scale=scales)
+
+
+def test_vmap_and_jacfwd_as_methods(backend):
+    class Model:
+        def __init__(self):
+            self.W = np.array([[1.0, 2.0], [3.0, 4.0]])
+
+        @tg.vmap(in_axes=(0,), backend=backend)
+        def predict(self, x):
+            return self.W @ x
+
+        @tg.jacfwd(backend=backend)
+        def jac(self, x):
+            return np.sin(self.W @ x)
+
+    @dataclass
+    class Lin:
+        w: np.ndarray
+
+        @tg.vmap(in_axes=(0,), backend=backend)
+        def apply(self, x):
+            return self.w * x
+
+    m, xs = Model(), np.arange(6.0).reshape(3, 2)
+    np.testing.assert_allclose(m.predict(xs), xs @ m.W.T)
+    x = xs[1]
+    np.testing.assert_allclose(m.jac(x), np.cos(m.W @ x)[:, None] * m.W)
+    lin = Lin(np.array([2.0, 3.0]))
+    np.testing.assert_allclose(lin.apply(xs), xs * lin.w)
+
+
+def test_checkpoint_and_custom_jvp_take_trees_and_keyword_arguments(backend):
+    p, x = Params(np.array([0.3, 0.5]), 2.0), np.array([1.0, -1.0])
+
+    def f(p, x, *, scale=1.0):
+        return np.sum(np.sin(p.w * x) * p.b) * scale
+
+    want = tg.grad(f, backend=backend)(p, x, scale=3.0)
+    got = tg.grad(lambda p, x: tg.checkpoint(f)(p, x, scale=3.0), backend=backend)(p, x)
+    assert type(got) is Params
+    _same_trees(got, want)
+
+    @tg.custom_jvp
+    def g(p, x, scale=1.0):
+        return np.sum(np.sin(p.w * x) * p.b) * scale
+
+    @g.defjvp
+    def g_jvp(primals, tangents):
+        (p, x, scale), (tp, tx, _) = primals, tangents
+        c = np.cos(p.w * x) * p.b * scale
+        return g(p, x, scale), np.sum(c * (tp.w * x + p.w * tx)) + np.sum(
+            np.sin(p.w * x)
+        ) * tp.b * scale
+
+    got = tg.grad(lambda p, x: g(p, x, scale=3.0), backend=backend)(p, x)
+    assert type(got) is Params
+    _same_trees(got, want)

@@ -154,18 +154,23 @@ class Transformed:
         variant = methods.get(pytree_self)
         if variant is None:
             variant = copy.copy(self)
-            if isinstance(self.argnums, int):
-                variant.argnums = self.argnums + 1
-            else:
-                variant.argnums = tuple(a + 1 for a in self.argnums)
-            shifted = tuple(s + 1 for s in self.static_argnums)
-            variant.static_argnums = shifted if pytree_self else (0, *shifted)
-            variant._self_shift, variant._static_self = 1, not pytree_self
-            if isinstance(self.fun, Transformed):
-                variant.fun = self.fun._method(pytree_self)
+            variant._bind_self(pytree_self)
             variant._fast_calls, variant._methods = {}, {}
             methods[pytree_self] = variant
         return variant
+
+    def _bind_self(self, pytree_self: bool) -> None:
+        """On a fresh copy (`_method`): shift the per-argument options past `self`. A transform
+        with options of its own per positional argument (vmap's in_axes) extends this."""
+        if isinstance(self.argnums, int):
+            self.argnums += 1
+        else:
+            self.argnums = tuple(a + 1 for a in self.argnums)
+        shifted = tuple(s + 1 for s in self.static_argnums)
+        self.static_argnums = shifted if pytree_self else (0, *shifted)
+        self._self_shift, self._static_self = 1, not pytree_self
+        if isinstance(self.fun, Transformed):
+            self.fun = self.fun._method(pytree_self)
 
     # ---- calling
     def __call__(self, *args, **kwargs):

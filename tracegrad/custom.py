@@ -54,29 +54,8 @@ class custom_vjp:
                 "call f.defvjp(fwd, bwd) after defining it"
             )
         if kwargs:
-            args = self._positional(args, kwargs)
+            args = positional(self.fun, self.__name__, "custom_vjp", args, kwargs)
         return self._traced(builder, args)
-
-    def _positional(self, args: tuple, kwargs: dict) -> tuple:
-        """Keyword arguments bound to their positions (fwd and bwd see positional arguments
-        only); a default skipped on the way is filled in, trailing defaults are left out."""
-        try:
-            signature = inspect.signature(self.fun)
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self.__name__}: {exc}") from None
-        given = set(bound.arguments)
-        bound.apply_defaults()
-        if bound.kwargs:
-            raise TypeError(
-                f"{self.__name__}: keyword-only arguments ({', '.join(bound.kwargs)}) cannot be "
-                "passed to a custom_vjp function; make them positional"
-            )
-        params = list(signature.parameters.values())
-        if any(p.kind is p.VAR_POSITIONAL for p in params):
-            return bound.args
-        last = max(i for i, p in enumerate(params[: len(bound.args)]) if p.name in given)
-        return bound.args[: last + 1]
 
     def _traced(self, builder: ir.Builder, args: tuple):
         self._in_rule += 1
@@ -178,6 +157,29 @@ class custom_vjp:
                     )
                 result.append(P.convert(ct, v.dtype) if P.is_float(v.dtype) else P.zeros_like(v))
         return ir.Graph(bgraph.inputs, tuple(builder.nodes), tuple(result))
+
+
+def positional(fun: Callable, name: str, kind: str, args: tuple, kwargs: dict) -> tuple:
+    """Keyword arguments bound to their positions, for rules that see positional arguments
+    only (JAX resolves them the same way); a default skipped on the way is filled in, trailing
+    defaults are left out."""
+    try:
+        signature = inspect.signature(fun)
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{name}: {exc}") from None
+    given = set(bound.arguments)
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise TypeError(
+            f"{name}: keyword-only arguments ({', '.join(bound.kwargs)}) cannot be passed to a "
+            f"{kind} function; make them positional"
+        )
+    params = list(signature.parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return bound.args
+    last = max(i for i, p in enumerate(params[: len(bound.args)]) if p.name in given)
+    return bound.args[: last + 1]
 
 
 def _match_cotangent(
