@@ -308,6 +308,20 @@ def test_a_dataclass_with_its_own_init_is_rebuilt_without_calling_it(backend):
     np.testing.assert_allclose(g.b, 2.0)
 
 
+def test_a_dataclass_whose_init_takes_other_arguments(backend):
+    @dataclass
+    class Own:
+        w: np.ndarray
+        b: float
+
+        def __init__(self, pair):  # kept by @dataclass: it does not replace a class's __init__
+            self.w, self.b = pair
+
+    g = tg.grad(lambda c: np.sum(c.w * c.b), backend=backend)(Own((np.ones(2), 3.0)))
+    assert type(g) is Own
+    np.testing.assert_allclose(g.w, [3.0, 3.0])
+
+
 def test_none_leaves_inside_classes(backend):
     g = tg.grad(lambda p: np.sum(p.w**2), backend=backend)(Params(np.ones(2), None))
     assert type(g) is Params and g.b is None

@@ -22,6 +22,7 @@ different trees.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,10 +120,6 @@ NONE = TreeDef("none")
 
 _registry: dict[type, tuple[Callable, Callable]] = {}  # class -> (flatten, unflatten)
 
-# Types that are leaves or built-in nodes already: registering them would change what every
-# argument means.
-_BUILTIN_NODES = (tuple, list, dict, type(None))
-
 
 def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func: Callable) -> None:
     """Make instances of `nodetype` containers of arrays (pytree nodes), as in JAX.
@@ -145,6 +142,8 @@ def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func:
     """
     if not isinstance(nodetype, type):
         raise TypeError(f"register_pytree_node expects a class, got {type(nodetype).__name__}")
+    # built-in types are leaves or containers already: registering one would change what every
+    # argument means
     if nodetype.__module__ == "builtins" or issubclass(nodetype, (np.ndarray, np.generic)):
         raise TypeError(
             f"register_pytree_node: {nodetype.__name__} is a built-in type, which tracegrad "
@@ -230,8 +229,8 @@ def _layout(cls: type) -> _Layout:
     if layout is not None:
         return layout
     params = getattr(cls, "__dataclass_params__", None)
-    construct = params is None or params.init
     fields = dataclasses.fields(cls)
+    construct = (params is None or params.init) and _init_takes(cls, [f for f in fields if f.init])
     if construct:
         initvars = [
             f.name
@@ -252,6 +251,17 @@ def _layout(cls: type) -> _Layout:
     layout = _Layout(children, static, construct)
     _layouts[cls] = layout
     return layout
+
+
+def _init_takes(cls: type, fields: list) -> bool:
+    """Whether `cls(**fields)` rebuilds an instance: the generated __init__, or one of the
+    class's own that takes the same keywords."""
+    try:
+        parameters = inspect.signature(cls.__init__).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return any(p.kind is p.VAR_KEYWORD for p in parameters) or all(f.name in names for f in fields)
 
 
 def _flatten_dataclass(tree: Any, leaves: list, is_leaf) -> TreeDef:
