@@ -825,3 +825,20 @@ def test_checkpoint_and_custom_jvp_take_trees_and_keyword_arguments(backend):
     got = tg.grad(lambda p, x: g(p, x, scale=3.0), backend=backend)(p, x)
     assert type(got) is Params
     _same_trees(got, want)
+
+
+def test_device_arrays_inside_classes_stay_on_the_device():
+    from conftest import BACKENDS
+
+    if "cuda" not in BACKENDS:
+        pytest.skip("the cuda backend is not installed")
+    from numba import cuda
+
+    p = Params(cuda.to_device(np.array([1.0, 2.0])), cuda.to_device(np.array([0.5, 0.5])))
+    g = tg.grad(lambda p, x: np.sum(p.w * x + p.b), backend="cuda")(p, np.array([3.0, 4.0]))
+    assert type(g) is Params and not isinstance(g.w, np.ndarray)
+    np.testing.assert_array_equal(g.w.copy_to_host(), [3.0, 4.0])
+    np.testing.assert_array_equal(g.b.copy_to_host(), [1.0, 1.0])
+    out = tg.jit(lambda p, *, k: Layer(p.w * k, p.b), backend="cuda")(p, k=2.0)
+    assert type(out) is Layer
+    np.testing.assert_array_equal(out.w.copy_to_host(), [2.0, 4.0])
