@@ -172,6 +172,93 @@ def _square(x):
     return P.integer_pow(x, 2)
 
 
+def _float_binary(prim):
+    """A binary ufunc computed in floats (integers and bools promote to float64, like NumPy's)."""
+
+    def handler(a, b):
+        a, b = _o(a), _o(b)
+        return P._elementwise(prim, a, b, dtype=P.float_dtype(P._result_dtype([a, b])))
+
+    return handler
+
+
+def _arith_binary(prim):
+    """A binary ufunc in the operands' promoted dtype (integers stay integers)."""
+
+    def handler(a, b):
+        a, b = _o(a), _o(b)
+        if P._result_dtype([a, b]) == np.bool_:
+            raise TypeError(f"np.{prim.name} of booleans is not supported{_src()}; convert with .astype(int)")
+        return P._elementwise(prim, a, b)
+
+    return handler
+
+
+def _rounding(prim):
+    """floor, ceil, trunc: integers and bools are returned as they are (NumPy 2); rint of an
+    integer is a float64, as in NumPy."""
+
+    def handler(x):
+        x = _v(x)
+        if P.is_float(x.dtype):
+            return P.emit(prim, x)
+        if prim is not P.rint_p:
+            return x
+        if x.dtype == np.bool_:
+            raise TypeError(f"np.rint of booleans is not supported{_src()}; convert with .astype(float)")
+        return P.unary(prim, x)
+
+    return handler
+
+
+def _fmod(a, b):
+    """C's remainder (the sign of a). On integers: the floor remainder, moved by b where the
+    signs differ (Numba's integer fmod is not NumPy's)."""
+    a, b = _o(a), _o(b)
+    dtype = P._result_dtype([a, b])
+    if dtype == np.bool_:
+        raise TypeError(f"np.fmod of booleans is not supported{_src()}; convert with .astype(int)")
+    if dtype.kind == "f":
+        return P._elementwise(P.fmod_p, a, b)
+    a, b = P.convert(_v(a), dtype), P.convert(_v(b), dtype)
+    r = P._elementwise(P.mod_p, a, b)
+    differ = P.compare(P.ne_p, P.compare(P.lt_p, a, 0), P.compare(P.lt_p, b, 0))
+    move = P.logical(P.and_p, P.compare(P.ne_p, r, 0), differ)
+    return P.where(move, P.sub(r, b), r)
+
+
+def _predicate(prim):
+    def handler(x):
+        x = _v(x)
+        if not P.is_float(x.dtype):  # no NaN, no infinity, no sign bit set by a float op
+            return P.emit(prim, P.convert(x, np.float64))
+        return P.emit(prim, x)
+
+    return handler
+
+
+def _scaled(factor: float):
+    return lambda x: P.mul(P.convert(_v(x), P.float_dtype(_v(x).dtype)), factor)
+
+
+def _logaddexp2(a, b):
+    """log2(2**a + 2**b) = logaddexp(a ln 2, b ln 2) / ln 2 (smooth at every order)."""
+    ln2 = float(np.log(2.0))
+    a, b = _o(a), _o(b)
+    dtype = P.float_dtype(P._result_dtype([a, b]))
+    a, b = (P.mul(P.convert(v, dtype), ln2) if isinstance(v, Var) else v * ln2 for v in (a, b))
+    return P.div(_logaddexp(a, b), ln2)
+
+
+def _heaviside(x, h0):
+    x, h0 = _o(x), _o(h0)
+    dtype = P.float_dtype(P._result_dtype([x, h0]))
+    x = P.convert(_v(x), dtype)
+    h0 = P.convert(_v(h0), dtype) if isinstance(h0, Var) else h0
+    step = P.where(P.compare(P.gt_p, x, 0), 1.0, P.where(P.compare(P.lt_p, x, 0), 0.0, h0))
+    return P.where(P.emit(P.isnan_p, x), x, P.broadcast_to(step, x.shape) if isinstance(step, Var) else step)
+
+
 UFUNCS = {
     "add": lambda a, b: P.add(_o(a), _o(b)),
     "subtract": lambda a, b: P.sub(_o(a), _o(b)),
@@ -224,7 +311,80 @@ UFUNCS = {
     "bitwise_xor": _bitwise(P.bitwise_xor_p),
     "invert": _bitwise(P.invert_p),
     "matmul": _matmul,
+    "arcsinh": _unary(P.arcsinh_p),
+    "arccosh": _unary(P.arccosh_p),
+    "arctanh": _unary(P.arctanh_p),
+    "cbrt": _unary(P.cbrt_p),
+    "arctan2": _float_binary(P.arctan2_p),
+    "hypot": _float_binary(P.hypot_p),
+    "copysign": _float_binary(P.copysign_p),
+    "floor": _rounding(P.floor_p),
+    "ceil": _rounding(P.ceil_p),
+    "trunc": _rounding(P.trunc_p),
+    "rint": _rounding(P.rint_p),
+    "floor_divide": _arith_binary(P.floor_divide_p),
+    "remainder": _arith_binary(P.mod_p),
+    "mod": _arith_binary(P.mod_p),
+    "fmod": _fmod,
+    "isfinite": _predicate(P.isfinite_p),
+    "isnan": _predicate(P.isnan_p),
+    "isinf": _predicate(P.isinf_p),
+    "signbit": _predicate(P.signbit_p),
+    "deg2rad": _scaled(np.pi / 180),
+    "radians": _scaled(np.pi / 180),
+    "rad2deg": _scaled(180 / np.pi),
+    "degrees": _scaled(180 / np.pi),
+    "logaddexp2": _logaddexp2,
+    "heaviside": _heaviside,
+    "divmod": lambda a, b: (_arith_binary(P.floor_divide_p)(a, b), _arith_binary(P.mod_p)(a, b)),
 }
+
+
+def _round(a, decimals=0, out=None):
+    """np.round / np.around: half to even, at `decimals` places (rint(x * 10**d) / 10**d, as
+    NumPy computes it); integers are returned unchanged for decimals >= 0."""
+    if out is not None:
+        raise TracingError(f"np.round(..., out=...) is not supported on traced values{_src()}")
+    x = _v(a)
+    if x.dtype == np.bool_:
+        raise TypeError(f"np.round of booleans is not supported{_src()}; convert with .astype(float)")
+    if not P.is_float(x.dtype):
+        if decimals >= 0:
+            return x
+        raise TracingError(f"np.round of integers with negative decimals is not supported{_src()}")
+    if decimals == 0:
+        return P.unary(P.rint_p, x)
+    scale = 10.0**decimals
+    if decimals > 0:
+        return P.div(P.unary(P.rint_p, P.mul(x, scale)), scale)
+    scale = 10.0**-decimals
+    return P.mul(P.unary(P.rint_p, P.div(x, scale)), scale)
+
+
+def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    x = _v(x)
+    if not P.is_float(x.dtype):
+        return x
+    info = np.finfo(x.dtype)
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    out = P.where(P.emit(P.isnan_p, x), nan, x)
+    out = P.where(P.compare(P.eq_p, x, np.inf), posinf, out)
+    return P.where(P.compare(P.eq_p, x, -np.inf), neginf, out)
+
+
+def _sinc(x):
+    """sin(pi x) / (pi x), 1 at 0. Near 0 a Taylor polynomial (exact to rounding for |pi x| <
+    1e-3), so that every derivative at 0 is the true one (sinc''(0) = -pi^2 / 3), not 0."""
+    x = _v(x)
+    x = P.convert(x, P.float_dtype(x.dtype))
+    t = P.mul(x, np.pi)
+    small = P.compare(P.lt_p, P.emit(P.abs_p, t), 1e-3)
+    safe = P.where(small, 1.0, t)  # the far branch never divides by 0, so its gradient is finite
+    far = P.div(P.unary(P.sin_p, safe), safe)
+    t2 = P.mul(t, t)
+    near = P.add(P.sub(1.0, P.div(t2, 6.0)), P.div(P.mul(t2, t2), 120.0))
+    return P.where(small, near, far)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -441,12 +601,22 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
 def _filled(value):
     def handler(a, dtype=None, order="K", subok=True, shape=None, **kw):
         ref = _v(a)
-        return P.const(value, ref.shape if shape is None else tuple(shape), dtype or ref.dtype)
+        if shape is None:
+            shape = ref.shape
+        elif isinstance(shape, (int, np.integer)):
+            shape = (int(shape),)
+        return P.const(value, tuple(shape), dtype or ref.dtype)
 
     return handler
 
 
 def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
+    if isinstance(fill_value, Var):  # a traced fill value: broadcast it
+        ref = _v(a)
+        shape = ref.shape if shape is None else ((int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape))
+        if fill_value.ndim:
+            raise TracingError(f"np.full_like: the fill value must be a scalar, got shape {fill_value.shape}{_src()}")
+        return _broadcast_value(P.convert(fill_value, dtype or ref.dtype), shape, "np.full_like")
     if not isinstance(fill_value, (int, float, bool, np.generic)):
         raise TracingError(f"np.full_like: the fill value must be a number{_src()}")
     return _filled(fill_value)(a, dtype, order, subok, shape)
@@ -750,8 +920,9 @@ def _column_stack(arrays):
     return _concatenate(xs, axis=1)
 
 
-def _getitem(x: Var, index) -> Var:
-    """Basic indexing: ints, slices, None and Ellipsis, all static."""
+def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """A static basic index (ints, slices, None, Ellipsis) of `x`: the normalised range of each
+    axis and the shape of the result (ints remove their axis, None adds one)."""
     if not isinstance(index, tuple):
         index = (index,)
     for item in index:
@@ -792,7 +963,74 @@ def _getitem(x: Var, index) -> Var:
             i %= n
             ranges.append((i, i + 1, 1))
         axis += 1
+    return ranges, out_shape
+
+
+def _getitem(x: Var, index) -> Var:
+    """Basic indexing: ints, slices, None and Ellipsis, all static."""
+    ranges, out_shape = _basic_index(x, index)
     return P.reshape(P.slice_(x, tuple(ranges)), tuple(out_shape))
+
+
+def _broadcast_value(v: Var, shape: tuple[int, ...], what: str) -> Var:
+    if v.shape == tuple(shape):
+        return v
+    try:
+        np.broadcast_shapes(v.shape, tuple(shape))
+        if len(v.shape) > len(shape) or np.broadcast_shapes(v.shape, tuple(shape)) != tuple(shape):
+            raise ValueError
+    except ValueError:
+        raise ValueError(
+            f"could not broadcast input array from shape {v.shape} into shape {tuple(shape)} "
+            f"({what}){_src()}"
+        ) from None
+    lead = len(shape) - v.ndim
+    return P.broadcast_to(P.reshape(v, (1,) * lead + v.shape), tuple(shape))
+
+
+def _setitem(x: Var, index, value) -> Var:
+    """`x` with `x[index] = value` done, as a new value (NumPy's in-place assignment, made
+    functional): static basic indices write a region (`unslice` and a select), a boolean mask
+    (static or traced) selects where to write. The value is cast to x's dtype, as NumPy does."""
+    if isinstance(value, (Var, np.ndarray)) or not isinstance(value, (bool, int, float, np.generic)):
+        v = _v(value)
+    else:
+        v = P.const(np.asarray(value).astype(x.dtype), (), x.dtype)
+    v = P.convert(v, x.dtype)
+    mask = index if not isinstance(index, tuple) or len(index) != 1 else index[0]
+    if isinstance(mask, (list, np.ndarray, Var)) and np.dtype(getattr(mask, "dtype", None) or np.asarray(mask).dtype) == np.bool_:
+        m = _v(mask)
+        if m.shape != x.shape[: m.ndim]:
+            raise IndexError(
+                f"boolean index of shape {m.shape} does not match the indexed array of shape "
+                f"{x.shape}{_src()}"
+            )
+        tail = x.shape[m.ndim :]
+        if v.ndim > len(tail) or np.broadcast_shapes(v.shape, tail) != tail:
+            raise TracingError(
+                f"x[mask] = value with a value of shape {v.shape} is not supported{_src()}: the "
+                "number of selected elements depends on the mask. Assign a scalar (or a value "
+                f"for each row, shape {tail}), or write np.where(mask, values, x) with values "
+                "shaped like x."
+            )
+        full_mask = P.broadcast_to(P.reshape(m, m.shape + (1,) * len(tail)), x.shape)
+        return P.where(full_mask, _broadcast_value(v, x.shape, "x[mask] = value"), x)
+    if isinstance(index, (list, np.ndarray, Var)) or (
+        isinstance(index, tuple) and any(isinstance(i, (list, np.ndarray, Var)) for i in index)
+    ):
+        raise TracingError(
+            f"assigning through an integer-array index (x[[0, 2]] = ...) is not supported yet{_src()}; "
+            "use static ints and slices, a boolean mask, or np.where"
+        )
+    ranges, out_shape = _basic_index(x, index)
+    region = tuple(len(range(*r)) for r in ranges)
+    v = P.reshape(_broadcast_value(v, tuple(out_shape), "x[index] = value"), region)
+    if region == x.shape:
+        return v
+    placed = P.emit(P.unslice_p, v, shape=x.shape, index=tuple(ranges))
+    selected = np.zeros(x.shape, dtype=bool)
+    selected[tuple(slice(a, None if b < 0 else b, c) for a, b, c in ranges)] = True
+    return P.where(P.const(selected), placed, x)
 
 
 def _shape(a):
@@ -848,8 +1086,18 @@ FUNCTIONS = {
     "ndim": _ndim,
     "size": _size,
     "copy": lambda a, **kw: _v(a),
+    "round": _round,
+    "around": _round,
+    "fix": lambda x, out=None: _rounding(P.trunc_p)(x),
+    "nan_to_num": _nan_to_num,
+    "sinc": _sinc,
     "real": lambda a: _v(a),
 }
 
 # The names users may look up (docs/api.md lists them).
+# array manipulation (flip, roll, tile, split, diagonals, scans...): written with these helpers
+from .numpy_arrays import FUNCTIONS as _ARRAY_FUNCTIONS  # noqa: E402
+
+FUNCTIONS.update(_ARRAY_FUNCTIONS)
+
 SUPPORTED = sorted(set(UFUNCS) | set(FUNCTIONS))

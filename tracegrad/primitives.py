@@ -747,6 +747,67 @@ softplus_p = _ew(
     "(({0} if {0} > 0 else 0.0) + M.log1p(M.exp(-abs({0}))))",
 )
 
+# ---- Inverse hyperbolic functions, arctan2, hypot, cbrt, copysign (one block; NumPy's names)
+arcsinh_p = _ew(
+    "arcsinh", np.arcsinh, _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, add(mul(x, x), 1.0)))),
+    "np.arcsinh({0})",
+)
+arccosh_p = _ew(
+    "arccosh", np.arccosh, _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(mul(x, x), 1.0)))),
+    "np.arccosh({0})", domain=(1.2, 3.0),
+)
+arctanh_p = _ew(
+    "arctanh", np.arctanh, _unary_rule(lambda x, out: reciprocal(sub(1.0, mul(x, x)))),
+    "np.arctanh({0})", domain=(-0.9, 0.9),
+)
+# cbrt' = 1 / (3 cbrt(x)^2): infinite at 0, like the function's slope
+cbrt_p = _ew(
+    "cbrt", np.cbrt, _unary_rule(lambda x, out: div(1.0 / 3.0, mul(out, out))), "np.cbrt({0})",
+    domain=(0.2, 3.0),
+)
+
+
+def _arctan2_rule(ct, out, y, x):
+    r2 = add(mul(x, x), mul(y, y))
+    return ct_mul(ct, div(x, r2)), ct_mul(ct, neg(div(y, r2)))
+
+
+arctan2_p = _ew("arctan2", np.arctan2, _arctan2_rule, "np.arctan2({0}, {1})", domain=(0.5, 2.0))
+hypot_p = _ew(
+    "hypot", np.hypot, lambda ct, out, a, b: (ct_mul(ct, div(a, out)), ct_mul(ct, div(b, out))),
+    "np.hypot({0}, {1})", domain=(0.5, 2.0),
+)
+# copysign(a, b) = |a| sign(b): slope sign(a) sign(b) in a (as |a|'s, 0 at a = 0), none in b
+copysign_p = _ew(
+    "copysign", np.copysign,
+    lambda ct, out, a, b: (ct_mul(ct, mul(emit(sign_p, a), emit(copysign_p, ones_like(b), b))), None),
+    "np.copysign({0}, {1})",
+)
+# ---- Rounding, NumPy's floor division and remainders: piecewise constant or linear. Rounding has
+# a zero derivative (as JAX and PyTorch give); a - (a // b) b has slopes 1 and -(a // b).
+floor_p = _ew("floor", np.floor, lambda ct, out, x: (None,), "np.floor({0})", differentiable=False)
+ceil_p = _ew("ceil", np.ceil, lambda ct, out, x: (None,), "np.ceil({0})", differentiable=False)
+trunc_p = _ew("trunc", np.trunc, lambda ct, out, x: (None,), "np.trunc({0})", differentiable=False)
+rint_p = _ew("rint", np.rint, lambda ct, out, x: (None,), "np.rint({0})", differentiable=False)
+floor_divide_p = _ew("floor_divide", np.floor_divide, None, "({0} // {1})", differentiable=False)
+mod_p = _ew(
+    "mod", np.mod, lambda ct, out, a, b: (ct, ct_mul(ct, neg(emit(floor_divide_p, a, b)))),
+    "({0} % {1})", domain=(0.5, 2.0),
+)
+fmod_p = _ew(
+    "fmod", np.fmod, lambda ct, out, a, b: (ct, ct_mul(ct, neg(emit(trunc_p, div(a, b))))),
+    "np.fmod({0}, {1})", domain=(0.5, 2.0),
+)
+isfinite_p = _ew("isfinite", np.isfinite, scalar="np.isfinite({0})", infer=_same_bool, differentiable=False)
+isnan_p = _ew("isnan", np.isnan, scalar="np.isnan({0})", infer=_same_bool, differentiable=False)
+isinf_p = _ew("isinf", np.isinf, scalar="np.isinf({0})", infer=_same_bool, differentiable=False)
+signbit_p = _ew("signbit", np.signbit, scalar="np.signbit({0})", infer=_same_bool, differentiable=False)
+
+
+def ones_like(v: Var) -> Var:
+    return const(1, v.shape, v.dtype)
+
+
 abs_p = _ew("abs", np.abs, _unary_rule(lambda x, out: emit(sign_p, x)), "abs({0})")
 sign_p = _ew("sign", np.sign, lambda ct, out, x: (None,), "np.sign({0})")
 

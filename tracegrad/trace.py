@@ -23,7 +23,7 @@ from . import primitives as P
 from .capture import Scope, check_random_sources, refuse_array_subclass, snapshot_random_sources
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
-from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg
+from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg, _setitem
 from .tree import TreeDef, flatten, unflatten
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -48,6 +48,22 @@ def user_source() -> str | None:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
+def _writes_into_subscript() -> bool:
+    """Whether the user's current line assigns to a subscript (`y[i] = ...`, `y[i] += ...`)."""
+    frame = user_frame()
+    if frame is None:
+        return False
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    try:
+        statement = ast.parse(line).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    targets = getattr(statement, "targets", None) or [getattr(statement, "target", None)]
+    return isinstance(statement, (ast.Assign, ast.AugAssign)) and any(
+        isinstance(t, ast.Subscript) for t in targets
+    )
+
+
 def _user_line() -> str:
     frame = user_frame()
     if frame is None:
@@ -58,15 +74,108 @@ def _user_line() -> str:
 
 
 class Tracer:
-    """A traced array: shape and dtype are known, the values are not."""
+    """A traced array: shape and dtype are known, the values are not.
 
-    __slots__ = ("builder", "ir_var")
+    Writes (`y[0] = a`, `y[1:] += b`, `x *= 2`) are functional: the tracer then stands for a new
+    value, and every name bound to it sees the write, as with a NumPy array. A tracer made by
+    indexing or reshaping another is a *view* of it, as in NumPy: it sees later writes to the
+    array it views (its value is derived again from the array's new value), and a write into a
+    view made by basic indexing writes into that array.
+    """
+
+    __slots__ = ("_var", "_view", "builder")
     __array_priority__ = 1000
     __hash__ = None  # like NumPy arrays: == builds a value, so tracers are not hashable
 
-    def __init__(self, var: Var, builder: Builder):
-        self.ir_var = var
+    def __init__(self, var: Var, builder: Builder, view: _View | None = None):
+        self._var = var
         self.builder = builder
+        self._view = view
+
+    @property
+    def ir_var(self) -> Var:
+        view = self._view
+        if view is not None:
+            current = view.base.ir_var
+            if current is not view.seen:  # the viewed array was written: derive the view again
+                with ir.building(self.builder), ir.source_location(user_source()):
+                    self._var = view.derive(_lift(view.base, self.builder))
+                view.seen = current
+        return self._var
+
+    # ---- writes
+    def _check_writable(self, what: str) -> None:
+        builder = ir.active_builder()
+        if builder is None:
+            raise TracingError(
+                "a traced value was written after its function returned (it escaped through a "
+                "global or a closure). Return it from the traced function instead."
+            )
+        if builder is not self.builder:
+            raise TracingError(
+                f"{what}: the array belongs to an enclosing traced function; a transformed "
+                f"function cannot write into it{_user_line()}\nWrite into a copy (y = y.copy()) "
+                "or return the new value."
+            )
+
+    def _write(self, new: Var, what: str) -> None:
+        """This tracer now holds `new` (through to the array it views, if it is a view)."""
+        self._check_writable(what)
+        view = self._view
+        if view is not None:
+            if view.index is None:
+                raise TracingError(
+                    f"{what}: writing into a reshaped, transposed or broadcast view of a traced "
+                    f"array is not supported{_user_line()}\nWrite into the array itself, or into "
+                    "a copy (z = x.reshape(...).copy())."
+                )
+            view.base._assign(view.index, new)
+            view.seen = view.base.ir_var
+        self._var = new
+
+    def _assign(self, index, value) -> None:
+        with ir.source_location(user_source()):
+            new = _setitem(self.ir_var, index, operand(value, self.builder) if isinstance(value, Tracer) else value)
+        self._write(new, "x[...] = value")
+
+    def __setitem__(self, index, value):
+        self._check_writable("x[...] = value")
+        self._assign(_arg(index, self.builder), value)
+
+    def _inplace(self, op: str, other):
+        self._check_writable(f"x {op[2:-2]}= value")
+        result = getattr(Tracer, op)(self, other)
+        if result is NotImplemented:
+            return NotImplemented
+        if result.shape != self.shape:
+            raise ValueError(
+                f"non-broadcastable output operand with shape {self.shape} doesn't match the "
+                f"broadcast shape {result.shape}{_user_line()}"
+            )
+        if result.dtype != self.dtype:
+            if not np.can_cast(result.dtype, self.dtype, casting="same_kind"):
+                raise TypeError(
+                    f"Cannot cast ufunc output from dtype('{result.dtype}') to dtype"
+                    f"('{self.dtype}') with casting rule 'same_kind'{_user_line()}"
+                )
+            result = result.astype(self.dtype)
+        self._write(_lift(result, self.builder), f"x {op[2:-2]}= value")
+        return self
+
+    def __iadd__(self, o): return self._inplace("__add__", o)
+    def __isub__(self, o): return self._inplace("__sub__", o)
+    def __imul__(self, o): return self._inplace("__mul__", o)
+    def __itruediv__(self, o): return self._inplace("__truediv__", o)
+    def __ipow__(self, o): return self._inplace("__pow__", o)
+    def __imatmul__(self, o): return self._inplace("__matmul__", o)
+    def __iand__(self, o): return self._inplace("__and__", o)
+    def __ior__(self, o): return self._inplace("__or__", o)
+    def __ixor__(self, o): return self._inplace("__xor__", o)
+
+    def _as_view(self, base: Tracer, derive: Callable[[Var], Var], index=None) -> Tracer:
+        if base.builder is self.builder:
+            self._view = _View(base, derive, base.ir_var, index)
+        return self
 
     shape = property(lambda self: self.ir_var.shape)
     dtype = property(lambda self: self.ir_var.dtype)
@@ -78,6 +187,13 @@ class Tracer:
 
     # ---- values that cannot be known while tracing
     def _concrete(self, what: str):
+        if _writes_into_subscript():
+            raise TracingError(
+                "tracegrad cannot write a traced value into a NumPy array: the array was not "
+                f"made from traced values, so it cannot hold one.{_user_line()}\nMake it from a "
+                "traced value instead, e.g. y = np.zeros_like(x, shape=(n,)) (or np.empty_like, "
+                "np.full_like(x, 0.0, shape=...)); then y[...] = ... works as in NumPy."
+            )
         raise TracingError(
             f"tracegrad cannot {what} a traced value: its value is not known while tracing."
             f"{_user_line()}\nUse np.where(condition, a, b) instead of Python control flow on "
@@ -151,7 +267,12 @@ class Tracer:
         handler = FUNCTIONS.get(name)
         if handler is None:
             _unsupported(f"np.{name}")
-        return _call(handler, *args, **kwargs)
+        result = _call(handler, *args, **kwargs)
+        if name in _VIEWS and isinstance(result, Tracer) and args and isinstance(args[0], Tracer):
+            rest = args[1:]
+            if not any(isinstance(a, Tracer) for a in (*rest, *kwargs.values())):
+                result._as_view(args[0], lambda v: handler(v, *rest, **kwargs))
+        return result
 
     # ---- operators: NumPy's ufuncs (x + y is np.add(x, y))
     def __add__(self, o): return _call(UFUNCS["add"], self, o)
@@ -167,7 +288,7 @@ class Tracer:
     def __matmul__(self, o): return _call(_matmul, self, o)
     def __rmatmul__(self, o): return _call(_matmul, o, self)
     def __neg__(self): return _call(_neg, self)
-    def __pos__(self): return self
+    def __pos__(self): return Tracer(self.ir_var, self.builder)  # +x is a new array
     def __abs__(self): return _call(UFUNCS["absolute"], self)
     def __lt__(self, o): return _call(_cmp(P.lt_p), self, o)
     def __le__(self, o): return _call(_cmp(P.le_p), self, o)
@@ -184,16 +305,22 @@ class Tracer:
     def __rxor__(self, o): return _call(_bitwise(P.bitwise_xor_p), o, self)
     def __invert__(self): return _call(_bitwise(P.invert_p), self)
 
-    def __floordiv__(self, o):
-        raise TracingError(f"// on traced values is not differentiable and not supported{_user_line()}")
+    def __floordiv__(self, o): return _call(UFUNCS["floor_divide"], self, o)
+    def __rfloordiv__(self, o): return _call(UFUNCS["floor_divide"], o, self)
+    def __mod__(self, o): return _call(UFUNCS["remainder"], self, o)
+    def __rmod__(self, o): return _call(UFUNCS["remainder"], o, self)
+    def __divmod__(self, o): return _call(UFUNCS["divmod"], self, o)
+    def __rdivmod__(self, o): return _call(UFUNCS["divmod"], o, self)
+    def __ifloordiv__(self, o): return self._inplace("__floordiv__", o)
+    def __imod__(self, o): return self._inplace("__mod__", o)
 
-    __rfloordiv__ = __mod__ = __rmod__ = __floordiv__
-
-    def __getitem__(self, index): return _call(_getitem, self, index)
+    def __getitem__(self, index):
+        result = _call(_getitem, self, index)
+        return result._as_view(self, lambda v: _getitem(v, index), index)
 
     # ---- methods
-    T = property(lambda self: _call(P.transpose, self))
-    mT = property(lambda self: _call(P.swap_last, self))
+    T = property(lambda self: _call(P.transpose, self)._as_view(self, P.transpose))
+    mT = property(lambda self: _call(P.swap_last, self)._as_view(self, P.swap_last))
 
     def sum(self, axis=None, keepdims=False, **kw): return np.sum(self, axis=axis, keepdims=keepdims, **kw)
     def mean(self, axis=None, keepdims=False, **kw): return np.mean(self, axis=axis, keepdims=keepdims, **kw)
@@ -204,10 +331,10 @@ class Tracer:
     def std(self, axis=None, keepdims=False, **kw): return np.std(self, axis=axis, keepdims=keepdims, **kw)
     def dot(self, other): return np.dot(self, other)
     def ravel(self, order="C"): return np.ravel(self, order=order)
-    def flatten(self, order="C"): return np.ravel(self, order=order)
+    def flatten(self, order="C"): return np.ravel(self, order=order).copy()  # a copy, not a view
     def squeeze(self, axis=None): return np.squeeze(self, axis=axis)
     def swapaxes(self, a, b): return np.swapaxes(self, a, b)
-    def copy(self): return self
+    def copy(self, order="C"): return Tracer(self.ir_var, self.builder)
     def clip(self, min=None, max=None, **kw): return np.clip(self, min, max, **kw)
 
     def reshape(self, *shape, order="C"):
@@ -221,6 +348,23 @@ class Tracer:
         return np.transpose(self, axes or None)
 
     def astype(self, dtype, copy=True): return _call(lambda x: P.convert(x, dtype), self)
+
+
+class _View:
+    """What a view tracer views: the base tracer, how to derive the view from the base's value,
+    the base value it was derived from, and (for basic indexing) the index to write through."""
+
+    __slots__ = ("base", "derive", "index", "seen")
+
+    def __init__(self, base: Tracer, derive: Callable[[Var], Var], seen: Var, index=None):
+        self.base, self.derive, self.seen, self.index = base, derive, seen, index
+
+
+# NumPy functions whose result is a view of their first argument (np.asarray: the array itself)
+_VIEWS = frozenset({
+    "reshape", "ravel", "transpose", "squeeze", "expand_dims", "swapaxes", "moveaxis", "asarray",
+    "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "diagonal",
+})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -452,7 +596,14 @@ def trace(fun: Callable, avals: list[tuple[tuple[int, ...], np.dtype]], treedef:
         tracers = [Tracer(builder.new_input(shape, dtype), builder) for shape, dtype in avals]
         args = unflatten(treedef, tracers)
         call = args if wrap_args is None else wrap_args(args)
-        result = fun(*call.args, **call.kwargs) if type(call) is CallArgs else fun(*call)
+        try:
+            result = fun(*call.args, **call.kwargs) if type(call) is CallArgs else fun(*call)
+        except (ValueError, TypeError) as exc:
+            # NumPy turns our error into its own when a tracer is written into an array
+            # ("setting an array element with a sequence"): show ours, which says what to do
+            if isinstance(exc.__cause__, TracingError):
+                raise exc.__cause__.with_traceback(exc.__traceback__) from None
+            raise
         check_random_sources(generators, getattr(fun, "__qualname__", None) or "the traced function", "")
         out_leaves, out_tree = flatten(result)
         out_vars = []

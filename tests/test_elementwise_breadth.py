@@ -1,0 +1,115 @@
+"""NumPy's elementwise functions added to the traced namespace: values equal to NumPy's (dtype,
+NaN and infinity behaviour included) on every backend in float64 and float32, and derivatives
+(first and second order) against central finite differences. The primitives among them are also
+exercised through the table by tests/test_primitives.py."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+UNARY = ["arcsinh", "arctanh", "cbrt", "floor", "ceil", "trunc", "rint", "fix", "round", "isfinite",
+         "isnan", "isinf", "signbit", "deg2rad", "rad2deg", "radians", "degrees", "sinc", "nan_to_num"]
+BINARY = ["arctan2", "hypot", "copysign", "floor_divide", "mod", "remainder", "fmod", "logaddexp2",
+          "heaviside"]
+
+A = np.concatenate([np.linspace(-3, 3, 13), [0.0, -0.0, 2.5, -2.5, 0.5, -1.5, np.nan, np.inf, -np.inf]])
+B = np.concatenate([np.linspace(2.5, -2.0, 13), [1.0, -1.0, 2.0, -2.0, 0.0, 1.5, 1.0, 2.0, np.inf]])
+
+
+def _all_unary(x):
+    return tuple(getattr(np, name)(x) for name in UNARY) + (np.arccosh(np.abs(x) + 1.0),)
+
+
+def _all_binary(a, b):
+    return tuple(getattr(np, name)(a, b) for name in BINARY) + divmod(a, b) + (a // b, a % b)
+
+
+@pytest.fixture(params=[np.float64, np.float32], ids=["f64", "f32"])
+def dtype(request):
+    return request.param
+
+
+@pytest.mark.parametrize("fun", [_all_unary, _all_binary], ids=["unary", "binary"])
+def test_values_equal_numpys(fun, backend, dtype):
+    args = (A.astype(dtype),) if fun is _all_unary else (A.astype(dtype), B.astype(dtype))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = fun(*args)
+    got = tg.jit(fun, backend=backend)(*args)
+    rtol = 1e-14 if dtype == np.float64 else 1e-6
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=0, equal_nan=True)
+
+
+def test_integer_operands_keep_numpys_dtypes(backend):
+    a, b = np.array([7, -7, 5, 0, -3]), np.array([3, 3, -2, 5, -3])
+
+    def f(a, b):
+        return np.fmod(a, b), a % b, a // b, np.floor(a), np.trunc(a), np.rint(a), np.isnan(a), np.round(a)
+
+    for g, e in zip(tg.jit(f, backend=backend)(a, b), f(a, b), strict=True):
+        assert g.dtype == e.dtype
+        np.testing.assert_array_equal(g, e)
+
+
+SMOOTH = {
+    "arcsinh": (np.arcsinh, (-2.0, 2.0)),
+    "arccosh": (np.arccosh, (1.2, 3.0)),
+    "arctanh": (np.arctanh, (-0.9, 0.9)),
+    "cbrt": (np.cbrt, (0.2, 3.0)),
+    "deg2rad": (np.deg2rad, (-2.0, 2.0)),
+    "sinc": (np.sinc, (-2.0, 2.0)),
+    "logaddexp2": (lambda x: np.logaddexp2(x, 0.3 * x + 0.5), (-2.0, 2.0)),
+    "arctan2": (lambda x: np.arctan2(x, 1.0 + x**2), (-2.0, 2.0)),
+    "hypot": (lambda x: np.hypot(x, 0.5 + x), (0.2, 2.0)),
+    "mod": (lambda x: np.mod(3.0 * x, 0.7 + x), (0.3, 0.45)),
+    "fmod": (lambda x: np.fmod(-3.0 * x, 0.7 + x), (0.3, 0.45)),
+    "copysign": (lambda x: np.copysign(x**2 + x, -1.0 + 0 * x), (0.3, 2.0)),
+    "nan_to_num": (lambda x: np.nan_to_num(np.sin(x)), (-2.0, 2.0)),
+    "heaviside": (lambda x: np.heaviside(np.zeros_like(x), x**2), (-2.0, 2.0)),
+    "round": (lambda x: np.round(x, 2) + x, (-2.0, 2.0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMOOTH))
+def test_first_and_second_derivatives(name, rng):
+    f, (lo, hi) = SMOOTH[name]
+    x = rng.uniform(lo, hi, size=5)
+
+    def total(x):
+        return np.sum(f(x) * np.linspace(0.5, 1.5, 5))
+
+    g = tg.grad(total, backend="numpy")
+    eps = 1e-6
+    fd = np.array([(total(x + eps * e) - total(x - eps * e)) / (2 * eps) for e in np.eye(5)])
+    np.testing.assert_allclose(g(x), fd, rtol=1e-6, atol=1e-7)
+    h = tg.hessian(total, backend="numpy")(x)
+    fd2 = np.array([(g(x + eps * e) - g(x - eps * e)) / (2 * eps) for e in np.eye(5)])
+    np.testing.assert_allclose(h, fd2, rtol=1e-5, atol=1e-6)
+
+
+def test_sinc_is_smooth_at_zero():
+    d1 = tg.grad(lambda x: np.sinc(x), backend="numpy")
+    d2 = tg.grad(d1, backend="numpy")
+    assert float(d1(0.0)) == 0.0
+    np.testing.assert_allclose(d2(0.0), -np.pi**2 / 3, rtol=1e-12)
+    np.testing.assert_allclose(tg.jit(np.sinc, backend="numpy")(np.array([0.0, 1e-4, 0.5])),
+                               np.sinc(np.array([0.0, 1e-4, 0.5])), rtol=1e-15)
+
+
+def test_rounding_has_zero_gradient_and_operators_work(backend):
+    x = np.array([0.3, 1.7, -2.2])
+    g = tg.grad(lambda x: np.sum(np.floor(x) + np.ceil(x) + np.rint(x) + np.trunc(x) + x), backend=backend)
+    np.testing.assert_array_equal(g(x), np.ones(3))
+
+    def ops(x):
+        y = x + 0.0
+        y %= 1.0
+        return x // 0.5, x % 0.5, divmod(x, 0.7), y
+
+    for got, expected in zip(tg.jit(ops, backend=backend)(x), ops(x)):
+        np.testing.assert_allclose(got, expected, rtol=1e-15)

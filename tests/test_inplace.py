@@ -1,0 +1,150 @@
+"""In-place writes on traced arrays, with NumPy's syntax and semantics made functional:
+`y[0] = a`, `y[1:] += b`, `x *= 2`, boolean masks, views that see writes and write through.
+Each function runs under NumPy itself (the oracle) and under tracegrad, values and gradients."""
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+
+def build(x):
+    y = np.zeros_like(x, shape=(6,))
+    y[0] = x[0] * 2
+    y[1:3] = x[1:3] ** 2
+    y[3:] += np.sin(x[2:5])
+    y[-1] -= 1.0
+    z = y[1:5]  # a view: sees later writes to y, and writes into y
+    z[0] *= 3
+    y[4] = x[4] * x[0]
+    w = y[::-2]
+    y[...] *= 1.5
+    return np.sum(y * z.sum()) + z[3] + w[0]
+
+
+def grid(x):
+    m = np.zeros_like(x, shape=(3, 4))
+    m[0] = x[:4]
+    m[1:, ::2] = x[4:6, None]  # broadcast into a strided region
+    m[:, 1] += np.tanh(x[:3])
+    m[2, -1] = np.exp(x[0])
+    m[m > 0.5] = 0.5  # a traced mask, a scalar value
+    return np.sum(m**2) + m[1, 2]
+
+
+def aliases(x):
+    a = x[:3] + 0.0
+    b = a  # another name for the same array
+    b += 1.0
+    c = a.copy()
+    a *= a  # c is a copy: unchanged
+    r = a.reshape(3, 1)  # a view through reshape sees the write below
+    a[1] = 7.0
+    return np.sum(b * c) + r[1, 0] + np.sum(a.T)
+
+
+def update_argument(x):
+    x[0] = 3.0  # the caller's array is not modified
+    x += 1.0
+    return np.sum(x**2)
+
+
+FUNCTIONS = [build, grid, aliases, update_argument]
+
+
+@pytest.fixture(params=[np.float64, np.float32], ids=["f64", "f32"])
+def dtype(request):
+    return request.param
+
+
+@pytest.mark.parametrize("fun", FUNCTIONS, ids=lambda f: f.__name__)
+def test_values_and_derivatives_match_numpy(fun, backend, dtype):
+    x = np.array([0.45, 1.5, -0.3, 0.8, 2.0, 0.1], dtype=dtype)
+    keep = x.copy()
+    expected = fun(x.astype(np.float64).copy())
+    value, grad = tg.value_and_grad(fun, backend=backend)(x)
+    np.testing.assert_array_equal(x, keep)  # never the caller's array
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(value, expected, rtol=tol)
+    eps = 1e-6
+    x64 = x.astype(np.float64)
+    fd = np.array([(fun(x64 + eps * e) - fun(x64 - eps * e)) / (2 * eps) for e in np.eye(6)])
+    np.testing.assert_allclose(grad, fd, rtol=1e-5 if dtype == np.float64 else 2e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("fun", [build, grid], ids=lambda f: f.__name__)
+def test_hessians_match_finite_differences(fun):
+    x = np.array([0.45, 1.5, -0.3, 0.8, 2.0, 0.1])
+    h = tg.hessian(fun, backend="numpy")(x)
+    g = tg.grad(fun, backend="numpy")
+    eps = 1e-5
+    fd = np.array([(g(x + eps * e) - g(x - eps * e)) / (2 * eps) for e in np.eye(6)])
+    np.testing.assert_allclose(h, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_dtypes_follow_numpy():
+    def f(x, n):
+        n[0] = x[0]  # a float written into an integer array is truncated, as in NumPy
+        y = x.astype(np.float32)
+        y += x  # float32 += float64: stays float32 ('same_kind')
+        return n, y
+
+    n, y = tg.jit(f, backend="numpy")(np.array([1.7, 2.0]), np.array([5, 6]))
+    assert n.dtype == np.int64 and list(n) == [1, 6]
+    assert y.dtype == np.float32
+    with pytest.raises(TypeError, match="same_kind"):
+        tg.jit(lambda n: n.__iadd__(1.5), backend="numpy")(np.array([1, 2]))
+
+
+def test_what_is_refused_and_why():
+    x = np.linspace(0, 1, 4)
+
+    def into_numpy_array(x):
+        y = np.zeros(4)
+        y[0] = x[0]
+        return y
+
+    with pytest.raises(tg.TracingError, match="zeros_like"):
+        tg.jit(into_numpy_array, backend="numpy")(x)
+
+    def integer_array_index(x):
+        y = x + 0
+        y[[0, 2]] = 1.0
+        return y
+
+    with pytest.raises(tg.TracingError, match="integer-array index"):
+        tg.jit(integer_array_index, backend="numpy")(x)
+
+    def masked_array_value(x):
+        y = x + 0
+        y[x > 0.5] = x[:2]
+        return y
+
+    with pytest.raises(tg.TracingError, match="np.where"):
+        tg.jit(masked_array_value, backend="numpy")(x)
+
+    def through_transpose(x):
+        m = x.reshape(2, 2)
+        m.T[0, 1] = 5.0
+        return m
+
+    with pytest.raises(tg.TracingError, match="view"):
+        tg.jit(through_transpose, backend="numpy")(x)
+
+    def outer(x):
+        def inner(y):
+            x[0] = y  # writes into the enclosing function's array
+            return y
+
+        return tg.grad(inner)(x[1])
+
+    with pytest.raises(tg.TracingError, match="enclosing"):
+        tg.jit(outer, backend="numpy")(x)
+
+    with pytest.raises(ValueError, match="broadcast"):
+        tg.jit(lambda x: x.__iadd__(np.ones((2, 4))), backend="numpy")(x)
+
+
+def test_full_like_with_a_traced_fill_value(backend):
+    f = tg.grad(lambda s: np.sum(np.full_like(s, s, shape=(3,)) * np.arange(3.0)), backend=backend)
+    np.testing.assert_allclose(f(2.0), 3.0)
