@@ -79,7 +79,7 @@ def run_blocks(path: Path) -> list[tuple[Block, str]]:
         source = "\n" * (block.line - 1) + block.code
         stdout = io.StringIO()
         try:
-            code = compile(source, path.name, "exec")
+            code = compile(source, path.name, "exec", dont_inherit=True)  # as a user runs it
             with contextlib.redirect_stdout(stdout):
                 exec(code, namespace)  # running the documentation is the point
         except Exception:  # reported with the file and block

@@ -11,6 +11,7 @@
 """
 
 from . import numpy  # noqa: F401  (the explicit namespace: tracegrad.numpy.sin, ...)
+from . import tree_util
 from .api import (
     Transformed,
     cache_info,
@@ -35,6 +36,14 @@ from .transforms.custom_jvp import custom_jvp
 from .transforms.remat import checkpoint
 from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
+from .tree_util import (
+    register_pytree_node,
+    tree_flatten,
+    tree_leaves,
+    tree_map,
+    tree_structure,
+    tree_unflatten,
+)
 
 __version__ = "0.1.0"
 
@@ -66,8 +75,15 @@ __all__ = [
     "linearize",
     "make_ir",
     "make_kernels",
+    "register_pytree_node",
     "stop_gradient",
     "tap",
+    "tree_flatten",
+    "tree_leaves",
+    "tree_map",
+    "tree_structure",
+    "tree_unflatten",
+    "tree_util",
     "value_and_grad",
     "vjp",
     "vmap",

@@ -9,6 +9,7 @@ transforms compose (grad of grad, jit of grad, hessian = jacobian of grad).
 
 from __future__ import annotations
 
+import copy
 import functools
 import types
 from collections.abc import Callable, Sequence
@@ -39,9 +40,18 @@ from .program import (
     log,
     variant,
 )
-from .trace import Tracer, inline_graph, trace
+from .trace import CallArgs, Tracer, inline_graph, trace
 from .transforms import forward
-from .tree import LEAF, TreeDef, flatten, leaf_paths, replace_leaves, tuple_of, unflatten
+from .tree import (
+    LEAF,
+    TreeDef,
+    flatten,
+    is_user_node_type,
+    leaf_paths,
+    replace_leaves,
+    tuple_of,
+    unflatten,
+)
 
 GUARD_RETRACE_WARNING = 8  # traces caused by changed captured values before a warning
 _guard_retraces: _BoundedDict = _BoundedDict()
@@ -79,6 +89,10 @@ class Transformed:
     """A function under a transform. Call it like the original function."""
 
     _capture_children = ("fun",)  # what the capture walk follows (see capture.py)
+    # Set on the variants made for methods (`_method`): `self` is argument 0 and argnums count
+    # after it (_self_shift = 1); a `self` that is not a pytree is static, keyed by identity.
+    _self_shift = 0
+    _static_self = False
 
     def __init__(
         self,
@@ -125,51 +139,86 @@ class Transformed:
         return f"<tracegrad {_name_of(self)}>"
 
     def __get__(self, obj, objtype=None):  # decorating methods
-        return self if obj is None else functools.partial(self, obj)
+        if obj is None:
+            return self
+        return _Bound(self._method(is_user_node_type(type(obj))), obj)
+
+    def _method(self, pytree_self: bool) -> Transformed:
+        """This transform for a method called through an instance, `obj.method(*args)`: `self`
+        comes first and argnums/static_argnums count the arguments after it (`@tg.grad` on
+        `def loss(self, w)` differentiates `w`). A `self` that is a pytree (a registered class,
+        a namedtuple, a dataclass) is traced and not differentiated; any other `self` is a static
+        argument keyed by identity, whose attributes are read at call time (capture.py). Made
+        once per transform and kind of `self`; a transform of a transform shifts all the way in."""
+        methods = self.__dict__.setdefault("_methods", {})
+        variant = methods.get(pytree_self)
+        if variant is None:
+            variant = copy.copy(self)
+            variant._bind_self(pytree_self)
+            variant._fast_calls, variant._methods = {}, {}
+            methods[pytree_self] = variant
+        return variant
+
+    def _bind_self(self, pytree_self: bool) -> None:
+        """On a fresh copy (`_method`): shift the per-argument options past `self`. A transform
+        with options of its own per positional argument (vmap's in_axes) extends this."""
+        if isinstance(self.argnums, int):
+            self.argnums += 1
+        else:
+            self.argnums = tuple(a + 1 for a in self.argnums)
+        shifted = tuple(s + 1 for s in self.static_argnums)
+        self.static_argnums = shifted if pytree_self else (0, *shifted)
+        self._self_shift, self._static_self = 1, not pytree_self
+        if isinstance(self.fun, Transformed):
+            self.fun = self.fun._method(pytree_self)
 
     # ---- calling
     def __call__(self, *args, **kwargs):
-        fast = self._fast_calls.get(_cheap_signature(args)) if not kwargs else None
-        if fast is not None:
-            out = fast(self, args)
-            if out is not _MISS:
-                return out
-        if kwargs:
-            raise TypeError(
-                f"{_name_of(self)}: keyword arguments are not supported ({', '.join(kwargs)}); "
-                "pass them positionally, or close over them with functools.partial"
-            )
+        if not kwargs:
+            fast = self._fast_calls.get(_cheap_signature(args))
+            if fast is not None:
+                out = fast(self, args)
+                if out is not _MISS:
+                    return out
         self._check_call(args)
         if ir.active_builder() is not None:
-            return self._inline(args)
-        return self._execute(args)
+            return self._inline(args, kwargs)
+        return self._execute(args, kwargs)
 
     def _check_call(self, args: tuple) -> None:
+        shift = self._self_shift  # messages count the arguments as the caller wrote them
+        where = " after self" if shift else ""
         for i in self.static_argnums:
             if i >= len(args):
                 raise ValueError(
-                    f"static_argnums {i} is out of range: {_name_of(self)} was called with "
-                    f"{len(args)} positional arguments"
+                    f"static_argnums {i - shift} is out of range: {_name_of(self)} was called "
+                    f"with {len(args) - shift} positional argument(s){where}"
                 )
         if self.kind == "jit":
             return
         for i in _int_tuple(self.argnums, "argnums"):
             if i >= len(args):
                 raise ValueError(
-                    f"argnums {i} is out of range: {_name_of(self)} was called with {len(args)} "
-                    f"positional argument(s); argnums counts from 0"
+                    f"argnums {i - shift} is out of range: {_name_of(self)} was called with "
+                    f"{len(args) - shift} positional argument(s){where}; argnums counts from 0 "
+                    "(keyword arguments are never differentiated)"
                 )
             if i in self.static_argnums:
-                raise ValueError(f"argument {i} cannot be both differentiated and static")
+                raise ValueError(f"argument {i - shift} cannot be both differentiated and static")
 
-    def _split(self, args: tuple):
+    def _split(self, args: tuple, kwargs: dict | None = None):
+        """(static values, positions of the traced arguments, their leaves, their tree). Keyword
+        arguments are traced too: one dict (sorted by name) after the positional arguments."""
         static = tuple(args[i] for i in self.static_argnums)
+        shift = self._self_shift  # messages count a method's arguments after self
         for i, s in zip(self.static_argnums, static):
+            if i == 0 and self._static_self:
+                continue  # keyed by identity (_static_key)
             try:
                 hash(s)
             except TypeError:
                 raise TypeError(
-                    f"static argument {i} of {_name_of(self)} must be hashable, got "
+                    f"static argument {i - shift} of {_name_of(self)} must be hashable, got "
                     f"{type(s).__name__}; pass arrays as ordinary (traced) arguments"
                 ) from None
         dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
@@ -177,25 +226,32 @@ class Transformed:
         for i, a in zip(positions, dynamic):
             if a is None:
                 raise TypeError(
-                    f"argument {i} of {_name_of(self)} is None; tracegrad traces arrays and "
-                    f"numbers. Mark it static with static_argnums=({i},) or leave it out."
+                    f"argument {i - shift} of {_name_of(self)} is None; tracegrad traces arrays "
+                    f"and numbers. Mark it static with static_argnums=({i - shift},) or leave it "
+                    "out."
                 )
+        if kwargs:
+            dynamic += (dict(sorted(kwargs.items())),)
         leaves, treedef = flatten(dynamic)
         return static, positions, leaves, treedef
 
     def _wrap_args(self, static: tuple, positions: list[int]):
-        def wrap(dynamic: tuple) -> tuple:
-            full: list[Any] = [None] * (len(static) + len(dynamic))
+        """The traced arguments (a tuple, the keyword arguments' dict last if any) -> the call."""
+
+        def wrap(dynamic: tuple) -> tuple | CallArgs:
+            full: list[Any] = [None] * (len(static) + len(positions))
             for i, s in zip(self.static_argnums, static):
                 full[i] = s
             for i, d in zip(positions, dynamic):
                 full[i] = d
+            if len(dynamic) > len(positions):
+                return CallArgs(tuple(full), dynamic[-1])
             return tuple(full)
 
         return wrap
 
-    def _execute(self, args: tuple):
-        static, positions, leaves, treedef = self._split(args)
+    def _execute(self, args: tuple, kwargs: dict | None = None):
+        static, positions, leaves, treedef = self._split(args, kwargs)
         arrays = self._arrays(leaves, treedef, positions)
         backend = backends.get_backend(self.backend)
         avals = [aval(a) for a in arrays]
@@ -204,12 +260,13 @@ class Transformed:
                 f"{_name_of(self)} got a GPU (device) array but runs on the {backend.name!r} "
                 "backend; pass backend='cuda', or copy the array to the host first"
             )
-        sig = Signature(treedef, tuple((s, d.str) for s, d in avals), _static_key(static))
+        static_key = _static_key(static, self._static_self)
+        sig = Signature(treedef, tuple((s, d.str) for s, d in avals), static_key)
         key = (self.spec, backend.name, variant(backend), sig)
         program = _programs.get(key)
         hidden = None if program is None else program.captured.read(self, static)
         if hidden is None:
-            names = _leaf_names(treedef, positions)
+            names = _leaf_names(treedef, positions, self._self_shift)
             why = None if program is None else program.captured.why(self, static)
             self._note_retrace(sig, names, why)
             scope = Scope.of(self, static)
@@ -224,14 +281,23 @@ class Transformed:
             hidden = captured.read(self, static)
             if hidden is None:  # cannot happen unless a guard is flaky: use what was traced
                 hidden = [v for _, v in scope.hidden]
-        self._remember_fast_call(args, program)
+        if not kwargs:
+            self._remember_fast_call(args, program)
         return program(arrays + hidden)
 
     def _remember_fast_call(self, args: tuple, program: Program) -> None:
         """A path for the next calls with the same cheap signature (positional floats and
-        arrays): no flattening, no signature, no program lookup."""
-        cheap = _cheap_signature(args)
-        if cheap is None or self.static_argnums:
+        arrays): no flattening, no signature, no program lookup. A method with a static `self`
+        and no other static argument gets one per instance (keyed by identity, as its program:
+        the guards read `self` again on every call)."""
+        if self._static_self and self.static_argnums == (0,):
+            cheap = _cheap_signature(args[1:])
+            cheap = None if cheap is None else (id(args[0]), cheap)
+        elif self.static_argnums:
+            return
+        else:
+            cheap = _cheap_signature(args)
+        if cheap is None:
             return
         if len(self._fast_calls) >= 64:
             self._fast_calls.clear()
@@ -261,13 +327,13 @@ class Transformed:
             elif type(leaf) is float:
                 arrays.append(np.asarray(leaf))
             else:
-                name = _leaf_names(treedef, positions)[len(arrays)]
+                name = _leaf_names(treedef, positions, self._self_shift)[len(arrays)]
                 arrays.append(_as_array(leaf, name, _name_of(self)))
         return arrays
 
-    def _inline(self, args: tuple):
-        static, positions, leaves, treedef = self._split(args)
-        names = _leaf_names(treedef, positions)
+    def _inline(self, args: tuple, kwargs: dict | None = None):
+        static, positions, leaves, treedef = self._split(args, kwargs)
+        names = _leaf_names(treedef, positions, self._self_shift)
         avals = []
         for leaf, name in zip(leaves, names):
             if isinstance(leaf, Tracer):
@@ -326,7 +392,7 @@ class Transformed:
         offsets = np.cumsum([0] + [t.num_leaves for t in arg_trees])
         argnums = _int_tuple(self.argnums, "argnums")
         wrt, trees = [], []
-        names = _leaf_names(treedef, positions)
+        names = _leaf_names(treedef, positions, self._self_shift)
         for i in argnums:
             k = positions.index(i)
             trees.append(arg_trees[k])
@@ -368,16 +434,73 @@ class Transformed:
         return value_tree, aux_tree, n_value
 
 
-def _leaf_names(treedef: TreeDef, positions: list[int]) -> list[str]:
+class _Bound:
+    """A transform reached through an instance (`obj.loss`): calls `method(obj, *args)`, with
+    the cached-call path of a static `self` (see Transformed._remember_fast_call)."""
+
+    __slots__ = ("method", "obj")
+    _capture_children = ("method", "obj")  # what the capture walk follows (see capture.py)
+
+    def __init__(self, method: Transformed, obj: Any):
+        self.method, self.obj = method, obj
+
+    def __call__(self, *args, **kwargs):
+        method, obj = self.method, self.obj
+        if not kwargs and method._static_self:
+            fast = method._fast_calls.get((id(obj), _cheap_signature(args)))
+            if fast is not None:
+                out = fast(method, args, (obj,))
+                if out is not _MISS:
+                    return out
+        return method(obj, *args, **kwargs)
+
+    @property
+    def trace_count(self) -> int:
+        return self.method.trace_count
+
+    def __repr__(self) -> str:
+        return f"<tracegrad {_name_of(self.method)} bound to {type(self.obj).__name__}>"
+
+
+def _leaf_names(treedef: TreeDef, positions: list[int], shift: int = 0) -> list[str]:
+    """Names of the argument leaves for messages: "argument 1['w']", "keyword argument p.b"; a
+    method's arguments (shift 1) are counted after `self`, as its argnums are."""
     names = []
     for pos, child in zip(positions, treedef.children):
-        names += [f"argument {pos}{path}" for path in leaf_paths(child)]
+        arg = "self" if pos < shift else f"argument {pos - shift}"
+        names += [f"{arg}{path}" for path in leaf_paths(child)]
+    if len(treedef.children) > len(positions):  # the keyword arguments' dict (Transformed._split)
+        kwargs = treedef.children[-1]
+        for key, child in zip(kwargs.keys, kwargs.children, strict=True):
+            names += [f"keyword argument {key}{path}" for path in leaf_paths(child)]
     return names
 
 
-def _static_key(static: tuple) -> tuple:
+class _Instance:
+    """A static `self` in a cache key: by identity, without keeping the object alive (its
+    attributes are guarded, so an object that reuses the id finds a program that is current)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, obj: Any):
+        self.id = id(obj)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Instance and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(("instance", self.id))
+
+    def __repr__(self) -> str:
+        return f"<object at {self.id:#x}>"
+
+
+def _static_key(static: tuple, static_self: bool = False) -> tuple:
     """Static arguments with their types: `2` and `2.0` are equal and hash alike, but a program
-    traced with one computes in another dtype than with the other."""
+    traced with one computes in another dtype than with the other. A method's static `self`
+    (static_self) is keyed by its type and identity."""
+    if static_self:
+        return ((type(static[0]), _Instance(static[0])), *(_typed(s) for s in static[1:]))
     return tuple(_typed(s) for s in static)
 
 
@@ -405,11 +528,18 @@ def _as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
         return leaf  # stays on the device: the cuda backend takes it without a copy
     elif hasattr(leaf, "__array_interface__") or hasattr(leaf, "__array__"):
         arr = np.asarray(leaf)
+    elif name.startswith("keyword"):
+        raise TypeError(
+            f"{fname}: {name} is a {type(leaf).__name__}; keyword arguments are traced like "
+            "positional ones (arrays and numbers, in containers). Bind other values with "
+            "functools.partial, or pass them positionally and mark them static_argnums."
+        )
     else:
         raise TypeError(
             f"{fname}: {name} is a {type(leaf).__name__}; tracegrad traces arrays and numbers "
-            "(and tuples, lists and dicts of them). Mark other arguments static with "
-            "static_argnums, or close over them."
+            "(and tuples, lists, dicts, namedtuples, dataclasses and registered pytree classes "
+            "of them). Mark other arguments static with static_argnums, register a class with "
+            "tg.register_pytree_node, or close over the value."
         )
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_) or np.iscomplexobj(arr):
         raise TypeError(f"{fname}: {name} has dtype {arr.dtype}; tracegrad supports real numbers and bools")
@@ -545,10 +675,10 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
     """
     transformed = fun if isinstance(fun, Transformed) else Transformed(fun, "jit", (), False, static_argnums)
 
-    def make(*args) -> Graph:
+    def make(*args, **kwargs) -> Graph:
         transformed._check_call(args)
-        static, positions, leaves, treedef = transformed._split(args)
-        names = _leaf_names(treedef, positions)
+        static, positions, leaves, treedef = transformed._split(args, kwargs)
+        names = _leaf_names(treedef, positions, transformed._self_shift)
         arrays = [_as_array(leaf, n, _name_of(transformed)) for leaf, n in zip(leaves, names)]
         graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
         return passes.optimize(graph, lower=False) if optimize else graph
@@ -572,8 +702,8 @@ def make_kernels(fun: Callable, static_argnums=(), backend: str | None = None):
         "tracegrad.codegen_cuda" if name == "cuda" else "tracegrad.codegen_cpu"
     )
 
-    def make(*args) -> str:
-        graph, _ = passes.extract_hooks(passes.optimize(make_graph(*args)))
+    def make(*args, **kwargs) -> str:
+        graph, _ = passes.extract_hooks(passes.optimize(make_graph(*args, **kwargs)))
         return module.program_source(graph)
 
     return make

@@ -22,7 +22,7 @@ from .ir import Graph, Var
 from .trace import trace
 from .transforms import batching, forward, partial_eval
 from .autodiff import adjoint
-from .tree import LEAF, TreeDef, tuple_of
+from .tree import LEAF, TreeDef, broadcast_prefix, flatten, tuple_of
 
 jacrev = jacobian  # JAX's name for reverse-mode jacobians
 
@@ -90,47 +90,30 @@ def _with_inputs(graph: Graph, inputs: Sequence[Var]) -> Graph:
 # vmap
 
 
+def _is_none(a: Any) -> bool:
+    return a is None
+
+
 def _axis_leaves(prefix: Any, tree: TreeDef, what: str) -> list:
     """One axis (or None) per leaf of `tree`, from `prefix`: an int or None for a whole subtree,
-    or a container of them with the structure of the tree's top levels (JAX's tree prefix)."""
-    if prefix is None or (isinstance(prefix, (int, np.integer)) and not isinstance(prefix, bool)):
-        return [None if prefix is None else int(prefix)] * tree.num_leaves
-    if tree.kind in ("tuple", "list") and isinstance(prefix, (tuple, list)):
-        if len(prefix) == len(tree.children):
-            return [a for p, c in zip(prefix, tree.children, strict=True) for a in _axis_leaves(p, c, what)]
-    elif tree.kind == "dict" and isinstance(prefix, dict) and set(prefix) == set(tree.keys):
-        return [a for k, c in zip(tree.keys, tree.children, strict=True) for a in _axis_leaves(prefix[k], c, what)]
-    elif tree.kind == "none" and isinstance(prefix, (tuple, list, dict)):
-        pass
-    raise ValueError(
-        f"vmap: {what} {prefix!r} does not match the structure {tree}; give an int or None for "
-        "a whole argument or result, or a tuple/list/dict of them shaped like it"
-    )
+    or containers of them with the structure of the tree's top levels (JAX's tree prefix: a
+    namedtuple, dataclass or registered class of axes for an argument of that class)."""
+    return broadcast_prefix(prefix, tree, _is_none, f"vmap: {what}")
 
 
 def _axes_key(axes: Any) -> Any:
     """A hashable form of an in_axes/out_axes tree (part of the program's key)."""
-    if isinstance(axes, dict):
-        return ("dict", tuple((k, _axes_key(v)) for k, v in axes.items()))
-    if isinstance(axes, (tuple, list)):
-        return (type(axes).__name__, tuple(_axes_key(a) for a in axes))
-    return axes if axes is None else int(axes)
+    leaves, treedef = flatten(axes, _is_none)
+    return treedef, tuple(a if a is None else int(a) for a in leaves)
 
 
 def _check_axes_tree(axes: Any, what: str) -> None:
-    if axes is None or (isinstance(axes, (int, np.integer)) and not isinstance(axes, bool)):
-        return
-    if isinstance(axes, (tuple, list)):
-        for a in axes:
-            _check_axes_tree(a, what)
-        return
-    if isinstance(axes, dict):
-        for a in axes.values():
-            _check_axes_tree(a, what)
-        return
-    raise TypeError(
-        f"vmap: {what} must be an int, None, or a tuple/list/dict of them; got {axes!r}"
-    )
+    for a in flatten(axes, _is_none)[0]:
+        if a is not None and (not isinstance(a, (int, np.integer)) or isinstance(a, bool)):
+            raise TypeError(
+                f"vmap: {what} must be an int, None, or a tuple/list/dict (or other pytree) of "
+                f"them; got {axes!r}"
+            )
 
 
 class Vmapped(_Composite):
@@ -140,19 +123,27 @@ class Vmapped(_Composite):
         super().__init__(fun, "vmap", backend=backend, options=(_axes_key(in_axes), _axes_key(out_axes)))
         self.in_axes, self.out_axes = in_axes, out_axes
 
+    def _bind_self(self, pytree_self: bool) -> None:
+        """A method's `self` is not mapped: in_axes given per argument count after it."""
+        super()._bind_self(pytree_self)
+        if pytree_self and type(self.in_axes) in (tuple, list):
+            self.in_axes = (None, *self.in_axes)
+            self.options = (_axes_key(self.in_axes), self.options[1])
+
     def build(self, avals, treedef, static, positions, scope=None):
         name = _name_of(self)
-        n_args = len(treedef.children)
+        n_args = len(positions)  # keyword arguments, if any: a dict after them, mapped on axis 0
         in_axes = self.in_axes
-        if isinstance(in_axes, list):
+        if type(in_axes) is list:
             in_axes = tuple(in_axes)
-        if isinstance(in_axes, tuple) and len(in_axes) != n_args:
+        if type(in_axes) is tuple and len(in_axes) != n_args:
             raise ValueError(
                 f"{name}: in_axes has {len(in_axes)} entries but the function was called with "
                 f"{n_args} positional arguments; give one entry per argument (None: not mapped)"
             )
-        if not isinstance(in_axes, tuple):
+        if type(in_axes) is not tuple:
             in_axes = (in_axes,) * n_args
+        in_axes += (0,) * (len(treedef.children) - n_args)
         axes = _axis_leaves(in_axes, treedef, "in_axes")
         size, sizes, example = None, [], []
         for k, ((shape, dtype), axis) in enumerate(zip(avals, axes, strict=True)):
@@ -174,7 +165,8 @@ class Vmapped(_Composite):
         if any(s != size for _, s in sizes):
             shown = ", ".join(f"leaf {k}: {s}" for k, s in sizes)
             raise ValueError(f"{name}: the mapped axes have different sizes ({shown}); they must agree")
-        fgraph, out_tree, captures = trace(self.fun, example, treedef, None, scope)
+        wrap = self._wrap_args(static, positions)
+        fgraph, out_tree, captures = trace(self.fun, example, treedef, wrap, scope)
         out_axes = _axis_leaves(self.out_axes, out_tree, "out_axes")
         for j, (axis, out) in enumerate(zip(out_axes, fgraph.outputs, strict=True)):
             if axis is not None:

@@ -17,6 +17,7 @@ import numpy as np
 from . import ir
 from . import primitives as P
 from .trace import Tracer, _call
+from .tree import flatten
 
 
 class _Printer:
@@ -49,13 +50,15 @@ def _host(value: Any) -> Any:
 
 
 def _check_no_nested_tracer(value: Any) -> None:
-    if isinstance(value, (list, tuple, dict)):
-        items = value.values() if isinstance(value, dict) else value
-        if any(isinstance(v, Tracer) for v in items):
-            raise TypeError(
-                "tg.debug_print: a traced value inside a list, tuple or dict cannot be printed; "
-                "pass each traced value as its own argument: tg.debug_print('{} {}', a, b)"
-            )
+    if isinstance(value, Tracer):
+        return
+    leaves, treedef = flatten(value)
+    if treedef.kind != "leaf" and any(isinstance(v, Tracer) for v in leaves):
+        raise TypeError(
+            "tg.debug_print: a traced value inside a container (a list, tuple, dict, namedtuple "
+            "or dataclass) cannot be printed; pass each traced value as its own argument: "
+            "tg.debug_print('{} {}', a, b)"
+        )
 
 
 def debug_print(fmt: str, *values: Any) -> None:

@@ -293,7 +293,7 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
     backend, not cleared, not inside a trace, captured values as they were); a program with
     hooks runs them on every call. `call(fun, args)` takes the transformed function, from which
     the guards read (passed in rather than kept, so that a transform and its fast paths make no
-    cycle)."""
+    cycle), and the static arguments the guards read from (a method's static `self`)."""
     run, tree, asarray = program.run, program.out_tree, np.asarray
     chosen = backends.env("TRACEGRAD_BACKEND")
     backend_object = backends.get_backend(backend)
@@ -305,7 +305,7 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
     read = None if program.captured.empty else program.captured.read
     hooked = bool(program.hooks)
 
-    def call(fun: Any, args: tuple):
+    def call(fun: Any, args: tuple, static: tuple = ()):
         if (
             _generation[0] != generation
             or ir.active_builder() is not None
@@ -316,7 +316,7 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
             return _MISS
         arrays = [asarray(a) if type(a) is float else a for a in args]
         if read is not None:
-            hidden = read(fun, ())
+            hidden = read(fun, static)
             if hidden is None:
                 return _MISS
             arrays += hidden

@@ -596,8 +596,17 @@ def _function_name(func) -> str:
 # Tracing a function
 
 
+class CallArgs:
+    """Positional and keyword arguments, when `trace`'s `wrap_args` has keywords to pass."""
+
+    __slots__ = ("args", "kwargs")
+
+    def __init__(self, args: tuple, kwargs: dict):
+        self.args, self.kwargs = args, kwargs
+
+
 def trace(fun: Callable, avals: list[tuple[tuple[int, ...], np.dtype]], treedef: TreeDef,
-          wrap_args: Callable[[list[Any]], tuple] | None = None, scope: Scope | None = None):
+          wrap_args: Callable[[Any], tuple | CallArgs] | None = None, scope: Scope | None = None):
     """Trace `fun` on fresh inputs of the given shapes and dtypes.
 
     Returns the graph (inputs: the leaves, then the hidden inputs that `scope` found, then values
@@ -610,8 +619,9 @@ def trace(fun: Callable, avals: list[tuple[tuple[int, ...], np.dtype]], treedef:
     with ir.building(builder):
         tracers = [Tracer(builder.new_input(shape, dtype), builder) for shape, dtype in avals]
         args = unflatten(treedef, tracers)
+        call = args if wrap_args is None else wrap_args(args)
         try:
-            result = fun(*args) if wrap_args is None else fun(*wrap_args(args))
+            result = fun(*call.args, **call.kwargs) if type(call) is CallArgs else fun(*call)
         except (ValueError, TypeError) as exc:
             # NumPy turns our error into its own when a tracer is written into an array
             # ("setting an array element with a sequence"): show ours, which says what to do
@@ -633,7 +643,7 @@ def _result_leaf(leaf: Any):
         return leaf
     raise TypeError(
         f"a traced function returned a {type(leaf).__name__}; return arrays, numbers, or tuples, "
-        "lists and dicts of them"
+        "lists, dicts, namedtuples, dataclasses and registered pytree classes of them"
     )
 
 

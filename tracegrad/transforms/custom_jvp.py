@@ -23,6 +23,7 @@ from collections.abc import Callable
 from .. import ir
 from .. import primitives as P
 from ..autodiff import adjoint
+from ..custom import positional
 from ..errors import TracingError
 from ..ir import Graph
 from ..trace import Tracer, _lift, to_var, trace, user_source
@@ -71,10 +72,12 @@ class custom_jvp:
         self.jvp = jvp
         return jvp
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         builder = ir.active_builder()
         if builder is None or self._in_rule:
-            return self.fun(*args)
+            return self.fun(*args, **kwargs)
+        if kwargs:
+            args = positional(self.fun, self.__name__, "custom_jvp", args, kwargs)
         if self.jvp is None:
             raise TypeError(
                 f"custom_jvp function {self.__name__} is being traced but has no rule: define "

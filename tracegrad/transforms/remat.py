@@ -70,16 +70,20 @@ class checkpoint:
             (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         )
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         builder = ir.active_builder()
         if builder is None:  # not traced: nothing to differentiate
-            return self.fun(*args)
+            return self.fun(*args, **kwargs)
         static = {i: args[i] for i in self.static_argnums if i < len(args)}
         dynamic = tuple(a for i, a in enumerate(args) if i not in static)
+        if kwargs:  # traced like the positional arguments: one dict after them
+            dynamic += (kwargs,)
 
         def call(*dyn):
-            it = iter(dyn)
-            return self.fun(*(static[i] if i in static else next(it) for i in range(len(args))))
+            keywords = dyn[-1] if kwargs else {}
+            it = iter(dyn[:-1] if kwargs else dyn)
+            positional = (static[i] if i in static else next(it) for i in range(len(args)))
+            return self.fun(*positional, **keywords)
 
         leaves, treedef = flatten(dynamic)
         arg_vars = [to_var(a, builder) for a in leaves]
