@@ -1104,7 +1104,8 @@ def _setitem(x: Var, index, value) -> Var:
     ):
         raise TracingError(
             f"assigning through an integer-array index (x[[0, 2]] = ...) is not supported yet{_src()}; "
-            "use static ints and slices, a boolean mask, or np.where"
+            "use static ints and slices, a boolean mask, or np.where; for x[i] += v write "
+            "np.add.at(x, i, v) (which also adds up repeated indices, as x[i] += v does not)"
         )
     ranges, out_shape = _basic_index(x, index)
     region = tuple(len(range(*r)) for r in ranges)
