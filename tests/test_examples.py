@@ -102,6 +102,13 @@ def test_newton_converges_where_gradient_descent_does_not_yet():
     assert descent["f"] > newton["f"]
 
 
+def test_gaussian_process_newton_converges_with_exact_derivatives():
+    result = run("gaussian-process", size=12, steps=25)
+    assert result["converged"] and len(result["history"]) < 20
+    assert result["grad_error"] < 1e-6 and result["hessian_error"] < 1e-6
+    assert all(b <= a + 1e-12 for a, b in zip(result["history"], result["history"][1:]))  # descends
+
+
 def test_newton_both_converge_and_newton_needs_far_fewer_iterations():
     result = run("newton", size=2, steps=20000)
     newton, descent = result["newton"], result["gradient_descent"]
@@ -164,6 +171,7 @@ def test_every_example_has_the_interface(name):
 SMALL = {"linear-regression": {"size": 20, "steps": 20}, "mlp": {"size": 20, "steps": 20},
          "newton": {"size": 2, "steps": 30}, "gradient-flow": {"size": 16, "steps": 3},
          "higher-order": {"size": 3}, "custom-gradient": {"size": 3},
+         "gaussian-process": {"size": 6, "steps": 3},
          "distributed-logreg": {"rows": 2000, "workers": 0}}
 
 

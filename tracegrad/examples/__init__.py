@@ -22,6 +22,7 @@ EXAMPLES = {
     "linear-regression": "linear_regression",
     "mlp": "mlp",
     "newton": "newton",
+    "gaussian-process": "gaussian_process",
     "higher-order": "higher_order",
     "custom-gradient": "custom_gradient",
     "gradient-flow": "gradient_flow",
