@@ -109,6 +109,13 @@ def test_gaussian_process_newton_converges_with_exact_derivatives():
     assert all(b <= a + 1e-12 for a, b in zip(result["history"], result["history"][1:]))  # descends
 
 
+def test_lennard_jones_reaches_the_known_minimum():
+    result = run("lennard-jones")
+    assert result["converged"] and result["pairs"] == 78
+    assert abs(result["energy"] - (-44.326801)) < 1e-6
+    assert abs(result["derivative"] - result["finite_difference"]) < 1e-5 * abs(result["finite_difference"])
+
+
 def test_newton_both_converge_and_newton_needs_far_fewer_iterations():
     result = run("newton", size=2, steps=20000)
     newton, descent = result["newton"], result["gradient_descent"]
@@ -171,7 +178,7 @@ def test_every_example_has_the_interface(name):
 SMALL = {"linear-regression": {"size": 20, "steps": 20}, "mlp": {"size": 20, "steps": 20},
          "newton": {"size": 2, "steps": 30}, "gradient-flow": {"size": 16, "steps": 3},
          "higher-order": {"size": 3}, "custom-gradient": {"size": 3},
-         "gaussian-process": {"size": 6, "steps": 3},
+         "gaussian-process": {"size": 6, "steps": 3}, "lennard-jones": {"steps": 3},
          "distributed-logreg": {"rows": 2000, "workers": 0}}
 
 

@@ -23,6 +23,7 @@ EXAMPLES = {
     "mlp": "mlp",
     "newton": "newton",
     "gaussian-process": "gaussian_process",
+    "lennard-jones": "lennard_jones",
     "higher-order": "higher_order",
     "custom-gradient": "custom_gradient",
     "gradient-flow": "gradient_flow",
