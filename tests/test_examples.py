@@ -116,6 +116,12 @@ def test_lennard_jones_reaches_the_known_minimum():
     assert abs(result["derivative"] - result["finite_difference"]) < 1e-5 * abs(result["finite_difference"])
 
 
+def test_embedding_classifier_learns_the_indicative_tokens():
+    result = run("embedding-classifier", size=150, steps=60)
+    assert result["history"][-1] < 0.6 * result["history"][0]
+    assert result["test_accuracy"] > 0.9
+
+
 def test_newton_both_converge_and_newton_needs_far_fewer_iterations():
     result = run("newton", size=2, steps=20000)
     newton, descent = result["newton"], result["gradient_descent"]
@@ -179,6 +185,7 @@ SMALL = {"linear-regression": {"size": 20, "steps": 20}, "mlp": {"size": 20, "st
          "newton": {"size": 2, "steps": 30}, "gradient-flow": {"size": 16, "steps": 3},
          "higher-order": {"size": 3}, "custom-gradient": {"size": 3},
          "gaussian-process": {"size": 6, "steps": 3}, "lennard-jones": {"steps": 3},
+         "embedding-classifier": {"size": 20, "steps": 3},
          "distributed-logreg": {"rows": 2000, "workers": 0}}
 
 

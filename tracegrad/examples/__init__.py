@@ -24,6 +24,7 @@ EXAMPLES = {
     "newton": "newton",
     "gaussian-process": "gaussian_process",
     "lennard-jones": "lennard_jones",
+    "embedding-classifier": "embedding_classifier",
     "higher-order": "higher_order",
     "custom-gradient": "custom_gradient",
     "gradient-flow": "gradient_flow",

@@ -1,0 +1,20 @@
+"""The embedding-classifier example, runnable as a file:
+
+    python3 examples/embedding_classifier.py [--backend numpy|cpu|cuda] [--size N] [--steps N]
+        [--quiet]
+
+Its code is in tracegrad/examples/embedding_classifier.py, so that
+`tracegrad run embedding-classifier` works from an installed package too.
+"""
+
+import sys
+from pathlib import Path
+
+try:
+    from tracegrad.cli import main
+except ImportError:  # run from a clone without installing: use the package next to this folder
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tracegrad.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["run", "embedding-classifier", *sys.argv[1:]]))
