@@ -49,12 +49,23 @@ def scans(m, v):
     )
 
 
+def sorting(m, v):
+    """Sorting and the order statistics built on it."""
+    return (
+        np.sort(v), np.sort(m, axis=0), np.argsort(m, axis=1, kind="stable"), np.sort(m, axis=None),
+        np.median(v), np.median(m, axis=1), np.median(m, axis=0, keepdims=True), np.quantile(m, 0.3),
+        np.quantile(m, [0.1, 0.9], axis=1), np.percentile(m, [25, 50, 75], axis=0),
+        np.quantile(m, 0.35, axis=1, method="nearest"), np.quantile(v, 0.35, method="midpoint"),
+        np.quantile(m, 0.6, method="lower"), np.quantile(m, 0.6, method="higher"),
+    )
+
+
 @pytest.fixture(params=[np.float64, np.float32], ids=["f64", "f32"])
 def dtype(request):
     return request.param
 
 
-@pytest.mark.parametrize("fun", [shapes, scans], ids=["shapes", "scans"])
+@pytest.mark.parametrize("fun", [shapes, scans, sorting], ids=["shapes", "scans", "sorting"])
 def test_values_equal_numpys(fun, backend, dtype):
     m, v = M.astype(dtype), V.astype(dtype)
     with warnings.catch_warnings():
@@ -76,6 +87,8 @@ DIFFERENTIABLE = {
     "cumprod with zeros": lambda x: np.sum(np.cumprod(x * np.array([1, 1, 0, 1, 1] * 3 + [1, 1]))),
     "cumsum and diff": lambda x: np.sum(np.cumsum(x) ** 2) + np.sum(np.diff(x, 2) ** 3),
     "ptp, average, nansum": lambda x: np.ptp(x) + np.average(x, weights=x**2) + np.nansum(x**2),
+    "sort, median, quantile": lambda x: np.sum(np.sort(x) * np.arange(17.0)) + np.median(x) * 3
+    + np.sum(np.quantile(x, [0.2, 0.7]) ** 2),
     "gradient and linspace": lambda x: np.sum(np.gradient(x) ** 2) + np.sum(np.linspace(x[0], x[1], 4) ** 3),
 }
 

@@ -29,9 +29,9 @@ def test_bad_argnums_values():
 
 
 @pytest.mark.parametrize("name, call", [
-    ("np.median", lambda x: np.median(x)),
+    ("np.partition", lambda x: np.sum(np.partition(x, 1))),
     ("np.linalg.svd", lambda x: np.sum(np.linalg.svd(x)[1])),
-    ("np.sort", lambda x: np.sum(np.sort(x))),
+    ("np.linalg.lstsq", lambda x: np.sum(np.linalg.lstsq(x, x)[0])),
     ("np.linalg.qr", lambda x: np.sum(np.linalg.qr(x)[1])),
     ("np.fft.fft", lambda x: np.sum(np.fft.fft(x).real)),
 ])

@@ -1141,6 +1141,20 @@ scatter_add_p = _register(
 )
 
 
+# argsort: the permutation that sorts along an axis (no derivative: an index). np.sort is a
+# gather by it, so the sort's derivative routes each cotangent back through the permutation.
+argsort_p = _register(
+    Primitive(
+        "argsort", Kind.SHAPE,
+        lambda x, axis, kind: np.argsort(x, axis=axis, kind=kind),
+        lambda shapes, dtypes, p: (shapes[0], np.dtype(np.int64)),
+        lambda ct, out, x, axis, kind: (None,),
+        lambda size, inputs, batched, axis, kind: emit(argsort_p, inputs[0], axis=axis + 1, kind=kind),
+        differentiable=False,
+    )
+)
+
+
 def math_functions() -> dict[str, Primitive]:
     """The elementwise primitives whose scalar template calls the math library."""
     return {
