@@ -60,12 +60,25 @@ def sorting(m, v):
     )
 
 
+def contractions(m, v):
+    """np.einsum in full: '...', diagonals, several operands, the operand/index-list form."""
+    s = m[:, :3]
+    return (
+        np.einsum("ij,jk->ik", m, m.T), np.einsum("ij,jk,kl->il", m, m.T, s), np.einsum("ii->i", s),
+        np.einsum("ii", s), np.einsum("ij,jk,ki", s, s, s), np.einsum("...j,jk->...k", m[None], m.T),
+        np.einsum("i,i", v, v), np.einsum("i,j->ij", v, v[:2]), np.einsum("...ii->...i", np.stack([s, s.T])),
+        np.einsum("ab,bc,cd,de->ae", m, m.T, s, s), np.einsum(m, [0, 1], m, [2, 1], [0, 2]),
+        np.einsum("ij->", m),
+    )
+
+
 @pytest.fixture(params=[np.float64, np.float32], ids=["f64", "f32"])
 def dtype(request):
     return request.param
 
 
-@pytest.mark.parametrize("fun", [shapes, scans, sorting], ids=["shapes", "scans", "sorting"])
+@pytest.mark.parametrize("fun", [shapes, scans, sorting, contractions],
+                         ids=["shapes", "scans", "sorting", "contractions"])
 def test_values_equal_numpys(fun, backend, dtype):
     m, v = M.astype(dtype), V.astype(dtype)
     with warnings.catch_warnings():
@@ -89,6 +102,8 @@ DIFFERENTIABLE = {
     "ptp, average, nansum": lambda x: np.ptp(x) + np.average(x, weights=x**2) + np.nansum(x**2),
     "sort, median, quantile": lambda x: np.sum(np.sort(x) * np.arange(17.0)) + np.median(x) * 3
     + np.sum(np.quantile(x, [0.2, 0.7]) ** 2),
+    "einsum": lambda x: np.einsum("ij,jk,ki", x[:9].reshape(3, 3), x[8:17].reshape(3, 3), x[:9].reshape(3, 3).T)
+    + np.sum(np.einsum("ii->i", x[:16].reshape(4, 4)) ** 3),
     "gradient and linspace": lambda x: np.sum(np.gradient(x) ** 2) + np.sum(np.linspace(x[0], x[1], 4) ** 3),
 }
 

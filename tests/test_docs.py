@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.numpy_api import SUPPORTED
+from tracegrad.numpy_api import SCIPY_SPECIAL, SUPPORTED
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -99,7 +99,9 @@ def normalise(text: str) -> str:
 def supported_section() -> str:
     """The generated Markdown list of supported NumPy names."""
     names = [f"`np.{name}`" for name in SUPPORTED]
-    return "\n".join([SUPPORTED_START, "", ", ".join(names), "", SUPPORTED_END])
+    special = [f"`scipy.special.{name}`" for name in SCIPY_SPECIAL]
+    return "\n".join([SUPPORTED_START, "", ", ".join(names), "", "With SciPy installed: "
+                      + ", ".join(special) + ".", "", SUPPORTED_END])
 
 
 # ----------------------------------------------------------------------------------------------

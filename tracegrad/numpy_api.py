@@ -749,34 +749,87 @@ def _outer(a, b, out=None):
     return P.mul(P.reshape(a, (a.size, 1)), P.reshape(b, (1, b.size)))
 
 
+def _einsum_from_sublists(args) -> tuple[str, list]:
+    """np.einsum(a, [0, 1], b, [1, 2], [0, 2]): the operand / index-list form as a string."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def term(sub) -> str:
+        return "".join("..." if i is Ellipsis else letters[int(i)] for i in sub)
+
+    operands, terms = list(args[0::2]), [term(s) for s in args[1::2]]
+    out = None
+    if len(args) % 2 == 1:  # a trailing output list
+        out = term(args[-1])
+        operands = operands[:-1] if len(operands) > len(terms) else operands
+    spec = ",".join(terms[: len(operands)])
+    return (spec + "->" + out if out is not None else spec), operands
+
+
 def _einsum(subscripts, *operands, **kwargs):
-    if kwargs.get("out") is not None or not isinstance(subscripts, str):
-        raise TracingError(f"np.einsum: only the 'ij,jk->ik' string form is supported{_src()}")
+    """np.einsum in full: the string and the operand/index-list forms, '...', repeated indices
+    (diagonals), any number of operands, contracted pairwise in a greedy order (the pair whose
+    result is smallest first), each pair as one batched matrix product."""
+    if kwargs.get("out") is not None:
+        raise TracingError(f"np.einsum(..., out=...) is not supported on traced values{_src()}")
+    if not isinstance(subscripts, str):
+        subscripts, operands = _einsum_from_sublists((subscripts, *operands))
     spec = subscripts.replace(" ", "")
-    if "..." in spec:
-        raise TracingError(f"np.einsum: '...' is not supported{_src()}; spell out the indices")
-    if "->" in spec:
-        lhs, out = spec.split("->")
-    else:
-        lhs = spec
-        letters = lhs.replace(",", "")
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    lhs, out = spec.split("->") if "->" in spec else (spec, None)
     terms = lhs.split(",")
     xs = [_v(x) for x in operands]
-    if len(terms) != len(xs) or len(xs) not in (1, 2):
-        raise TracingError(f"np.einsum: one or two operands are supported, got {len(xs)}{_src()}")
-    for term, x in zip(terms, xs):
-        if len(term) != x.ndim or len(set(term)) != len(term):
-            raise TracingError(
-                f"np.einsum: subscripts {term!r} do not fit a {x.ndim}-d operand, or repeat an "
-                f"index (diagonals are not supported){_src()}"
-            )
-    if len(xs) == 1:
-        (term,), (x,) = terms, xs
-        x = P.reduce_sum(x, tuple(i for i, c in enumerate(term) if c not in out))
-        kept = [c for c in term if c in out]
-        return P.transpose(x, [kept.index(c) for c in out])
-    return _einsum2(terms[0], terms[1], out, *xs)
+    if len(terms) != len(xs):
+        raise ValueError(f"np.einsum: {len(terms)} subscripts for {len(xs)} operands{_src()}")
+    # '...': as many fresh capital letters as the operand has dimensions beyond its letters
+    spare = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    widest = max((x.ndim - (len(t) - 3) for t, x in zip(terms, xs) if "..." in t), default=0)
+    ellipsis = "".join(next(spare) for _ in range(widest))
+    for k, (t, x) in enumerate(zip(terms, xs)):
+        if "..." in t:
+            n = x.ndim - (len(t) - 3)
+            terms[k] = t.replace("...", ellipsis[widest - n :])
+        if len(terms[k]) != x.ndim:
+            raise ValueError(f"np.einsum: subscripts {t!r} do not fit a {x.ndim}-d operand{_src()}")
+    if out is None:
+        letters = "".join(terms)
+        out = ellipsis + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c.islower()))
+    else:
+        out = out.replace("...", ellipsis)
+    if len(set(out)) != len(out):
+        raise ValueError(f"np.einsum: an output index appears twice in {out!r}{_src()}")
+    # repeated indices within one operand: take its diagonal first
+    for k in range(len(xs)):
+        t, x = terms[k], xs[k]
+        while len(set(t)) != len(t):
+            c = next(c for c in t if t.count(c) > 1)
+            first, second = t.index(c), t.index(c, t.index(c) + 1)
+            from .numpy_arrays import _diagonal  # with the other diagonal helpers
+
+            x = _diagonal(x, 0, first, second)  # that axis moves to the end
+            t = "".join(ch for i, ch in enumerate(t) if i not in (first, second)) + c
+        terms[k], xs[k] = t, x
+    dtype = P._result_dtype(xs)
+    xs = [P.convert(x, dtype) for x in xs]
+    while len(xs) > 1:
+        best = None
+        for i in range(len(xs)):
+            for j in range(i + 1, len(xs)):
+                rest = "".join(t for k, t in enumerate(terms) if k not in (i, j)) + out
+                keep = "".join(c for c in dict.fromkeys(terms[i] + terms[j]) if c in rest)
+                sizes = {c: d for t, x in zip(terms, xs) for c, d in zip(t, x.shape)}
+                cost = int(np.prod([sizes[c] for c in keep], dtype=np.int64))
+                if best is None or cost < best[0]:
+                    best = (cost, i, j, keep)
+        _, i, j, keep = best
+        merged = _einsum2(terms[i], terms[j], keep, xs[i], xs[j])
+        terms = [t for k, t in enumerate(terms) if k not in (i, j)] + [keep]
+        xs = [x for k, x in enumerate(xs) if k not in (i, j)] + [merged]
+    (term,), (x,) = terms, xs
+    missing = [c for c in out if c not in term]
+    if missing:
+        raise ValueError(f"np.einsum: output index {missing[0]!r} appears in no operand{_src()}")
+    x = P.reduce_sum(x, tuple(i for i, c in enumerate(term) if c not in out))
+    kept = [c for c in term if c in out]
+    return P.transpose(x, [kept.index(c) for c in out])
 
 
 def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
@@ -809,7 +862,7 @@ def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
                    (n(batch), n(free_a), n(contracted)))
     b3 = P.reshape(P.transpose(b, [tb.index(c) for c in batch + contracted + free_b]),
                    (n(batch), n(contracted), n(free_b)))
-    r = P.emit(P.matmul_p, a3, b3)
+    r = P.matmul_(a3, b3)
     order = batch + free_a + free_b
     r = P.reshape(r, tuple(size[c] for c in order))
     return P.transpose(r, [order.index(c) for c in out])
@@ -1190,4 +1243,6 @@ from .linalg import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
 
 FUNCTIONS.update(_LINALG_FUNCTIONS)
 
-SUPPORTED = sorted(set(UFUNCS) | set(FUNCTIONS))
+# scipy.special's ufuncs reach the same table (NumPy dispatches them by name)
+SCIPY_SPECIAL = ("erf", "erfc", "expit", "log_ndtr", "logit", "ndtr", "xlog1py", "xlogy")
+SUPPORTED = sorted((set(UFUNCS) | set(FUNCTIONS)) - set(SCIPY_SPECIAL))
