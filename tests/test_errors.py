@@ -199,3 +199,10 @@ def test_item_and_tolist_on_a_traced_value():
         tg.jit(lambda x: x.item())(np.ones(1))
     with pytest.raises(tg.TracingError, match="tolist"):
         tg.jit(lambda x: x.tolist())(np.ones(1))
+
+
+def test_an_array_of_traced_values_names_np_stack():
+    with pytest.raises(tg.TracingError, match=r"np\.stack"):
+        tg.jit(lambda a, b: np.array([a, b]) * 2)(1.0, 2.0)
+    # the suggested form works
+    np.testing.assert_array_equal(tg.jit(lambda a, b: np.stack([a, b]) * 2)(1.0, 2.0), [2.0, 4.0])

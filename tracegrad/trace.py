@@ -78,6 +78,25 @@ def _line_has(node_type: type) -> bool:
     return any(isinstance(n, node_type) for n in ast.walk(tree))
 
 
+def _line_calls(names: tuple[str, ...]) -> bool:
+    """Whether the user's current line calls a function with one of these names (np.array...)."""
+    frame = user_frame()
+    if frame is None:
+        return False
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    try:
+        tree = ast.parse(line)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if name in names:
+                return True
+    return False
+
+
 def _user_line() -> str:
     frame = user_frame()
     if frame is None:
@@ -240,7 +259,12 @@ class Tracer:
 
     def __array__(self, *args, **kwargs):
         hint = ""
-        if _line_has(ast.Subscript):
+        if _line_calls(("array", "asarray", "asanyarray", "full", "zeros", "ones", "empty")):
+            hint = (
+                " NumPy's array constructors do not pass traced values to tracegrad: build the "
+                "array with np.stack([a, b, ...]) (or np.full_like(x, a, shape=...) for a fill)."
+            )
+        elif _line_has(ast.Subscript):
             hint = (
                 " A NumPy array cannot be indexed by a traced value (NumPy does not pass the "
                 "indices to tracegrad, not even through np.take): make the array a traced value "
