@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import autodiff, backends, ir, passes
+from . import autodiff, backends, ir, passes, tiered
 from . import primitives as P
 from .capture import Scope, refuse_array_subclass
 from .ir import Graph
@@ -216,7 +216,8 @@ class Transformed:
             assert not captures, "a top-level trace cannot capture values"
             graph, hooks = passes.extract_hooks(passes.optimize(graph))
             captured = scope.finish(self, static)
-            program = Program(graph, out_tree, backend.compile(graph), backend.name, hooks, captured)
+            run = tiered.compile(backend, graph, _name_of(self))
+            program = Program(graph, out_tree, run, backend.name, hooks, captured)
             _programs.put(key, program)
             counted = (self.spec, backend.name)
             _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
