@@ -222,7 +222,7 @@ def _compile(tiered: Tiered, arrays: list | None) -> None:
     try:
         compiled = tiered.backend.compile(tiered.graph)  # imports Numba, loads the modules
         if _worker._closing:  # the process is exiting: do not start Numba's compiler now
-            raise RuntimeError("the process exited before the program was compiled")
+            return
         if arrays is None:
             arrays = [np.zeros(v.shape, v.dtype) for v in tiered.graph.inputs]
         compiled(arrays)
@@ -234,7 +234,8 @@ def _compile(tiered: Tiered, arrays: list | None) -> None:
         log.info("tracegrad: compiled %s in the background (%.2f s)", tiered.name,
                  time.perf_counter() - start)
     finally:
-        tiered.done.set()
+        if tiered.compiled is not None or tiered.error is not None:
+            tiered.done.set()
 
 
 _worker = _Worker()
