@@ -32,6 +32,7 @@ from .custom import custom_vjp
 from .debugging import debug_print
 from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
+from .tiered import wait_compiled
 
 __version__ = "0.1.0"
 
@@ -59,4 +60,5 @@ __all__ = [
     "stop_gradient",
     "tap",
     "value_and_grad",
+    "wait_compiled",
 ]
