@@ -145,6 +145,7 @@ class _Worker:
         self.wake = threading.Condition(self.lock)
         self.queue: collections.deque = collections.deque()
         self.pending: list[Tiered] = []
+        self.failed: list[Tiered] = []  # failed since the last wait(): it raises their error
         self.thread: threading.Thread | None = None
 
     def _after_fork(self) -> None:  # the child has no worker thread: start afresh when needed
@@ -191,6 +192,8 @@ class _Worker:
             with self.lock:
                 if tiered in self.pending:
                     self.pending.remove(tiered)
+                if tiered.error is not None:
+                    self.failed.append(tiered)
 
     def close(self) -> None:
         with self.lock:
@@ -209,9 +212,10 @@ class _Worker:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not tiered.wait(left):
                 return False
-        failed = next((t for t in pending if t.error is not None), None)
-        if failed is not None:
-            failed._switch()  # raises its error
+        with self.lock:
+            failed, self.failed = self.failed, []
+        if failed:
+            failed[0]._switch()  # raises its error
         return True
 
 
@@ -247,7 +251,7 @@ def wait_compiled(timeout: float | None = None) -> bool:
     With tiered execution (the default; `TRACEGRAD_TIERED=0` turns it off), a new program's first
     calls run on the NumPy interpreter while its kernels compile on a background thread. Call
     this before timing compiled code. Returns False if `timeout` seconds passed first; raises
-    the `BackendError` of a program whose compilation failed.
+    the `BackendError` of a program whose compilation failed since the last call.
 
     >>> import tracegrad as tg
     >>> tg.wait_compiled()
