@@ -27,12 +27,10 @@ the "libm" mode, TRACEGRAD_MATH=libm) calls Python's `math` module, which Numba 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import itertools
 import logging
 import os
 import re
-import sys
 import threading
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
@@ -885,19 +883,13 @@ class CpuBackend:
     name = "cpu"
 
     def available(self) -> tuple[bool, str]:
-        # Found, not imported: importing Numba costs half a second, paid only when a kernel is
-        # compiled or loaded (in the background, with tiered execution)
-        if "numba" in sys.modules or importlib.util.find_spec("numba") is not None:
-            return True, ""
-        return False, "numba is not installed"  # pragma: no cover
+        return backends.cpu_available()
 
     def variant(self) -> tuple:
         """Compiled programs depend on the math mode: a change of TRACEGRAD_MATH (or of
         vmath.set_math_mode) recompiles. This runs on every cached call, so it returns what the
-        mode is decided from, cheaply, rather than deciding it (nor importing vmath, and Numba
-        with it: a mode set with set_math_mode needs vmath imported already)."""
-        vm = sys.modules.get("tracegrad.vmath")
-        return (getattr(vm, "_override", None), backends.env("TRACEGRAD_MATH"))
+        mode is decided from, cheaply, rather than deciding it (backends.cpu_variant)."""
+        return backends.cpu_variant()
 
     def compile(self, graph: Graph) -> Program:
         program = build(graph)
