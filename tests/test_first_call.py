@@ -333,3 +333,23 @@ def test_outer_product_is_an_exact_fused_product(backend):
     want = tg.grad(loss, argnums=(0, 1), backend="numpy")(d, w)
     for got, ref in zip(tg.grad(loss, argnums=(0, 1), backend=backend)(d, w), want, strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+
+
+def test_small_products_run_on_one_blas_thread(rng):
+    from tracegrad import blas_threads
+
+    a, b = rng.standard_normal((33, 7)), rng.standard_normal((7, 5))
+    single = blas_threads.single_threaded()
+    np.testing.assert_array_equal(single(a, b), a @ b)
+    out = np.empty((33, 5))
+    single(a, b, out=out)
+    np.testing.assert_array_equal(out, a @ b)
+    blas = blas_threads._openblas()
+    if blas is not None:  # NumPy's own OpenBLAS: the thread count is restored
+        before = blas[0]()
+        single(a, b)
+        assert blas[0]() == before
+    source = tg.make_kernels(tg.grad(lambda w, x: np.sum(np.tanh(x @ w))), backend="cpu")(
+        rng.standard_normal((4, 3)), rng.standard_normal((6, 4))
+    )
+    assert "_matmul1(" in source  # a small product: one BLAS thread

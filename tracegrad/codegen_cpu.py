@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import backends, cache, fusion, ir
+from . import backends, blas_threads, cache, fusion, ir
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -737,10 +737,14 @@ class Program:
                 else:
                     lines.append(f"    _{step.name}({args}, 0, 1, 1)")
             elif isinstance(step, MatmulStep):
+                mm = "_matmul"
+                if _multiply_adds(step) < blas_threads.SMALL_PRODUCT:  # see blas_threads.py
+                    mm = "_matmul1"
+                    ns["_matmul1"] = blas_threads.single_threaded()
                 if step.out.role == "temp":
-                    lines.append(f"    _matmul({step.a.name}, {step.b.name}, out={step.out.name})")
+                    lines.append(f"    {mm}({step.a.name}, {step.b.name}, out={step.out.name})")
                 else:
-                    lines.append(f"    {step.out.name} = _matmul({step.a.name}, {step.b.name})")
+                    lines.append(f"    {step.out.name} = {mm}({step.a.name}, {step.b.name})")
             elif isinstance(step, ViewStep):
                 ns[f"_view{j}"] = functools.partial(step.node.prim.impl, **step.node.params)
                 lines.append(f"    {step.out.name} = _view{j}({step.src.name})")
@@ -833,6 +837,12 @@ class Program:
         parts.append("# ---- driver")
         parts.append(self.driver_source)
         return "\n".join(parts)
+
+
+def _multiply_adds(step: MatmulStep) -> int:
+    """The multiply-adds of a (batched) matrix product: batch x m x k x n."""
+    a, b = step.a.shape, step.b.shape
+    return int(np.prod(a, dtype=np.int64)) * int(b[-1])
 
 
 def _failed_loading_cached_code(exc: BaseException) -> bool:
