@@ -100,6 +100,18 @@ def test_tiered_first_call_interprets_then_switches(tiering, monkeypatch):
     np.testing.assert_allclose(first, want, rtol=1e-12, atol=1e-12)
 
 
+def test_tiered_results_never_alias_inputs_or_each_other(tiering):
+    f = tg.jit(lambda x: (x, x * 2.0, x), backend="cpu")
+    x = np.arange(3.0)
+    for _ in range(3):  # interpreted, then (after the wait) compiled
+        outs = f(x)
+        assert not any(np.shares_memory(o, x) for o in outs)
+        assert not np.shares_memory(outs[0], outs[2])
+        np.testing.assert_array_equal(outs[1], 2.0 * x)
+        assert tg.wait_compiled(timeout=120)
+    assert not isinstance(_program_of(f).run, tiered.Tiered)
+
+
 def test_tiered_large_program_compiles_before_returning(tiering, monkeypatch):
     monkeypatch.setattr(tiered, "MAX_WORK", 0)
     g = tg.grad(_loss, backend="cpu")

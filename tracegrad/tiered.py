@@ -37,6 +37,7 @@ import numpy as np
 from . import backends, interpreter
 from .errors import BackendError
 from .ir import Graph
+from .program import _generation, fresh_flags, fresh_outputs
 
 log = logging.getLogger("tracegrad")
 
@@ -76,7 +77,8 @@ class Tiered:
 
     def __init__(self, backend: Any, graph: Graph, name: str):
         self.backend, self.graph, self.name = backend, graph, name
-        # the interpreter may return inputs and constants as they are: the caller copies
+        # Not vouched for: a caller holding these flags copies every result (the compiled
+        # program's may alias), whichever run answers, before or after the switch
         self.fresh_outputs = (False,) * len(graph.outputs)
         self.compiled: Any = None
         self.error: BaseException | None = None
@@ -95,7 +97,9 @@ class Tiered:
     def __call__(self, arrays: Sequence[np.ndarray]) -> list:
         if self.done.is_set():
             return self._switch()(arrays)
-        outs = interpreter.evaluate(self.graph, arrays)
+        # arrays of their own: a caller on another thread may read the compiled program's
+        # fresh-output flags, switched meanwhile, and copy nothing
+        outs = fresh_outputs(interpreter.evaluate(self.graph, arrays), self.fresh_outputs, arrays)
         self.interpreted_calls += 1
         if self.submitted_in != _worker.epoch:
             _worker.submit(self, arrays)
@@ -114,7 +118,6 @@ class Tiered:
         compiled = self.compiled
         program = self._program
         if program is not None and program.run is self:
-            from .program import _generation, fresh_flags
 
             program.fresh = fresh_flags(compiled, len(self.graph.outputs))
             program.run = compiled
