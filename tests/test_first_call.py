@@ -365,3 +365,22 @@ def test_small_products_run_on_one_blas_thread(rng):
         rng.standard_normal((4, 3)), rng.standard_normal((6, 4))
     )
     assert "_matmul1(" in source  # a small product: one BLAS thread
+
+
+def test_same_function_under_two_names_is_never_stale(persisted):
+    def make(scale):
+        def inner(x):
+            return scale * x
+
+        return inner
+
+    ns = {"np": np}
+    f = _make("def f(x):\n    return np.sum(a(x) * b(x))\n", ns)
+    ns["a"] = ns["b"] = make(2.0)  # one object under two names: the second is an identity guard
+    x = np.linspace(0.5, 1.5, 4)
+    got, _ = _calls(f, x)
+    np.testing.assert_allclose(got, 8 * x)
+    ns["b"] = make(3.0)  # same code, another closure
+    got, traces = _calls(f, x)
+    assert traces == 1
+    np.testing.assert_allclose(got, 12 * x)

@@ -144,7 +144,7 @@ def _identity_digest(obj: Any) -> str:
     if isinstance(obj, types.FunctionType):
         if _is_library_module(obj.__module__):
             return _h("library function", *_qualified(obj))
-        return _h("function", *_qualified(obj), code_digest(obj.__code__))
+        return _function_digest(obj, 0)
     if isinstance(obj, (types.BuiltinFunctionType, np.ufunc)) or callable(obj):
         module = getattr(obj, "__module__", None) or getattr(type(obj), "__module__", None)
         if _is_library_module(module):
@@ -153,6 +153,28 @@ def _identity_digest(obj: Any) -> str:
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice, range)
+
+
+def _function_digest(fun: types.FunctionType, depth: int) -> str:
+    """A user function reached a second time (guarded by identity there): its code and what it
+    closes over and defaults to, which no other guard covers on that path. Its globals are
+    walked where the function was first reached."""
+    if depth > 4:
+        raise _NotStable("functions nested too deep")
+    parts = []
+    for cell in fun.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            parts.append(("empty",))
+            continue
+        if isinstance(value, types.FunctionType) and not _is_library_module(value.__module__):
+            parts.append(("function", _function_digest(value, depth + 1)))
+        else:
+            parts.append(_value_text(value))
+    defaults = _value_text(tuple(fun.__defaults__ or ()))
+    kwdefaults = _value_text(tuple(sorted((fun.__kwdefaults__ or {}).items())))
+    return _h("function", *_qualified(fun), code_digest(fun.__code__), tuple(parts), defaults, kwdefaults)
 
 
 def _value_text(value: Any) -> Any:
@@ -374,7 +396,7 @@ def save(fun: Any, static: tuple, key: tuple, graph: Graph, out_tree: TreeDef, h
             (FORMAT, head, guards, readers, _graph_data(graph), _tree_data(out_tree)),
             protocol=pickle.HIGHEST_PROTOCOL,
         )
-    except _NotStable as why:
+    except Exception as why:  # _NotStable, or a value whose digest cannot be taken
         log.debug("tracegrad: not persisting a program (%s)", why)
         return False
     directory = programs_dir()
