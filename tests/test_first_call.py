@@ -384,3 +384,16 @@ def test_same_function_under_two_names_is_never_stale(persisted):
     got, traces = _calls(f, x)
     assert traces == 1
     np.testing.assert_allclose(got, 12 * x)
+
+
+def test_entries_per_function_are_bounded(persisted, monkeypatch):
+    from tracegrad import program_cache
+
+    monkeypatch.setattr(program_cache, "PER_KEY", 2)
+    ns = {"np": np, "K": 0.0}
+    f = _make("def f(x):\n    return np.sum(K * x)\n", ns)
+    for k in range(4):  # one entry per value of K, under one prefix
+        ns["K"] = float(k)
+        got, _ = _calls(f, np.ones(2))
+        np.testing.assert_allclose(got, [k, k])
+    assert len(_entries(persisted)) == 2

@@ -509,16 +509,29 @@ def _match(entry: tuple, fun: Any, static: tuple) -> tuple[Graph, TreeDef, Captu
 
 
 def _trim(directory: str, head: str) -> None:
+    """Keep the newest PER_KEY entries of this prefix, and the newest MAX_FILES in all (file
+    times are read only when there are too many)."""
     try:
-        entries = [e for e in os.scandir(directory) if e.name.endswith(".tgp") and not e.name.startswith(".")]
-        stamped = sorted(((e.stat().st_mtime, e.path, e.name) for e in entries), reverse=True)
+        names = [n for n in os.listdir(directory) if n.endswith(".tgp") and not n.startswith(".")]
     except OSError:
         return
-    same = [path for _, path, name in stamped if name.startswith(head + "-")]
-    doomed = same[PER_KEY:] + [path for _, path, _ in stamped[MAX_FILES:]]
-    for path in doomed:
+    same = [n for n in names if n.startswith(head + "-")]
+    doomed = _oldest(directory, same, PER_KEY) if len(same) > PER_KEY else []
+    if len(names) > MAX_FILES:
+        doomed += _oldest(directory, names, MAX_FILES)
+    for name in doomed:
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            os.unlink(os.path.join(directory, name))
+
+
+def _oldest(directory: str, names: list[str], keep: int) -> list[str]:
+    def used(name: str) -> float:
+        try:
+            return os.path.getmtime(os.path.join(directory, name))
+        except OSError:
+            return 0.0
+
+    return sorted(names, key=used, reverse=True)[keep:]
 
 
 def clear() -> None:
