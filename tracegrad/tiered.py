@@ -17,9 +17,10 @@ the compiled program is ready switches to it, for good.
   `wait_compiled()`; the results computed before were the interpreter's, exact.
 - Threads: the compiled program replaces the interpreter only on the calling thread, between
   calls; Numba's own lock serialises its compilations. A process that exits while a program
-  compiles waits for that one to finish (programs still queued are dropped), so that Numba's
-  compiler is never torn down under a running compilation; a forked child starts with no worker
-  and compiles again what its parent had not finished.
+  compiles waits for the step under way (importing Numba and loading the kernel modules, or
+  compiling them) and starts no other, so that Numba's compiler is never torn down under a
+  running compilation; a forked child starts with no worker and compiles again what its parent
+  had not finished.
 """
 
 from __future__ import annotations
