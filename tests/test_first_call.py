@@ -119,6 +119,20 @@ def test_tiered_large_program_compiles_before_returning(tiering, monkeypatch):
     assert not isinstance(_program_of(g).run, tiered.Tiered)
 
 
+def test_process_exits_cleanly_while_compiling():
+    code = """
+        import numpy as np
+        import tracegrad as tg
+
+        out = tg.grad(lambda x: np.sum(np.sin(x) * x), backend="cpu")(np.ones(5))
+        print(float(out.sum()))
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "TRACEGRAD_TIERED": "1"}, timeout=300)
+    assert done.returncode == 0 and done.stderr == ""
+    assert float(done.stdout) == pytest.approx(5 * (np.sin(1.0) + np.cos(1.0)), rel=1e-12)
+
+
 def test_tiered_off_by_environment(monkeypatch):
     monkeypatch.setenv("TRACEGRAD_TIERED", "0")
     assert not tiered.enabled()
