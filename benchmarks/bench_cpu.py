@@ -28,6 +28,9 @@ import time
 # PyTorch's OpenMP threads spin for a while after each call and would take the cores from the
 # candidate measured next (with OMP_WAIT_POLICY=PASSIVE they sleep); set before anything loads it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Steady state: every program compiled before its first call returns (no tiered execution, whose
+# first calls run on the interpreter); W5 measures the first call of that mode.
+os.environ.setdefault("TRACEGRAD_TIERED", "0")
 
 import numba
 import numpy as np

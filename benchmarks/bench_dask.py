@@ -23,6 +23,10 @@ import statistics
 import sys
 import time
 
+# Compare compiled programs from their first call: no tiered execution (its first calls run on
+# the interpreter).
+os.environ.setdefault("TRACEGRAD_TIERED", "0")
+
 # Dask's nanny starts each worker with one BLAS / OpenMP thread (distributed.nanny's
 # pre-spawn-environ). The single process gets the same, so that the three candidates differ only in
 # how the rows are shared out: with BLAS's own two threads on this shared 2-core machine, the

@@ -23,6 +23,10 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+# Compare compiled programs from their first call: no tiered execution (its first calls run on
+# the interpreter).
+os.environ.setdefault("TRACEGRAD_TIERED", "0")
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 

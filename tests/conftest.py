@@ -25,6 +25,11 @@ if "NUMBA_ENABLE_CUDASIM" not in os.environ and not _nvidia_gpu_present():
 
         config.reload_config()
 CUDA_SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+# Tests run each backend for real from the first call: no tiered execution (whose first calls
+# run on the interpreter), no programs persisted between runs (trace counts stay exact).
+# tests/test_first_call.py turns them on where it tests them.
+os.environ.setdefault("TRACEGRAD_TIERED", "0")
+os.environ.setdefault("TRACEGRAD_PROGRAM_CACHE", "0")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -36,6 +36,7 @@ from .transforms.custom_jvp import custom_jvp
 from .transforms.remat import checkpoint
 from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
+from .tiered import wait_compiled
 from .tree_util import (
     register_pytree_node,
     tree_flatten,
@@ -87,4 +88,5 @@ __all__ = [
     "value_and_grad",
     "vjp",
     "vmap",
+    "wait_compiled",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import autodiff, backends, ir, passes
+from . import autodiff, backends, ir, passes, program_cache, tiered
 from . import primitives as P
 from .capture import Scope, refuse_array_subclass
 from .ir import Graph
@@ -265,6 +265,14 @@ class Transformed:
         key = (self.spec, backend.name, variant(backend), sig)
         program = _programs.get(key)
         hidden = None if program is None else program.captured.read(self, static)
+        if hidden is None:  # persisted by an earlier process (program_cache.py)?
+            stored = program_cache.load(self, static, key)
+            if stored is not None:
+                graph, out_tree, captured = stored
+                run = tiered.compile(backend, graph, _name_of(self))
+                program = Program(graph, out_tree, run, backend.name, [], captured)
+                _programs.put(key, program)
+                hidden = captured.read(self, static)
         if hidden is None:
             names = _leaf_names(treedef, positions, self._self_shift)
             why = None if program is None else program.captured.why(self, static)
@@ -274,8 +282,10 @@ class Transformed:
             assert not captures, "a top-level trace cannot capture values"
             graph, hooks = passes.extract_hooks(passes.optimize(graph))
             captured = scope.finish(self, static)
-            program = Program(graph, out_tree, backend.compile(graph), backend.name, hooks, captured)
+            run = tiered.compile(backend, graph, _name_of(self))
+            program = Program(graph, out_tree, run, backend.name, hooks, captured)
             _programs.put(key, program)
+            program_cache.save(self, static, key, graph, out_tree, hooks, captured)
             counted = (self.spec, backend.name)
             _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
             hidden = captured.read(self, static)
@@ -723,3 +733,4 @@ def clear_cache() -> None:
 
     clear_programs()
     cache.clear()
+    program_cache.clear()

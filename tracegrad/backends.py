@@ -7,7 +7,9 @@ generator modules and are imported only when asked for, so importing tracegrad s
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -50,12 +52,59 @@ NAMES = ("numpy", "cpu", "cuda")
 _missing: set[str] = set()
 
 
+def cpu_variant() -> tuple:
+    """What the cpu backend's compiled code depends on besides the graph: the math mode, as
+    decided from `tracegrad.vmath.set_math_mode` (when vmath is imported) and TRACEGRAD_MATH.
+    Read on every cached call: cheap, and without importing vmath (nor Numba with it)."""
+    vm = sys.modules.get("tracegrad.vmath")
+    return (getattr(vm, "_override", None), env("TRACEGRAD_MATH"))
+
+
+def cpu_available() -> tuple[bool, str]:
+    """Numba found, not imported: importing it costs half a second, paid only when a kernel is
+    compiled or loaded (on a background thread, with tiered execution)."""
+    if "numba" in sys.modules or importlib.util.find_spec("numba") is not None:
+        return True, ""
+    return False, "numba is not installed"
+
+
+class _Deferred:
+    """The cpu backend before its code generator is needed: found and keyed without importing
+    `tracegrad.codegen_cpu` (and the fusion planner), which is imported when it compiles."""
+
+    name = "cpu"
+
+    def __init__(self, module_name: str):
+        self._module_name = module_name
+
+    def _real(self) -> Backend:
+        return importlib.import_module(self._module_name).BACKEND
+
+    def available(self) -> tuple[bool, str]:
+        return cpu_available()
+
+    def variant(self) -> tuple:
+        return cpu_variant()
+
+    def compile(self, graph: Graph) -> Executable:
+        return self._real().compile(graph)
+
+    def __getattr__(self, attr: str):
+        return getattr(self._real(), attr)
+
+
 def _load(name: str) -> Backend | None:
     if name in _loaded:
         return _loaded[name]
     module_name = _FUSED.get(name)
     if module_name is None or name in _missing:
         return None
+    if name == "cpu" and module_name not in sys.modules:
+        if importlib.util.find_spec(module_name) is None:  # not part of this build
+            _missing.add(name)
+            return None
+        _loaded[name] = _Deferred(module_name)
+        return _loaded[name]
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import backends, cache, fusion, ir
+from . import backends, blas_threads, cache, fusion, ir
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -737,10 +737,14 @@ class Program:
                 else:
                     lines.append(f"    _{step.name}({args}, 0, 1, 1)")
             elif isinstance(step, MatmulStep):
+                mm = "_matmul"
+                if _multiply_adds(step) < blas_threads.SMALL_PRODUCT:  # see blas_threads.py
+                    mm = "_matmul1"
+                    ns["_matmul1"] = blas_threads.single_threaded()
                 if step.out.role == "temp":
-                    lines.append(f"    _matmul({step.a.name}, {step.b.name}, out={step.out.name})")
+                    lines.append(f"    {mm}({step.a.name}, {step.b.name}, out={step.out.name})")
                 else:
-                    lines.append(f"    {step.out.name} = _matmul({step.a.name}, {step.b.name})")
+                    lines.append(f"    {step.out.name} = {mm}({step.a.name}, {step.b.name})")
             elif isinstance(step, ViewStep):
                 ns[f"_view{j}"] = functools.partial(step.node.prim.impl, **step.node.params)
                 lines.append(f"    {step.out.name} = _view{j}({step.src.name})")
@@ -835,6 +839,12 @@ class Program:
         return "\n".join(parts)
 
 
+def _multiply_adds(step: MatmulStep) -> int:
+    """The multiply-adds of a (batched) matrix product: batch x m x k x n."""
+    a, b = step.a.shape, step.b.shape
+    return int(np.prod(a, dtype=np.int64)) * int(b[-1])
+
+
 def _failed_loading_cached_code(exc: BaseException) -> bool:
     """Whether `exc` was raised while Numba loaded cached machine code (a damaged disk-cache
     entry), as opposed to while typing, compiling or running a kernel."""
@@ -883,18 +893,13 @@ class CpuBackend:
     name = "cpu"
 
     def available(self) -> tuple[bool, str]:
-        try:
-            import numba  # noqa: F401
-        except Exception as exc:  # pragma: no cover
-            return False, f"numba cannot be imported ({exc})"
-        return True, ""
+        return backends.cpu_available()
 
     def variant(self) -> tuple:
         """Compiled programs depend on the math mode: a change of TRACEGRAD_MATH (or of
         vmath.set_math_mode) recompiles. This runs on every cached call, so it returns what the
-        mode is decided from, cheaply, rather than deciding it."""
-        vm = _vmath()
-        return (None if vm is None else vm._override, backends.env("TRACEGRAD_MATH"))
+        mode is decided from, cheaply, rather than deciding it (backends.cpu_variant)."""
+        return backends.cpu_variant()
 
     def compile(self, graph: Graph) -> Program:
         program = build(graph)

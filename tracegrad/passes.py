@@ -89,6 +89,8 @@ def simplify(graph: Graph, lower: bool = True) -> Graph:
     for node in graph.nodes:
         inputs = tuple(env.get(v, v) for v in node.inputs)
         node = _with_inputs(node, inputs)
+        if lower and node.prim is P.matmul_p and inputs[0].shape[-1] == 1:
+            node = _outer_product(node, nodes, producer)  # an elementwise product, fusable
         if node.prim.kind is Kind.IDENTITY and (not lower or node.prim.effectful):
             replacement = None
         else:
@@ -112,6 +114,21 @@ def simplify(graph: Graph, lower: bool = True) -> Graph:
         nodes.append(node)
         producer[node.out] = node
     return Graph(graph.inputs, tuple(nodes), tuple(env.get(v, v) for v in graph.outputs))
+
+
+def _outer_product(node: Node, nodes: list[Node], producer: dict[Var, Node]) -> Node:
+    """A matrix product over an inner dimension of 1 (the adjoint of `x @ w` for a column `w`)
+    is the product of its broadcast operands: one exact multiplication per element, which fuses
+    into the loop that reads it, where a BLAS call would write a whole temporary."""
+    shape = node.out.shape
+    operands = []
+    for v in node.inputs:
+        wide = Var(shape, v.dtype)
+        new = Node(P.broadcast_to_p, (v,), {"shape": shape}, wide, node.source)
+        nodes.append(new)
+        producer[wide] = new
+        operands.append(wide)
+    return Node(P.mul_p, tuple(operands), {}, node.out, node.source)
 
 
 def _rewrite(node: Node, producers: list[Node | None]):

@@ -97,6 +97,9 @@ class Program:
 
     def __post_init__(self):
         self.fresh = fresh_flags(self.run, len(self.graph.outputs))
+        attach = getattr(self.run, "attach", None)  # a tiered run replaces itself when compiled
+        if attach is not None:
+            attach(self)
         consts = sum(n.params["value"].nbytes for n in self.graph.nodes
                      if n.prim.name == "const" and isinstance(n.params.get("value"), np.ndarray))
         self.nbytes = consts + self.captured.nbytes

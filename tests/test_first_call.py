@@ -1,0 +1,413 @@
+"""The first call: tiered execution (tiered.py) and persisted programs (program_cache.py).
+
+The rest of the suite runs with both off (conftest.py); here they are turned on per test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad import tiered
+from tracegrad.backends import get_backend
+from tracegrad.errors import BackendError
+from tracegrad.program import _programs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(code: str, env: dict) -> str:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, **env}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _program_of(fun) -> object:
+    """The program in the store that `fun` (a transformed function) was compiled to."""
+    found = [p for key, p in _programs._programs.items() if key[0] == fun.spec]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_import_does_not_import_numba():
+    out = _run(
+        """
+        import sys
+        import numpy as np
+        import tracegrad as tg
+        before = "numba" in sys.modules
+        tg.grad(lambda x: np.sum(np.sin(x)), backend="numpy")(np.ones(3))
+        print(before, "numba" in sys.modules)
+        """,
+        {"TRACEGRAD_TIERED": "1"},
+    )
+    assert out == "False False"
+
+
+# ----------------------------------------------------------------------------------------------
+# Tiered execution
+
+
+def _loss(x):
+    return np.sum(np.sin(x) * x + 0.5 * x * x)
+
+
+def _settle() -> None:
+    """Wait for background compilations, and forget their errors."""
+    with contextlib.suppress(BackendError):
+        tiered.wait_compiled(timeout=120)
+
+
+@pytest.fixture
+def tiering(monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_TIERED", "1")
+    _settle()
+    tg.clear_programs()
+    yield
+    _settle()
+    tg.clear_programs()
+
+
+def test_tiered_first_call_interprets_then_switches(tiering, monkeypatch):
+    x = np.linspace(-2.0, 2.0, 301)
+    g = tg.grad(_loss, backend="cpu")
+    first = g(x)
+    program = _program_of(g)
+    assert isinstance(program.run, tiered.Tiered)
+    np.testing.assert_array_equal(first, tg.grad(_loss, backend="numpy")(x))  # the interpreter's
+    assert tg.wait_compiled(timeout=120) is True
+    x0 = x.copy()
+    after = [g(x) for _ in range(3)]
+    assert not isinstance(program.run, tiered.Tiered)  # switched to the compiled program
+    np.testing.assert_array_equal(x, x0)  # inputs untouched
+    assert after[0] is not after[1]  # fresh results
+    # the compiled program's results are those of the cpu backend without tiering
+    monkeypatch.setenv("TRACEGRAD_TIERED", "0")
+    tg.clear_programs()
+    direct = tg.grad(_loss, backend="cpu")
+    want = direct(x)
+    assert not isinstance(_program_of(direct).run, tiered.Tiered)
+    for got in after:
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(first, want, rtol=1e-12, atol=1e-12)
+
+
+def test_tiered_results_never_alias_inputs_or_each_other(tiering):
+    f = tg.jit(lambda x: (x, x * 2.0, x), backend="cpu")
+    x = np.arange(3.0)
+    for _ in range(3):  # interpreted, then (after the wait) compiled
+        outs = f(x)
+        assert not any(np.shares_memory(o, x) for o in outs)
+        assert not np.shares_memory(outs[0], outs[2])
+        np.testing.assert_array_equal(outs[1], 2.0 * x)
+        assert tg.wait_compiled(timeout=120)
+    assert not isinstance(_program_of(f).run, tiered.Tiered)
+
+
+def test_tiered_large_program_compiles_before_returning(tiering, monkeypatch):
+    monkeypatch.setattr(tiered, "MAX_WORK", 0)
+    g = tg.grad(_loss, backend="cpu")
+    g(np.ones(7))
+    assert not isinstance(_program_of(g).run, tiered.Tiered)
+
+
+def test_process_exits_cleanly_while_compiling():
+    code = """
+        import numpy as np
+        import tracegrad as tg
+
+        out = tg.grad(lambda x: np.sum(np.sin(x) * x), backend="cpu")(np.ones(5))
+        print(float(out.sum()))
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "TRACEGRAD_TIERED": "1"}, timeout=300)
+    assert done.returncode == 0 and done.stderr == ""
+    assert float(done.stdout) == pytest.approx(5 * (np.sin(1.0) + np.cos(1.0)), rel=1e-12)
+
+
+def test_tiered_off_by_environment(monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_TIERED", "0")
+    assert not tiered.enabled()
+    monkeypatch.setenv("TRACEGRAD_TIERED", "1")
+    assert tiered.enabled()
+
+
+def test_background_compile_error_surfaces(tiering, monkeypatch):
+    backend = get_backend("cpu")
+
+    def broken(graph):
+        raise RuntimeError("kernel compiler exploded")
+
+    monkeypatch.setattr(backend, "compile", broken)
+    x = np.linspace(-1.0, 1.0, 11)
+    g = tg.value_and_grad(_loss, backend="cpu")
+    value, grad = g(x)  # the interpreter answers
+    want_value, want_grad = tg.value_and_grad(_loss, backend="numpy")(x)
+    assert value == want_value
+    np.testing.assert_array_equal(grad, want_grad)
+    with pytest.raises(BackendError, match="kernel compiler exploded") as info:
+        tiered.wait_compiled(timeout=120)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert "value_and_grad(_loss)" in str(info.value) and "TRACEGRAD_TIERED=0" in str(info.value)
+    for _ in range(2):  # every later call says so, never a result
+        with pytest.raises(BackendError, match="failed in the background"):
+            g(x)
+
+
+def test_tiered_error_in_first_compiled_run_surfaces(tiering, monkeypatch):
+    backend = get_backend("cpu")
+
+    def compile_to_failing(graph):
+        def run(arrays):
+            raise MemoryError("no room for the kernels")
+
+        return run
+
+    monkeypatch.setattr(backend, "compile", compile_to_failing)
+    g = tg.grad(_loss, backend="cpu")
+    g(np.ones(5))
+    assert _program_of(g).run.wait(timeout=120)
+    with pytest.raises(BackendError, match="MemoryError: no room for the kernels"):
+        g(np.ones(5))
+    with pytest.raises(BackendError, match="no room"):  # reported once by wait_compiled
+        tiered.wait_compiled(timeout=120)
+    assert tiered.wait_compiled(timeout=120) is True
+
+
+# ----------------------------------------------------------------------------------------------
+# Persisted programs
+
+
+@pytest.fixture
+def persisted(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRACEGRAD_PROGRAM_CACHE", "1")
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "cache"))
+    tg.clear_programs()
+    yield tmp_path / "cache" / "programs"
+    tg.clear_programs()
+
+
+def _entries(folder) -> list:
+    return sorted(p for p in folder.iterdir() if p.suffix == ".tgp") if folder.exists() else []
+
+
+def _make(source: str, namespace: dict | None = None):
+    """A function `f` made from source, always at the same file and line: two versions differ
+    only in their body."""
+    ns = {"np": np} if namespace is None else namespace
+    exec(compile(textwrap.dedent(source), "<user code>", "exec"), ns)
+    return ns["f"]
+
+
+def _calls(fun, x, backend="numpy"):
+    """(result, traces) of a transformed call in a new process's state (the store emptied)."""
+    tg.clear_programs()
+    g = tg.grad(fun, backend=backend)
+    before = g.trace_count
+    out = g(x)
+    return out, g.trace_count - before
+
+
+def test_program_is_loaded_instead_of_traced(persisted):
+    f = _make("def f(x):\n    return np.sum(np.sin(x) * x)\n")
+    x = np.linspace(0.0, 1.0, 5)
+    first, traces = _calls(f, x)
+    assert traces == 1 and len(_entries(persisted)) == 1
+    again, traces = _calls(f, x)
+    assert traces == 0
+    np.testing.assert_array_equal(again, first)
+    # another signature is another entry
+    _, traces = _calls(f, np.linspace(0.0, 1.0, 6))
+    assert traces == 1 and len(_entries(persisted)) == 2
+
+
+def test_changed_body_is_never_stale(persisted):
+    x = np.linspace(0.5, 1.5, 4)
+    f2 = _make("def f(x):\n    return np.sum(x * x)\n")
+    f3 = _make("def f(x):\n    return np.sum(x * x * x)\n")
+    got2, _ = _calls(f2, x)
+    got3, traces = _calls(f3, x)
+    assert traces == 1
+    np.testing.assert_allclose(got2, 2 * x)
+    np.testing.assert_allclose(got3, 3 * x * x)
+
+
+def test_changed_closure_is_never_stale(persisted):
+    def make(scale):
+        def f(x):
+            return np.sum(scale * x * x)
+
+        return f
+
+    x = np.linspace(0.5, 1.5, 4)
+    got, traces = _calls(make(2.0), x)
+    assert traces == 1
+    np.testing.assert_allclose(got, 4 * x)
+    got, traces = _calls(make(3.0), x)
+    assert traces == 1
+    np.testing.assert_allclose(got, 6 * x)
+    got, traces = _calls(make(2.0), x)  # back to the first value: its entry is still good
+    assert traces == 0
+    np.testing.assert_allclose(got, 4 * x)
+
+
+def test_changed_global_and_helper_are_never_stale(persisted):
+    ns = {"np": np, "K": 2.0}
+    exec("def helper(x):\n    return x * x\n", ns)
+    f = _make("def f(x):\n    return np.sum(K * helper(x))\n", ns)
+    x = np.linspace(0.5, 1.5, 4)
+    got, _ = _calls(f, x)
+    np.testing.assert_allclose(got, 4 * x)
+    ns["K"] = 5.0
+    got, traces = _calls(f, x)
+    assert traces == 1
+    np.testing.assert_allclose(got, 10 * x)
+    exec("def helper(x):\n    return x * x * x\n", ns)  # same name, another body
+    got, traces = _calls(f, x)
+    assert traces == 1
+    np.testing.assert_allclose(got, 15 * x * x)
+
+
+def test_array_read_while_tracing_is_never_stale(persisted):
+    ns = {"np": np, "A": np.array([1.0, 2.0])}
+    f = _make("def f(x):\n    return np.sum(x * float(A.sum()))\n", ns)
+    x = np.ones(3)
+    got, _ = _calls(f, x)
+    np.testing.assert_allclose(got, 3.0)
+    ns["A"][:] = [4.0, 5.0]  # in place: the same object, new contents
+    got, traces = _calls(f, x)
+    assert traces == 1
+    np.testing.assert_allclose(got, 9.0)
+
+
+def test_damaged_entry_is_rebuilt(persisted):
+    f = _make("def f(x):\n    return np.sum(np.exp(x))\n")
+    x = np.linspace(0.0, 1.0, 4)
+    want, _ = _calls(f, x)
+    (entry,) = _entries(persisted)
+    data = entry.read_bytes()
+    for damage in (data[: len(data) // 2], data[:-3] + b"xyz", b"garbage"):
+        entry.write_bytes(damage)
+        got, traces = _calls(f, x)
+        assert traces == 1  # not loaded: traced again
+        np.testing.assert_array_equal(got, want)
+        assert entry.read_bytes() == data  # and written anew
+        _, traces = _calls(f, x)
+        assert traces == 0
+
+
+def test_program_cache_off(persisted, monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_PROGRAM_CACHE", "0")
+    f = _make("def f(x):\n    return np.sum(x)\n")
+    _calls(f, np.ones(2))
+    assert _entries(persisted) == []
+    _, traces = _calls(f, np.ones(2))
+    assert traces == 1
+
+
+def test_unsafe_programs_are_not_persisted(persisted):
+    seen = []
+    f = _make(
+        "def f(x):\n    return np.sum(tg.tap(x * x, 'h', lambda n, c: seen.append(c)))\n",
+        {"np": np, "tg": tg, "seen": seen},
+    )
+    _calls(f, np.ones(2))
+    assert seen and _entries(persisted) == []  # a hook is code the entry could not hold
+
+
+def test_program_persists_across_processes(tmp_path):
+    code = """
+        import numpy as np
+        import tracegrad as tg
+
+        def f(x):
+            return np.sum(np.tanh(x) * x)
+
+        g = tg.grad(f, backend="numpy")
+        print(float(g(np.linspace(0.0, 1.0, 5)).sum()), g.trace_count)
+    """
+    env = {"TRACEGRAD_PROGRAM_CACHE": "1", "TRACEGRAD_CACHE_DIR": str(tmp_path)}
+    first, second = _run(code, env).split(), _run(code, env).split()
+    assert first[1] == "1" and second[1] == "0"
+    assert first[0] == second[0]
+    assert len(list((tmp_path / "programs").glob("*.tgp"))) == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# The thin MLP's outer product
+
+
+def test_outer_product_is_an_exact_fused_product(backend):
+    from tracegrad import passes
+
+    def f(d, w):
+        return d @ w.T  # (n, 1) @ (1, m): what the adjoint of `h @ w` for a column w computes
+
+    d, w = np.linspace(-0.3, 1.0, 6)[:, None], np.linspace(0.5, 2.0, 4)[:, None]
+    graph = passes.optimize(tg.make_ir(f, optimize=False)(d, w))
+    assert not any(node.prim.name == "matmul" for node in graph.nodes)
+    np.testing.assert_array_equal(tg.jit(f, backend=backend)(d, w), d @ w.T)
+    loss = lambda d, w: np.sum(np.tanh(f(d, w)))
+    want = tg.grad(loss, argnums=(0, 1), backend="numpy")(d, w)
+    for got, ref in zip(tg.grad(loss, argnums=(0, 1), backend=backend)(d, w), want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+
+
+def test_small_products_run_on_one_blas_thread(rng):
+    from tracegrad import blas_threads
+
+    a, b = rng.standard_normal((33, 7)), rng.standard_normal((7, 5))
+    single = blas_threads.single_threaded()
+    np.testing.assert_array_equal(single(a, b), a @ b)
+    out = np.empty((33, 5))
+    single(a, b, out=out)
+    np.testing.assert_array_equal(out, a @ b)
+    blas = blas_threads._openblas()
+    if blas is not None:  # NumPy's own OpenBLAS: the thread count is restored
+        before = blas[0]()
+        single(a, b)
+        assert blas[0]() == before
+    source = tg.make_kernels(tg.grad(lambda w, x: np.sum(np.tanh(x @ w))), backend="cpu")(
+        rng.standard_normal((4, 3)), rng.standard_normal((6, 4))
+    )
+    assert "_matmul1(" in source  # a small product: one BLAS thread
+
+
+def test_same_function_under_two_names_is_never_stale(persisted):
+    def make(scale):
+        def inner(x):
+            return scale * x
+
+        return inner
+
+    ns = {"np": np}
+    f = _make("def f(x):\n    return np.sum(a(x) * b(x))\n", ns)
+    ns["a"] = ns["b"] = make(2.0)  # one object under two names: the second is an identity guard
+    x = np.linspace(0.5, 1.5, 4)
+    got, _ = _calls(f, x)
+    np.testing.assert_allclose(got, 8 * x)
+    ns["b"] = make(3.0)  # same code, another closure
+    got, traces = _calls(f, x)
+    assert traces == 1
+    np.testing.assert_allclose(got, 12 * x)
+
+
+def test_entries_per_function_are_bounded(persisted, monkeypatch):
+    from tracegrad import program_cache
+
+    monkeypatch.setattr(program_cache, "PER_KEY", 2)
+    ns = {"np": np, "K": 0.0}
+    f = _make("def f(x):\n    return np.sum(K * x)\n", ns)
+    for k in range(4):  # one entry per value of K, under one prefix
+        ns["K"] = float(k)
+        got, _ = _calls(f, np.ones(2))
+        np.testing.assert_allclose(got, [k, k])
+    assert len(_entries(persisted)) == 2

@@ -1,0 +1,545 @@
+"""Persisted programs: the traced, differentiated and optimised graph of a call, kept on disk.
+
+A new process that calls a function it called before (same code, same values read from
+outside, same argument signature) loads the optimised graph instead of tracing, differentiating
+and optimising it again; with the kernels in the disk cache (cache.py) it then skips every step
+of the pipeline but Numba's loading of machine code.
+
+When an entry may be used. Its file name starts with a hash of everything known before tracing:
+the transform and its options, the code of the transformed function (bytecode, constants, names,
+file and line table), the argument signature (tree, shapes, dtypes, static arguments), the
+backend and its variant, and the versions of tracegrad (the hash of its source), NumPy and
+Python. The entry then lists the guards of the program (capture.py): every value the function
+can reach by name, each recorded with a digest that does not depend on the process (code objects
+by their contents, user classes by their methods' code, modules and library functions by name,
+numbers and strings by value, arrays read while tracing by their bytes, hidden-input arrays by
+shape and dtype). An entry is used only when every guard's current value has the digest it had
+when the entry was written; another entry under the same prefix may match instead (a closure
+variable that went back to an earlier value). A program whose guards include a value with no
+such digest (a user object compared by identity, a view held by the program), tap hooks,
+callables in its graph or large constants is not persisted.
+
+Damage: an entry is written to a temporary file and renamed into place, carries a hash of its
+contents, and is read with an unpickler that accepts only NumPy arrays, dtypes and plain Python
+values. An entry that fails any check is deleted (with a warning) and the function is traced
+again, which writes it anew. The folder is `programs/` in the kernel cache's directory, with its
+checks (owner only).
+
+`TRACEGRAD_PROGRAM_CACHE=0` turns it off (and `TRACEGRAD_CACHE_DIR=off` turns off both caches).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import io
+import logging
+import os
+import pickle
+import sys
+import types
+from typing import Any
+
+import numpy as np
+
+from . import backends, ir
+from . import primitives as P
+from .capture import Captured, Path, _Guard, _is_library_module, _ref
+from .ir import Graph, Node, Var
+from .tree import TreeDef
+
+log = logging.getLogger("tracegrad")
+
+ENV = "TRACEGRAD_PROGRAM_CACHE"
+FORMAT = 1
+MAGIC = b"tracegrad-program\n"
+PER_KEY = 8  # entries kept per prefix (one function and signature), the most recent
+MAX_FILES = 4096  # entries kept in all, the most recently used
+MAX_CONST_BYTES = 16 * 2**20  # programs holding more constant bytes are not persisted
+
+
+class _NotStable(Exception):
+    """A value with no digest that means the same in another process."""
+
+
+def enabled() -> bool:
+    return backends.env(ENV).strip().lower() not in ("0", "off", "false", "no")
+
+
+def programs_dir() -> str | None:
+    from . import cache
+
+    root = cache.cache_dir()
+    if root is None or not cache._safe_dir(root, create=True):
+        return None
+    path = os.path.join(root, "programs")
+    return path if cache._safe_dir(path, create=True) else None
+
+
+# ----------------------------------------------------------------------------------------------
+# Digests that mean the same in every process
+
+
+def _h(*parts: Any) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else repr(part).encode())
+        h.update(b"\x00")
+    return h.hexdigest()[:32]
+
+
+def code_digest(code: types.CodeType) -> str:
+    consts = tuple(
+        ("code", code_digest(c)) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c))
+        for c in code.co_consts
+    )
+    lines = getattr(code, "co_linetable", None) or getattr(code, "co_lnotab", b"")
+    return _h(
+        code.co_name, code.co_filename, code.co_firstlineno, code.co_argcount,
+        code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags, code.co_names,
+        code.co_varnames, code.co_freevars, code.co_cellvars, consts, code.co_code, lines,
+    )
+
+
+def _qualified(obj: Any) -> tuple[str, str]:
+    return (getattr(obj, "__module__", None) or "?", getattr(obj, "__qualname__", None) or repr(obj))
+
+
+def _class_digest(cls: type) -> str:
+    if _is_library_module(cls.__module__):
+        return _h("type", *_qualified(cls))
+    members = []
+    for c in cls.__mro__:
+        if _is_library_module(c.__module__):
+            members.append(("base", *_qualified(c)))
+            continue
+        for name, value in sorted(vars(c).items()):
+            if name in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"):
+                continue
+            members.append((c.__qualname__, name, _member_digest(value)))
+    return _h("class", *_qualified(cls), tuple(members))
+
+
+def _member_digest(value: Any) -> Any:
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    if isinstance(value, types.FunctionType):
+        return ("function", code_digest(value.__code__))
+    if isinstance(value, property):
+        return ("property", *(_member_digest(f) for f in (value.fget, value.fset, value.fdel)))
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return ("value", type(value).__name__, repr(value))
+    return ("object", type(value).__qualname__)
+
+
+def _identity_digest(obj: Any) -> str:
+    """A digest for a value the program is guarded on by identity."""
+    if isinstance(obj, types.CodeType):
+        return _h("code", code_digest(obj))
+    if isinstance(obj, types.ModuleType):
+        return _h("module", obj.__name__)
+    if isinstance(obj, type):
+        return _class_digest(obj)
+    if isinstance(obj, types.FunctionType):
+        if _is_library_module(obj.__module__):
+            return _h("library function", *_qualified(obj))
+        return _function_digest(obj, 0)
+    if isinstance(obj, (types.BuiltinFunctionType, np.ufunc)) or callable(obj):
+        module = getattr(obj, "__module__", None) or getattr(type(obj), "__module__", None)
+        if _is_library_module(module):
+            return _h("library callable", module, getattr(obj, "__qualname__", None) or getattr(obj, "__name__", ""))
+    raise _NotStable(type(obj).__qualname__)
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice, range)
+
+
+def _function_digest(fun: types.FunctionType, depth: int) -> str:
+    """A user function reached a second time (guarded by identity there): its code and what it
+    closes over and defaults to, which no other guard covers on that path. Its globals are
+    walked where the function was first reached."""
+    if depth > 4:
+        raise _NotStable("functions nested too deep")
+    parts = []
+    for cell in fun.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            parts.append(("empty",))
+            continue
+        if isinstance(value, types.FunctionType) and not _is_library_module(value.__module__):
+            parts.append(("function", _function_digest(value, depth + 1)))
+        else:
+            parts.append(_value_text(value))
+    defaults = _value_text(tuple(fun.__defaults__ or ()))
+    kwdefaults = _value_text(tuple(sorted((fun.__kwdefaults__ or {}).items())))
+    return _h("function", *_qualified(fun), code_digest(fun.__code__), tuple(parts), defaults, kwdefaults)
+
+
+def _value_text(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_value_text(v) for v in value))
+    if isinstance(value, _PLAIN + (np.generic, np.dtype)):
+        return (type(value).__qualname__, repr(value))
+    raise _NotStable(type(value).__qualname__)
+
+
+def guard_digest(kind: str, expected: Any) -> str:
+    """The digest of a guard's expected value (for identity guards: the object itself)."""
+    if kind == "value":
+        return _h("value", _value_text(expected))
+    if kind == "identity":
+        return _identity_digest(expected)
+    if kind == "length":
+        return _h("length", expected[0].__qualname__, expected[1])
+    if kind == "keys":
+        return _h("keys", _value_text(tuple(expected)))
+    if kind == "array":
+        shape, dtype = expected
+        return _h("array", tuple(shape), np.dtype(dtype).str)
+    if kind == "content":
+        data = np.ascontiguousarray(expected)
+        return _h("content", data.shape, data.dtype.str, hashlib.sha256(data.view(np.uint8)).hexdigest())
+    raise _NotStable(kind)
+
+
+def _expected_of(kind: str, value: Any) -> Any:
+    """What a guard of `kind` expects, made from the value found now (capture._refreshed)."""
+    if kind == "value":
+        return value
+    if kind == "identity":
+        return value
+    if kind == "length":
+        return (type(value), len(value))
+    if kind == "keys":
+        if type(value) is not dict:
+            raise _NotStable("keys")
+        return tuple(value)
+    if kind == "array":
+        if type(value) is not np.ndarray:
+            raise _NotStable("array")
+        return (value.shape, value.dtype)
+    if kind == "content":
+        if type(value) is not np.ndarray:
+            raise _NotStable("content")
+        return value
+    raise _NotStable(kind)
+
+
+def _stored_expected(kind: str, expected: Any) -> Any:
+    if kind == "identity":
+        value = expected()
+        if value is None:
+            raise _NotStable("a collected object")
+        return value
+    return expected
+
+
+@functools.lru_cache(maxsize=1)
+def _package_hash() -> str:
+    """The source of tracegrad (its version may not change between two edits)."""
+    from . import __version__, cache
+
+    root = os.path.dirname(os.path.abspath(__file__))
+    files = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in ("examples", "__pycache__"))
+        files += [os.path.join(folder, n) for n in sorted(names) if n.endswith(".py")]
+    return _h(__version__, cache.source_hash(files), np.__version__, sys.version)
+
+
+def _spec_text(spec: Any) -> Any:
+    """api.Transformed.spec with its code objects and types as digests."""
+    if isinstance(spec, tuple):
+        return tuple(_spec_text(s) for s in spec)
+    if isinstance(spec, types.CodeType):
+        return ("code", code_digest(spec))
+    if isinstance(spec, type):
+        return ("type", _class_digest(spec))
+    if isinstance(spec, _PLAIN):
+        return (type(spec).__name__, repr(spec))
+    return ("object", _identity_digest(spec))
+
+
+def _tree_text(tree: TreeDef) -> Any:
+    return (tree.kind, tuple(_tree_text(c) for c in tree.children), _value_text(tuple(tree.keys)))
+
+
+def _static_text(static_key: tuple) -> Any:
+    def typed(entry):
+        kind, value = entry
+        if kind in (tuple, list):
+            return (kind.__name__, tuple(typed(v) for v in value))
+        return (kind.__qualname__, _value_text(value))
+
+    return tuple(typed(e) for e in static_key)
+
+
+def prefix(key: tuple) -> str:
+    """The part of an entry's name known before tracing (raises _NotStable)."""
+    spec, backend_name, variant, sig = key
+    return _h(
+        FORMAT, _package_hash(), _spec_text(spec), backend_name, repr(variant),
+        _tree_text(sig.treedef), sig.avals, _static_text(sig.static),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Graphs and trees as plain data
+
+
+def _check_param(value: Any) -> None:
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            _check_param(v)
+    elif isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            raise _NotStable("an object array")
+    elif not isinstance(value, _PLAIN + (np.generic, np.dtype)):
+        raise _NotStable(f"a {type(value).__name__} parameter")
+
+
+def _graph_data(graph: Graph) -> tuple:
+    index: dict[Var, int] = {}
+
+    def define(v: Var) -> tuple:
+        index[v] = len(index)
+        return (v.shape, v.dtype.str)
+
+    inputs = tuple(define(v) for v in graph.inputs)
+    nodes = []
+    const_bytes = 0
+    for node in graph.nodes:
+        for value in node.params.values():
+            _check_param(value)
+            if isinstance(value, np.ndarray):
+                const_bytes += value.nbytes
+        args = tuple(index[v] for v in node.inputs)
+        nodes.append((node.prim.name, args, dict(node.params), define(node.out), node.source))
+    if const_bytes > MAX_CONST_BYTES:
+        raise _NotStable("large constants")
+    return inputs, tuple(nodes), tuple(index[v] for v in graph.outputs)
+
+
+def _graph_of(data: tuple) -> Graph:
+    inputs, nodes, outputs = data
+    vars_: list[Var] = [Var(shape, dtype) for shape, dtype in inputs]
+    built = []
+    for name, args, params, (shape, dtype), source in nodes:
+        prim = P.PRIMITIVES[name]
+        operands = tuple(vars_[i] for i in args)
+        out = Var(shape, dtype)
+        inferred = prim.infer(tuple(v.shape for v in operands), tuple(v.dtype for v in operands), params)
+        if (tuple(inferred[0]), np.dtype(inferred[1])) != (out.shape, out.dtype):
+            raise ValueError(f"node {name} does not infer to its recorded type")
+        vars_.append(out)
+        built.append(Node(prim, operands, params, out, source))
+    return ir.verify(Graph(tuple(vars_[: len(inputs)]), tuple(built), tuple(vars_[i] for i in outputs)))
+
+
+def _tree_data(tree: TreeDef) -> tuple:
+    return (tree.kind, tuple(_tree_data(c) for c in tree.children), tuple(tree.keys))
+
+
+def _tree_of(data: tuple) -> TreeDef:
+    kind, children, keys = data
+    return TreeDef(kind, tuple(_tree_of(c) for c in children), tuple(keys))
+
+
+def _path_data(path: Path) -> tuple:
+    return (path.root, path.root_index, path.steps, path.label, path.context)
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading and writing
+
+
+class _Unpickler(pickle.Unpickler):
+    """Only NumPy's arrays, dtypes and scalars and a few plain types: an entry holds data."""
+
+    _ALLOWED = {
+        ("builtins", "slice"), ("builtins", "complex"), ("builtins", "range"), ("builtins", "set"),
+        ("builtins", "frozenset"), ("builtins", "bytearray"),
+        ("numpy", "dtype"), ("numpy", "ndarray"),
+        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+    }
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in self._ALLOWED or (module == "numpy" and name in np.sctypeDict):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a program entry may not hold {module}.{name}")
+
+
+def _describe(key: tuple) -> str:
+    return f"{key[0][0]} of {key[0][1]!r}" if isinstance(key[0], tuple) else "a function"
+
+
+def save(fun: Any, static: tuple, key: tuple, graph: Graph, out_tree: TreeDef, hooks: list,
+         captured: Captured) -> bool:
+    """Write the program of `key` (a key of the program store) to disk, if it can be made safe
+    for another process. Returns whether it was written."""
+    if not enabled() or hooks:
+        return False
+    try:
+        head = prefix(key)
+        if any(isinstance(r, np.ndarray) for r in captured.readers):
+            raise _NotStable("a held view")
+        guards = tuple(
+            (_path_data(g.path), g.kind, guard_digest(g.kind, _stored_expected(g.kind, g.expected)))
+            for g in captured.guards
+        )
+        readers = tuple(_path_data(r) for r in captured.readers)
+        payload = pickle.dumps(
+            (FORMAT, head, guards, readers, _graph_data(graph), _tree_data(out_tree)),
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+    except Exception as why:  # _NotStable, or a value whose digest cannot be taken
+        log.debug("tracegrad: not persisting a program (%s)", why)
+        return False
+    directory = programs_dir()
+    if directory is None:
+        return False
+    import tempfile
+
+    name = f"{head}-{_h(guards)[:16]}.tgp"
+    data = MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".tgp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, os.path.join(directory, name))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        log.warning("tracegrad: cannot write the program cache at %s (%s)", directory, exc)
+        return False
+    _trim(directory, head)
+    return True
+
+
+def load(fun: Any, static: tuple, key: tuple) -> tuple[Graph, TreeDef, Captured] | None:
+    """The persisted program of `key` whose guards all hold now, as (graph, output tree,
+    captured), or None."""
+    if not enabled():
+        return None
+    try:
+        head = prefix(key)
+    except _NotStable:
+        return None
+    directory = programs_dir()
+    if directory is None:
+        return None
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(head + "-") and n.endswith(".tgp")]
+    except OSError:
+        return None
+    paths = [os.path.join(directory, n) for n in names]
+    with contextlib.suppress(OSError):
+        paths.sort(key=os.path.getmtime, reverse=True)
+    for path in paths:
+        entry = _read(path, head)
+        if entry is None:
+            continue
+        found = _match(entry, fun, static)
+        if found is not None:
+            with contextlib.suppress(OSError):
+                os.utime(path)
+            return found
+    return None
+
+
+def _read(path: str, head: str) -> tuple | None:
+    """An entry's contents, checked; a damaged one is deleted."""
+    from . import cache
+
+    try:
+        if not cache._safe_file(path):
+            raise ValueError("unsafe owner or permissions")
+        with open(path, "rb") as f:
+            data = f.read()
+        if not data.startswith(MAGIC):
+            raise ValueError("not a program entry")
+        digest, _, payload = data[len(MAGIC) :].partition(b"\n")
+        if hashlib.sha256(payload).hexdigest().encode() != digest:
+            raise ValueError("its checksum does not match")
+        entry = _Unpickler(io.BytesIO(payload)).load()
+        if entry[0] != FORMAT or entry[1] != head:
+            raise ValueError("another format or key")
+        graph = _graph_of(entry[4])
+        tree = _tree_of(entry[5])
+        guards = [(Path(*p), kind, digest) for p, kind, digest in entry[2]]
+        readers = [Path(*p) for p in entry[3]]
+    except FileNotFoundError:
+        return None
+    except Exception as exc:
+        log.warning("tracegrad: program cache entry %s is damaged (%s); tracing again", path, exc)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return None
+    return graph, tree, guards, readers
+
+
+def _match(entry: tuple, fun: Any, static: tuple) -> tuple[Graph, TreeDef, Captured] | None:
+    graph, tree, guards, readers = entry
+    made = []
+    for path, kind, digest in guards:
+        try:
+            value = path.read(fun, static)
+            expected = _expected_of(kind, value)
+            if guard_digest(kind, expected) != digest:
+                return None
+        except Exception:
+            return None
+        if kind == "identity":
+            expected = _ref(value)
+        elif kind == "content":
+            expected = np.array(value, copy=True)
+        made.append(_Guard(path, kind, expected))
+    captured = Captured(made, readers)
+    if captured.read(fun, static) is None:
+        return None
+    return graph, tree, captured
+
+
+def _trim(directory: str, head: str) -> None:
+    """Keep the newest PER_KEY entries of this prefix, and the newest MAX_FILES in all (file
+    times are read only when there are too many)."""
+    try:
+        names = [n for n in os.listdir(directory) if n.endswith(".tgp") and not n.startswith(".")]
+    except OSError:
+        return
+    same = [n for n in names if n.startswith(head + "-")]
+    doomed = _oldest(directory, same, PER_KEY) if len(same) > PER_KEY else []
+    if len(names) > MAX_FILES:
+        doomed += _oldest(directory, names, MAX_FILES)
+    for name in doomed:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(directory, name))
+
+
+def _oldest(directory: str, names: list[str], keep: int) -> list[str]:
+    def used(name: str) -> float:
+        try:
+            return os.path.getmtime(os.path.join(directory, name))
+        except OSError:
+            return 0.0
+
+    return sorted(names, key=used, reverse=True)[keep:]
+
+
+def clear() -> None:
+    """Delete every persisted program."""
+    directory = programs_dir()
+    if directory is None:
+        return
+    for name in os.listdir(directory):
+        if name.endswith(".tgp"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
