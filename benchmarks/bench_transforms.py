@@ -24,6 +24,9 @@ import tracemalloc
 
 import numpy as np
 
+# measure compiled programs from their first call (not the interpreter of tiered execution)
+os.environ.setdefault("TRACEGRAD_TIERED", "0")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
