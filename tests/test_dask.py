@@ -27,6 +27,7 @@ from tracegrad.tree import flatten
 
 da = pytest.importorskip("dask.array", reason='the dask extra is not installed: pip install -e ".[dask]"')
 distributed = pytest.importorskip("distributed")
+import dask  # noqa: E402
 import tracegrad.dask as tgd  # noqa: E402
 from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: E402
 
@@ -40,8 +41,12 @@ ROWS, CHUNK, FEATURES = 240, 60, 5  # four equal chunks: one program per worker 
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", silence_logs=logging.ERROR)
+    # Workers without Dask's statistical profiler: it walks every thread's stack every 10 ms, and
+    # the CUDA simulator runs each simulated GPU thread as a Python thread with a 0.1 ms switch
+    # interval; together they once slowed one simulated kernel in a worker to over ten minutes.
+    with dask.config.set({"distributed.worker.profile.enabled": False}):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=":0", silence_logs=logging.ERROR)
     try:
         yield cluster
     finally:
