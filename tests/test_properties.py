@@ -74,7 +74,9 @@ def _no_ties(steps, x, y) -> bool:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomized: the same 25 programs on every run, so their compiled kernels come from the disk
+# cache after the first run (exploring new random programs is benchmarks/hunt.py's job)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(
     steps=st.lists(step, min_size=1, max_size=6),
     seed=st.integers(0, 2**16),
