@@ -71,4 +71,6 @@ def _verify_every_graph(monkeypatch):
 
     monkeypatch.setattr(ir.Builder, "graph", checked)
     optimize = passes.optimize
-    monkeypatch.setattr(passes, "optimize", lambda g, *a, **k: ir.verify(optimize(ir.verify(g), *a, **k)))
+    monkeypatch.setattr(
+        passes, "optimize", lambda g, *a, **k: ir.verify(optimize(ir.verify(g), *a, **k))
+    )

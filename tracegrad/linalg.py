@@ -38,19 +38,10 @@ def _square_infer(out_shape):
     return infer
 
 
-def _batch_same(prim_getter):
-    """A leading batch axis is one more stacked matrix: the same primitive, every operand batched."""
-
-    def rule(size, inputs, batched, **params):
-        xs = [P._batched(x, b, size) for x, b in zip(inputs, batched, strict=True)]
-        return P.emit(prim_getter(), *xs, **params)
-
-    return rule
-
-
 def _register(name, impl, infer, adjoint, differentiable=True) -> Primitive:
     prim = Primitive(name, Kind.SHAPE, impl, infer, adjoint, None, None, differentiable)
-    object.__setattr__(prim, "batch", _batch_same(lambda: prim))
+    # a leading batch axis is one more stacked matrix: the same primitive on the batch
+    object.__setattr__(prim, "batch", P.batch_every_operand(prim))
     return P._register(prim)
 
 

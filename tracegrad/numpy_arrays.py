@@ -733,6 +733,11 @@ def _as_indices(item, n: int, what: str) -> Var:
     return P.convert(item, np.int64)
 
 
+def _from_the_end(idx: Var, n: int) -> Var:
+    """Negative indices counted from the end of an axis of length n, as NumPy's."""
+    return P.where(P.compare(P.lt_p, idx, 0), P.add(idx, n), idx)
+
+
 def advanced_getitem(x: Var, index) -> Var:
     """NumPy's advanced indexing, for what research code uses: one integer array (traced or
     not) among basic indices; several integer arrays on the leading axes; a static boolean
@@ -805,7 +810,7 @@ def _gather_leading(x: Var, items) -> Var:
     flat = None
     for a, i in enumerate(idx):
         n = x.shape[a]
-        i = P.where(P.compare(P.lt_p, i, 0), P.add(i, n), i)  # negative indices count from the end
+        i = _from_the_end(i, n)
         i = P.broadcast_to(P.reshape(i, (1,) * (len(shape) - i.ndim) + i.shape), shape)
         flat = i if flat is None else P.add(P.mul(flat, n), i)
     lead = int(np.prod(x.shape[:k], dtype=np.int64))
@@ -834,7 +839,7 @@ def _take_along_axis(arr, indices, axis=-1):
     x = P.broadcast_to(x, tuple(x.shape[d] if d == axis else shape[d] for d in range(x.ndim)))
     idx = P.broadcast_to(idx, shape)
     n = x.shape[axis]
-    idx = P.where(P.compare(P.lt_p, idx, 0), P.add(idx, n), idx)
+    idx = _from_the_end(idx, n)
     # each position's own row: flatten every axis, offsetting the indices by the row's start
     perm = [d for d in range(x.ndim) if d != axis] + [axis]
     xt, it = P.transpose(x, perm), P.transpose(idx, perm)
@@ -851,7 +856,7 @@ def add_at(a: Var, indices, b) -> Var:
     if len(items) != 1 or isinstance(items[0], slice):
         raise TracingError(f"np.add.at: only one integer index array (on axis 0) is supported{_src()}")
     idx = _as_indices(items[0], a.shape[0], "axis 0")
-    idx = P.where(P.compare(P.lt_p, idx, 0), P.add(idx, a.shape[0]), idx)
+    idx = _from_the_end(idx, a.shape[0])
     v = _v(b) if isinstance(b, (Var, np.ndarray)) else P.const(b, (), a.dtype)
     target = idx.shape + a.shape[1:]
     v = P.broadcast_to(P.reshape(P.convert(v, a.dtype), (1,) * (len(target) - v.ndim) + v.shape), target)

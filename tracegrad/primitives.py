@@ -518,9 +518,16 @@ def _batched(x: Var, is_batched: bool, size: int) -> Var:
     return x if is_batched else broadcast_to(reshape(x, (1,) + x.shape), (size,) + x.shape)
 
 
-def _batch_elementwise(prim: Primitive):
+def batch_every_operand(prim: Primitive, graph_param: str | None = None):
+    """The batching rule that broadcasts every unbatched operand and applies `prim` to the batch
+    (elementwise primitives; stacked-matrix ones). With `graph_param`, the graph the node holds
+    under that name (a custom rule, a checkpointed function) is batched with it."""
+
     def rule(size, inputs, batched, **params):
-        return emit(prim, *[_batched(x, b, size) for x, b in zip(inputs, batched, strict=True)], **params)
+        xs = [_batched(x, b, size) for x, b in zip(inputs, batched, strict=True)]
+        if graph_param is not None:
+            params = {**params, graph_param: batch_graph(params[graph_param], size)}
+        return emit(prim, *xs, **params)
 
     return rule
 
@@ -594,12 +601,6 @@ def batch_graph(graph: ir.Graph, size: int) -> ir.Graph:
     return builder.graph(outputs)
 
 
-def _batch_custom_grad(size, inputs, batched, bwd: ir.Graph, n_args: int):
-    """Every operand batched (unbatched ones broadcast), and the user's rule batched with them."""
-    xs = [_batched(x, b, size) for x, b in zip(inputs, batched, strict=True)]
-    return emit(custom_grad_p, *xs, bwd=batch_graph(bwd, size), n_args=n_args)
-
-
 # ----------------------------------------------------------------------------------------------
 # Scalar templates. `M.f(...)` is a math-library call; each code generator renders it.
 
@@ -635,7 +636,7 @@ def _ew(name, impl, adjoint=None, scalar=None, infer=_same, differentiable=True,
     prim = Primitive(
         name, Kind.ELEMENTWISE, impl, infer, adjoint, None, scalar, differentiable, linear, domain
     )
-    object.__setattr__(prim, "batch", _batch_elementwise(prim))
+    object.__setattr__(prim, "batch", batch_every_operand(prim))
     return _register(prim)
 
 
@@ -917,7 +918,9 @@ stop_gradient_p = _identity(
     lambda ct, out, x: (None,),
     lambda size, inputs, batched: emit(stop_gradient_p, inputs[0]),
 )
-custom_grad_p = _identity("custom_grad", _custom_grad_rule, _batch_custom_grad)
+custom_grad_p = _identity("custom_grad", _custom_grad_rule, None)
+# every operand batched, and the user's rule batched with them
+object.__setattr__(custom_grad_p, "batch", batch_every_operand(custom_grad_p, "bwd"))
 # tap: a named intermediate value (tg.tap). The differentiation that owns it reports the cotangent
 # flowing into it, then lowers it; the cotangent passes through unchanged.
 tap_p = _identity(
@@ -973,12 +976,8 @@ matmul_p = _register(
 
 
 def matmul_(a: Var, b: Var) -> Var:
-    """The batched 2-D product. A contraction over one element (an outer product, as in the
-    gradient of a matrix-vector product) is an elementwise product instead: it fuses with its
-    neighbours and needs no BLAS call (nor a loop of tiny ones over a batch)."""
-    if a.shape[-1] == 1 and a.ndim == b.ndim:
-        shape = a.shape[:-1] + b.shape[-1:]
-        return mul(broadcast_to(a, shape), broadcast_to(b, shape))
+    """The batched 2-D product (a contraction over one element becomes an elementwise product
+    in passes.simplify)."""
     return emit(matmul_p, a, b)
 
 

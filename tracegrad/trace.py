@@ -49,50 +49,40 @@ def user_source() -> str | None:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _writes_into_subscript() -> bool:
-    """Whether the user's current line assigns to a subscript (`y[i] = ...`, `y[i] += ...`)."""
+def _user_ast() -> ast.Module | None:
+    """The user's current line, parsed (None when there is none, or it is not a whole statement)."""
     frame = user_frame()
     if frame is None:
-        return False
-    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        return None
     try:
-        statement = ast.parse(line).body[0]
-    except (SyntaxError, IndexError):
+        return ast.parse(linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip())
+    except SyntaxError:
+        return None
+
+
+def _writes_into_subscript() -> bool:
+    """Whether the user's current line assigns to a subscript (`y[i] = ...`, `y[i] += ...`)."""
+    tree = _user_ast()
+    statement = tree.body[0] if tree is not None and tree.body else None
+    if not isinstance(statement, (ast.Assign, ast.AugAssign)):
         return False
-    targets = getattr(statement, "targets", None) or [getattr(statement, "target", None)]
-    return isinstance(statement, (ast.Assign, ast.AugAssign)) and any(
-        isinstance(t, ast.Subscript) for t in targets
-    )
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    return any(isinstance(t, ast.Subscript) for t in targets)
 
 
 def _line_has(node_type: type) -> bool:
     """Whether the user's current line contains a node of this kind (a subscript...)."""
-    frame = user_frame()
-    if frame is None:
-        return False
-    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    try:
-        tree = ast.parse(line)
-    except SyntaxError:
-        return False
-    return any(isinstance(n, node_type) for n in ast.walk(tree))
+    tree = _user_ast()
+    return tree is not None and any(isinstance(n, node_type) for n in ast.walk(tree))
 
 
 def _line_calls(names: tuple[str, ...]) -> bool:
     """Whether the user's current line calls a function with one of these names (np.array...)."""
-    frame = user_frame()
-    if frame is None:
-        return False
-    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    try:
-        tree = ast.parse(line)
-    except SyntaxError:
-        return False
-    for node in ast.walk(tree):
+    tree = _user_ast()
+    for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.Call):
             f = node.func
-            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
-            if name in names:
+            if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) in names:
                 return True
     return False
 

@@ -41,13 +41,9 @@ def _custom_jvp_rule(ct, out, *inputs, rule: Graph, index: int, n_args: int):
     return tuple(grads.get(n_args + i) for i in range(n_args)) + (None,)
 
 
-def _batch_custom_jvp(size, inputs, batched, rule: Graph, index: int, n_args: int):
-    xs = [P._batched(x, b, size) for x, b in zip(inputs, batched, strict=True)]
-    return P.emit(custom_jvp_p, *xs, rule=P.batch_graph(rule, size), index=index, n_args=n_args)
-
-
 # custom_jvp: passes its last input (the value) through; lowered after differentiation
-custom_jvp_p = P._identity("custom_jvp", _custom_jvp_rule, _batch_custom_jvp)
+custom_jvp_p = P._identity("custom_jvp", _custom_jvp_rule, None)
+object.__setattr__(custom_jvp_p, "batch", P.batch_every_operand(custom_jvp_p, "rule"))
 
 
 class custom_jvp:

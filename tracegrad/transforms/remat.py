@@ -37,13 +37,9 @@ def _remat_rule(ct, out, *inputs, graph: Graph, index: int):
     return tuple(grads.get(i) for i in range(len(xs))) + (None,)
 
 
-def _batch_remat(size, inputs, batched, graph: Graph, index: int):
-    xs = [P._batched(x, b, size) for x, b in zip(inputs, batched, strict=True)]
-    return P.emit(remat_p, *xs, graph=P.batch_graph(graph, size), index=index)
-
-
 # remat: passes its last input (the forward value) through; lowered after differentiation
-remat_p = P._identity("remat", _remat_rule, _batch_remat)
+remat_p = P._identity("remat", _remat_rule, None)
+object.__setattr__(remat_p, "batch", P.batch_every_operand(remat_p, "graph"))
 
 # remat_barrier: the value of its input, as a node of its own (see the module docstring)
 remat_barrier_p = P._ew(
