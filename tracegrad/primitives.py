@@ -42,6 +42,7 @@ class Kind(enum.Enum):
     SHAPE = "shape"  # moves data without arithmetic (reshape, slice, broadcast...)
     CONST = "const"  # no inputs: a literal value
     IDENTITY = "identity"  # passes a value through; only autodiff treats it specially
+    CONTROL = "control"  # runs the graphs it holds (loops, conditionals): transforms/loops.py
 
 
 Shapes = tuple[tuple[int, ...], ...]
