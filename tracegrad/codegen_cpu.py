@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import backends, blas_threads, cache, fusion, ir
+from . import backends, blas_threads, cache, fusion, ir, passes, progress
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -692,6 +692,8 @@ class Program:
                 step, src, module, parallel, np.array(ints, np.int64),
                 np.array(src.floats, np.float64), partials, threads if parallel else 1,
             )
+        progress.check_size(sum(len(c.source.module) for c in self.calls.values()), graph, "cpu")
+        progress.kernels_planned(len(self.calls))
         self.driver_source, self._namespace, self._temps = self._driver()
         # results allocated by the driver (or a matmul) on every call: no caller must copy them
         fresh = {id(b) for b in plan.buffers if b.role == "output" and not self._from_eval(b)}
@@ -774,7 +776,10 @@ class Program:
         for step in self.plan.steps:
             if isinstance(step, FusedLoop):
                 call = self.calls[id(step)]
-                ns[f"_{step.name}"] = call.module.kernel
+                ns[f"_{step.name}"] = progress.timed_first_call(
+                    ns, f"_{step.name}", call.module.kernel,
+                    f"{step.name} of a {len(self.graph.nodes)}-node program",
+                )
         exec(compile(self.driver_source, "<tracegrad driver>", "exec"), ns)
         body = ns["_run"]
         temps = self._temps
@@ -863,13 +868,21 @@ _NUMBA_LOADERS = frozenset({"load_overload", "_load_overload", "load", "_load_in
 
 
 def _evaluator(node: Node) -> Callable:
-    impl, params = node.prim.impl, node.params
+    if node.prim.run_compiled is not None:  # a loop or conditional: its graphs compiled here too
+        impl, params = node.prim.run_compiled(node, compile_subgraph), {}
+    else:
+        impl, params = node.prim.impl, node.params
 
     def evaluate(*args):
         with np.errstate(all="ignore"):
             return impl(*args, **params)
 
     return evaluate
+
+
+def compile_subgraph(graph: Graph) -> Callable:
+    """A graph a node holds (a loop body), optimised and compiled like a program of its own."""
+    return build(passes.optimize(graph))
 
 
 def _names(graph: Graph) -> dict:

@@ -342,8 +342,14 @@ def _scan_batch(size, inputs, batched, *, body, length, reverse, n_consts, n_car
     return _repack_batched(results, layout, size, [False] * n_carry + [True] * n_ys)
 
 
+def _scan_compiled(node, compile):
+    run_body = compile(node.params["body"])
+    return lambda *args: run_scan(run_body, args, **node.params)
+
+
 scan_p = P._register(
-    Primitive("scan", Kind.CONTROL, _scan_impl, _scan_infer, _scan_adjoint, _scan_batch)
+    Primitive("scan", Kind.CONTROL, _scan_impl, _scan_infer, _scan_adjoint, _scan_batch,
+              run_compiled=_scan_compiled)
 )
 
 
@@ -469,8 +475,14 @@ def _counted_body(body: Graph, n_consts: int, b_consts, size: int, int_dtype) ->
     return builder.graph([j1] + kept)
 
 
+def _loop_compiled(node, compile):
+    run_body = compile(node.params["body"])
+    return lambda *args: run_loop(run_body, args, **node.params)
+
+
 loop_p = P._register(
-    Primitive("loop", Kind.CONTROL, _loop_impl, _loop_infer, _loop_adjoint, _loop_batch)
+    Primitive("loop", Kind.CONTROL, _loop_impl, _loop_infer, _loop_adjoint, _loop_batch,
+              run_compiled=_loop_compiled)
 )
 
 
@@ -570,8 +582,14 @@ def _while_batch(size, inputs, batched, *, cond, body, n_cond_consts, n_body_con
     return _repack_batched(res, avals(body.outputs), size, [False] * n_carry)
 
 
+def _while_compiled(node, compile, count=False):
+    run_cond, run_body = compile(node.params["cond"]), compile(node.params["body"])
+    return lambda *args: run_while(run_cond, run_body, args, count=count, **node.params)
+
+
 while_p = P._register(
-    Primitive("while", Kind.CONTROL, _while_impl, _while_infer, _while_adjoint, _while_batch)
+    Primitive("while", Kind.CONTROL, _while_impl, _while_infer, _while_adjoint, _while_batch,
+              run_compiled=_while_compiled)
 )
 
 
@@ -587,6 +605,7 @@ while_count_p = P._register(
         "while_count", Kind.CONTROL, _count_impl,
         lambda shapes, dtypes, p: ((), np.dtype(np.int64)),
         None, _count_batch, differentiable=False,
+        run_compiled=lambda node, compile: _while_compiled(node, compile, count=True),
     )
 )
 
@@ -678,8 +697,20 @@ def _cond_batch(size, inputs, batched, *, branches):
     return _repack_batched(chosen, layout, size, [False] * len(layout))
 
 
+def _cond_compiled(node, compile):
+    programs: dict[int, Callable] = {}  # compiled when first taken
+
+    def run_branch(g: Graph, args):
+        if id(g) not in programs:
+            programs[id(g)] = compile(g)
+        return programs[id(g)](args)
+
+    return lambda *args: run_cond(run_branch, args, **node.params)
+
+
 cond_p = P._register(
-    Primitive("cond", Kind.CONTROL, _cond_impl, _cond_infer, _cond_adjoint, _cond_batch)
+    Primitive("cond", Kind.CONTROL, _cond_impl, _cond_infer, _cond_adjoint, _cond_batch,
+              run_compiled=_cond_compiled)
 )
 
 
