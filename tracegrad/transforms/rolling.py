@@ -60,7 +60,8 @@ def _signature(node: Node) -> tuple:
 def _roll_once(graph: Graph) -> Graph:
     nodes = graph.nodes
     n = len(nodes)
-    if n < MIN_NODES:
+    weight = [_weight(node) for node in nodes]
+    if sum(weight) < MIN_NODES:
         return graph
     ids: dict[tuple, int] = {}
     sig = [ids.setdefault(_signature(node), len(ids)) for node in nodes]
@@ -72,24 +73,46 @@ def _roll_once(graph: Graph) -> Graph:
     position = {node.out: i for i, node in enumerate(nodes)}
     used_after = _last_use(graph, position)
 
-    i = 0
-    while i < n:
+    # candidate repetitions: (period, start, repeats); a position inside a candidate of the
+    # same period is a rotation of it and is skipped
+    candidates = []
+    covered_until: dict[int, int] = {}
+    for i in range(n):
         j = nxt[i]
         if j < 0:
-            i += 1
             continue
         period = j - i
+        if i < covered_until.get(period, 0):
+            continue
         repeats = 1
         while i + (repeats + 1) * period <= n and all(
             sig[i + repeats * period + k] == sig[i + k] for k in range(period)
         ):
             repeats += 1
-        if repeats >= MIN_REPEATS and period * repeats >= MIN_NODES:
-            plan = _plan_run(graph, i, period, repeats, position, used_after)
-            if plan is not None:
-                return _rolled(graph, i, period, repeats, plan)
-        i += 1
+        if repeats >= MIN_REPEATS and sum(weight[i : i + period]) * repeats >= MIN_NODES:
+            candidates.append((period, i, repeats))
+            covered_until[period] = i + period * repeats
+    # the shortest periods first (inner loops before the loops around them), without overlaps
+    runs, taken = [], []
+    for period, i, repeats in sorted(candidates):
+        end = i + period * repeats
+        if any(i < e and s < end for s, e in taken):
+            continue
+        plan = _plan_run(graph, i, period, repeats, position, used_after)
+        if plan is not None:
+            runs.append((i, period, repeats, plan))
+            taken.append((i, end))
+    runs.sort(key=lambda run: run[0])
+    # the last first: the positions of the earlier runs stay valid
+    for start, period, repeats, plan in reversed(runs):
+        graph = _rolled(graph, start, period, repeats, plan)
     return graph
+
+
+def _weight(node: Node) -> int:
+    """A node counts for the nodes of the graphs it holds (a rolled inner loop), plus one."""
+    held = [v for v in node.params.values() if isinstance(v, Graph)]
+    return 1 + sum(sum(_weight(n) for n in g.nodes) for g in held)
 
 
 def _last_use(graph: Graph, position: dict[Var, int]) -> dict[Var, int]:
