@@ -663,7 +663,9 @@ class Program:
     def __init__(self, graph: Graph, plan: Plan, mode: str, names: dict, salt: str, load: bool = True,
                  bake_sizes: bool = False):
         self.graph, self.plan, self.mode = graph, plan, mode
+        self.load = load
         self.calls: dict[int, _KernelCall] = {}
+        self.held: list[Program] = []  # the programs of the graphs its loops hold
         threads = _threads()
         # Next to BLAS calls, parallel loops fight OpenBLAS's spinning threads for the cores
         # (PERF-NOTES): programs with matrix products run their loops serially.
@@ -751,13 +753,19 @@ class Program:
                 ns[f"_view{j}"] = functools.partial(step.node.prim.impl, **step.node.params)
                 lines.append(f"    {step.out.name} = _view{j}({step.src.name})")
             elif isinstance(step, EvalStep):
-                ns[f"_eval{j}"] = _evaluator(step.node)
+                ns[f"_eval{j}"] = _evaluator(step.node, self._compile_held)
                 ns[f"_dt_{step.out.name}"] = np.dtype(step.out.dtype)
                 args = ", ".join(b.name for b in step.args)
                 lines.append(f"    {step.out.name} = _asarray(_eval{j}({args}), _dt_{step.out.name})")
         outs = ", ".join(b.name for b in plan.outputs)
         lines.append(f"    return [{outs}]")
         return "\n".join(lines) + "\n", ns, temps
+
+    def _compile_held(self, graph: Graph) -> Program:
+        """A graph a node holds (a loop body), optimised and compiled like a program of its own."""
+        program = build(passes.optimize(graph), load=self.load)
+        self.held.append(program)
+        return program
 
     def _from_eval(self, b: Buffer) -> bool:
         return any(isinstance(step, EvalStep) and step.out is b for step in self.plan.steps)
@@ -841,6 +849,9 @@ class Program:
                 parts.append(call.source.readable)
         parts.append("# ---- driver")
         parts.append(self.driver_source)
+        for k, program in enumerate(self.held):
+            parts.append(f"# ==== held program {k} (a loop body or branch, run by an _eval step)")
+            parts.append(program.source())
         return "\n".join(parts)
 
 
@@ -867,9 +878,9 @@ _NUMBA_CACHING = os.path.join("numba", "core", "caching.py")
 _NUMBA_LOADERS = frozenset({"load_overload", "_load_overload", "load", "_load_index", "_load_data"})
 
 
-def _evaluator(node: Node) -> Callable:
+def _evaluator(node: Node, compile_held: Callable) -> Callable:
     if node.prim.run_compiled is not None:  # a loop or conditional: its graphs compiled here too
-        impl, params = node.prim.run_compiled(node, compile_subgraph), {}
+        impl, params = node.prim.run_compiled(node, compile_held), {}
     else:
         impl, params = node.prim.impl, node.params
 
@@ -878,11 +889,6 @@ def _evaluator(node: Node) -> Callable:
             return impl(*args, **params)
 
     return evaluate
-
-
-def compile_subgraph(graph: Graph) -> Callable:
-    """A graph a node holds (a loop body), optimised and compiled like a program of its own."""
-    return build(passes.optimize(graph))
 
 
 def _names(graph: Graph) -> dict:
@@ -895,6 +901,7 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Pr
     `bake_sizes` (default `BAKE_SIZES`) writes the iteration sizes into the kernels: a
     specialisation (compiled again for every shape) that lets LLVM see the trip counts."""
     mode = math_mode()
+    progress.check_graph(graph, "cpu")
     plan = fusion.plan(graph, supports, computed_identity=True)
     bake = BAKE_SIZES if bake_sizes is None else bake_sizes
     return Program(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import cache, fusion, ir, passes
+from . import cache, fusion, ir, passes, progress
 from . import cuda_device as dev
 from . import primitives as P
 from .cuda_kernels import DEVICE_FUNCTIONS, Kernels, LoopWriter, library_source, matmul_kernel
@@ -408,6 +408,7 @@ def compile_subgraph(graph: Graph) -> Callable:
 
 
 def _plan(graph: Graph) -> Plan:
+    progress.check_graph(graph, "cuda")
     return fusion.plan(graph, supports)
 
 

@@ -28,6 +28,8 @@ SHOW_AFTER_S = 2.0
 # Far above any program the fusion planner makes for a graph of a few thousand nodes (a kernel is
 # a few kilobytes), far below what makes Numba run out of memory.
 MAX_SOURCE_CHARS = 8_000_000
+# Planning and compiling a graph of this many nodes takes minutes: stop and say why instead.
+MAX_GRAPH_NODES = 25_000
 
 _local = threading.local()
 
@@ -62,10 +64,9 @@ class CompileJob:
                 return
             self.shown = True
             elapsed = time.monotonic() - self.start
-            self.stream.write(
-                f"tracegrad: compiling {self.what}: {self.done}/{self.total} kernels done after "
-                f"{elapsed:.0f} s ..."
-            )
+            stage = (f"{self.done}/{self.total} kernels done" if self.total
+                     else "tracing, differentiating and planning")
+            self.stream.write(f"tracegrad: compiling {self.what}: {stage} after {elapsed:.0f} s ...")
             self.stream.flush()
 
     def finish(self) -> None:
@@ -140,17 +141,29 @@ class ProgramTooLarge(TracingError):
     """The generated code of a program would be too large to compile."""
 
 
+def check_graph(graph: Graph, backend: str) -> None:
+    """Before planning: a graph beyond `MAX_GRAPH_NODES` would take minutes to plan and compile."""
+    if len(graph.nodes) > MAX_GRAPH_NODES:
+        _too_large(graph, backend, f"{len(graph.nodes)} nodes, over the {MAX_GRAPH_NODES} limit")
+
+
 def check_size(chars: int, graph: Graph, backend: str) -> None:
-    if chars <= MAX_SOURCE_CHARS:
-        return
-    lines = collections.Counter(node.source for node in graph.nodes if node.source)
+    if chars > MAX_SOURCE_CHARS:
+        _too_large(graph, backend, f"{chars / 1e6:.1f} MB of source, over the "
+                                   f"{MAX_SOURCE_CHARS / 1e6:.0f} MB limit")
+
+
+def _too_large(graph: Graph, backend: str, what: str) -> None:
+    # the user's line, without the mark of the transform that made the node ("grad file:line")
+    lines = collections.Counter(
+        node.source.rsplit(" ", 1)[-1] for node in graph.nodes if node.source
+    )
     culprit = ""
     if lines:
         source, count = lines.most_common(1)[0]
-        culprit = f" Most of its {len(graph.nodes)} nodes ({count}) come from {source}."
+        culprit = f" {count} of its {len(graph.nodes)} nodes come from {source}."
     raise ProgramTooLarge(
-        f"tracegrad: the {backend} code for this program would be {chars / 1e6:.1f} MB of "
-        f"source, over the {MAX_SOURCE_CHARS / 1e6:.0f} MB limit.{culprit} A Python loop that "
-        "tracegrad cannot roll (see docs/limitations.md) is the usual cause: write it with "
-        "tg.fori_loop or tg.scan, or run this function on backend='numpy'."
+        f"tracegrad: the {backend} program would be too large to compile ({what}).{culprit} A "
+        "Python loop that tracegrad cannot roll (see docs/limitations.md) is the usual cause: "
+        "write it with tg.fori_loop or tg.scan, or run this function on backend='numpy'."
     )

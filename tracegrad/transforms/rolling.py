@@ -32,6 +32,7 @@ from . import loops
 
 MIN_REPEATS = 4
 MIN_NODES = 64
+PERIOD_TRIES = 6  # candidate periods tried per position: the k-th next node of its signature
 
 
 def roll_loops(graph: Graph) -> Graph:
@@ -78,20 +79,25 @@ def _roll_once(graph: Graph) -> Graph:
     candidates = []
     covered_until: dict[int, int] = {}
     for i in range(n):
-        j = nxt[i]
-        if j < 0:
-            continue
-        period = j - i
-        if i < covered_until.get(period, 0):
-            continue
-        repeats = 1
-        while i + (repeats + 1) * period <= n and all(
-            sig[i + repeats * period + k] == sig[i + k] for k in range(period)
-        ):
-            repeats += 1
-        if repeats >= MIN_REPEATS and sum(weight[i : i + period]) * repeats >= MIN_NODES:
-            candidates.append((period, i, repeats))
-            covered_until[period] = i + period * repeats
+        # the period is the distance to the next node of the same signature, or to a later one
+        # (a function called twice per iteration repeats its nodes within the iteration)
+        j = i
+        for _ in range(PERIOD_TRIES):
+            j = nxt[j]
+            if j < 0:
+                break
+            period = j - i
+            if i < covered_until.get(period, 0):
+                break
+            repeats = 1
+            while i + (repeats + 1) * period <= n and all(
+                sig[i + repeats * period + k] == sig[i + k] for k in range(period)
+            ):
+                repeats += 1
+            if repeats >= MIN_REPEATS and sum(weight[i : i + period]) * repeats >= MIN_NODES:
+                candidates.append((period, i, repeats))
+                covered_until[period] = i + period * repeats
+                break
     # the shortest periods first (inner loops before the loops around them), without overlaps
     runs, taken = [], []
     for period, i, repeats in sorted(candidates):
