@@ -19,7 +19,7 @@ slices, and the views cost nothing in the compiled backends.
 - `cond`: one of two graphs of the same signature, chosen by a scalar predicate at run time.
 
 Reverse mode. The adjoint of a scan is a scan running the other way: a forward scan that saves the
-carries (shared with the primal scan by `passes.share_loop_prefixes`, so the forward runs once),
+carries (shared with the primal scan by `passes.share_saving_loops`, so the forward runs once),
 then a reverse scan whose body is the vector-Jacobian product of the body, recomputing the body's
 internals from the saved carry (memory O(steps x carries), as checkpointing each step). The
 cotangents of the loop-invariant values accumulate in extra carries. The adjoint of a `loop` with
