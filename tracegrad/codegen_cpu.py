@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import backends, blas_threads, cache, fusion, ir, passes, progress
+from . import backends, blas_threads, cache, cpu_loops, fusion, ir, passes, progress
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -760,6 +760,13 @@ class Program:
         outs = ", ".join(b.name for b in plan.outputs)
         lines.append(f"    return [{outs}]")
         return "\n".join(lines) + "\n", ns, temps
+
+    def scan_driver(self, n_consts: int, n_carry: int, save: bool):
+        """This program as the body of a scan, looped inside one compiled function (or None:
+        the scan calls the program once per step). See cpu_loops.py."""
+        if not self.load:
+            return None
+        return cpu_loops.scan_driver(self, n_consts, n_carry, save)
 
     def _compile_held(self, graph: Graph) -> Program:
         """A graph a node holds (a loop body), optimised and compiled like a program of its own."""

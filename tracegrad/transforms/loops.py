@@ -343,8 +343,26 @@ def _scan_batch(size, inputs, batched, *, body, length, reverse, n_consts, n_car
 
 
 def _scan_compiled(node, compile):
-    run_body = compile(node.params["body"])
-    return lambda *args: run_scan(run_body, args, **node.params)
+    params = node.params
+    run_body = compile(params["body"])
+    layout = scan_layout(params)
+    dtype = pack_dtype(layout)
+    driver = getattr(run_body, "scan_driver", None)
+    fast = None
+    if driver is not None and all(d == dtype for _, d in layout):
+        fast = driver(params["n_consts"], params["n_carry"], params["save"])
+    if fast is None:  # the body program called once per step
+        return lambda *args: run_scan(run_body, args, **params)
+    n_consts, n_carry = params["n_consts"], params["n_carry"]
+
+    def run(*args):  # the whole loop in one compiled call
+        args = [a if a.flags.c_contiguous else np.array(a, order="C") for a in map(np.asarray, args)]
+        packed = np.empty(pack_size(layout), dtype)
+        fast(args[:n_consts], args[n_consts : n_consts + n_carry], args[n_consts + n_carry :],
+             packed_views(packed, layout), params["length"], params["reverse"])
+        return packed
+
+    return run
 
 
 scan_p = P._register(
