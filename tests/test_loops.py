@@ -337,3 +337,25 @@ def test_branching_on_a_traced_value_names_the_control_flow_functions():
 
     with pytest.raises(tg.TracingError, match="tg.while_loop"):
         tg.jit(f)(np.ones(2))
+
+
+def test_a_compiled_loop_called_from_several_threads_at_once():
+    """Each call has its own scratch: concurrent calls of one program give each its own answer
+    (the cpu backend's loop runs in one compiled function, cpu_loops.py)."""
+    import concurrent.futures
+
+    def f(x):
+        def step(c, _):
+            s = np.sum(np.sin(c))  # a reduction: scratch inside the loop
+            return c * 0.9 + s * 0.01, s
+        return tg.scan(step, x, None, length=50)
+
+    fn = tg.jit(f, backend="cpu")
+    inputs = [np.full(64, v) for v in np.linspace(-1, 1, 8)]
+    expected = [fn(x) for x in inputs]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            results = list(pool.map(fn, inputs))
+            for (c, ys), (ce, yse) in zip(results, expected):
+                np.testing.assert_array_equal(c, ce)
+                np.testing.assert_array_equal(ys, yse)

@@ -103,18 +103,18 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
     source = "\n".join(lines) + "\n"
     module = cache.load_module(source)
     loop_fn = module.scan_loop
-    const_arrays = []
-    for b in others:
-        if b.role == "const":
-            const_arrays.append(np.array(b.value, order="C"))
-        else:
-            const_arrays.append(np.empty(b.shape, b.dtype))
+    # constants once; scratch per call (calls from several threads must not share it)
+    fixed = {j: np.array(b.value, order="C") for j, b in enumerate(others) if b.role == "const"}
+    scratch = [(j, b.shape, b.dtype) for j, b in enumerate(others) if b.role != "const"]
     ints = [call.ints for call in calls]
     floats = [call.floats for call in calls]
 
     def run(consts, init, xs_arrays, views, length, reverse):
-        loop_fn(*consts, *init, *xs_arrays, *views, *const_arrays, *ints, *floats,
-                int(length), bool(reverse))
+        extra = dict(fixed)
+        for j, shape, dtype in scratch:
+            extra[j] = np.empty(shape, dtype)
+        loop_fn(*consts, *init, *xs_arrays, *views, *(extra[j] for j in range(len(others))),
+                *ints, *floats, int(length), bool(reverse))
 
     run.source = source
     return run
