@@ -71,7 +71,7 @@ def trajectory(x):
 
 def test_stacked_states_and_changing_literals(backend, monkeypatch):
     x = np.linspace(-1, 1, 5)
-    (node,) = scans(trajectory, x)
+    assert len(scans(trajectory, x)) == 1
     np.testing.assert_allclose(tg.jit(trajectory, backend=backend)(x), trajectory(x), rtol=1e-12)
     expected = unrolled(tg.grad(trajectory, backend="numpy"), x, monkeypatch=monkeypatch)
     np.testing.assert_allclose(tg.grad(trajectory, backend=backend)(x), expected, rtol=1e-11)

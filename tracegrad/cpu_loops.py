@@ -74,7 +74,7 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
         f"def scan_loop({', '.join(params)}):",
     ]
     body = []
-    for k, b in enumerate(carries):
+    for k in range(len(carries)):
         body.append(f"ca{k} = init{k}.copy()")
         body.append(f"cb{k} = np.empty_like(init{k})")
     body.append("for s in range(length):")

@@ -107,7 +107,7 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
 
     # finite differences: the parameters, and the initial state along a random direction
     eps = 1e-6
-    fd = lambda f: (f(eps) - f(-eps)) / (2 * eps)  # noqa: E731
+    fd = lambda f: (f(eps) - f(-eps)) / (2 * eps)
     fd_k = fd(lambda e: final_energy(q0, p0, k + e, beta, steps))
     fd_beta = fd(lambda e: final_energy(q0, p0, k, beta + e, steps))
     direction = np.random.default_rng(0).normal(size=(2, size))

@@ -104,7 +104,7 @@ def _check_avals(what: str, got: Sequence[Aval], want: Sequence[Aval]) -> None:
         tuple(gs) != tuple(ws) or np.dtype(gd) != np.dtype(wd)
         for (gs, gd), (ws, wd) in zip(got, want, strict=False)
     ):
-        shown = lambda avs: ", ".join(ir.type_str(s, d) for s, d in avs)  # noqa: E731
+        shown = lambda avs: ", ".join(ir.type_str(s, d) for s, d in avs)
         raise ir.IRError(f"{what}: expected ({shown(want)}), got ({shown(got)})")
 
 
@@ -242,7 +242,7 @@ def _reverse_body(body: Graph, n_consts: int, n_carry: int, f_consts, f_carry, f
     vjp = adjoint(body, wrt, of, seed_ones=False, label=None)
 
     builder = Builder()
-    new = lambda v: builder.new_input(v.shape, v.dtype)  # noqa: E731
+    new = lambda v: builder.new_input(v.shape, v.dtype)
     consts = [new(v) for v in b_consts]
     ct_carry = [new(b_carry[i]) for i in f_carry]
     acc = [new(b_consts[i]) for i in f_consts]
@@ -420,7 +420,7 @@ def loop_vjp(n: Var, consts, init, ct, body: Graph) -> tuple:
 
     # reverse body: consts = (consts, init) | carries = (k, ct of the carries, acc of the consts)
     builder = Builder()
-    new = lambda v: builder.new_input(v.shape, v.dtype)  # noqa: E731
+    new = lambda v: builder.new_input(v.shape, v.dtype)
     c_in = [new(v) for v in consts]
     init_in = [new(v) for v in init]
     k_in = builder.new_input((), n.dtype)
@@ -434,9 +434,8 @@ def loop_vjp(n: Var, consts, init, ct, body: Graph) -> tuple:
         g_consts, g_carry = grads[: len(f_consts)], grads[len(f_consts) :]
         new_acc = [P.add(a, g) for a, g in zip(acc_in, g_consts, strict=True)]
     rev_body = builder.graph([k] + g_carry + new_acc)
-    with ir.source_location(ir.current_source()):
-        rev = loop(n, consts + init, [n] + [ct_final[i] for i in f_carry]
-                   + [P.zeros_like(consts[i]) for i in f_consts], body=rev_body)
+    rev = loop(n, consts + init, [n] + [ct_final[i] for i in f_carry]
+               + [P.zeros_like(consts[i]) for i in f_consts], body=rev_body)
     ct_init = dict(zip(f_carry, rev[1 : 1 + len(f_carry)], strict=True))
     ct_consts = dict(zip(f_consts, rev[1 + len(f_carry) :], strict=True))
     return tuple(ct_consts.get(i) for i in range(n_consts)) + tuple(
@@ -644,13 +643,13 @@ def _cond_infer(shapes, dtypes, p):
     return (pack_size(first),), pack_dtype(first)
 
 
-def branch_index(pred: np.ndarray, n: int) -> int:
+def branch_index(pred: np.ndarray) -> int:
     """Branch 0 is taken when the predicate is false (or 0), branch 1 when it is true."""
     return 1 if bool(np.asarray(pred)) else 0
 
 
 def run_cond(run_branch: Callable, args: Sequence, *, branches: tuple[Graph, ...]):
-    g = branches[branch_index(args[0], len(branches))]
+    g = branches[branch_index(args[0])]
     outs = run_branch(g, list(args[1:]))
     layout = avals(g.outputs)
     packed = np.empty(pack_size(layout), pack_dtype(layout))
@@ -695,10 +694,7 @@ def _cond_batch(size, inputs, batched, *, branches):
     flags = list(batched[1:])
     layout = avals(branches[0].outputs)
     if not batched[0]:  # one branch for the whole batch
-        outs = [_batched_flags(g, flags) for g in branches]
-        out_flags = [True] * len(layout)
-        new = tuple(batched_body(g, flags, size, out_flags) for g in branches)
-        del outs
+        new = tuple(batched_body(g, flags, size, [True] * len(layout)) for g in branches)
         packed = P.emit(cond_p, pred, *operands, branches=new)
         res = unpack(packed, avals(new[0].outputs))
         return _repack_batched(res, layout, size, [False] * len(layout))

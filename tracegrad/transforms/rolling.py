@@ -195,7 +195,7 @@ def _plan_run(graph: Graph, start: int, period: int, repeats: int, position, use
             if any(freeze(nodes[start + r * period + k].params["value"]) != first
                    for r in range(1, repeats)):
                 plan.varying.append(k)
-    for (k, a), ref in plan.refs.items():
+    for ref in plan.refs.values():
         if ref[0] == "outer" and ref[1] not in const_index:
             const_index[ref[1]] = len(plan.consts)
             plan.consts.append(ref[1])
