@@ -136,3 +136,44 @@ def test_a_slow_compilation_says_what_it_compiles(monkeypatch, capsys):
     tg.grad(lambda x: np.sum(np.sin(x) * 3.0), backend="cpu")(np.ones(3))
     err = capsys.readouterr().err
     assert "tracegrad: compiling grad(" in err and "kernels in" in err
+
+
+def rnn(h, xs, w):
+    """The loop counter indexes the inputs: xs[t] is a stacked xs of the scan."""
+    for t in range(len(xs)):
+        h = np.tanh(h * w + xs[t])
+    return h.sum()
+
+
+def every_other_column(h, xs, w):
+    for t in range(10):
+        h = np.tanh(h * w + xs[:, 2 * t + 1]) * 0.5
+    return h.sum()
+
+
+def irregular(h, xs, w):
+    for t in range(10):  # windows at 0, 1, 4, 9, ..., 81: not a fixed step
+        h = np.tanh(h * w + xs[t * t]) * 0.5
+    return h.sum()
+
+
+def test_indexing_by_the_loop_counter_rolls(backend, monkeypatch):
+    h = np.linspace(-1, 1, 8)
+    xs = np.linspace(0, 1, 160).reshape(20, 8)
+    for fun, data in ((rnn, xs), (every_other_column, xs.T.copy())):
+        assert scans(fun, h, data, 0.7), fun.__name__
+        got = tg.grad(fun, argnums=(0, 1, 2), backend=backend)(h, data, 0.7)
+        want = unrolled(tg.grad(fun, argnums=(0, 1, 2), backend="numpy"), h, data, 0.7,
+                        monkeypatch=monkeypatch)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-14)
+
+
+def test_windows_that_do_not_move_by_a_fixed_step_stay_unrolled(monkeypatch):
+    h = np.linspace(-1, 1, 16)
+    xs = np.linspace(0, 1, 82 * 16).reshape(82, 16)
+    assert scans(lambda h, xs, w: every_other_column(h, xs.T, w), h, xs, 0.7)  # same size rolls
+    assert not scans(irregular, h, xs, 0.7)
+    np.testing.assert_allclose(tg.grad(irregular, backend="numpy")(h, xs, 0.7),
+                               unrolled(tg.grad(irregular, backend="numpy"), h, xs, 0.7,
+                                        monkeypatch=monkeypatch), rtol=1e-12)

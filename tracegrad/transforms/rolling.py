@@ -45,6 +45,9 @@ def roll_loops(graph: Graph) -> Graph:
 
 
 def _signature(node: Node) -> tuple:
+    if node.prim is P.slice_p:  # the window may move from iteration to iteration (xs[t])
+        x = node.inputs[0]
+        return ("slice", x.shape, x.dtype.str, node.out.shape, node.source)
     if node.prim is P.const_p:  # a literal's value may change from iteration to iteration
         value = node.params["value"]
         return ("const", value.shape, value.dtype.str, tuple(node.params["shape"]), node.source)
@@ -138,6 +141,8 @@ class _Plan:
         self.init: dict[int, Var] = {}  # carried offset -> the value the first iteration reads
         self.consts: list[Var] = []  # values from before the loop
         self.varying: list[int] = []  # offsets of literals that change between iterations
+        # offsets of slices whose window moves: (sliced value, axis, first start, step)
+        self.sliced: dict[int, tuple[Var, int, int, int]] = {}
         self.outside: dict[int, set[int]] = {}  # offset -> iterations whose value is read after
 
 
@@ -195,11 +200,47 @@ def _plan_run(graph: Graph, start: int, period: int, repeats: int, position, use
             if any(freeze(nodes[start + r * period + k].params["value"]) != first
                    for r in range(1, repeats)):
                 plan.varying.append(k)
+    # slices of a value from before the loop whose window moves by a fixed step each iteration
+    for k in range(period):
+        node = nodes[start + k]
+        if node.prim is not P.slice_p:
+            continue
+        windows = [nodes[start + r * period + k].params["index"] for r in range(repeats)]
+        if all(w == windows[0] for w in windows):
+            continue
+        ref = plan.refs.get((k, 0))
+        moving = _moving_window(windows)
+        if ref is None or ref[0] != "outer" or moving is None:
+            return None
+        axis, move = moving
+        plan.sliced[k] = (ref[1], axis, windows[0][axis][0], move)
     for ref in plan.refs.values():
         if ref[0] == "outer" and ref[1] not in const_index:
             const_index[ref[1]] = len(plan.consts)
             plan.consts.append(ref[1])
     return plan
+
+
+def _moving_window(windows: list) -> tuple[int, int] | None:
+    """(axis, step) when the windows differ only on one axis, each one element wide there, moving
+    forwards by the same step every iteration (xs[t], xs[:, 2 * t]); else None."""
+    first = windows[0]
+    axes = [a for a in range(len(first)) if any(w[a] != first[a] for w in windows)]
+    if len(axes) != 1:
+        return None
+    (axis,) = axes
+    start, stop, step = first[axis]
+    if stop - start != 1 or step != 1 or len(windows) < 2:
+        return None
+    move = windows[1][axis][0] - start
+    if move <= 0:
+        return None
+    for r, w in enumerate(windows):
+        if w[axis] != (start + r * move, start + r * move + 1, 1):
+            return None
+        if any(w[a] != first[a] for a in range(len(first)) if a != axis):
+            return None
+    return axis, move
 
 
 def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) -> Graph:
@@ -213,10 +254,11 @@ def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) ->
     # the body: one iteration as a graph
     consts_in = [Var(v.shape, v.dtype) for v in plan.consts]
     carry_in = [Var(block[k].out.shape, block[k].out.dtype) for k in carried]
-    xs_in = [Var(block[k].out.shape, block[k].out.dtype) for k in plan.varying]
+    stepped = plan.varying + sorted(plan.sliced)  # offsets read from a stacked xs each step
+    xs_in = [Var(block[k].out.shape, block[k].out.dtype) for k in stepped]
     const_of = dict(zip(plan.consts, consts_in, strict=True))
     carry_of = dict(zip(carried, carry_in, strict=True))
-    x_of = dict(zip(plan.varying, xs_in, strict=True))
+    x_of = dict(zip(stepped, xs_in, strict=True))
     env: dict[int, Var] = {}
     body_nodes = []
     for k, node in enumerate(block):
@@ -253,6 +295,13 @@ def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) ->
     source = block[0].source
     with building(builder), source_location(f"loop {source}" if source else "loop"):
         xs = [P.const(v) for v in xs_values]
+        for k in sorted(plan.sliced):
+            value, axis, first, move = plan.sliced[k]
+            window = list(block[k].params["index"])
+            window[axis] = (first, first + (repeats - 1) * move + 1, move)
+            rows = P.slice_(value, tuple(window))  # every iteration's window, along `axis`
+            rows = P.transpose(rows, [axis] + [a for a in range(rows.ndim) if a != axis])
+            xs.append(P.reshape(rows, (repeats,) + block[k].out.shape))
         results = loops.scan(plan.consts, [plan.init[k] for k in carried], xs, body=body,
                              length=repeats)
         finals = dict(zip(carried, results[: len(carried)], strict=True))
