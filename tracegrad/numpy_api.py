@@ -409,6 +409,8 @@ UFUNCS = {
     "log_ndtr": _log_ndtr,
     "xlogy": _xlogy(P.log_p),
     "xlog1py": _xlogy(P.log1p_p),
+    "gammaln": _unary(P.gammaln_p),
+    "psi": lambda x: P.digamma(_v(x)),  # scipy.special.digamma's ufunc is named psi
 }
 
 
@@ -1152,14 +1154,10 @@ def _setitem(x: Var, index, value) -> Var:
             )
         full_mask = P.broadcast_to(P.reshape(m, m.shape + (1,) * len(tail)), x.shape)
         return P.where(full_mask, _broadcast_value(v, x.shape, "x[mask] = value"), x)
-    if isinstance(index, (list, np.ndarray, Var)) or (
-        isinstance(index, tuple) and any(isinstance(i, (list, np.ndarray, Var)) for i in index)
-    ):
-        raise TracingError(
-            f"assigning through an integer-array index (x[[0, 2]] = ...) is not supported yet{_src()}; "
-            "use static ints and slices, a boolean mask, or np.where; for x[i] += v write "
-            "np.add.at(x, i, v) (which also adds up repeated indices, as x[i] += v does not)"
-        )
+    if not is_basic_index(index):  # integer arrays: a scatter (numpy_arrays.setitem_advanced)
+        from .numpy_arrays import setitem_advanced
+
+        return setitem_advanced(x, index, v)
     ranges, out_shape = _basic_index(x, index)
     region = tuple(len(range(*r)) for r in ranges)
     v = P.reshape(_broadcast_value(v, tuple(out_shape), "x[index] = value"), region)
@@ -1244,5 +1242,5 @@ from .linalg import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
 FUNCTIONS.update(_LINALG_FUNCTIONS)
 
 # scipy.special's ufuncs reach the same table (NumPy dispatches them by name)
-SCIPY_SPECIAL = ("erf", "erfc", "expit", "log_ndtr", "logit", "ndtr", "xlog1py", "xlogy")
+SCIPY_SPECIAL = ("erf", "erfc", "expit", "gammaln", "log_ndtr", "logit", "ndtr", "psi", "xlog1py", "xlogy")
 SUPPORTED = sorted((set(UFUNCS) | set(FUNCTIONS)) - set(SCIPY_SPECIAL))
