@@ -148,6 +148,124 @@ eigh_vectors_p = _register(
 )
 
 
+# ---- svd and qr (reduced: U (..., m, k), s (..., k), Vt (..., k, n) with k = min(m, n); Q and R)
+
+
+def _eye(n: int, like: Var) -> Var:
+    return P.broadcast_to(P.const(np.eye(n, dtype=like.dtype)), like.shape[:-2] + (n, n))
+
+
+def _svd_cotangent(a: Var, ct_u, ct_s, ct_vt) -> Var:
+    """The cotangent of A = U diag(s) V^T from those of U, s and V^T (None: zero), for distinct
+    nonzero singular values (Townsend, "Differentiating the singular value decomposition"):
+    A_ct = U [(F o (U^T U_ct - U_ct^T U)) S + diag(s_ct) + S (F o (V^T V_ct - V_ct^T V))] V^T
+           + (I - U U^T) U_ct S^-1 V^T + U S^-1 V_ct^T (I - V V^T),  F_ij = 1 / (s_j^2 - s_i^2)."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    u, s, vt = P.emit(svd_u_p, a), P.emit(svd_s_p, a), P.emit(svd_vt_p, a)
+    lead = a.shape[:-2]
+    sq = (*lead, k, k)
+    s_j = P.broadcast_to(P.reshape(s, (*lead, 1, k)), sq)  # s of the column
+    s_i = P.broadcast_to(P.reshape(s, (*lead, k, 1)), sq)  # s of the row
+    inner = None  # the k x k matrix between U and V^T
+    if ct_s is not None:
+        inner = P.mul(_eye(k, a), P.broadcast_to(P.reshape(ct_s, (*lead, 1, k)), sq))
+    if ct_u is not None or ct_vt is not None:
+        off = P.broadcast_to(P.const(~np.eye(k, dtype=bool)), sq)
+        gap = P.sub(P.mul(s_j, s_j), P.mul(s_i, s_i))
+        f = P.where(off, P.div(1.0, P.where(off, gap, P.const(1, sq, gap.dtype))), P.const(0, sq, gap.dtype))
+    extra = None  # the terms outside U's and V's span
+    if ct_u is not None:
+        utg = _mm(_t(u), ct_u)
+        term = P.mul(P.mul(f, P.sub(utg, _t(utg))), s_j)
+        inner = term if inner is None else P.add(inner, term)
+        if m > k:
+            scaled = P.div(ct_u, P.broadcast_to(P.reshape(s, (*lead, 1, k)), ct_u.shape))
+            extra = _mm(P.sub(scaled, _mm(u, _mm(_t(u), scaled))), vt)
+    if ct_vt is not None:
+        v, ct_v = _t(vt), _t(ct_vt)
+        vtg = _mm(vt, ct_v)
+        term = P.mul(s_i, P.mul(f, P.sub(vtg, _t(vtg))))
+        inner = term if inner is None else P.add(inner, term)
+        if n > k:
+            rows = P.sub(ct_vt, _mm(_mm(ct_vt, v), vt))  # V_ct^T (I - V V^T)
+            scaled = P.div(rows, P.broadcast_to(P.reshape(s, (*lead, k, 1)), rows.shape))
+            term = _mm(u, scaled)
+            extra = term if extra is None else P.add(extra, term)
+    out = _mm(u, _mm(inner, vt))
+    return out if extra is None else P.add(out, extra)
+
+
+def _svd_impl(which: int):
+    return lambda a: np.linalg.svd(a, full_matrices=False)[which]
+
+
+def _svd_infer(which: int):
+    def infer(shapes, dtypes, params):
+        *lead, m, n = shapes[0]
+        k = min(m, n)
+        return (tuple(lead) + ((m, k), (k,), (k, n))[which]), dtypes[0]
+
+    return infer
+
+
+svd_u_p = _register("svd_u", _svd_impl(0), _svd_infer(0),
+                    lambda ct, out, a: (_svd_cotangent(a, ct, None, None),))
+svd_s_p = _register("svd_s", lambda a: np.linalg.svd(a, compute_uv=False), _svd_infer(1),
+                    lambda ct, out, a: (_svd_cotangent(a, None, ct, None),))
+svd_vt_p = _register("svd_vt", _svd_impl(2), _svd_infer(2),
+                     lambda ct, out, a: (_svd_cotangent(a, None, None, ct),))
+
+
+def _copyltu(x: Var) -> Var:
+    """tril(x) + tril(x, -1)^T: the symmetric matrix with x's lower triangle."""
+    n = x.shape[-1]
+    lower = P.broadcast_to(P.const(np.tril(np.ones((n, n), bool))), x.shape)
+    return P.where(lower, x, _t(x))
+
+
+def _qr_square_cotangent(q: Var, r: Var, ct_q: Var, ct_r: Var) -> Var:
+    """A = QR with A m x n, m >= n: A_ct = (Q_ct + Q copyltu(M)) R^-T, M = R R_ct^T - Q_ct^T Q."""
+    mm = P.sub(_mm(r, _t(ct_r)), _mm(_t(ct_q), q))
+    b = P.add(ct_q, _mm(q, _copyltu(mm)))
+    return _t(P.emit(solve_p, r, _t(b)))  # B R^-T
+
+
+def _qr_cotangent(a: Var, ct_q, ct_r) -> Var:
+    m, n = a.shape[-2:]
+    q, r = P.emit(qr_q_p, a), P.emit(qr_r_p, a)
+    ct_q = P.zeros_like(q) if ct_q is None else ct_q
+    ct_r = P.zeros_like(r) if ct_r is None else ct_r
+    if m >= n:
+        return _qr_square_cotangent(q, r, ct_q, ct_r)
+    # wide: A = Q [R1 R2] with X = A[..., :m] = Q R1 and Y = A[..., m:] = Q R2
+    lead = tuple((0, d, 1) for d in a.shape[:-2])
+    r1 = P.slice_(r, lead + ((0, m, 1), (0, m, 1)))
+    ct_r1 = P.slice_(ct_r, lead + ((0, m, 1), (0, m, 1)))
+    ct_r2 = P.slice_(ct_r, lead + ((0, m, 1), (m, n, 1)))
+    y = P.slice_(a, lead + ((0, m, 1), (m, n, 1)))
+    ct_x = _qr_square_cotangent(q, r1, P.add(ct_q, _mm(y, _t(ct_r2))), ct_r1)
+    ct_y = _mm(q, ct_r2)
+    return P.concatenate([ct_x, ct_y], a.ndim - 1)
+
+
+def _qr_impl(which: int):
+    return lambda a: np.linalg.qr(a, mode="reduced")[which]
+
+
+def _qr_infer(which: int):
+    def infer(shapes, dtypes, params):
+        *lead, m, n = shapes[0]
+        k = min(m, n)
+        return tuple(lead) + ((m, k), (k, n))[which], dtypes[0]
+
+    return infer
+
+
+qr_q_p = _register("qr_q", _qr_impl(0), _qr_infer(0), lambda ct, out, a: (_qr_cotangent(a, ct, None),))
+qr_r_p = _register("qr_r", _qr_impl(1), _qr_infer(1), lambda ct, out, a: (_qr_cotangent(a, None, ct),))
+
+
 # ---- the NumPy functions
 
 
@@ -226,7 +344,93 @@ def _matrix_power(a, n):
     return result
 
 
+def _matrix_float(a, what: str) -> Var:
+    x = _v(a)
+    if x.ndim < 2:
+        raise np.linalg.LinAlgError(
+            f"{x.ndim}-dimensional array given. Array must be at least two-dimensional "
+            f"(np.linalg.{what}){_src()}"
+        )
+    return x if P.is_float(x.dtype) else P.convert(x, np.float64)
+
+
+def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    x = _matrix_float(a, "svd")
+    if hermitian:
+        raise TracingError(f"np.linalg.svd(..., hermitian=True) is not supported on traced values{_src()}; "
+                           "use the default hermitian=False (same values)")
+    if not compute_uv:
+        return P.emit(svd_s_p, x)
+    m, n = x.shape[-2:]
+    if full_matrices and m != n:
+        raise TracingError(
+            f"np.linalg.svd of a {m}x{n} matrix with full_matrices=True (NumPy's default) returns "
+            f"{'U' if m > n else 'V^T'} completed by an arbitrary orthonormal basis, which has no "
+            f"derivative{_src()}; pass full_matrices=False (the reduced factors: the same "
+            "singular values and the same leading singular vectors)"
+        )
+    return P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
+
+
+def _svdvals(x):
+    return P.emit(svd_s_p, _matrix_float(x, "svdvals"))
+
+
+def _qr(a, mode="reduced"):
+    x = _matrix_float(a, "qr")
+    m, n = x.shape[-2:]
+    if mode == "complete" and m > n:
+        raise TracingError(
+            f"np.linalg.qr(..., mode='complete') of a {m}x{n} matrix completes Q by an arbitrary "
+            f"orthonormal basis, which has no derivative{_src()}; use mode='reduced' (the default)"
+        )
+    if mode in ("reduced", "complete"):
+        return P.emit(qr_q_p, x), P.emit(qr_r_p, x)
+    if mode == "r":
+        return P.emit(qr_r_p, x)
+    raise TracingError(f"np.linalg.qr: mode {mode!r} is not supported on traced values{_src()}; "
+                       "use 'reduced', 'complete' or 'r'")
+
+
+def _lstsq(a, b, rcond=None):
+    """np.linalg.lstsq by the SVD, as NumPy's (LAPACK gelsd): singular values below
+    rcond * s_max are treated as zero. Returns (x, residuals, rank, s). NumPy's residuals are
+    empty unless the matrix is tall and of full rank; here a tall matrix always gets them (the
+    shape must be known while tracing): the same values when the rank is full."""
+    x = _matrix_float(a, "lstsq")
+    if x.ndim != 2:
+        raise np.linalg.LinAlgError(f"np.linalg.lstsq: a must be two-dimensional{_src()}")
+    y = _v(b)
+    y = P.convert(y, P._result_dtype([x, y]) if P.is_float(y.dtype) else x.dtype)
+    x = P.convert(x, y.dtype)
+    m, n = x.shape
+    if y.shape[0] != m or y.ndim > 2:
+        raise np.linalg.LinAlgError(f"Incompatible dimensions: a {x.shape}, b {y.shape}{_src()}")
+    vector = y.ndim == 1
+    y2 = P.reshape(y, (m, 1)) if vector else y
+    k = min(m, n)
+    u, s, vt = P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
+    if rcond is None:
+        rcond = float(np.finfo(x.dtype).eps) * max(m, n)
+    cutoff = P.mul(P.slice_(s, ((0, 1, 1),)), float(rcond))
+    kept = P.compare(P.gt_p, s, P.broadcast_to(cutoff, (k,)))
+    inv_s = P.where(kept, P.div(1.0, P.where(kept, s, P.const(1, (k,), s.dtype))), P.const(0, (k,), s.dtype))
+    coeffs = P.mul(_mm(_t(u), y2), P.broadcast_to(P.reshape(inv_s, (k, 1)), (k, y2.shape[1])))
+    sol = _mm(_t(vt), coeffs)
+    rank = P.convert(P.reduce_sum(P.convert(kept, np.int64)), np.intc)  # NumPy's C int
+    if m > n:
+        r = P.sub(y2, _mm(x, sol))
+        residuals = P.reduce_sum(P.mul(r, r), 0)
+    else:
+        residuals = P.const(np.zeros((0,), y.dtype))
+    return (P.reshape(sol, (n,)) if vector else sol), residuals, rank, s
+
+
 FUNCTIONS = {
+    "linalg.svd": _svd,
+    "linalg.svdvals": _svdvals,
+    "linalg.qr": _qr,
+    "linalg.lstsq": _lstsq,
     "linalg.inv": _inv,
     "linalg.solve": _solve,
     "linalg.det": _det,

@@ -540,14 +540,12 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     return P.convert(root, var.dtype)
 
 
-_SVD_NORMS = {2: "the spectral norm (largest singular value)",
-              -2: "the smallest singular value", "nuc": "the nuclear norm (sum of singular values)"}
+_SVD_NORMS = (2, -2, "nuc")  # the matrix norms read from the singular values
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
-    """np.linalg.norm: vector norms of every order, and the matrix norms that need no singular
-    value decomposition (None/'fro', 1, -1, inf, -inf); ord 2, -2 and 'nuc' over two axes are
-    refused, never replaced by another norm."""
+    """np.linalg.norm: vector norms of every order, and matrix norms of every order (2, -2 and
+    'nuc' from the singular values, linalg.svd_s_p)."""
     x = _v(x)
     x = P.convert(x, P.float_dtype(x.dtype))
     if axis is None:
@@ -619,12 +617,16 @@ def _matrix_norm(x: Var, ord, row: int, col: int) -> Var:
             return P.reduce(P.reduce_max_p, sums, other)
         return P.reduce(P.reduce_min_p, sums, other)
     if (_is_number(ord) or isinstance(ord, str)) and ord in _SVD_NORMS:
-        raise TracingError(
-            f"np.linalg.norm(..., ord={ord!r}) over two axes is {_SVD_NORMS[ord]}, which needs a "
-            f"singular value decomposition; tracegrad has none yet, so this matrix norm is not "
-            f"supported on traced values{_src()}. Use ord='fro', 1, -1, np.inf or -np.inf, or "
-            "compute it outside the traced function"
-        )
+        from .linalg import svd_s_p  # the singular values (linalg imports this module)
+
+        rest = [d for d in range(x.ndim) if d not in (row, col)]
+        s = P.emit(svd_s_p, P.transpose(x, rest + [row, col]))
+        if ord == "nuc":
+            return P.reduce_sum(s, s.ndim - 1)
+        k = s.shape[-1]
+        lead = tuple((0, d, 1) for d in s.shape[:-1])
+        pick = (0, 1, 1) if ord == 2 else (k - 1, k, 1)  # NumPy's singular values descend
+        return P.reshape(P.slice_(s, lead + (pick,)), s.shape[:-1])
     raise ValueError(f"Invalid norm order {ord!r} for matrices.{_src()}")
 
 
