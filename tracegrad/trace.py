@@ -656,8 +656,11 @@ def trace(fun: Callable, avals: list[tuple[tuple[int, ...], np.dtype]], treedef:
         tracers = [Tracer(builder.new_input(shape, dtype), builder) for shape, dtype in avals]
         args = unflatten(treedef, tracers)
         call = args if wrap_args is None else wrap_args(args)
+        from .constructors import traced_constructors  # it imports this module
+
         try:
-            result = fun(*call.args, **call.kwargs) if type(call) is CallArgs else fun(*call)
+            with traced_constructors():
+                result = fun(*call.args, **call.kwargs) if type(call) is CallArgs else fun(*call)
         except (ValueError, TypeError) as exc:
             # NumPy turns our error into its own when a tracer is written into an array
             # ("setting an array element with a sequence"): show ours, which says what to do
