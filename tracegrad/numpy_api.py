@@ -1243,6 +1243,11 @@ from .linalg import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
 
 FUNCTIONS.update(_LINALG_FUNCTIONS)
 
-# scipy.special's ufuncs reach the same table (NumPy dispatches them by name)
-SCIPY_SPECIAL = ("erf", "erfc", "expit", "gammaln", "log_ndtr", "logit", "ndtr", "psi", "xlog1py", "xlogy")
+# scipy.special's ufuncs reach the same table (NumPy dispatches them by name: digamma's ufunc is
+# named psi); its Python functions logsumexp, softmax and log_softmax are redirected while tracing
+# (constructors.py)
+SCIPY_SPECIAL = (
+    "digamma", "erf", "erfc", "expit", "gammaln", "log_ndtr", "log_softmax", "logit", "logsumexp",
+    "ndtr", "psi", "softmax", "xlog1py", "xlogy",
+)
 SUPPORTED = sorted((set(UFUNCS) | set(FUNCTIONS)) - set(SCIPY_SPECIAL))
