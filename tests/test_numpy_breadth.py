@@ -132,7 +132,7 @@ def test_gradients_and_hessians_match_finite_differences(name):
     g = grad(A)
     np.testing.assert_allclose(g, _fd(f, A), rtol=1e-6, atol=1e-6)
     h = tg.hessian(f, backend="numpy")(A).reshape(A.size, A.size)
-    fd2 = np.stack([_fd(lambda x: grad(x).reshape(-1)[k], A).reshape(-1) for k in range(A.size)])
+    fd2 = np.stack([_fd(lambda x, k=k: grad(x).reshape(-1)[k], A).reshape(-1) for k in range(A.size)])
     np.testing.assert_allclose(h, fd2, rtol=1e-5, atol=1e-5)
 
 

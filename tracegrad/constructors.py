@@ -55,6 +55,8 @@ def _nested(obj: Any) -> Var:
 
 
 def _array_value(obj, dtype=None, ndmin=0) -> Var:
+    if dtype is not None and np.dtype(dtype).kind not in "biuf":
+        raise TypeError(f"cannot use a value of dtype {np.dtype(dtype)} in a traced computation{_src()}")
     x = _nested(obj)
     if dtype is not None:
         x = P.convert(x, dtype)
