@@ -90,7 +90,7 @@ def measure_tracegrad(d: dict, backends: list[str]) -> dict:
     for name, (fun, args) in workloads(d).items():
         for backend in backends:
             step = tg.value_and_grad(fun, backend=backend)
-            results[(name, f"tracegrad {backend}")] = median_time(lambda: step(*args))
+            results[(name, f"tracegrad {backend}")] = median_time(lambda step=step, args=args: step(*args))
     return results
 
 
