@@ -1,4 +1,5 @@
-"""The rest of NumPy's breadth on traced values: svd, qr, lstsq and the singular-value norms;
+"""The rest of NumPy's breadth on traced values: svd, qr, lstsq, pinv, matrix_rank, cond,
+multi_dot and the singular-value norms;
 writes through integer-array indices and np.put_along_axis; partition and rollaxis; np.array,
 np.asarray, np.full, np.r_ and np.c_ of traced values; scipy.special's gammaln, digamma,
 logsumexp, softmax and log_softmax. Values equal NumPy's (SciPy's) on every backend in float64
@@ -31,6 +32,9 @@ def linalg(a, v):
         np.linalg.lstsq(a.T, v[:3], rcond=None)[0], np.linalg.norm(a, 2), np.linalg.norm(a, -2),
         np.linalg.norm(a, "nuc"), np.linalg.norm(np.stack([a, a * 2]), 2, axis=(2, 1)),
         np.linalg.norm(a, "nuc", keepdims=True), np.linalg.svd(np.stack([a, -a]), full_matrices=False)[1],
+        np.linalg.pinv(a), np.linalg.pinv(np.stack([a.T, 2 * a.T])), np.linalg.matrix_rank(a),
+        np.linalg.matrix_rank(a @ a.T), np.linalg.cond(a[:3]), np.linalg.cond(a[1:], 1),
+        np.linalg.cond(a[:3], -2), np.linalg.multi_dot([a, a.T, a]), np.linalg.multi_dot([v[:4], a, a.T[:, 0]]),
     )
 
 
@@ -97,7 +101,8 @@ SCALARS = {
     + np.sum(np.sin(np.linalg.qr(a.T)[0] + 2 * np.linalg.qr(a.T)[1][:, :1])),
     "lstsq and norms": lambda a: np.sum(np.linalg.lstsq(a, np.arange(4.0), rcond=None)[0] ** 2)
     + np.linalg.lstsq(a, np.arange(4.0), rcond=None)[1][0] + np.sum(np.linalg.lstsq(a.T, a[0], rcond=None)[0])
-    + np.linalg.norm(a, 2) ** 2 + np.linalg.norm(a, -2) + np.linalg.norm(a, "nuc"),
+    + np.linalg.norm(a, 2) ** 2 + np.linalg.norm(a, -2) + np.linalg.norm(a, "nuc")
+    + np.sum(np.sin(np.linalg.pinv(a))) + np.linalg.cond(a[:3]) + np.sum(np.linalg.multi_dot([a.T, a, a.T]) ** 2) / 100,
     "writes": lambda a: _writes(a),
     "constructors": lambda a: np.sum(np.sin(np.array([a[0, 0], a[1, 1] * a[0, 1], 2.0])))
     + np.sum(np.full((2, 2), a[2, 2]) * a[:2, :2]) + np.sum(np.r_[a[0], a[1] ** 2] ** 2)

@@ -412,9 +412,7 @@ def _lstsq(a, b, rcond=None):
     u, s, vt = P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
     if rcond is None:
         rcond = float(np.finfo(x.dtype).eps) * max(m, n)
-    cutoff = P.mul(P.slice_(s, ((0, 1, 1),)), float(rcond))
-    kept = P.compare(P.gt_p, s, P.broadcast_to(cutoff, (k,)))
-    inv_s = P.where(kept, P.div(1.0, P.where(kept, s, P.const(1, (k,), s.dtype))), P.const(0, (k,), s.dtype))
+    kept, inv_s = _cutoff_inverse(s, float(rcond))
     coeffs = P.mul(_mm(_t(u), y2), P.broadcast_to(P.reshape(inv_s, (k, 1)), (k, y2.shape[1])))
     sol = _mm(_t(vt), coeffs)
     rank = P.convert(P.reduce_sum(P.convert(kept, np.int64)), np.intc)  # NumPy's C int
@@ -426,7 +424,107 @@ def _lstsq(a, b, rcond=None):
     return (P.reshape(sol, (n,)) if vector else sol), residuals, rank, s
 
 
+def _cutoff_inverse(s: Var, rtol: float) -> tuple[Var, Var]:
+    """Which singular values exceed rtol times the largest (per matrix), and 1 / s there (0
+    elsewhere)."""
+    lead = tuple((0, d, 1) for d in s.shape[:-1])
+    top = P.broadcast_to(P.slice_(s, lead + ((0, 1, 1),)), s.shape)
+    kept = P.compare(P.gt_p, s, P.mul(top, rtol))
+    one = P.const(1, s.shape, s.dtype)
+    return kept, P.where(kept, P.div(1.0, P.where(kept, s, one)), P.const(0, s.shape, s.dtype))
+
+
+def _pinv(a, rcond=None, hermitian=False, *, rtol=None):
+    """The pseudo-inverse V diag(1/s) U^T, singular values below rtol * s_max dropped (NumPy's
+    default rtol: max(m, n) * eps)."""
+    x = _matrix_float(a, "pinv")
+    m, n = x.shape[-2:]
+    tol = rcond if rcond is not None else rtol
+    if tol is None:
+        tol = max(m, n) * float(np.finfo(x.dtype).eps)
+    if not isinstance(tol, (int, float, np.integer, np.floating)):
+        raise TracingError(f"np.linalg.pinv: only a scalar rcond/rtol is supported on traced values{_src()}")
+    u, s, vt = P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
+    inv_s = _cutoff_inverse(s, float(tol))[1]
+    scaled = P.mul(_t(vt), P.broadcast_to(P.reshape(inv_s, inv_s.shape[:-1] + (1, inv_s.shape[-1])), _t(vt).shape))
+    return _mm(scaled, _t(u))
+
+
+def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    """The number of singular values above the tolerance (NumPy's default: s_max * max(m, n) *
+    eps); an integer, no derivative."""
+    x = _v(A)
+    if x.ndim < 2:
+        return P.convert(P.reduce(P.reduce_max_p, P.convert(P.compare(P.ne_p, x, 0), np.int64), None), np.int64)
+    x = _matrix_float(x, "matrix_rank")
+    s = P.emit(svd_s_p, x)
+    m, n = x.shape[-2:]
+    if tol is not None:
+        if not isinstance(tol, (int, float, np.integer, np.floating)):
+            raise TracingError(f"np.linalg.matrix_rank: only a scalar tol is supported on traced values{_src()}")
+        kept = P.compare(P.gt_p, s, float(tol))
+    else:
+        r = rtol if rtol is not None else max(m, n) * float(np.finfo(x.dtype).eps)
+        kept = _cutoff_inverse(s, float(r))[0]
+    return P.reduce_sum(P.convert(kept, np.int64), s.ndim - 1)
+
+
+def _cond(x, p=None):
+    a = _matrix_float(x, "cond")
+    if p is None or p in (2, -2):
+        s = P.emit(svd_s_p, a)
+        k = s.shape[-1]
+        lead = tuple((0, d, 1) for d in s.shape[:-1])
+        first = P.reshape(P.slice_(s, lead + ((0, 1, 1),)), s.shape[:-1])
+        last = P.reshape(P.slice_(s, lead + ((k - 1, k, 1),)), s.shape[:-1])
+        return P.div(last, first) if p == -2 else P.div(first, last)
+    from .numpy_api import _norm
+
+    _check_square(a.shape, "cond")
+    return P.mul(_norm(a, p, axis=(-2, -1)), _norm(P.emit(inv_p, a), p, axis=(-2, -1)))
+
+
+def _multi_dot(arrays, *, out=None):
+    """A chain of products, in NumPy's order of least work (the classic dynamic programme)."""
+    if out is not None:
+        raise TracingError(f"np.linalg.multi_dot(..., out=...) is not supported on traced values{_src()}")
+    xs = [_v(a) for a in arrays]
+    if len(xs) < 2:
+        raise ValueError(f"Expecting at least two arrays.{_src()}")
+    first_vec, last_vec = xs[0].ndim == 1, xs[-1].ndim == 1
+    if first_vec:
+        xs[0] = P.reshape(xs[0], (1,) + xs[0].shape)
+    if last_vec:
+        xs[-1] = P.reshape(xs[-1], xs[-1].shape + (1,))
+    dims = [x.shape[0] for x in xs] + [xs[-1].shape[1]]
+    n = len(xs)
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+
+    def chain(i, j):
+        if i == j:
+            return xs[i]
+        k = split[i][j]
+        return P.matmul(chain(i, k), chain(k + 1, j))
+
+    result = chain(0, n - 1)  # (rows, columns): drop the axes that the vectors added
+    return P.reshape(result, tuple(d for i, d in enumerate(result.shape)
+                                   if not ((i == 0 and first_vec) or (i == 1 and last_vec))))
+
+
 FUNCTIONS = {
+    "linalg.pinv": _pinv,
+    "linalg.matrix_rank": _matrix_rank,
+    "linalg.cond": _cond,
+    "linalg.multi_dot": _multi_dot,
     "linalg.svd": _svd,
     "linalg.svdvals": _svdvals,
     "linalg.qr": _qr,
