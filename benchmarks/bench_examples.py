@@ -78,8 +78,14 @@ def workloads(d: dict) -> dict:
     """name -> (function, arguments) for tracegrad."""
     params = {"embedding": d["ec_embedding"], "w": d["ec_w"], "b": d["ec_b"]}
     return {
-        "gaussian-process n=40": (gp.negative_log_likelihood, (d["theta"], d["gp40_x"], d["gp40_y"])),
-        "gaussian-process n=200": (gp.negative_log_likelihood, (d["theta"], d["gp200_x"], d["gp200_y"])),
+        "gaussian-process n=40": (
+            gp.negative_log_likelihood,
+            (d["theta"], d["gp40_x"], d["gp40_y"]),
+        ),
+        "gaussian-process n=200": (
+            gp.negative_log_likelihood,
+            (d["theta"], d["gp200_x"], d["gp200_y"]),
+        ),
         "lennard-jones 13 atoms": (lj.energy, (d["lj_x"], d["lj_i"], d["lj_j"])),
         "embedding-classifier 600 sentences": (ec.loss, (params, d["ec_tokens"], d["ec_onehot"])),
     }
@@ -90,12 +96,14 @@ def measure_tracegrad(d: dict, backends: list[str]) -> dict:
     for name, (fun, args) in workloads(d).items():
         for backend in backends:
             step = tg.value_and_grad(fun, backend=backend)
-            results[(name, f"tracegrad {backend}")] = median_time(lambda step=step, args=args: step(*args))
+            results[(name, f"tracegrad {backend}")] = median_time(
+                lambda step=step, args=args: step(*args)
+            )
     return results
 
 
 # The peers' versions of the three functions, run in the peer interpreter (or here).
-PEER = textwrap.dedent('''
+PEER = textwrap.dedent("""
     import json, sys, time
     import numpy as onp
 
@@ -178,7 +186,7 @@ PEER = textwrap.dedent('''
     except ImportError as exc:
         missing.append(f"autograd ({exc})")
     print(json.dumps({"results": results, "missing": missing}))
-''')
+""")
 
 
 def measure_peers(d: dict, peer: str) -> tuple[dict, list[str]]:
@@ -198,8 +206,11 @@ def measure_peers(d: dict, peer: str) -> tuple[dict, list[str]]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--peer", default=sys.executable,
-                        help="a Python with JAX and/or autograd installed (default: this one)")
+    parser.add_argument(
+        "--peer",
+        default=sys.executable,
+        help="a Python with JAX and/or autograd installed (default: this one)",
+    )
     parser.add_argument("--backends", default="numpy,cpu")
     args = parser.parse_args(argv)
     d = data()
@@ -211,7 +222,9 @@ def main(argv=None) -> int:
     print("| workload (value_and_grad, median ms) | " + " | ".join(columns) + " |")
     print("|---" * (len(columns) + 1) + "|")
     for name in names:
-        cells = [f"{results[(name, c)] * 1e3:.3f}" if (name, c) in results else "-" for c in columns]
+        cells = [
+            f"{results[(name, c)] * 1e3:.3f}" if (name, c) in results else "-" for c in columns
+        ]
         print(f"| {name} | " + " | ".join(cells) + " |")
     for m in missing:
         print(f"not measured: {m}")

@@ -27,14 +27,35 @@ def linalg(a, v):
     q, r = np.linalg.qr(a)
     x, res, rank, sv = np.linalg.lstsq(a, v[:4], rcond=None)
     return (
-        u, s, vt, np.linalg.svd(a.T, compute_uv=False), np.linalg.svd(a[:3] @ a.T[:, :3])[1],
-        q, r, np.linalg.qr(a.T)[1], np.linalg.qr(a, mode="r"), x, res, rank, sv,
-        np.linalg.lstsq(a.T, v[:3], rcond=None)[0], np.linalg.norm(a, 2), np.linalg.norm(a, -2),
-        np.linalg.norm(a, "nuc"), np.linalg.norm(np.stack([a, a * 2]), 2, axis=(2, 1)),
-        np.linalg.norm(a, "nuc", keepdims=True), np.linalg.svd(np.stack([a, -a]), full_matrices=False)[1],
-        np.linalg.pinv(a), np.linalg.pinv(np.stack([a.T, 2 * a.T])), np.linalg.matrix_rank(a),
-        np.linalg.matrix_rank(a @ a.T), np.linalg.cond(a[:3]), np.linalg.cond(a[1:], 1),
-        np.linalg.cond(a[:3], -2), np.linalg.multi_dot([a, a.T, a]), np.linalg.multi_dot([v[:4], a, a.T[:, 0]]),
+        u,
+        s,
+        vt,
+        np.linalg.svd(a.T, compute_uv=False),
+        np.linalg.svd(a[:3] @ a.T[:, :3])[1],
+        q,
+        r,
+        np.linalg.qr(a.T)[1],
+        np.linalg.qr(a, mode="r"),
+        x,
+        res,
+        rank,
+        sv,
+        np.linalg.lstsq(a.T, v[:3], rcond=None)[0],
+        np.linalg.norm(a, 2),
+        np.linalg.norm(a, -2),
+        np.linalg.norm(a, "nuc"),
+        np.linalg.norm(np.stack([a, a * 2]), 2, axis=(2, 1)),
+        np.linalg.norm(a, "nuc", keepdims=True),
+        np.linalg.svd(np.stack([a, -a]), full_matrices=False)[1],
+        np.linalg.pinv(a),
+        np.linalg.pinv(np.stack([a.T, 2 * a.T])),
+        np.linalg.matrix_rank(a),
+        np.linalg.matrix_rank(a @ a.T),
+        np.linalg.cond(a[:3]),
+        np.linalg.cond(a[1:], 1),
+        np.linalg.cond(a[:3], -2),
+        np.linalg.multi_dot([a, a.T, a]),
+        np.linalg.multi_dot([v[:4], a, a.T[:, 0]]),
     )
 
 
@@ -49,21 +70,44 @@ def constructors(a, v):
     p = a * 1
     np.put_along_axis(p, np.array([[0], [2], [1], [0]]), v[:4, None], axis=1)
     return (
-        np.array([v[0], v[1] * 2, 3.0]), np.array([[v[0], 1.0], [v[2], v[3]]], dtype=v.dtype),
-        np.asarray([v[0], v[4]]), np.asarray(v), np.array(v, ndmin=2), np.full((2, 3), v[1]),
-        np.full(3, v[2], dtype=np.float64), np.r_[v, v[:2], 0.5], np.c_[v, v * 2], np.r_[v[:2], 1:3],
-        y, z, w, p, np.partition(v, 2)[2], np.sort(np.partition(v, 3)[:3]),
-        np.partition(a, 1, axis=0)[1], np.rollaxis(np.stack([a, a]), 2), np.rollaxis(a, 0, 2),
+        np.array([v[0], v[1] * 2, 3.0]),
+        np.array([[v[0], 1.0], [v[2], v[3]]], dtype=v.dtype),
+        np.asarray([v[0], v[4]]),
+        np.asarray(v),
+        np.array(v, ndmin=2),
+        np.full((2, 3), v[1]),
+        np.full(3, v[2], dtype=np.float64),
+        np.r_[v, v[:2], 0.5],
+        np.c_[v, v * 2],
+        np.r_[v[:2], 1:3],
+        y,
+        z,
+        w,
+        p,
+        np.partition(v, 2)[2],
+        np.sort(np.partition(v, 3)[:3]),
+        np.partition(a, 1, axis=0)[1],
+        np.rollaxis(np.stack([a, a]), 2),
+        np.rollaxis(a, 0, 2),
     )
 
 
 def special(a, v):
     x = np.abs(a) + 0.3
     return (
-        sp.gammaln(x), sp.digamma(x), sp.gammaln(v), sp.digamma(v), sp.logsumexp(v),
-        sp.logsumexp(a, axis=1), sp.logsumexp(a, axis=0, keepdims=True), sp.logsumexp(a, b=x),
-        *sp.logsumexp(a, axis=1, b=a, return_sign=True), sp.softmax(a, axis=1), sp.softmax(v),
-        sp.log_softmax(a, axis=0), sp.log_softmax(v),
+        sp.gammaln(x),
+        sp.digamma(x),
+        sp.gammaln(v),
+        sp.digamma(v),
+        sp.logsumexp(v),
+        sp.logsumexp(a, axis=1),
+        sp.logsumexp(a, axis=0, keepdims=True),
+        sp.logsumexp(a, b=x),
+        *sp.logsumexp(a, axis=1, b=a, return_sign=True),
+        sp.softmax(a, axis=1),
+        sp.softmax(v),
+        sp.log_softmax(a, axis=0),
+        sp.log_softmax(v),
     )
 
 
@@ -72,7 +116,9 @@ def dtype(request):
     return request.param
 
 
-@pytest.mark.parametrize("fun", [linalg, constructors, special], ids=["linalg", "constructors", "special"])
+@pytest.mark.parametrize(
+    "fun", [linalg, constructors, special], ids=["linalg", "constructors", "special"]
+)
 def test_values_equal_numpys(fun, backend, dtype):
     a, v = A.astype(dtype), V.astype(dtype)
     with warnings.catch_warnings():
@@ -84,8 +130,14 @@ def test_values_equal_numpys(fun, backend, dtype):
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
         e = np.asarray(e)
         assert g.shape == e.shape and g.dtype == e.dtype, (i, g.shape, e.shape, g.dtype, e.dtype)
-        np.testing.assert_allclose(g, e, rtol=2e-5 if f32 else 1e-12, atol=2e-6 if f32 else 1e-13,
-                                   equal_nan=True, err_msg=f"result {i}")
+        np.testing.assert_allclose(
+            g,
+            e,
+            rtol=2e-5 if f32 else 1e-12,
+            atol=2e-6 if f32 else 1e-13,
+            equal_nan=True,
+            err_msg=f"result {i}",
+        )
 
 
 def _sign_fixed(u):
@@ -94,22 +146,43 @@ def _sign_fixed(u):
 
 
 SCALARS = {
-    "svd": lambda a: np.sum(np.sin(_sign_fixed(np.linalg.svd(a, full_matrices=False)[0])))
-    + np.sum(np.linalg.svd(a, compute_uv=False) ** 3)
-    + np.sum(np.cos(_sign_fixed(np.linalg.svd(a.T, full_matrices=False)[2].T))),
-    "qr": lambda a: np.sum(np.sin(np.linalg.qr(a)[0])) + np.sum(np.linalg.qr(a)[1] ** 2)
-    + np.sum(np.sin(np.linalg.qr(a.T)[0] + 2 * np.linalg.qr(a.T)[1][:, :1])),
-    "lstsq and norms": lambda a: np.sum(np.linalg.lstsq(a, np.arange(4.0), rcond=None)[0] ** 2)
-    + np.linalg.lstsq(a, np.arange(4.0), rcond=None)[1][0] + np.sum(np.linalg.lstsq(a.T, a[0], rcond=None)[0])
-    + np.linalg.norm(a, 2) ** 2 + np.linalg.norm(a, -2) + np.linalg.norm(a, "nuc")
-    + np.sum(np.sin(np.linalg.pinv(a))) + np.linalg.cond(a[:3]) + np.sum(np.linalg.multi_dot([a.T, a, a.T]) ** 2) / 100,
+    "svd": lambda a: (
+        np.sum(np.sin(_sign_fixed(np.linalg.svd(a, full_matrices=False)[0])))
+        + np.sum(np.linalg.svd(a, compute_uv=False) ** 3)
+        + np.sum(np.cos(_sign_fixed(np.linalg.svd(a.T, full_matrices=False)[2].T)))
+    ),
+    "qr": lambda a: (
+        np.sum(np.sin(np.linalg.qr(a)[0]))
+        + np.sum(np.linalg.qr(a)[1] ** 2)
+        + np.sum(np.sin(np.linalg.qr(a.T)[0] + 2 * np.linalg.qr(a.T)[1][:, :1]))
+    ),
+    "lstsq and norms": lambda a: (
+        np.sum(np.linalg.lstsq(a, np.arange(4.0), rcond=None)[0] ** 2)
+        + np.linalg.lstsq(a, np.arange(4.0), rcond=None)[1][0]
+        + np.sum(np.linalg.lstsq(a.T, a[0], rcond=None)[0])
+        + np.linalg.norm(a, 2) ** 2
+        + np.linalg.norm(a, -2)
+        + np.linalg.norm(a, "nuc")
+        + np.sum(np.sin(np.linalg.pinv(a)))
+        + np.linalg.cond(a[:3])
+        + np.sum(np.linalg.multi_dot([a.T, a, a.T]) ** 2) / 100
+    ),
     "writes": lambda a: _writes(a),
-    "constructors": lambda a: np.sum(np.sin(np.array([a[0, 0], a[1, 1] * a[0, 1], 2.0])))
-    + np.sum(np.full((2, 2), a[2, 2]) * a[:2, :2]) + np.sum(np.r_[a[0], a[1] ** 2] ** 2)
-    + np.sum(np.c_[a[:, 0], a[:, 1]] ** 3) + np.sum(np.sort(np.partition(a[:, 0], 1)) * np.arange(4.0)),
-    "special": lambda a: np.sum(sp.gammaln(a * a + 0.5)) + np.sum(sp.digamma(a * a + 0.5))
-    + sp.logsumexp(a) + np.sum(sp.logsumexp(a, axis=0, b=a * a + 0.1)) + np.sum(sp.softmax(a, axis=1) ** 2)
-    + np.sum(sp.log_softmax(a, axis=0) * a),
+    "constructors": lambda a: (
+        np.sum(np.sin(np.array([a[0, 0], a[1, 1] * a[0, 1], 2.0])))
+        + np.sum(np.full((2, 2), a[2, 2]) * a[:2, :2])
+        + np.sum(np.r_[a[0], a[1] ** 2] ** 2)
+        + np.sum(np.c_[a[:, 0], a[:, 1]] ** 3)
+        + np.sum(np.sort(np.partition(a[:, 0], 1)) * np.arange(4.0))
+    ),
+    "special": lambda a: (
+        np.sum(sp.gammaln(a * a + 0.5))
+        + np.sum(sp.digamma(a * a + 0.5))
+        + sp.logsumexp(a)
+        + np.sum(sp.logsumexp(a, axis=0, b=a * a + 0.1))
+        + np.sum(sp.softmax(a, axis=1) ** 2)
+        + np.sum(sp.log_softmax(a, axis=0) * a)
+    ),
 }
 
 
@@ -137,7 +210,9 @@ def test_gradients_and_hessians_match_finite_differences(name):
     g = grad(A)
     np.testing.assert_allclose(g, _fd(f, A), rtol=1e-6, atol=1e-6)
     h = tg.hessian(f, backend="numpy")(A).reshape(A.size, A.size)
-    fd2 = np.stack([_fd(lambda x, k=k: grad(x).reshape(-1)[k], A).reshape(-1) for k in range(A.size)])
+    fd2 = np.stack(
+        [_fd(lambda x, k=k: grad(x).reshape(-1)[k], A).reshape(-1) for k in range(A.size)]
+    )
     np.testing.assert_allclose(h, fd2, rtol=1e-5, atol=1e-5)
 
 
@@ -173,7 +248,9 @@ def test_redirections_last_only_while_tracing():
     caller's arrays are not modified by writes into traced copies."""
     array, full, code = np.array, np.full, sp.logsumexp.__code__
     x = A.copy()
-    tg.jit(lambda a: np.array([a[0, 0], 1.0]) + sp.logsumexp(a) + np.full(2, a[1, 1]), backend="numpy")(x)
+    tg.jit(
+        lambda a: np.array([a[0, 0], 1.0]) + sp.logsumexp(a) + np.full(2, a[1, 1]), backend="numpy"
+    )(x)
     assert np.array is array and np.full is full and sp.logsumexp.__code__ is code
     np.testing.assert_array_equal(x, A)
     assert sp.logsumexp(np.zeros(2)) == np.log(2.0)  # SciPy's own result
@@ -205,7 +282,11 @@ def test_tracegrad_imports_and_runs_without_scipy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     lines = out.stdout.strip().splitlines()
-    np.testing.assert_allclose(np.fromstring(lines[0].strip("[]"), sep=" "), [np.sqrt(2), 2 * np.sqrt(2)])
+    np.testing.assert_allclose(
+        np.fromstring(lines[0].strip("[]"), sep=" "), [np.sqrt(2), 2 * np.sqrt(2)]
+    )
     import math
 
-    np.testing.assert_allclose(np.fromstring(lines[1].strip("[]"), sep=" "), [math.lgamma(0.5), math.lgamma(3.0)])
+    np.testing.assert_allclose(
+        np.fromstring(lines[1].strip("[]"), sep=" "), [math.lgamma(0.5), math.lgamma(3.0)]
+    )

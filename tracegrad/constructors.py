@@ -56,7 +56,9 @@ def _nested(obj: Any) -> Var:
 
 def _array_value(obj, dtype=None, ndmin=0) -> Var:
     if dtype is not None and np.dtype(dtype).kind not in "biuf":
-        raise TypeError(f"cannot use a value of dtype {np.dtype(dtype)} in a traced computation{_src()}")
+        raise TypeError(
+            f"cannot use a value of dtype {np.dtype(dtype)} in a traced computation{_src()}"
+        )
     x = _nested(obj)
     if dtype is not None:
         x = P.convert(x, dtype)
@@ -68,8 +70,9 @@ def _array_value(obj, dtype=None, ndmin=0) -> Var:
 def _array(original):
     def array(object, dtype=None, *args, copy=True, order="K", subok=False, ndmin=0, like=None):
         if not _has_tracer(object) or args or like is not None:
-            return original(object, dtype, *args, copy=copy, order=order, subok=subok,
-                            ndmin=ndmin, like=like)
+            return original(
+                object, dtype, *args, copy=copy, order=order, subok=subok, ndmin=ndmin, like=like
+            )
         return _call(_array_value, object, dtype, ndmin)  # a new tracer: a copy, as NumPy's
 
     return array
@@ -95,7 +98,9 @@ def _full(original):
         def fill(v):
             v = P.convert(v, dtype) if dtype is not None else v
             if v.ndim > len(shape) or np.broadcast_shapes(v.shape, shape) != shape:
-                raise ValueError(f"could not broadcast fill value of shape {v.shape} into {shape}{_src()}")
+                raise ValueError(
+                    f"could not broadcast fill value of shape {v.shape} into {shape}{_src()}"
+                )
             return P.broadcast_to(P.reshape(v, (1,) * (len(shape) - v.ndim) + v.shape), shape)
 
         return _call(fill, fill_value)
@@ -210,12 +215,16 @@ def _scipy_redirects() -> list:
 def _install() -> list:
     undo = []
     for module, name, make in (
-        (np, "array", _array), (np, "asarray", _asarray), (np, "asanyarray", _asarray),
+        (np, "array", _array),
+        (np, "asarray", _asarray),
+        (np, "asanyarray", _asarray),
         (np, "full", _full),
     ):
         original = getattr(module, name)
         setattr(module, name, make(original))
-        undo.append(lambda module=module, name=name, original=original: setattr(module, name, original))
+        undo.append(
+            lambda module=module, name=name, original=original: setattr(module, name, original)
+        )
     # np.r_ and np.c_ build their result with the `array` of their own module
     tricks = sys.modules.get("numpy.lib._index_tricks_impl")
     if tricks is not None and hasattr(tricks, "array"):
@@ -243,4 +252,3 @@ def traced_constructors():
                 for undo in reversed(_restore):
                     undo()
                 _restore = []
-
