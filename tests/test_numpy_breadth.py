@@ -290,3 +290,32 @@ def test_tracegrad_imports_and_runs_without_scipy():
     np.testing.assert_allclose(
         np.fromstring(lines[1].strip("[]"), sep=" "), [math.lgamma(0.5), math.lgamma(3.0)]
     )
+
+
+def test_other_threads_get_numpys_results_during_a_trace():
+    """While a function is traced (and the constructors are redirected), code in another thread
+    that passes no traced value gets NumPy's and SciPy's own results."""
+    import threading
+
+    seen = {}
+
+    def other():
+        seen["array"] = np.array([[1, 2], [3, 4]], dtype=np.float32)
+        seen["full"] = np.full(3, 2.5)
+        seen["asarray"] = np.asarray([1.0, 2.0])
+        seen["logsumexp"] = sp.logsumexp(np.zeros(4))
+        seen["r_"] = np.r_[np.ones(2), 3.0]
+
+    def f(x):
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        return np.array([x[0], 2.0])
+
+    tg.jit(f, backend="numpy")(np.ones(2))
+    assert type(seen["array"]) is np.ndarray and seen["array"].dtype == np.float32
+    np.testing.assert_array_equal(seen["array"], [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(seen["full"], [2.5, 2.5, 2.5])
+    assert type(seen["asarray"]) is np.ndarray
+    assert seen["logsumexp"] == pytest.approx(np.log(4.0), rel=1e-15)
+    np.testing.assert_array_equal(seen["r_"], [1.0, 1.0, 3.0])
