@@ -29,10 +29,8 @@ def test_bad_argnums_values():
 
 
 @pytest.mark.parametrize("name, call", [
-    ("np.partition", lambda x: np.sum(np.partition(x, 1))),
-    ("np.linalg.svd", lambda x: np.sum(np.linalg.svd(x)[1])),
-    ("np.linalg.lstsq", lambda x: np.sum(np.linalg.lstsq(x, x)[0])),
-    ("np.linalg.qr", lambda x: np.sum(np.linalg.qr(x)[1])),
+    ("np.linalg.eig", lambda x: np.sum(np.linalg.eig(x)[0])),
+    ("np.unique", lambda x: np.sum(np.unique(x))),
     ("np.fft.fft", lambda x: np.sum(np.fft.fft(x).real)),
 ])
 def test_unsupported_numpy_function_says_so_plainly(name, call):
@@ -122,7 +120,9 @@ def test_converting_a_tracer_to_python_or_numpy():
     with pytest.raises(tg.TracingError, match="float"):
         tg.grad(lambda x: float(x) * x)(1.0)
     with pytest.raises(tg.TracingError, match="NumPy array"):
-        tg.grad(lambda x: np.asarray(x).sum())(np.ones(2))
+        tg.grad(lambda x: np.ascontiguousarray(x).sum())(np.ones(2))
+    with pytest.raises(TypeError, match="dtype object"):
+        tg.grad(lambda x: np.array(x, dtype=object).sum())(np.ones(2))
 
 
 def test_indexing_with_a_traced_mask_is_a_clear_error():
@@ -201,8 +201,6 @@ def test_item_and_tolist_on_a_traced_value():
         tg.jit(lambda x: x.tolist())(np.ones(1))
 
 
-def test_an_array_of_traced_values_names_np_stack():
-    with pytest.raises(tg.TracingError, match=r"np\.stack"):
-        tg.jit(lambda a, b: np.array([a, b]) * 2)(1.0, 2.0)
-    # the suggested form works
+def test_an_array_of_traced_values_is_traced_like_np_stack():
+    np.testing.assert_array_equal(tg.jit(lambda a, b: np.array([a, b]) * 2)(1.0, 2.0), [2.0, 4.0])
     np.testing.assert_array_equal(tg.jit(lambda a, b: np.stack([a, b]) * 2)(1.0, 2.0), [2.0, 4.0])

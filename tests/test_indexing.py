@@ -101,5 +101,3 @@ def test_what_is_refused_and_why():
         tg.jit(lambda x, i: x[i], backend="cpu")(X, np.array([9]))
     with pytest.raises(tg.TracingError, match="several integer arrays"):
         tg.jit(lambda x: x[[0, 1], :, [1, 2]], backend="numpy")(X[None])
-    with pytest.raises(tg.TracingError, match="integer-array index"):
-        tg.jit(lambda x: x.__setitem__([0, 1], 1.0), backend="numpy")(X)

@@ -107,14 +107,6 @@ def test_what_is_refused_and_why():
     with pytest.raises(tg.TracingError, match="zeros_like"):
         tg.jit(into_numpy_array, backend="numpy")(x)
 
-    def integer_array_index(x):
-        y = x + 0
-        y[[0, 2]] = 1.0
-        return y
-
-    with pytest.raises(tg.TracingError, match="integer-array index"):
-        tg.jit(integer_array_index, backend="numpy")(x)
-
     def masked_array_value(x):
         y = x + 0
         y[x > 0.5] = x[:2]

@@ -148,6 +148,124 @@ eigh_vectors_p = _register(
 )
 
 
+# ---- svd and qr (reduced: U (..., m, k), s (..., k), Vt (..., k, n) with k = min(m, n); Q and R)
+
+
+def _eye(n: int, like: Var) -> Var:
+    return P.broadcast_to(P.const(np.eye(n, dtype=like.dtype)), like.shape[:-2] + (n, n))
+
+
+def _svd_cotangent(a: Var, ct_u, ct_s, ct_vt) -> Var:
+    """The cotangent of A = U diag(s) V^T from those of U, s and V^T (None: zero), for distinct
+    nonzero singular values (Townsend, "Differentiating the singular value decomposition"):
+    A_ct = U [(F o (U^T U_ct - U_ct^T U)) S + diag(s_ct) + S (F o (V^T V_ct - V_ct^T V))] V^T
+           + (I - U U^T) U_ct S^-1 V^T + U S^-1 V_ct^T (I - V V^T),  F_ij = 1 / (s_j^2 - s_i^2)."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    u, s, vt = P.emit(svd_u_p, a), P.emit(svd_s_p, a), P.emit(svd_vt_p, a)
+    lead = a.shape[:-2]
+    sq = (*lead, k, k)
+    s_j = P.broadcast_to(P.reshape(s, (*lead, 1, k)), sq)  # s of the column
+    s_i = P.broadcast_to(P.reshape(s, (*lead, k, 1)), sq)  # s of the row
+    inner = None  # the k x k matrix between U and V^T
+    if ct_s is not None:
+        inner = P.mul(_eye(k, a), P.broadcast_to(P.reshape(ct_s, (*lead, 1, k)), sq))
+    if ct_u is not None or ct_vt is not None:
+        off = P.broadcast_to(P.const(~np.eye(k, dtype=bool)), sq)
+        gap = P.sub(P.mul(s_j, s_j), P.mul(s_i, s_i))
+        f = P.where(off, P.div(1.0, P.where(off, gap, P.const(1, sq, gap.dtype))), P.const(0, sq, gap.dtype))
+    extra = None  # the terms outside U's and V's span
+    if ct_u is not None:
+        utg = _mm(_t(u), ct_u)
+        term = P.mul(P.mul(f, P.sub(utg, _t(utg))), s_j)
+        inner = term if inner is None else P.add(inner, term)
+        if m > k:
+            scaled = P.div(ct_u, P.broadcast_to(P.reshape(s, (*lead, 1, k)), ct_u.shape))
+            extra = _mm(P.sub(scaled, _mm(u, _mm(_t(u), scaled))), vt)
+    if ct_vt is not None:
+        v, ct_v = _t(vt), _t(ct_vt)
+        vtg = _mm(vt, ct_v)
+        term = P.mul(s_i, P.mul(f, P.sub(vtg, _t(vtg))))
+        inner = term if inner is None else P.add(inner, term)
+        if n > k:
+            rows = P.sub(ct_vt, _mm(_mm(ct_vt, v), vt))  # V_ct^T (I - V V^T)
+            scaled = P.div(rows, P.broadcast_to(P.reshape(s, (*lead, k, 1)), rows.shape))
+            term = _mm(u, scaled)
+            extra = term if extra is None else P.add(extra, term)
+    out = _mm(u, _mm(inner, vt))
+    return out if extra is None else P.add(out, extra)
+
+
+def _svd_impl(which: int):
+    return lambda a: np.linalg.svd(a, full_matrices=False)[which]
+
+
+def _svd_infer(which: int):
+    def infer(shapes, dtypes, params):
+        *lead, m, n = shapes[0]
+        k = min(m, n)
+        return (tuple(lead) + ((m, k), (k,), (k, n))[which]), dtypes[0]
+
+    return infer
+
+
+svd_u_p = _register("svd_u", _svd_impl(0), _svd_infer(0),
+                    lambda ct, out, a: (_svd_cotangent(a, ct, None, None),))
+svd_s_p = _register("svd_s", lambda a: np.linalg.svd(a, compute_uv=False), _svd_infer(1),
+                    lambda ct, out, a: (_svd_cotangent(a, None, ct, None),))
+svd_vt_p = _register("svd_vt", _svd_impl(2), _svd_infer(2),
+                     lambda ct, out, a: (_svd_cotangent(a, None, None, ct),))
+
+
+def _copyltu(x: Var) -> Var:
+    """tril(x) + tril(x, -1)^T: the symmetric matrix with x's lower triangle."""
+    n = x.shape[-1]
+    lower = P.broadcast_to(P.const(np.tril(np.ones((n, n), bool))), x.shape)
+    return P.where(lower, x, _t(x))
+
+
+def _qr_square_cotangent(q: Var, r: Var, ct_q: Var, ct_r: Var) -> Var:
+    """A = QR with A m x n, m >= n: A_ct = (Q_ct + Q copyltu(M)) R^-T, M = R R_ct^T - Q_ct^T Q."""
+    mm = P.sub(_mm(r, _t(ct_r)), _mm(_t(ct_q), q))
+    b = P.add(ct_q, _mm(q, _copyltu(mm)))
+    return _t(P.emit(solve_p, r, _t(b)))  # B R^-T
+
+
+def _qr_cotangent(a: Var, ct_q, ct_r) -> Var:
+    m, n = a.shape[-2:]
+    q, r = P.emit(qr_q_p, a), P.emit(qr_r_p, a)
+    ct_q = P.zeros_like(q) if ct_q is None else ct_q
+    ct_r = P.zeros_like(r) if ct_r is None else ct_r
+    if m >= n:
+        return _qr_square_cotangent(q, r, ct_q, ct_r)
+    # wide: A = Q [R1 R2] with X = A[..., :m] = Q R1 and Y = A[..., m:] = Q R2
+    lead = tuple((0, d, 1) for d in a.shape[:-2])
+    r1 = P.slice_(r, lead + ((0, m, 1), (0, m, 1)))
+    ct_r1 = P.slice_(ct_r, lead + ((0, m, 1), (0, m, 1)))
+    ct_r2 = P.slice_(ct_r, lead + ((0, m, 1), (m, n, 1)))
+    y = P.slice_(a, lead + ((0, m, 1), (m, n, 1)))
+    ct_x = _qr_square_cotangent(q, r1, P.add(ct_q, _mm(y, _t(ct_r2))), ct_r1)
+    ct_y = _mm(q, ct_r2)
+    return P.concatenate([ct_x, ct_y], a.ndim - 1)
+
+
+def _qr_impl(which: int):
+    return lambda a: np.linalg.qr(a, mode="reduced")[which]
+
+
+def _qr_infer(which: int):
+    def infer(shapes, dtypes, params):
+        *lead, m, n = shapes[0]
+        k = min(m, n)
+        return tuple(lead) + ((m, k), (k, n))[which], dtypes[0]
+
+    return infer
+
+
+qr_q_p = _register("qr_q", _qr_impl(0), _qr_infer(0), lambda ct, out, a: (_qr_cotangent(a, ct, None),))
+qr_r_p = _register("qr_r", _qr_impl(1), _qr_infer(1), lambda ct, out, a: (_qr_cotangent(a, None, ct),))
+
+
 # ---- the NumPy functions
 
 
@@ -226,7 +344,191 @@ def _matrix_power(a, n):
     return result
 
 
+def _matrix_float(a, what: str) -> Var:
+    x = _v(a)
+    if x.ndim < 2:
+        raise np.linalg.LinAlgError(
+            f"{x.ndim}-dimensional array given. Array must be at least two-dimensional "
+            f"(np.linalg.{what}){_src()}"
+        )
+    return x if P.is_float(x.dtype) else P.convert(x, np.float64)
+
+
+def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    x = _matrix_float(a, "svd")
+    if hermitian:
+        raise TracingError(f"np.linalg.svd(..., hermitian=True) is not supported on traced values{_src()}; "
+                           "use the default hermitian=False (same values)")
+    if not compute_uv:
+        return P.emit(svd_s_p, x)
+    m, n = x.shape[-2:]
+    if full_matrices and m != n:
+        raise TracingError(
+            f"np.linalg.svd of a {m}x{n} matrix with full_matrices=True (NumPy's default) returns "
+            f"{'U' if m > n else 'V^T'} completed by an arbitrary orthonormal basis, which has no "
+            f"derivative{_src()}; pass full_matrices=False (the reduced factors: the same "
+            "singular values and the same leading singular vectors)"
+        )
+    return P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
+
+
+def _svdvals(x):
+    return P.emit(svd_s_p, _matrix_float(x, "svdvals"))
+
+
+def _qr(a, mode="reduced"):
+    x = _matrix_float(a, "qr")
+    m, n = x.shape[-2:]
+    if mode == "complete" and m > n:
+        raise TracingError(
+            f"np.linalg.qr(..., mode='complete') of a {m}x{n} matrix completes Q by an arbitrary "
+            f"orthonormal basis, which has no derivative{_src()}; use mode='reduced' (the default)"
+        )
+    if mode in ("reduced", "complete"):
+        return P.emit(qr_q_p, x), P.emit(qr_r_p, x)
+    if mode == "r":
+        return P.emit(qr_r_p, x)
+    raise TracingError(f"np.linalg.qr: mode {mode!r} is not supported on traced values{_src()}; "
+                       "use 'reduced', 'complete' or 'r'")
+
+
+def _lstsq(a, b, rcond=None):
+    """np.linalg.lstsq by the SVD, as NumPy's (LAPACK gelsd): singular values below
+    rcond * s_max are treated as zero. Returns (x, residuals, rank, s). NumPy's residuals are
+    empty unless the matrix is tall and of full rank; here a tall matrix always gets them (the
+    shape must be known while tracing): the same values when the rank is full."""
+    x = _matrix_float(a, "lstsq")
+    if x.ndim != 2:
+        raise np.linalg.LinAlgError(f"np.linalg.lstsq: a must be two-dimensional{_src()}")
+    y = _v(b)
+    y = P.convert(y, P._result_dtype([x, y]) if P.is_float(y.dtype) else x.dtype)
+    x = P.convert(x, y.dtype)
+    m, n = x.shape
+    if y.shape[0] != m or y.ndim > 2:
+        raise np.linalg.LinAlgError(f"Incompatible dimensions: a {x.shape}, b {y.shape}{_src()}")
+    vector = y.ndim == 1
+    y2 = P.reshape(y, (m, 1)) if vector else y
+    k = min(m, n)
+    u, s, vt = P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
+    if rcond is None:
+        rcond = float(np.finfo(x.dtype).eps) * max(m, n)
+    kept, inv_s = _cutoff_inverse(s, float(rcond))
+    coeffs = P.mul(_mm(_t(u), y2), P.broadcast_to(P.reshape(inv_s, (k, 1)), (k, y2.shape[1])))
+    sol = _mm(_t(vt), coeffs)
+    rank = P.convert(P.reduce_sum(P.convert(kept, np.int64)), np.intc)  # NumPy's C int
+    if m > n:
+        r = P.sub(y2, _mm(x, sol))
+        residuals = P.reduce_sum(P.mul(r, r), 0)
+    else:
+        residuals = P.const(np.zeros((0,), y.dtype))
+    return (P.reshape(sol, (n,)) if vector else sol), residuals, rank, s
+
+
+def _cutoff_inverse(s: Var, rtol: float) -> tuple[Var, Var]:
+    """Which singular values exceed rtol times the largest (per matrix), and 1 / s there (0
+    elsewhere)."""
+    lead = tuple((0, d, 1) for d in s.shape[:-1])
+    top = P.broadcast_to(P.slice_(s, lead + ((0, 1, 1),)), s.shape)
+    kept = P.compare(P.gt_p, s, P.mul(top, rtol))
+    one = P.const(1, s.shape, s.dtype)
+    return kept, P.where(kept, P.div(1.0, P.where(kept, s, one)), P.const(0, s.shape, s.dtype))
+
+
+def _pinv(a, rcond=None, hermitian=False, *, rtol=None):
+    """The pseudo-inverse V diag(1/s) U^T, singular values below rtol * s_max dropped (NumPy's
+    default rtol: max(m, n) * eps)."""
+    x = _matrix_float(a, "pinv")
+    m, n = x.shape[-2:]
+    tol = rcond if rcond is not None else rtol
+    if tol is None:
+        tol = max(m, n) * float(np.finfo(x.dtype).eps)
+    if not isinstance(tol, (int, float, np.integer, np.floating)):
+        raise TracingError(f"np.linalg.pinv: only a scalar rcond/rtol is supported on traced values{_src()}")
+    u, s, vt = P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
+    inv_s = _cutoff_inverse(s, float(tol))[1]
+    scaled = P.mul(_t(vt), P.broadcast_to(P.reshape(inv_s, inv_s.shape[:-1] + (1, inv_s.shape[-1])), _t(vt).shape))
+    return _mm(scaled, _t(u))
+
+
+def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    """The number of singular values above the tolerance (NumPy's default: s_max * max(m, n) *
+    eps); an integer, no derivative."""
+    x = _v(A)
+    if x.ndim < 2:
+        return P.convert(P.reduce(P.reduce_max_p, P.convert(P.compare(P.ne_p, x, 0), np.int64), None), np.int64)
+    x = _matrix_float(x, "matrix_rank")
+    s = P.emit(svd_s_p, x)
+    m, n = x.shape[-2:]
+    if tol is not None:
+        if not isinstance(tol, (int, float, np.integer, np.floating)):
+            raise TracingError(f"np.linalg.matrix_rank: only a scalar tol is supported on traced values{_src()}")
+        kept = P.compare(P.gt_p, s, float(tol))
+    else:
+        r = rtol if rtol is not None else max(m, n) * float(np.finfo(x.dtype).eps)
+        kept = _cutoff_inverse(s, float(r))[0]
+    return P.reduce_sum(P.convert(kept, np.int64), s.ndim - 1)
+
+
+def _cond(x, p=None):
+    a = _matrix_float(x, "cond")
+    if p is None or p in (2, -2):
+        s = P.emit(svd_s_p, a)
+        k = s.shape[-1]
+        lead = tuple((0, d, 1) for d in s.shape[:-1])
+        first = P.reshape(P.slice_(s, lead + ((0, 1, 1),)), s.shape[:-1])
+        last = P.reshape(P.slice_(s, lead + ((k - 1, k, 1),)), s.shape[:-1])
+        return P.div(last, first) if p == -2 else P.div(first, last)
+    from .numpy_api import _norm
+
+    _check_square(a.shape, "cond")
+    return P.mul(_norm(a, p, axis=(-2, -1)), _norm(P.emit(inv_p, a), p, axis=(-2, -1)))
+
+
+def _multi_dot(arrays, *, out=None):
+    """A chain of products, in NumPy's order of least work (the classic dynamic programme)."""
+    if out is not None:
+        raise TracingError(f"np.linalg.multi_dot(..., out=...) is not supported on traced values{_src()}")
+    xs = [_v(a) for a in arrays]
+    if len(xs) < 2:
+        raise ValueError(f"Expecting at least two arrays.{_src()}")
+    first_vec, last_vec = xs[0].ndim == 1, xs[-1].ndim == 1
+    if first_vec:
+        xs[0] = P.reshape(xs[0], (1,) + xs[0].shape)
+    if last_vec:
+        xs[-1] = P.reshape(xs[-1], xs[-1].shape + (1,))
+    dims = [x.shape[0] for x in xs] + [xs[-1].shape[1]]
+    n = len(xs)
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+
+    def chain(i, j):
+        if i == j:
+            return xs[i]
+        k = split[i][j]
+        return P.matmul(chain(i, k), chain(k + 1, j))
+
+    result = chain(0, n - 1)  # (rows, columns): drop the axes that the vectors added
+    return P.reshape(result, tuple(d for i, d in enumerate(result.shape)
+                                   if not ((i == 0 and first_vec) or (i == 1 and last_vec))))
+
+
 FUNCTIONS = {
+    "linalg.pinv": _pinv,
+    "linalg.matrix_rank": _matrix_rank,
+    "linalg.cond": _cond,
+    "linalg.multi_dot": _multi_dot,
+    "linalg.svd": _svd,
+    "linalg.svdvals": _svdvals,
+    "linalg.qr": _qr,
+    "linalg.lstsq": _lstsq,
     "linalg.inv": _inv,
     "linalg.solve": _solve,
     "linalg.det": _det,

@@ -409,6 +409,8 @@ UFUNCS = {
     "log_ndtr": _log_ndtr,
     "xlogy": _xlogy(P.log_p),
     "xlog1py": _xlogy(P.log1p_p),
+    "gammaln": _unary(P.gammaln_p),
+    "psi": lambda x: P.digamma(_v(x)),  # scipy.special.digamma's ufunc is named psi
 }
 
 
@@ -538,14 +540,12 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     return P.convert(root, var.dtype)
 
 
-_SVD_NORMS = {2: "the spectral norm (largest singular value)",
-              -2: "the smallest singular value", "nuc": "the nuclear norm (sum of singular values)"}
+_SVD_NORMS = (2, -2, "nuc")  # the matrix norms read from the singular values
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
-    """np.linalg.norm: vector norms of every order, and the matrix norms that need no singular
-    value decomposition (None/'fro', 1, -1, inf, -inf); ord 2, -2 and 'nuc' over two axes are
-    refused, never replaced by another norm."""
+    """np.linalg.norm: vector norms of every order, and matrix norms of every order (2, -2 and
+    'nuc' from the singular values, linalg.svd_s_p)."""
     x = _v(x)
     x = P.convert(x, P.float_dtype(x.dtype))
     if axis is None:
@@ -617,12 +617,16 @@ def _matrix_norm(x: Var, ord, row: int, col: int) -> Var:
             return P.reduce(P.reduce_max_p, sums, other)
         return P.reduce(P.reduce_min_p, sums, other)
     if (_is_number(ord) or isinstance(ord, str)) and ord in _SVD_NORMS:
-        raise TracingError(
-            f"np.linalg.norm(..., ord={ord!r}) over two axes is {_SVD_NORMS[ord]}, which needs a "
-            f"singular value decomposition; tracegrad has none yet, so this matrix norm is not "
-            f"supported on traced values{_src()}. Use ord='fro', 1, -1, np.inf or -np.inf, or "
-            "compute it outside the traced function"
-        )
+        from .linalg import svd_s_p  # the singular values (linalg imports this module)
+
+        rest = [d for d in range(x.ndim) if d not in (row, col)]
+        s = P.emit(svd_s_p, P.transpose(x, rest + [row, col]))
+        if ord == "nuc":
+            return P.reduce_sum(s, s.ndim - 1)
+        k = s.shape[-1]
+        lead = tuple((0, d, 1) for d in s.shape[:-1])
+        pick = (0, 1, 1) if ord == 2 else (k - 1, k, 1)  # NumPy's singular values descend
+        return P.reshape(P.slice_(s, lead + (pick,)), s.shape[:-1])
     raise ValueError(f"Invalid norm order {ord!r} for matrices.{_src()}")
 
 
@@ -1152,14 +1156,10 @@ def _setitem(x: Var, index, value) -> Var:
             )
         full_mask = P.broadcast_to(P.reshape(m, m.shape + (1,) * len(tail)), x.shape)
         return P.where(full_mask, _broadcast_value(v, x.shape, "x[mask] = value"), x)
-    if isinstance(index, (list, np.ndarray, Var)) or (
-        isinstance(index, tuple) and any(isinstance(i, (list, np.ndarray, Var)) for i in index)
-    ):
-        raise TracingError(
-            f"assigning through an integer-array index (x[[0, 2]] = ...) is not supported yet{_src()}; "
-            "use static ints and slices, a boolean mask, or np.where; for x[i] += v write "
-            "np.add.at(x, i, v) (which also adds up repeated indices, as x[i] += v does not)"
-        )
+    if not is_basic_index(index):  # integer arrays: a scatter (numpy_arrays.setitem_advanced)
+        from .numpy_arrays import setitem_advanced
+
+        return setitem_advanced(x, index, v)
     ranges, out_shape = _basic_index(x, index)
     region = tuple(len(range(*r)) for r in ranges)
     v = P.reshape(_broadcast_value(v, tuple(out_shape), "x[index] = value"), region)
@@ -1243,6 +1243,11 @@ from .linalg import FUNCTIONS as _LINALG_FUNCTIONS  # noqa: E402
 
 FUNCTIONS.update(_LINALG_FUNCTIONS)
 
-# scipy.special's ufuncs reach the same table (NumPy dispatches them by name)
-SCIPY_SPECIAL = ("erf", "erfc", "expit", "log_ndtr", "logit", "ndtr", "xlog1py", "xlogy")
+# scipy.special's ufuncs reach the same table (NumPy dispatches them by name: digamma's ufunc is
+# named psi); its Python functions logsumexp, softmax and log_softmax are redirected while tracing
+# (constructors.py)
+SCIPY_SPECIAL = (
+    "digamma", "erf", "erfc", "expit", "gammaln", "log_ndtr", "log_softmax", "logit", "logsumexp",
+    "ndtr", "psi", "softmax", "xlog1py", "xlogy",
+)
 SUPPORTED = sorted((set(UFUNCS) | set(FUNCTIONS)) - set(SCIPY_SPECIAL))

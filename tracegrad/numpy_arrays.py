@@ -867,6 +867,87 @@ FUNCTIONS["take"] = _np_take
 FUNCTIONS["take_along_axis"] = _take_along_axis
 
 
+# ---- writes through integer-array indices: y[idx] = v, y[idx] += v, np.put_along_axis
+
+
+def _last_writes(sel: Var) -> Var:
+    """Whether each (flat) position of `sel` is the last write to its element: NumPy assigns in
+    order, so of repeated indices the last one's value stays."""
+    m = sel.shape[0]
+    later = P.const(np.triu(np.ones((m, m), bool), 1))  # [j, k]: k comes after j
+    same = P.compare(P.eq_p, P.broadcast_to(P.reshape(sel, (m, 1)), (m, m)),
+                     P.broadcast_to(P.reshape(sel, (1, m)), (m, m)))
+    overwritten = P.reduce(P.reduce_max_p, P.convert(P.logical(P.and_p, same, later), np.int8), 1)
+    return P.compare(P.eq_p, overwritten, 0)
+
+
+def scatter_set(x: Var, sel, value: Var) -> Var:
+    """`x` with the elements at flat positions `sel` (static ndarray or traced int64 value) set to
+    `value` (broadcast to sel's shape; already in x's dtype). Repeated positions keep the last
+    value, as NumPy's assignment does. Written with gather/scatter-add and selects, so the
+    gradient reaches the elements not overwritten and the values that were written last."""
+    v = P.reshape(P.broadcast_to(P.reshape(value, (1,) * (len(np.shape(sel)) - value.ndim) + value.shape)
+                                 if value.ndim <= len(np.shape(sel)) else value, tuple(np.shape(sel))),
+                  (int(np.prod(np.shape(sel), dtype=np.int64)),))
+    flat_x = P.reshape(x, (x.size,))
+    m = v.shape[0]
+    if isinstance(sel, np.ndarray):
+        flat = sel.reshape(-1)
+        keep = np.zeros(m, bool)
+        keep[m - 1 - np.unique(flat[::-1], return_index=True)[1]] = True  # last of each
+        hit = np.zeros(x.size, bool)
+        hit[flat] = True
+        if keep.all():
+            placed = P.scatter_add(v, P.const(flat.astype(np.int64)), 0, (x.size,))
+        else:
+            placed = P.scatter_add(P.gather(v, P.const(np.nonzero(keep)[0]), 0),
+                                   P.const(flat[keep].astype(np.int64)), 0, (x.size,))
+        out = P.where(P.const(hit), placed, flat_x)
+    else:
+        flat = P.reshape(sel, (m,))
+        keep = _last_writes(flat)
+        placed = P.scatter_add(P.where(keep, v, P.const(0, v.shape, v.dtype)), flat, 0, (x.size,))
+        hit = P.scatter_add(P.convert(keep, np.int64), flat, 0, (x.size,))
+        out = P.where(P.compare(P.gt_p, hit, 0), placed, flat_x)
+    return P.reshape(out, x.shape)
+
+
+def setitem_advanced(x: Var, index, value: Var) -> Var:
+    """x[index] = value for an index with integer arrays (static or traced), by NumPy's own
+    meaning of the index: the index applied to the array of flat positions says which element
+    each written value goes to."""
+    positions = np.arange(x.size, dtype=np.int64).reshape(x.shape)
+    items = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(i, Var) for i in items):
+        sel = advanced_getitem(P.const(positions), index)
+    else:
+        try:
+            sel = positions[index]
+        except IndexError as exc:
+            raise IndexError(f"{exc}{_src()}") from None
+    shape = tuple(np.shape(sel))
+    if value.ndim > len(shape) or np.broadcast_shapes(value.shape, shape) != shape:
+        raise ValueError(
+            f"shape mismatch: value array of shape {value.shape} could not be broadcast to "
+            f"indexing result of shape {shape}{_src()}"
+        )
+    return scatter_set(x, sel, value)
+
+
+def put_along_axis(arr: Var, indices, values, axis) -> Var:
+    """The value of `arr` after np.put_along_axis(arr, indices, values, axis)."""
+    if axis is None:
+        flat = put_along_axis(P.reshape(arr, (arr.size,)), indices, values, 0)
+        return P.reshape(flat, arr.shape)
+    axis = _axis(axis, arr.ndim)
+    positions = P.const(np.arange(arr.size, dtype=np.int64).reshape(arr.shape))
+    sel = _take_along_axis(positions, indices, axis)
+    v = P.convert(_v(values), arr.dtype)
+    if v.ndim > sel.ndim or np.broadcast_shapes(v.shape, sel.shape) != sel.shape:
+        raise ValueError(f"values of shape {v.shape} do not broadcast to the indices' shape {sel.shape}{_src()}")
+    return scatter_set(arr, sel, v)
+
+
 # ---- sorting, and the statistics built on it
 
 
@@ -888,6 +969,32 @@ def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
         x, axis = _ravel(x), 0
     perm = _argsort(x, axis, kind, order, stable=stable)
     return _take_along_axis(x, perm, axis)
+
+
+def _partition(a, kth, axis=-1, kind="introselect", order=None):
+    """np.partition: NumPy leaves the order inside each part unspecified; a full sort is one valid
+    answer (the kth elements are where NumPy puts them), and its derivative goes through the
+    permutation. The values equal NumPy's at the kth positions and as sets within each part."""
+    return _sort(a, axis, None, order)
+
+
+def _argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    return _argsort(a, axis, "stable", order)
+
+
+def _rollaxis(a, axis, start=0):
+    x = _v(a)
+    n = x.ndim
+    axis = _axis(axis, n)
+    if not -n <= start <= n:
+        raise np.exceptions.AxisError(f"start {start} is out of bounds for {n} dimensions{_src()}")
+    if start < 0:
+        start += n
+    if axis < start:
+        start -= 1
+    perm = [d for d in range(n) if d != axis]
+    perm.insert(start, axis)
+    return P.transpose(x, perm)
 
 
 def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method: str) -> Var:
@@ -962,3 +1069,6 @@ FUNCTIONS["sort"] = _sort
 FUNCTIONS["quantile"] = _quantile
 FUNCTIONS["percentile"] = _percentile
 FUNCTIONS["median"] = _median
+FUNCTIONS["partition"] = _partition
+FUNCTIONS["argpartition"] = _argpartition
+FUNCTIONS["rollaxis"] = _rollaxis

@@ -801,7 +801,7 @@ erfc_p = _ew(
 )
 
 
-def _special(name: str):
+def _special(name: str, math_name: str | None = None):
     """scipy.special's ufunc, or math's function vectorised when SciPy is not installed (the
     reference implementation must not need an optional dependency)."""
     try:
@@ -809,8 +809,46 @@ def _special(name: str):
 
         return getattr(scipy.special, name)
     except ImportError:
-        scalar = getattr(math, name)
+        scalar = getattr(math, math_name or name)
         return lambda x: np.vectorize(scalar, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
+# ---- log|Gamma| and its derivatives (scipy.special.gammaln, digamma). gammaln is a primitive whose
+# kernels call libm's lgamma; digamma (its derivative) is a composition of primitives: the
+# recurrence psi(x) = psi(x + 8) - sum_k 1 / (x + k) and the asymptotic series at x + 8 >= 8.5
+# (truncation error below 1e-14), reflected below 1/2 (psi(x) = psi(1 - x) - pi / tan(pi x)). Being
+# primitives all the way down, its derivatives (the polygamma functions) exist at every order and
+# the whole function fuses into the loop that uses it.
+_DIGAMMA_SHIFT = 8
+# the asymptotic series' coefficients of y**-2k: B_2k / (2k)
+_DIGAMMA_SERIES = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760)
+
+
+def digamma(x: Var) -> Var:
+    """psi(x) = d/dx log|Gamma(x)|, as one fusable chain of elementwise primitives."""
+    x = convert(x, float_dtype(x.dtype))
+    reflect = compare(lt_p, x, 0.5)
+    z = where(reflect, sub(1.0, x), x)
+    shift = None
+    for k in range(_DIGAMMA_SHIFT):
+        term = div(1.0, add(z, float(k)) if k else z)
+        shift = term if shift is None else add(shift, term)
+    y = add(z, float(_DIGAMMA_SHIFT))
+    inv2 = div(1.0, mul(y, y))
+    series = None
+    for c in reversed(_DIGAMMA_SERIES):  # Horner in y**-2
+        series = const(c, inv2.shape, inv2.dtype) if series is None else add(series, c)
+        series = mul(series, inv2)
+    psi = sub(sub(sub(unary(log_p, y), div(0.5, y)), series), shift)
+    # pi / tan(pi x) only where reflected (elsewhere tan is evaluated at a harmless 1/4)
+    t = unary(tan_p, mul(where(reflect, x, 0.25), math.pi))
+    return where(reflect, sub(psi, div(math.pi, t)), psi)
+
+
+gammaln_p = _ew(
+    "gammaln", lambda x: _special("gammaln", "lgamma")(x),
+    _unary_rule(lambda x, out: digamma(x)), "M.lgamma({0})", domain=(0.5, 4.0),
+)
 
 
 # ---- Rounding, NumPy's floor division and remainders: piecewise constant or linear. Rounding has

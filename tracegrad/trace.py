@@ -24,7 +24,7 @@ from .capture import Scope, check_random_sources, refuse_array_subclass, snapsho
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
 from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg, _setitem, is_basic_index
-from .numpy_arrays import add_at
+from .numpy_arrays import add_at, put_along_axis
 from .tree import TreeDef, flatten, unflatten
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -310,6 +310,8 @@ class Tracer:
 
     def __array_function__(self, func, types, args, kwargs):
         name = _function_name(func)
+        if name in _WRITES_INTO:  # np.put_along_axis(a, ...): a is written, in place
+            return _write_into(name, args, kwargs)
         handler = FUNCTIONS.get(name)
         if handler is None:
             _unsupported(f"np.{name}")
@@ -396,6 +398,26 @@ class Tracer:
         return np.transpose(self, axes or None)
 
     def astype(self, dtype, copy=True): return _call(lambda x: P.convert(x, dtype), self)
+
+
+# NumPy functions that write into their first argument, and the value it then holds
+_WRITES_INTO = {"put_along_axis": put_along_axis}
+
+
+def _write_into(name: str, args, kwargs):
+    target, *rest = args
+    if not isinstance(target, Tracer):
+        raise TracingError(
+            f"np.{name} cannot write traced values into a NumPy array{_user_line()}\nMake the "
+            "array a traced value first, e.g. y = np.zeros_like(x, shape=...) or y = x.copy()."
+        )
+    target._check_writable(f"np.{name}")
+    rest = [_arg(v, target.builder) for v in rest]
+    kwargs = {k: _arg(v, target.builder) for k, v in kwargs.items()}
+    with ir.source_location(user_source()):
+        new = _WRITES_INTO[name](target.ir_var, *rest, **kwargs)
+    target._write(new, f"np.{name}")
+    return None
 
 
 class _View:
@@ -637,8 +659,11 @@ def trace(fun: Callable, avals: list[tuple[tuple[int, ...], np.dtype]], treedef:
         tracers = [Tracer(builder.new_input(shape, dtype), builder) for shape, dtype in avals]
         args = unflatten(treedef, tracers)
         call = args if wrap_args is None else wrap_args(args)
+        from .constructors import traced_constructors  # it imports this module
+
         try:
-            result = fun(*call.args, **call.kwargs) if type(call) is CallArgs else fun(*call)
+            with traced_constructors():
+                result = fun(*call.args, **call.kwargs) if type(call) is CallArgs else fun(*call)
         except (ValueError, TypeError) as exc:
             # NumPy turns our error into its own when a tracer is written into an array
             # ("setting an array element with a sequence"): show ours, which says what to do

@@ -1,0 +1,254 @@
+"""NumPy's array constructors and SciPy's softmax family on traced values, while a function is
+traced.
+
+`np.array([a, b])`, `np.asarray(...)`, `np.full(shape, a)` and `np.r_[...]`/`np.c_[...]` take no
+array argument that NumPy would dispatch on, and scipy.special's `logsumexp`, `softmax` and
+`log_softmax` are Python functions that convert their argument with `np.asarray`. For the duration
+of a trace (`traced_constructors`, entered by trace.trace) these names are redirected to a
+dispatcher that builds a traced value when a traced value is among the arguments and calls the
+original otherwise: code outside the trace, and other threads, get NumPy's and SciPy's own
+results. The redirection is undone when the outermost trace ends.
+
+SciPy's functions are redirected in place (the function object runs a trampoline to the
+dispatcher while tracing), so a reference taken before the trace (`from scipy.special import
+logsumexp`) reaches the traced version too. SciPy stays optional: nothing is imported from it
+here, and only functions of an already imported scipy.special are redirected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import primitives as P
+from .ir import Var
+from .numpy_api import _src, _stack, _v
+from .trace import Tracer, _call
+
+_lock = threading.Lock()
+_depth = 0
+_restore: list[Any] = []
+
+
+def _has_tracer(obj: Any) -> bool:
+    if isinstance(obj, Tracer):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_has_tracer(x) for x in obj)
+    return False
+
+
+# ---- np.array, np.asarray, np.full, np.r_, np.c_
+
+
+def _nested(obj: Any) -> Var:
+    """A nested list of values (traced, arrays, numbers) as one value, as np.array reads it."""
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            return P.const(np.zeros((0,)))
+        return _stack([_nested(x) for x in obj])
+    return _v(obj)
+
+
+def _array_value(obj, dtype=None, ndmin=0) -> Var:
+    if dtype is not None and np.dtype(dtype).kind not in "biuf":
+        raise TypeError(
+            f"cannot use a value of dtype {np.dtype(dtype)} in a traced computation{_src()}"
+        )
+    x = _nested(obj)
+    if dtype is not None:
+        x = P.convert(x, dtype)
+    if x.ndim < ndmin:
+        x = P.reshape(x, (1,) * (ndmin - x.ndim) + x.shape)
+    return x
+
+
+def _array(original):
+    def array(object, dtype=None, *args, copy=True, order="K", subok=False, ndmin=0, like=None):
+        if not _has_tracer(object) or args or like is not None:
+            return original(
+                object, dtype, *args, copy=copy, order=order, subok=subok, ndmin=ndmin, like=like
+            )
+        return _call(_array_value, object, dtype, ndmin)  # a new tracer: a copy, as NumPy's
+
+    return array
+
+
+def _asarray(original):
+    def asarray(a, dtype=None, order=None, **kwargs):
+        if not _has_tracer(a) or kwargs.get("like") is not None:
+            return original(a, dtype, order, **kwargs)
+        if isinstance(a, Tracer) and (dtype is None or np.dtype(dtype) == a.dtype):
+            return a  # the array itself, as NumPy's asarray returns it
+        return _call(_array_value, a, dtype)
+
+    return asarray
+
+
+def _full(original):
+    def full(shape, fill_value, dtype=None, order="C", **kwargs):
+        if not isinstance(fill_value, Tracer) or kwargs.get("like") is not None:
+            return original(shape, fill_value, dtype, order, **kwargs)
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+
+        def fill(v):
+            v = P.convert(v, dtype) if dtype is not None else v
+            if v.ndim > len(shape) or np.broadcast_shapes(v.shape, shape) != shape:
+                raise ValueError(
+                    f"could not broadcast fill value of shape {v.shape} into {shape}{_src()}"
+                )
+            return P.broadcast_to(P.reshape(v, (1,) * (len(shape) - v.ndim) + v.shape), shape)
+
+        return _call(fill, fill_value)
+
+    return full
+
+
+# ---- scipy.special.logsumexp, softmax, log_softmax
+
+
+def _axes(x: Var, axis) -> tuple[int, ...]:
+    return P.normalize_axes(axis, x.ndim)
+
+
+def _shifted(x: Var, axes) -> tuple[Var, Var]:
+    """x - m with m the (finite) maximum over `axes`, kept with size-1 axes; m carries no
+    derivative (the result does not depend on it), so every order stays exact."""
+    m = P.reduce(P.reduce_max_p, x, axes, keepdims=True)
+    m = P.where(P.emit(P.isfinite_p, m), m, P.const(0, m.shape, m.dtype))
+    m = P.emit(P.stop_gradient_p, m)
+    return P.sub(x, P.broadcast_to(m, x.shape)), m
+
+
+def _float(a) -> Var:
+    x = _v(a)
+    return P.convert(x, P.float_dtype(x.dtype))
+
+
+def _logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    x = _float(a)
+    if b is not None:
+        w = _v(b)
+        dtype = P._result_dtype([x, w]) if P.is_float(w.dtype) else x.dtype
+        shape = P.broadcast_shapes(x.shape, w.shape, op="logsumexp")
+        x = P.broadcast_to(P.convert(x, dtype), shape)
+        w = P.broadcast_to(P.convert(w, dtype), shape)
+    axes = _axes(x, axis)
+    shifted, m = _shifted(x, axes)
+    terms = P.unary(P.exp_p, shifted)
+    if b is not None:
+        terms = P.mul(terms, w)
+    total = P.reduce_sum(terms, axes, keepdims=True)
+    sign = None
+    if return_sign:
+        sign = P.emit(P.sign_p, total)
+        total = P.emit(P.abs_p, total)
+    out = P.add(P.unary(P.log_p, total), m)
+    if not keepdims:
+        kept = tuple(d for i, d in enumerate(out.shape) if i not in axes)
+        out = P.reshape(out, kept)
+        sign = None if sign is None else P.reshape(sign, kept)
+    return (out, sign) if return_sign else out
+
+
+def _softmax(x, axis=None):
+    x = _float(x)
+    axes = _axes(x, axis)
+    e = P.unary(P.exp_p, _shifted(x, axes)[0])
+    return P.div(e, P.broadcast_to(P.reduce_sum(e, axes, keepdims=True), e.shape))
+
+
+def _log_softmax(x, axis=None):
+    x = _float(x)
+    axes = _axes(x, axis)
+    shifted = _shifted(x, axes)[0]
+    total = P.reduce_sum(P.unary(P.exp_p, shifted), axes, keepdims=True)
+    return P.sub(shifted, P.broadcast_to(P.unary(P.log_p, total), shifted.shape))
+
+
+SCIPY_FUNCTIONS = {"logsumexp": _logsumexp, "softmax": _softmax, "log_softmax": _log_softmax}
+
+
+def _trampoline(*args, __tracegrad_dispatch__=None, **kwargs):
+    return __tracegrad_dispatch__(*args, **kwargs)
+
+
+def _redirect_in_place(fn, traced):
+    """Make the function object `fn` call `traced` when a traced value is among its arguments
+    (its original code otherwise); returns what undoes it."""
+    saved = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    original = type(fn)(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    original.__kwdefaults__ = fn.__kwdefaults__
+
+    def dispatch(*args, **kwargs):
+        if _has_tracer(args) or _has_tracer(tuple(kwargs.values())):
+            return _call(traced, *args, **kwargs)
+        return original(*args, **kwargs)
+
+    fn.__code__ = _trampoline.__code__
+    fn.__defaults__ = None
+    fn.__kwdefaults__ = {"__tracegrad_dispatch__": dispatch}
+
+    def undo():
+        fn.__code__, fn.__defaults__, fn.__kwdefaults__ = saved
+
+    return undo
+
+
+def _scipy_redirects() -> list:
+    module = sys.modules.get("scipy.special")
+    undo = []
+    if module is None:
+        return undo
+    for name, traced in SCIPY_FUNCTIONS.items():
+        fn = getattr(module, name, None)
+        if fn is None or not hasattr(fn, "__code__") or fn.__code__.co_freevars:
+            continue  # not a plain Python function here: left as it is
+        undo.append(_redirect_in_place(fn, traced))
+    return undo
+
+
+def _install() -> list:
+    undo = []
+    for module, name, make in (
+        (np, "array", _array),
+        (np, "asarray", _asarray),
+        (np, "asanyarray", _asarray),
+        (np, "full", _full),
+    ):
+        original = getattr(module, name)
+        setattr(module, name, make(original))
+        undo.append(
+            lambda module=module, name=name, original=original: setattr(module, name, original)
+        )
+    # np.r_ and np.c_ build their result with the `array` of their own module
+    tricks = sys.modules.get("numpy.lib._index_tricks_impl")
+    if tricks is not None and hasattr(tricks, "array"):
+        original = tricks.array
+        tricks.array = _array(original)
+        undo.append(lambda: setattr(tricks, "array", original))
+    return undo + _scipy_redirects()
+
+
+@contextlib.contextmanager
+def traced_constructors():
+    """NumPy's constructors and SciPy's softmax family accept traced values inside this block
+    (the outermost of nested blocks installs and removes the redirections)."""
+    global _depth, _restore
+    with _lock:
+        if _depth == 0:
+            _restore = _install()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                for undo in reversed(_restore):
+                    undo()
+                _restore = []
