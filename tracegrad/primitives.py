@@ -1152,13 +1152,3 @@ argsort_p = _register(
         differentiable=False,
     )
 )
-
-
-def math_functions() -> dict[str, Primitive]:
-    """The elementwise primitives whose scalar template calls the math library."""
-    return {
-        name: p
-        for name, p in PRIMITIVES.items()
-        if isinstance(p.scalar, str) and p.scalar.startswith("M.")
-    }
-
