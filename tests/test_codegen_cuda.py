@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def program_for(fun, *args) -> codegen_cuda.Program:
+def program_for(fun, *args) -> codegen_cuda.CudaProgram:
     graph = passes.optimize(tg.make_ir(fun)(*args))
     return codegen_cuda.build(graph)
 
@@ -120,7 +120,7 @@ def test_numpy_inputs_are_copied_in_once_and_results_out_once(transfers, rng):
     assert transfers["out"] == 2
 
 
-def _last_program() -> codegen_cuda.Program:
+def _last_program() -> codegen_cuda.CudaProgram:
     from tracegrad import api
 
     return next(p for p in reversed(api._programs.values()) if p.backend == "cuda").run

@@ -22,7 +22,7 @@ from . import primitives as P
 from .capture import Scope, refuse_array_subclass
 from .ir import Graph
 from .program import (
-    Program,
+    CompiledCall,
     _BoundedDict,
     Signature,
     _cheap_signature,
@@ -270,7 +270,7 @@ class Transformed:
             if stored is not None:
                 graph, out_tree, captured = stored
                 run = tiered.compile(backend, graph, _name_of(self))
-                program = Program(graph, out_tree, run, backend.name, [], captured)
+                program = CompiledCall(graph, out_tree, run, backend.name, [], captured)
                 _programs.put(key, program)
                 hidden = captured.read(self, static)
         if hidden is None:
@@ -283,7 +283,7 @@ class Transformed:
             graph, hooks = passes.extract_hooks(passes.optimize(graph))
             captured = scope.finish(self, static)
             run = tiered.compile(backend, graph, _name_of(self))
-            program = Program(graph, out_tree, run, backend.name, hooks, captured)
+            program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured)
             _programs.put(key, program)
             program_cache.save(self, static, key, graph, out_tree, hooks, captured)
             counted = (self.spec, backend.name)
@@ -295,7 +295,7 @@ class Transformed:
             self._remember_fast_call(args, program)
         return program(arrays + hidden)
 
-    def _remember_fast_call(self, args: tuple, program: Program) -> None:
+    def _remember_fast_call(self, args: tuple, program: CompiledCall) -> None:
         """A path for the next calls with the same cheap signature (positional floats and
         arrays): no flattening, no signature, no program lookup. A method with a static `self`
         and no other static argument gets one per instance (keyed by identity, as its program:

@@ -657,7 +657,7 @@ def _in_parallel(kernel, args: tuple, nch: int, threads: int) -> None:
     kernel(*args, nch, nch, 1)
 
 
-class Program:
+class CpuProgram:
     """A compiled graph: call it with the input arrays, get the output arrays."""
 
     def __init__(self, graph: Graph, plan: Plan, mode: str, names: dict, salt: str, load: bool = True,
@@ -876,7 +876,7 @@ def _names(graph: Graph) -> dict:
     return ir._names(graph)
 
 
-def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Program:
+def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> CpuProgram:
     """Plan, write, load (compiling or from the disk cache) and link the kernels of a graph.
 
     `bake_sizes` (default `BAKE_SIZES`) writes the iteration sizes into the kernels: a
@@ -884,7 +884,7 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Pr
     mode = math_mode()
     plan = fusion.plan(graph, supports, computed_identity=True)
     bake = BAKE_SIZES if bake_sizes is None else bake_sizes
-    return Program(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)
+    return CpuProgram(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)
 
 
 class CpuBackend:
@@ -901,7 +901,7 @@ class CpuBackend:
         mode is decided from, cheaply, rather than deciding it (backends.cpu_variant)."""
         return backends.cpu_variant()
 
-    def compile(self, graph: Graph) -> Program:
+    def compile(self, graph: Graph) -> CpuProgram:
         program = build(graph)
         dump = os.environ.get("TRACEGRAD_DUMP_KERNELS")
         if dump:
@@ -909,7 +909,7 @@ class CpuBackend:
         return program
 
 
-def _dump(program: Program, directory: str) -> None:
+def _dump(program: CpuProgram, directory: str) -> None:
     try:
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"program_{program.graph.fingerprint()[:16]}.py")

@@ -323,7 +323,7 @@ def _contiguous(shape, strides, itemsize) -> bool:
     return all(d <= 1 or s == e for d, s, e in zip(shape, strides, expect))
 
 
-class Program:
+class CudaProgram:
     """A compiled graph: call it with the input arrays (host or device), get the outputs."""
 
     def __init__(self, graph: Graph, plan: Plan, cfg: dev.LaunchConfig, load: bool = True):
@@ -394,9 +394,9 @@ def _plan(graph: Graph) -> Plan:
     return fusion.plan(graph, supports)
 
 
-def build(graph: Graph, cfg: dev.LaunchConfig | None = None, load: bool = True) -> Program:
+def build(graph: Graph, cfg: dev.LaunchConfig | None = None, load: bool = True) -> CudaProgram:
     cfg = dev.launch_config() if cfg is None else cfg
-    return Program(graph, _plan(graph), cfg, load=load)
+    return CudaProgram(graph, _plan(graph), cfg, load=load)
 
 
 def program_source(graph: Graph) -> str:
@@ -412,7 +412,7 @@ class CudaBackend:
     def available(self) -> tuple[bool, str]:
         return dev.availability()
 
-    def compile(self, graph: Graph) -> Program:
+    def compile(self, graph: Graph) -> CudaProgram:
         program = build(graph)
         dump = os.environ.get("TRACEGRAD_DUMP_KERNELS")
         if dump:

@@ -1,7 +1,7 @@
 """Compiled programs and where they are kept: one per (transform, backend, argument signature).
 
-A `Program` runs a compiled graph and turns its flat outputs back into the user's result: fresh
-arrays that never alias the inputs, hooks called with the cotangents they observe, NaNs traced
+A `CompiledCall` runs a compiled graph and turns its flat outputs back into the user's result:
+fresh arrays that never alias the inputs, hooks called with the cotangents they observe, NaNs traced
 to their origin when `TRACEGRAD_DEBUG_NANS` is set. The store is global, so a transform written
 inline in a loop (`tg.hessian(f)(x)`) finds the program of the previous iteration.
 """
@@ -85,7 +85,11 @@ def _plain(typed: tuple) -> Any:
 
 
 @dataclass
-class Program:
+class CompiledCall:
+    """One transform of one function for one argument signature, ready to call: the backend's
+    compiled graph (`run`: a `codegen_cpu.CpuProgram`, a `codegen_cuda.CudaProgram`, the
+    interpreter or a tiered run) and what turns its flat outputs into the user's result."""
+
     graph: Graph
     out_tree: TreeDef
     run: Callable[[Sequence[np.ndarray]], list[np.ndarray]]
@@ -147,16 +151,16 @@ class ProgramStore:
 
     def __init__(self, max_count: int = MAX_PROGRAMS, max_bytes: int = MAX_PROGRAM_BYTES):
         self.max_count, self.max_bytes = max_count, max_bytes
-        self._programs: OrderedDict[tuple, Program] = OrderedDict()
+        self._programs: OrderedDict[tuple, CompiledCall] = OrderedDict()
         self.nbytes = 0
 
-    def get(self, key: tuple) -> Program | None:
+    def get(self, key: tuple) -> CompiledCall | None:
         program = self._programs.get(key)
         if program is not None:
             self._programs.move_to_end(key)
         return program
 
-    def put(self, key: tuple, program: Program) -> None:
+    def put(self, key: tuple, program: CompiledCall) -> None:
         old = self._programs.pop(key, None)
         if old is not None:
             self.nbytes -= old.nbytes
@@ -291,8 +295,8 @@ def _cheap_signature(args: tuple) -> tuple | None:
     return tuple(key)
 
 
-def _fast_call(program: Program, backend: str | None, generation: int) -> Callable:
-    """What Program.__call__ does, checked to still be the one that `_execute` would pick (same
+def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> Callable:
+    """What CompiledCall.__call__ does, checked to still be the one `_execute` would pick (same
     backend, not cleared, not inside a trace, captured values as they were); a program with
     hooks runs them on every call. `call(fun, args)` takes the transformed function, from which
     the guards read (passed in rather than kept, so that a transform and its fast paths make no
@@ -323,7 +327,7 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
             if hidden is None:
                 return _MISS
             arrays += hidden
-        if hooked:  # tg.tap hooks and tg.debug_print: Program.__call__ runs them
+        if hooked:  # tg.tap hooks and tg.debug_print: CompiledCall.__call__ runs them
             return program(arrays)
         outs = run(arrays)
         if copied:

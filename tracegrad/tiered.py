@@ -73,7 +73,7 @@ def compile(backend: Any, graph: Graph, name: str = "a function") -> Any:
 class Tiered:
     """An executable that runs `graph` on the interpreter until its compiled program is ready.
 
-    `Program` (program.py) attaches itself, so that the switch replaces the program's run and
+    `CompiledCall` (program.py) attaches itself, so that the switch replaces its run and
     its fresh-output flags: after it, calls go straight to the compiled code."""
 
     def __init__(self, backend: Any, graph: Graph, name: str):
