@@ -188,6 +188,18 @@ def test_readme_quick_start_is_the_two_commands():
     ) in readme
 
 
+def test_ci_runs_what_the_readme_says():
+    """.ci/run installs the test extra, lints with the README's command, then runs the suite."""
+    readme = (ROOT / "README.md").read_text()
+    lint = "python3 -m ruff check tracegrad tests benchmarks"
+    assert f"`{lint}`" in readme
+    steps = [
+        line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.startswith("python3 ")
+    ]
+    assert steps == ['python3 -m pip install -e ".[test]"', lint, "python3 -m pytest"]
+
+
 def shell_commands(path: Path) -> list[str]:
     """The tracegrad command lines of a file's ```shell blocks, comments removed."""
     found = []

@@ -41,7 +41,7 @@ def test_verifier_rejects_a_redefinition():
 
 
 def test_verifier_rejects_a_wrong_declared_type():
-    graph, x, _ = _graph()
+    graph, _, _ = _graph()
     node = graph.nodes[0]
     wrong = Node(node.prim, node.inputs, node.params, Var((4,), np.float64), node.source)
     with pytest.raises(IRError, match="declares f64\\[4\\] but sin gives f64\\[3\\]"):

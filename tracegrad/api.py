@@ -211,7 +211,7 @@ class Transformed:
         arguments are traced too: one dict (sorted by name) after the positional arguments."""
         static = tuple(args[i] for i in self.static_argnums)
         shift = self._self_shift  # messages count a method's arguments after self
-        for i, s in zip(self.static_argnums, static):
+        for i, s in zip(self.static_argnums, static, strict=True):
             if i == 0 and self._static_self:
                 continue  # keyed by identity (_static_key)
             try:
@@ -223,7 +223,7 @@ class Transformed:
                 ) from None
         dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
         positions = [i for i in range(len(args)) if i not in self.static_argnums]
-        for i, a in zip(positions, dynamic):
+        for i, a in zip(positions, dynamic, strict=True):
             if a is None:
                 raise TypeError(
                     f"argument {i - shift} of {_name_of(self)} is None; tracegrad traces arrays "
@@ -240,9 +240,9 @@ class Transformed:
 
         def wrap(dynamic: tuple) -> tuple | CallArgs:
             full: list[Any] = [None] * (len(static) + len(positions))
-            for i, s in zip(self.static_argnums, static):
+            for i, s in zip(self.static_argnums, static, strict=True):
                 full[i] = s
-            for i, d in zip(positions, dynamic):
+            for i, d in zip(positions, dynamic, strict=True):
                 full[i] = d
             if len(dynamic) > len(positions):
                 return CallArgs(tuple(full), dynamic[-1])
@@ -345,7 +345,7 @@ class Transformed:
         static, positions, leaves, treedef = self._split(args, kwargs)
         names = _leaf_names(treedef, positions, self._self_shift)
         avals = []
-        for leaf, name in zip(leaves, names):
+        for leaf, name in zip(leaves, names, strict=True):
             if isinstance(leaf, Tracer):
                 avals.append((leaf.shape, leaf.dtype))
             else:
@@ -476,7 +476,7 @@ def _leaf_names(treedef: TreeDef, positions: list[int], shift: int = 0) -> list[
     """Names of the argument leaves for messages: "argument 1['w']", "keyword argument p.b"; a
     method's arguments (shift 1) are counted after `self`, as its argnums are."""
     names = []
-    for pos, child in zip(positions, treedef.children):
+    for pos, child in zip(positions, treedef.children, strict=False):  # + the kwargs dict
         arg = "self" if pos < shift else f"argument {pos - shift}"
         names += [f"{arg}{path}" for path in leaf_paths(child)]
     if len(treedef.children) > len(positions):  # the keyword arguments' dict (Transformed._split)
@@ -689,7 +689,7 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
         transformed._check_call(args)
         static, positions, leaves, treedef = transformed._split(args, kwargs)
         names = _leaf_names(treedef, positions, transformed._self_shift)
-        arrays = [_as_array(leaf, n, _name_of(transformed)) for leaf, n in zip(leaves, names)]
+        arrays = [_as_array(leaf, n, _name_of(transformed)) for leaf, n in zip(leaves, names, strict=True)]
         graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
         return passes.optimize(graph, lower=False) if optimize else graph
 

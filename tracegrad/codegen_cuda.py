@@ -246,7 +246,7 @@ class _Runtime:
             strides = tuple(strides[p] for p in params["perm"])
         elif prim is P.slice_p:
             new = []
-            for (start, _stop, step), s, n in zip(params["index"], strides, out_shape):
+            for (start, _stop, step), s, n in zip(params["index"], strides, out_shape, strict=True):
                 if n:
                     offset += start * s
                 new.append(s * step)
@@ -255,7 +255,7 @@ class _Runtime:
             lead = len(out_shape) - len(shape)
             strides = (0,) * lead + tuple(
                 0 if d == 1 and out_shape[lead + i] != 1 else s
-                for i, (d, s) in enumerate(zip(shape, strides)))
+                for i, (d, s) in enumerate(zip(shape, strides, strict=True)))
         elif prim is P.reshape_p:
             if not _contiguous(shape, strides, itemsize):
                 src = self.copy(src)
@@ -276,7 +276,7 @@ class _Runtime:
             self.copy_into(args[0], target)
             return
         _log("tracegrad: cuda: %s runs on the host (a copy each way)", node.prim.name)
-        host = [self.to_host(a, b.shape) for a, b in zip(args, step.args)]
+        host = [self.to_host(a, b.shape) for a, b in zip(args, step.args, strict=True)]
         with np.errstate(all="ignore"):
             value = np.asarray(node.prim.impl(*host, **node.params), dtype=step.out.dtype)
         out.copy_to_device(np.ascontiguousarray(value).reshape(dev.internal_shape(value.shape)))
@@ -320,7 +320,7 @@ class _Recycler:
 
 def _contiguous(shape, strides, itemsize) -> bool:
     expect = dev.c_strides(tuple(shape), itemsize)
-    return all(d <= 1 or s == e for d, s, e in zip(shape, strides, expect))
+    return all(d <= 1 or s == e for d, s, e in zip(shape, strides, expect, strict=True))
 
 
 class CudaProgram:
@@ -353,7 +353,7 @@ class CudaProgram:
         plan = self.plan
         on_device = any(dev.is_device_array(a) for a in args)
         inputs = []
-        for b, a in zip(plan.inputs, args):
+        for b, a in zip(plan.inputs, args, strict=True):
             if dev.is_device_array(a):
                 inputs.append(dev.as_shape(dev.adopt(a), b.shape))
             else:
@@ -379,7 +379,7 @@ class CudaProgram:
         owned = {id(a) for a in outputs} if on_device else set()
         given: set[int] = set()
         final = []
-        for b, arr in zip(self.plan.outputs, results):
+        for b, arr in zip(self.plan.outputs, results, strict=True):
             if on_device:
                 if id(arr) not in owned or id(arr) in given:
                     arr = self._rt.copy(arr)  # an input, a constant, a view, scratch or a repeat

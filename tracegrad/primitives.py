@@ -350,7 +350,7 @@ def matmul(a: Var, b: Var) -> Var:
 
 def slice_(x: Var, index: tuple[tuple[int, int, int], ...]) -> Var:
     """Basic slicing with normalised (start, stop, step) per axis."""
-    if all(ix == (0, d, 1) for ix, d in zip(index, x.shape)):
+    if all(ix == (0, d, 1) for ix, d in zip(index, x.shape, strict=True)):
         return x
     return emit(slice_p, x, index=tuple(index))
 

@@ -69,7 +69,7 @@ class Signature:
         if old.treedef != self.treedef:
             return f"the argument structure changed: {old.treedef} -> {self.treedef}"
         changes = []
-        for name, (s0, d0), (s1, d1) in zip(names, old.avals, self.avals):
+        for name, (s0, d0), (s1, d1) in zip(names, old.avals, self.avals, strict=True):
             if s0 != s1:
                 changes.append(f"{name} changed shape {s0} -> {s1}")
             if d0 != d1:
@@ -116,7 +116,7 @@ class CompiledCall:
             self._raise_nan(arrays)
         if self.hooks:
             outs, observed = outs[: -len(self.hooks)], outs[-len(self.hooks) :]
-            for (name, hook), value in zip(self.hooks, observed):
+            for (name, hook), value in zip(self.hooks, observed, strict=True):
                 if hook(name, value) is not None:
                     raise TypeError(
                         f"the hook on tap {name!r} returned a value; hooks only observe "
