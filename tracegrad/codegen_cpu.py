@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import backends, blas_threads, cache, fusion, ir
+from . import backends, blas_threads, cache, config, fusion, ir
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -903,7 +903,7 @@ class CpuBackend:
 
     def compile(self, graph: Graph) -> CpuProgram:
         program = build(graph)
-        dump = os.environ.get("TRACEGRAD_DUMP_KERNELS")
+        dump = config.dump_kernels()
         if dump:
             _dump(program, dump)
         return program

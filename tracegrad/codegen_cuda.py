@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import cache, fusion, ir
+from . import cache, config, fusion, ir
 from . import cuda_device as dev
 from . import primitives as P
 from .cuda_kernels import DEVICE_FUNCTIONS, Kernels, LoopWriter, library_source, matmul_kernel
@@ -73,8 +73,7 @@ def render(node: Node, args: Sequence[str]) -> str:
 
 
 def _log(message: str, *args) -> None:
-    topics = {t.strip() for t in os.environ.get("TRACEGRAD_LOG", "").split(",")}
-    if "cuda" in topics or "all" in topics:
+    if config.log_enabled("cuda"):
         log.info(message, *args)
 
 
@@ -414,7 +413,7 @@ class CudaBackend:
 
     def compile(self, graph: Graph) -> CudaProgram:
         program = build(graph)
-        dump = os.environ.get("TRACEGRAD_DUMP_KERNELS")
+        dump = config.dump_kernels()
         if dump:
             try:
                 os.makedirs(dump, exist_ok=True)

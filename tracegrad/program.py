@@ -9,7 +9,6 @@ inline in a loop (`tg.hessian(f)(x)`) finds the program of the previous iteratio
 from __future__ import annotations
 
 import logging
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import backends, ir
+from . import backends, config, ir
 from .capture import Captured
 from .ir import Graph
 from .tree import TreeDef, unflatten
@@ -25,7 +24,7 @@ from .tree import TreeDef, unflatten
 MAX_PROGRAMS = 512
 # The programs held in memory also keep their constants and the snapshots their guards compare
 # with: past this many bytes, the least recently used programs are dropped.
-MAX_PROGRAM_BYTES = int(float(os.environ.get("TRACEGRAD_PROGRAM_MEMORY_MB", "1024")) * 2**20)
+MAX_PROGRAM_BYTES = config.program_memory_bytes()
 
 log = logging.getLogger("tracegrad")
 
@@ -40,8 +39,7 @@ class _Prefixed(logging.Formatter):
 
 
 def _configure_logging() -> None:
-    topics = os.environ.get("TRACEGRAD_LOG", "")
-    if topics and not log.handlers:
+    if config.log_topics() and not log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(_Prefixed())
         log.addHandler(handler)
@@ -49,8 +47,7 @@ def _configure_logging() -> None:
 
 
 def _log_enabled(topic: str) -> bool:
-    topics = {t.strip() for t in os.environ.get("TRACEGRAD_LOG", "").split(",")}
-    return topic in topics or "all" in topics
+    return config.log_enabled(topic)
 
 
 
@@ -129,7 +126,7 @@ class CompiledCall:
 
 
 def _debug_nans() -> bool:
-    return backends.env("TRACEGRAD_DEBUG_NANS") not in ("", "0")
+    return config.debug_nans()
 
 
 def _nan_report(graph: Graph, arrays: list[np.ndarray]) -> str:
@@ -302,7 +299,7 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
     the guards read (passed in rather than kept, so that a transform and its fast paths make no
     cycle), and the static arguments the guards read from (a method's static `self`)."""
     run, tree, asarray = program.run, program.out_tree, np.asarray
-    chosen = backends.env("TRACEGRAD_BACKEND")
+    chosen = config.backend()
     backend_object = backends.get_backend(backend)
     current_variant = getattr(backend_object, "variant", None)
     compiled_for = None if current_variant is None else current_variant()
@@ -316,7 +313,7 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
         if (
             _generation[0] != generation
             or ir.active_builder() is not None
-            or (backend is None and backends.env("TRACEGRAD_BACKEND") != chosen)
+            or (backend is None and config.backend() != chosen)
             or _debug_nans()
             or (current_variant is not None and current_variant() != compiled_for)
         ):
