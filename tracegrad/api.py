@@ -599,17 +599,35 @@ def grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, ta
 
 
 def value_and_grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, taps=False):
-    """`(f(*args), grad(f)(*args))`, computed together in one program (`taps` as for grad)."""
+    """`(f(*args), grad(f)(*args))`, computed together in one program (`taps` as for grad).
+
+    >>> import tracegrad as tg
+    >>> value, g = tg.value_and_grad(lambda x: x ** 2 + 1.0)(3.0)
+    >>> float(value), float(g)
+    (10.0, 6.0)
+    """
     return _transform("value_and_grad")(fun, argnums, has_aux, static_argnums, backend, taps)
 
 
 def jacobian(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
-    """d f / d x with shape `f(x).shape + x.shape`, all rows at once (one batched adjoint)."""
+    """d f / d x with shape `f(x).shape + x.shape`, all rows at once (one batched adjoint).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.jacobian(lambda x: x ** 2)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    """
     return _transform("jacobian")(fun, argnums, has_aux, static_argnums, backend)
 
 
 def hessian(fun=None, argnums=0, static_argnums=(), backend=None):
-    """Second derivatives: `jacobian(grad(f))`, shape `x.shape + x.shape`."""
+    """Second derivatives: `jacobian(grad(f))`, shape `x.shape + x.shape`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0]))
+    array([[4., 2.],
+           [2., 0.]])
+    """
     if fun is None:
         return lambda f: hessian(f, argnums, static_argnums, backend)
     inner = Transformed(fun, "grad", argnums, False, static_argnums, backend)
@@ -617,14 +635,24 @@ def hessian(fun=None, argnums=0, static_argnums=(), backend=None):
 
 
 def jit(fun=None, static_argnums=(), backend=None):
-    """Compile `fun` (forward only) and cache the program per argument signature."""
+    """Compile `fun` (forward only) and cache the program per argument signature.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.jit(lambda x: 2.0 * x + 1.0)(np.arange(3.0))
+    array([1., 3., 5.])
+    """
     if fun is None:
         return lambda f: jit(f, static_argnums, backend)
     return Transformed(fun, "jit", (), False, static_argnums, backend)
 
 
 def stop_gradient(x):
-    """The value of `x`, with zero derivative (PyTorch's `.detach()`)."""
+    """The value of `x`, with zero derivative (PyTorch's `.detach()`).
+
+    >>> import tracegrad as tg
+    >>> float(tg.grad(lambda x: x * tg.stop_gradient(x))(3.0))  # d/dx (x * c) = c
+    3.0
+    """
 
     def stop(leaf):
         if isinstance(leaf, Tracer):
