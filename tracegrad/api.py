@@ -242,7 +242,7 @@ class Transformed:
             full: list[Any] = [None] * (len(static) + len(positions))
             for i, s in zip(self.static_argnums, static, strict=True):
                 full[i] = s
-            for i, d in zip(positions, dynamic, strict=True):
+            for i, d in zip(positions, dynamic, strict=False):  # + the kwargs dict
                 full[i] = d
             if len(dynamic) > len(positions):
                 return CallArgs(tuple(full), dynamic[-1])
