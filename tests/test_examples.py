@@ -116,6 +116,13 @@ def test_lennard_jones_reaches_the_known_minimum():
     assert abs(result["derivative"] - result["finite_difference"]) < 1e-5 * abs(result["finite_difference"])
 
 
+def test_ode_sensitivity_rolls_the_loop_and_matches_finite_differences():
+    result = run("ode-sensitivity", size=6, steps=300)
+    assert result["rolled"]
+    assert result["max_relative_error"] < 1e-5
+    assert np.all(np.isfinite(result["gq"])) and np.all(np.isfinite(result["gp"]))
+
+
 def test_embedding_classifier_learns_the_indicative_tokens():
     result = run("embedding-classifier", size=150, steps=60)
     assert result["history"][-1] < 0.6 * result["history"][0]
@@ -185,7 +192,7 @@ SMALL = {"linear-regression": {"size": 20, "steps": 20}, "mlp": {"size": 20, "st
          "newton": {"size": 2, "steps": 30}, "gradient-flow": {"size": 16, "steps": 3},
          "higher-order": {"size": 3}, "custom-gradient": {"size": 3},
          "gaussian-process": {"size": 6, "steps": 3}, "lennard-jones": {"steps": 3},
-         "embedding-classifier": {"size": 20, "steps": 3},
+         "embedding-classifier": {"size": 20, "steps": 3}, "ode-sensitivity": {"size": 4, "steps": 40},
          "distributed-logreg": {"rows": 2000, "workers": 0}}
 
 

@@ -193,9 +193,13 @@ def test_identity_seeds_can_be_computed_instead_of_read():
     np.testing.assert_array_equal(fusion.evaluate(plan, [np.arange(4.0)])[0], np.eye(4) * np.arange(4.0))
 
 
-def test_long_elementwise_chains_are_split_into_loops_of_bounded_depth():
+def test_long_elementwise_chains_are_split_into_loops_of_bounded_depth(monkeypatch):
     """A chain of 3000 elementwise nodes plans (the loop builder recurses along inlined chains:
-    it once hit Python's recursion limit at about 250) and computes what the graph computes."""
+    it once hit Python's recursion limit at about 250) and computes what the graph computes.
+    (Left unrolled: rolling would make the chain one loop node.)"""
+    from tracegrad.transforms import rolling
+
+    monkeypatch.setattr(rolling, "MIN_REPEATS", 10**9)
 
     def deep(x):
         for _ in range(1500):

@@ -1,10 +1,19 @@
 """Programs of any size: the fusion plan keeps every loop's expression linear in the graph, and
-nothing in the pipeline recurses as deep as the program is long."""
+nothing in the pipeline recurses as deep as the program is long.
+
+These tests are about programs left unrolled, so rolling (tests/test_rolling.py) is off here."""
 
 import numpy as np
+import pytest
 
 import tracegrad as tg
 from tracegrad import fusion, passes
+from tracegrad.transforms import rolling
+
+
+@pytest.fixture(autouse=True)
+def unrolled(monkeypatch):
+    monkeypatch.setattr(rolling, "MIN_REPEATS", 10**9)
 
 
 def shifted_sum(k):

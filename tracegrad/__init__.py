@@ -30,6 +30,7 @@ from .api import (
 from .api_transforms import hvp, jacfwd, jacrev, jvp, linearize, vjp, vmap
 from .backends import available_backends, default_backend_name
 from .checking import check_grad
+from .control_flow import cond, fori_loop, scan, while_loop
 from .custom import custom_vjp
 from .debugging import debug_print
 from .transforms.custom_jvp import custom_jvp
@@ -61,10 +62,12 @@ __all__ = [
     "checkpoint",
     "clear_cache",
     "clear_programs",
+    "cond",
     "custom_jvp",
     "custom_vjp",
     "debug_print",
     "default_backend_name",
+    "fori_loop",
     "grad",
     "hessian",
     "hvp",
@@ -77,6 +80,7 @@ __all__ = [
     "make_ir",
     "make_kernels",
     "register_pytree_node",
+    "scan",
     "stop_gradient",
     "tap",
     "tree_flatten",
@@ -89,4 +93,5 @@ __all__ = [
     "vjp",
     "vmap",
     "wait_compiled",
+    "while_loop",
 ]

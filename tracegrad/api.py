@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import autodiff, backends, ir, passes, program_cache, tiered
+from . import autodiff, backends, ir, passes, program_cache, progress, tiered
 from . import primitives as P
 from .capture import Scope, refuse_array_subclass
 from .ir import Graph
@@ -41,7 +41,7 @@ from .program import (
     variant,
 )
 from .trace import CallArgs, Tracer, inline_graph, trace
-from .transforms import forward
+from .transforms import forward, rolling
 from .tree import (
     LEAF,
     TreeDef,
@@ -277,20 +277,24 @@ class Transformed:
             names = _leaf_names(treedef, positions, self._self_shift)
             why = None if program is None else program.captured.why(self, static)
             self._note_retrace(sig, names, why)
-            scope = Scope.of(self, static)
-            graph, out_tree, captures = self.build(avals, treedef, static, positions, scope)
-            assert not captures, "a top-level trace cannot capture values"
-            graph, hooks = passes.extract_hooks(passes.optimize(graph))
-            captured = scope.finish(self, static)
-            run = tiered.compile(backend, graph, _name_of(self))
-            program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured)
-            _programs.put(key, program)
-            program_cache.save(self, static, key, graph, out_tree, hooks, captured)
-            counted = (self.spec, backend.name)
-            _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
-            hidden = captured.read(self, static)
-            if hidden is None:  # cannot happen unless a guard is flaky: use what was traced
-                hidden = [v for _, v in scope.hidden]
+            with progress.compiling(_name_of(self)):
+                scope = Scope.of(self, static)
+                graph, out_tree, captures = self.build(avals, treedef, static, positions, scope)
+                assert not captures, "a top-level trace cannot capture values"
+                graph, hooks = passes.extract_hooks(passes.optimize(graph))
+                captured = scope.finish(self, static)
+                run = tiered.compile(backend, graph, _name_of(self))
+                program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured)
+                _programs.put(key, program)
+                program_cache.save(self, static, key, graph, out_tree, hooks, captured)
+                counted = (self.spec, backend.name)
+                _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
+                hidden = captured.read(self, static)
+                if hidden is None:  # cannot happen unless a guard is flaky: use what was traced
+                    hidden = [v for _, v in scope.hidden]
+                if not kwargs:
+                    self._remember_fast_call(args, program)
+                return program(arrays + hidden)  # the first call compiles the kernels
         if not kwargs:
             self._remember_fast_call(args, program)
         return program(arrays + hidden)
@@ -362,6 +366,7 @@ class Transformed:
         wrap = self._wrap_args(static, positions)
         fgraph, out_tree, captures = trace(self.fun, avals, treedef, wrap, scope)
         fgraph = passes.smooth_idioms(fgraph)  # before autodiff: stable softplus idioms
+        fgraph = rolling.roll_loops(fgraph)  # repeated iterations of Python loops: one scan
         if self.kind == "jit":
             return fgraph, out_tree, captures
         wrt, wrt_tree = self._wrt(treedef, positions, fgraph)

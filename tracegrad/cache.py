@@ -151,6 +151,12 @@ def load_module(source: str) -> types.ModuleType:
     return module
 
 
+def loaded(key: str) -> types.ModuleType:
+    """A module `load_module` has loaded in this process, by its key (generated code that calls
+    other generated code finds it here)."""
+    return _modules[key]
+
+
 def _load(key: str, source: str) -> types.ModuleType:
     directory = kernels_dir()
     if directory is None:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import backends, blas_threads, cache, config, fusion, ir
+from . import backends, blas_threads, cache, config, cpu_loops, fusion, ir, passes, progress
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -663,7 +663,9 @@ class CpuProgram:
     def __init__(self, graph: Graph, plan: Plan, mode: str, names: dict, salt: str, load: bool = True,
                  bake_sizes: bool = False):
         self.graph, self.plan, self.mode = graph, plan, mode
+        self.load = load
         self.calls: dict[int, _KernelCall] = {}
+        self.held: list[CpuProgram] = []  # the programs of the graphs its loops hold
         threads = _threads()
         # Next to BLAS calls, parallel loops fight OpenBLAS's spinning threads for the cores
         # (PERF-NOTES): programs with matrix products run their loops serially.
@@ -692,6 +694,8 @@ class CpuProgram:
                 step, src, module, parallel, np.array(ints, np.int64),
                 np.array(src.floats, np.float64), partials, threads if parallel else 1,
             )
+        progress.check_size(sum(len(c.source.module) for c in self.calls.values()), graph, "cpu")
+        progress.kernels_planned(len(self.calls))
         self.driver_source, self._namespace, self._temps = self._driver()
         # results allocated by the driver (or a matmul) on every call: no caller must copy them
         fresh = {id(b) for b in plan.buffers if b.role == "output" and not self._from_eval(b)}
@@ -749,13 +753,26 @@ class CpuProgram:
                 ns[f"_view{j}"] = functools.partial(step.node.prim.impl, **step.node.params)
                 lines.append(f"    {step.out.name} = _view{j}({step.src.name})")
             elif isinstance(step, EvalStep):
-                ns[f"_eval{j}"] = _evaluator(step.node)
+                ns[f"_eval{j}"] = _evaluator(step.node, self._compile_held)
                 ns[f"_dt_{step.out.name}"] = np.dtype(step.out.dtype)
                 args = ", ".join(b.name for b in step.args)
                 lines.append(f"    {step.out.name} = _asarray(_eval{j}({args}), _dt_{step.out.name})")
         outs = ", ".join(b.name for b in plan.outputs)
         lines.append(f"    return [{outs}]")
         return "\n".join(lines) + "\n", ns, temps
+
+    def scan_driver(self, n_consts: int, n_carry: int, save: bool):
+        """This program as the body of a scan, looped inside one compiled function (or None:
+        the scan calls the program once per step). See cpu_loops.py."""
+        if not self.load:
+            return None
+        return cpu_loops.scan_driver(self, n_consts, n_carry, save)
+
+    def _compile_held(self, graph: Graph) -> CpuProgram:
+        """A graph a node holds (a loop body), optimised and compiled like a program of its own."""
+        program = build(passes.optimize(graph), load=self.load)
+        self.held.append(program)
+        return program
 
     def _from_eval(self, b: Buffer) -> bool:
         return any(isinstance(step, EvalStep) and step.out is b for step in self.plan.steps)
@@ -774,7 +791,10 @@ class CpuProgram:
         for step in self.plan.steps:
             if isinstance(step, FusedLoop):
                 call = self.calls[id(step)]
-                ns[f"_{step.name}"] = call.module.kernel
+                ns[f"_{step.name}"] = progress.timed_first_call(
+                    ns, f"_{step.name}", call.module.kernel,
+                    f"{step.name} of a {len(self.graph.nodes)}-node program",
+                )
         exec(compile(self.driver_source, "<tracegrad driver>", "exec"), ns)
         body = ns["_run"]
         temps = self._temps
@@ -836,6 +856,9 @@ class CpuProgram:
                 parts.append(call.source.readable)
         parts.append("# ---- driver")
         parts.append(self.driver_source)
+        for k, program in enumerate(self.held):
+            parts.append(f"# ==== held program {k} (a loop body or branch, run by an _eval step)")
+            parts.append(program.source())
         return "\n".join(parts)
 
 
@@ -862,8 +885,11 @@ _NUMBA_CACHING = os.path.join("numba", "core", "caching.py")
 _NUMBA_LOADERS = frozenset({"load_overload", "_load_overload", "load", "_load_index", "_load_data"})
 
 
-def _evaluator(node: Node) -> Callable:
-    impl, params = node.prim.impl, node.params
+def _evaluator(node: Node, compile_held: Callable) -> Callable:
+    if node.prim.run_compiled is not None:  # a loop or conditional: its graphs compiled here too
+        impl, params = node.prim.run_compiled(node, compile_held), {}
+    else:
+        impl, params = node.prim.impl, node.params
 
     def evaluate(*args):
         with np.errstate(all="ignore"):
@@ -882,6 +908,7 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Cp
     `bake_sizes` (default `BAKE_SIZES`) writes the iteration sizes into the kernels: a
     specialisation (compiled again for every shape) that lets LLVM see the trip counts."""
     mode = math_mode()
+    progress.check_graph(graph, "cpu")
     plan = fusion.plan(graph, supports, computed_identity=True)
     bake = BAKE_SIZES if bake_sizes is None else bake_sizes
     return CpuProgram(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)

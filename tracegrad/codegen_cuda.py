@@ -26,11 +26,11 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import cache, config, fusion, ir
+from . import cache, config, fusion, ir, passes, progress
 from . import cuda_device as dev
 from . import primitives as P
 from .cuda_kernels import DEVICE_FUNCTIONS, Kernels, LoopWriter, library_source, matmul_kernel
@@ -200,6 +200,7 @@ class _Runtime:
     def __init__(self, plan: Plan, cfg: dev.LaunchConfig, salt: str):
         self.plan, self.cfg, self.salt = plan, cfg, salt
         self.steps = plan.steps
+        self._impls: dict[int, Callable] = {}
 
     @property
     def lib(self):
@@ -277,8 +278,19 @@ class _Runtime:
         _log("tracegrad: cuda: %s runs on the host (a copy each way)", node.prim.name)
         host = [self.to_host(a, b.shape) for a, b in zip(args, step.args, strict=True)]
         with np.errstate(all="ignore"):
-            value = np.asarray(node.prim.impl(*host, **node.params), dtype=step.out.dtype)
+            value = np.asarray(self._impl(j, node)(*host), dtype=step.out.dtype)
         out.copy_to_device(np.ascontiguousarray(value).reshape(dev.internal_shape(value.shape)))
+
+    def _impl(self, j: int, node) -> Callable:
+        """The host function for step j: the primitive's reference implementation, or for a loop
+        or conditional, a host loop over its graphs compiled for the device (each step's kernels
+        launched from the host; carries cross to the host between steps)."""
+        if j not in self._impls:
+            if node.prim.run_compiled is not None:
+                self._impls[j] = node.prim.run_compiled(node, compile_subgraph)
+            else:
+                self._impls[j] = functools.partial(node.prim.impl, **node.params)
+        return self._impls[j]
 
     def to_host(self, arr, ir_shape) -> np.ndarray:
         if not dev.is_c_contiguous(arr):
@@ -389,7 +401,13 @@ class CudaProgram:
         return final
 
 
+def compile_subgraph(graph: Graph) -> Callable:
+    """A graph a node holds (a loop body), optimised and compiled for the device."""
+    return build(passes.optimize(graph))
+
+
 def _plan(graph: Graph) -> Plan:
+    progress.check_graph(graph, "cuda")
     return fusion.plan(graph, supports)
 
 

@@ -217,12 +217,25 @@ def node_lines(graph: Graph, sources: bool = True, canonical_consts: bool = Fals
     return lines
 
 
-def format_graph(graph: Graph, sources: bool = True, canonical_consts: bool = False) -> str:
+def format_graph(graph: Graph, sources: bool = True, canonical_consts: bool = False,
+                 keyword: str = "graph") -> str:
+    """The graph as text; the graphs a node holds (a loop's body) are shown under it, indented
+    (not in the canonical text, where they appear by fingerprint)."""
     names = _names(graph)
     ins = ", ".join(f"{names[v]}:{v.type}" for v in graph.inputs)
-    body = ["  " + line for line in node_lines(graph, sources, canonical_consts)]
+    body = []
+    for node, line in zip(graph.nodes, node_lines(graph, sources, canonical_consts), strict=True):
+        body.append("  " + line)
+        if canonical_consts:
+            continue
+        for key, value in sorted(node.params.items()):
+            held = value if isinstance(value, tuple) else (value,)
+            for k, g in enumerate(v for v in held if isinstance(v, Graph)):
+                label = f"{key}{k}" if isinstance(value, tuple) else key
+                text = format_graph(g, sources, canonical_consts, keyword=label)
+                body.extend("    " + sub for sub in text.splitlines())
     outs = ", ".join(names.get(v, f"?{v.id}") for v in graph.outputs)
-    return "\n".join([f"graph({ins}) {{", *body, f"  return {outs}", "}"])
+    return "\n".join([f"{keyword}({ins}) {{", *body, f"  return {outs}", "}"])
 
 
 def format_graph_html(graph: Graph) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import primitives as P
-from .ir import Graph, Node, Var
+from .ir import Graph, Node, Var, freeze
 from .primitives import Kind
 
 # Arrays at most this big are folded when all their inputs are constants.
@@ -197,13 +197,50 @@ def _algebra(node: Node, fills, producers):
     return None
 
 
+def share_saving_loops(graph: Graph) -> Graph:
+    """A loop node that saves its carries (`save=True`, what a loop's adjoint runs forward)
+    computes, as the first part of its packed output, the same loop without saving: the loop
+    without saving becomes a slice of the saving one, moved up to its place, so the forward
+    runs once."""
+    saving: dict[tuple, Node] = {}
+    for node in graph.nodes:
+        if node.prim.kind is Kind.CONTROL and node.params.get("save"):
+            saving.setdefault(_unsaved_key(node), node)
+    if not saving:
+        return graph
+    emitted: set[int] = set()
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        if id(node) in emitted:
+            continue
+        big = None
+        if node.prim.kind is Kind.CONTROL and node.params.get("save") is False:
+            big = saving.get(_unsaved_key(node))
+        if big is None:
+            nodes.append(node)
+            emitted.add(id(node))
+            continue
+        if id(big) not in emitted:
+            emitted.add(id(big))
+            nodes.append(big)
+        index = ((0, node.out.shape[0], 1),)
+        nodes.append(Node(P.slice_p, (big.out,), {"index": index}, node.out, node.source))
+    return Graph(graph.inputs, tuple(nodes), graph.outputs)
+
+
+def _unsaved_key(node: Node) -> tuple:
+    params = {k: v for k, v in node.params.items() if k != "save"}
+    key = tuple(sorted((k, freeze(v)) for k, v in params.items()))
+    return (node.prim.name, tuple(v.id for v in node.inputs), key)
+
+
 def optimize(graph: Graph, lower: bool = True, rounds: int = 4) -> Graph:
     """The pipeline that runs before execution, repeated until the graph stops shrinking.
 
     `lower=False` keeps the identity nodes autodiff needs (for graphs shown to users)."""
     for _ in range(rounds):
         before = len(graph.nodes)
-        graph = dce(cse(simplify(graph, lower)))
+        graph = dce(cse(simplify(share_saving_loops(graph), lower)))
         if len(graph.nodes) == before:
             break
     return graph

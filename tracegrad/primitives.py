@@ -42,6 +42,7 @@ class Kind(enum.Enum):
     SHAPE = "shape"  # moves data without arithmetic (reshape, slice, broadcast...)
     CONST = "const"  # no inputs: a literal value
     IDENTITY = "identity"  # passes a value through; only autodiff treats it specially
+    CONTROL = "control"  # runs the graphs it holds (loops, conditionals): transforms/loops.py
 
 
 Shapes = tuple[tuple[int, ...], ...]
@@ -67,6 +68,10 @@ class Primitive:
     # The operand dtypes it is defined on: "number" (floats and integers), "bool" or "integer"
     # (integers and bools); tests sample operands of this kind.
     operands: str = "number"
+    # A control-flow primitive (Kind.CONTROL) holds graphs: `run_compiled(node, compile)` returns
+    # the function a compiled backend calls for the node, given `compile(graph)`, which compiles a
+    # graph on that backend into a function from a list of arrays to a list of arrays.
+    run_compiled: Callable[..., Callable] | None = None
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

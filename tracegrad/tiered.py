@@ -54,8 +54,18 @@ def enabled() -> bool:
 
 
 def interpreted_work(graph: Graph) -> int:
-    """About how many element operations the interpreter spends on one call of `graph`."""
-    return sum(node.out.size for node in graph.nodes)
+    """About how many element operations the interpreter spends on one call of `graph` (a loop:
+    its body's times its trip count; a while loop's, unknown, counts as `MAX_WORK`)."""
+    work = 0
+    for node in graph.nodes:
+        work += node.out.size
+        for value in node.params.values():
+            if isinstance(value, Graph):
+                steps = node.params.get("length", MAX_WORK if "cond" in node.params else 1)
+                work += steps * interpreted_work(value)
+            elif isinstance(value, tuple) and value and isinstance(value[0], Graph):
+                work += max(interpreted_work(g) for g in value)
+    return work
 
 
 def compile(backend: Any, graph: Graph, name: str = "a function") -> Any:

@@ -219,8 +219,11 @@ class Tracer:
             )
         raise TracingError(
             f"tracegrad cannot {what} a traced value: its value is not known while tracing."
-            f"{_user_line()}\nUse np.where(condition, a, b) instead of Python control flow on "
-            "traced values, or pass the value as a static argument (static_argnums)."
+            f"{_user_line()}\nInstead of Python control flow on traced values use "
+            "np.where(condition, a, b) to choose elementwise, tg.cond(pred, true_fun, false_fun, "
+            "*operands) to run one of two functions, or tg.while_loop(cond_fun, body_fun, init) "
+            "for a loop that runs until a traced condition fails; or pass the value as a static "
+            "argument (static_argnums)."
         )
 
     def __bool__(self):

@@ -25,6 +25,7 @@ EXAMPLES = {
     "gaussian-process": "gaussian_process",
     "lennard-jones": "lennard_jones",
     "embedding-classifier": "embedding_classifier",
+    "ode-sensitivity": "ode_sensitivity",
     "higher-order": "higher_order",
     "custom-gradient": "custom_gradient",
     "gradient-flow": "gradient_flow",

@@ -1,0 +1,138 @@
+"""Rolling: repeated iterations of plain Python loops become one scan before differentiation.
+
+Every rolled program is checked against the same program left unrolled (rolling switched off)
+on the reference interpreter, and its derivatives against finite differences."""
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad import progress
+from tracegrad.transforms import loops, rolling
+
+
+def scans(fun, *args):
+    return [n for n in tg.make_ir(fun)(*args).nodes if n.prim is loops.scan_p]
+
+
+def unrolled(fun, *args, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(rolling, "MIN_REPEATS", 10**9)
+        assert not scans(fun, *args)
+        return fun(*args)
+
+
+def chain(x):
+    for _ in range(40):
+        x = np.sin(x) * 1.01 + 0.1
+    return np.sum(x**2)
+
+
+def test_a_plain_loop_rolls_and_gives_the_unrolled_answer(backend, monkeypatch):
+    x = np.linspace(0, 1, 8)
+    (node,) = scans(chain, x)
+    assert node.params["length"] >= 36  # the iterations before the first full repeat stay
+    expected = unrolled(tg.grad(chain, backend="numpy"), x, monkeypatch=monkeypatch)
+    np.testing.assert_allclose(tg.grad(chain, backend=backend)(x), expected, rtol=1e-12)
+
+
+def leapfrog(q, p, k):
+    dt = 0.01
+    for _ in range(60):
+        f = -k * (q - np.roll(q, 1)) - k * (q - np.roll(q, -1))
+        p = p + 0.5 * dt * f
+        q = q + dt * p
+        f = -k * (q - np.roll(q, 1)) - k * (q - np.roll(q, -1))
+        p = p + 0.5 * dt * f
+    return 0.5 * (p**2).sum() + q[0]
+
+
+def test_a_leapfrog_with_loop_constants_rolls(backend, monkeypatch):
+    q, p = np.linspace(0, 1, 6), np.cos(np.arange(6.0))
+    assert scans(leapfrog, q, p, 1.3)
+    g = tg.grad(leapfrog, argnums=(0, 2), backend=backend)(q, p, 1.3)
+    expected = unrolled(tg.grad(leapfrog, argnums=(0, 2), backend="numpy"), q, p, 1.3,
+                        monkeypatch=monkeypatch)
+    np.testing.assert_allclose(g[0], expected[0], rtol=1e-10)
+    np.testing.assert_allclose(g[1], expected[1], rtol=1e-10)
+    eps = 1e-6
+    fd = (leapfrog(q, p, 1.3 + eps) - leapfrog(q, p, 1.3 - eps)) / (2 * eps)
+    np.testing.assert_allclose(g[1], fd, rtol=1e-6)
+
+
+def trajectory(x):
+    """Values appended every step and stacked afterwards; a literal that changes each step."""
+    states = []
+    for i in range(30):
+        x = np.cos(x) * 0.9 + (i * 0.01)
+        states.append(x)
+    return np.stack(states).sum(axis=1) @ np.linspace(1, 2, 30)
+
+
+def test_stacked_states_and_changing_literals(backend, monkeypatch):
+    x = np.linspace(-1, 1, 5)
+    assert len(scans(trajectory, x)) == 1
+    np.testing.assert_allclose(tg.jit(trajectory, backend=backend)(x), trajectory(x), rtol=1e-12)
+    expected = unrolled(tg.grad(trajectory, backend="numpy"), x, monkeypatch=monkeypatch)
+    np.testing.assert_allclose(tg.grad(trajectory, backend=backend)(x), expected, rtol=1e-11)
+
+
+def nested(x):
+    for _ in range(20):
+        for _ in range(30):
+            x = np.tanh(x) * 1.1
+        x = x[::-1] + 0.01
+    return x.sum()
+
+
+def test_nested_loops_roll_from_the_inside_out(monkeypatch):
+    x = np.linspace(-1, 1, 4)
+    (outer,) = scans(nested, x)
+    assert any(n.prim is loops.scan_p for n in outer.params["body"].nodes)
+    np.testing.assert_allclose(tg.grad(nested, backend="numpy")(x),
+                               unrolled(tg.grad(nested, backend="numpy"), x,
+                                        monkeypatch=monkeypatch), rtol=1e-12)
+
+
+def second_order_recurrence(x):
+    prev, cur = x, x * 0.5
+    for _ in range(40):
+        prev, cur = cur, np.sin(cur) + 0.3 * prev
+    return cur.sum()
+
+
+def test_a_value_read_two_iterations_later_stays_unrolled_and_exact(monkeypatch):
+    """x[t] = sin(x[t-1]) + 0.3 x[t-2] reads two iterations back: not rolled (a documented
+    limitation), and the unrolled program is what runs."""
+    x = np.linspace(0, 1, 4)
+    assert not scans(second_order_recurrence, x)
+    np.testing.assert_allclose(
+        tg.grad(second_order_recurrence, backend="numpy")(x),
+        unrolled(tg.grad(second_order_recurrence, backend="numpy"), x, monkeypatch=monkeypatch),
+        rtol=1e-12,
+    )
+
+
+def test_a_long_plain_loop_compiles_like_a_short_one():
+    """The kernels of a 1,000-step loop are those of a 100-step one (source, not compiled)."""
+    def run(k):
+        def f(q):
+            for _ in range(k):
+                q = np.sin(np.concatenate([q[1:], q[:1]]) + np.concatenate([q[-1:], q[:-1]]))
+            return q
+        return tg.make_kernels(tg.jit(f), backend="cpu")(np.linspace(0, 1, 64))
+
+    assert len(run(1000)) == len(run(100))
+
+
+def test_a_program_too_large_names_the_line(monkeypatch):
+    monkeypatch.setattr(progress, "MAX_SOURCE_CHARS", 100)
+    with pytest.raises(progress.ProgramTooLarge, match=r"come from .*test_rolling.py:\d+"):
+        tg.jit(chain, backend="cpu")(np.ones(3))
+
+
+def test_a_slow_compilation_says_what_it_compiles(monkeypatch, capsys):
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)
+    tg.grad(lambda x: np.sum(np.sin(x) * 3.0), backend="cpu")(np.ones(3))
+    err = capsys.readouterr().err
+    assert "tracegrad: compiling grad(" in err and "kernels in" in err

@@ -1,0 +1,120 @@
+"""A scan on the cpu backend as one compiled function: the loop over the steps runs inside Numba.
+
+A loop node's body is compiled as a program of its own (codegen_cpu). When that program is only
+serial fused kernels writing fresh outputs (the common case: elementwise steps and reductions),
+`scan_driver` writes one more module, cached on disk like the kernels: an `njit` function whose
+loop calls the body's kernels step after step, with the carries in two buffers used in turn, the
+x slices and y slices taken as views of the stacked arrays, and the saved carries copied into
+the packed result. Calling it once replaces one Python call of the body program per step (tens of
+microseconds each). Bodies with matrix products, views or host steps keep the Python loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from . import cache
+from .fusion import FusedLoop
+
+
+def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | None:
+    """`run(consts, init, xs, views, length, reverse)` for the body `program`, or None when the
+    body is not only serial fused kernels writing outputs of their own."""
+    plan = program.plan
+    if not plan.steps or not all(isinstance(s, FusedLoop) for s in plan.steps):
+        return None
+    calls = [program.calls[id(step)] for step in plan.steps]
+    if any(call.parallel for call in calls):
+        return None
+    outputs = list(plan.outputs)
+    if any(b.role != "output" or outputs.count(b) != 1 for b in outputs):
+        return None
+    n_inputs = len(plan.inputs)
+    n_xs = n_inputs - n_consts - n_carry
+    name: dict[int, str] = {}  # id(buffer) -> expression inside the loop
+    for i, b in enumerate(plan.inputs):
+        if i < n_consts:
+            name[id(b)] = f"c{i}"
+        elif i < n_consts + n_carry:
+            name[id(b)] = f"ca{i - n_consts}"
+        else:
+            name[id(b)] = f"x{i - n_consts - n_carry}"
+    for k, b in enumerate(outputs):
+        name[id(b)] = f"cb{k}" if k < n_carry else f"y{k - n_carry}"
+    others = [b for b in plan.buffers if b.role in ("const", "temp")] + list(program.scratch)
+    for j, b in enumerate(others):
+        name[id(b)] = f"o{j}"
+    carries = [b for b in plan.inputs[n_consts : n_consts + n_carry]]
+    xs = [b for b in plan.inputs[n_consts + n_carry :]]
+    ys = outputs[n_carry:]
+
+    def row(stacked: str, b) -> str:  # row t of a stacked array, as an array of b's shape
+        return f"{stacked}[t]" if b.ndim else f"{stacked}[t:t + 1].reshape(())"
+
+    params = [f"c{i}" for i in range(n_consts)] + [f"init{k}" for k in range(n_carry)]
+    params += [f"xs{j}" for j in range(n_xs)] + [f"final{k}" for k in range(n_carry)]
+    params += [f"ys{j}" for j in range(len(ys))] + ([f"saved{k}" for k in range(n_carry)] if save else [])
+    params += [f"o{j}" for j in range(len(others))]
+    params += [f"I{j}" for j in range(len(calls))] + [f"F{j}" for j in range(len(calls))]
+    params += ["length", "reverse"]
+    lines = [
+        "# A tracegrad scan driver: the loop over the steps of a scan, calling the body's kernels.",
+        "import numpy as np",
+        "from numba import njit",
+        "from tracegrad import cache as _cache",
+        "",
+    ]
+    for j, call in enumerate(calls):
+        lines.append(f"_k{j} = _cache.loaded({cache.module_key(call.source.module)!r}).kernel")
+    lines += [
+        "",
+        '@njit(nogil=True, error_model="numpy", cache=globals().get("_TG_CACHE", False))',
+        f"def scan_loop({', '.join(params)}):",
+    ]
+    body = []
+    for k in range(len(carries)):
+        body.append(f"ca{k} = init{k}.copy()")
+        body.append(f"cb{k} = np.empty_like(init{k})")
+    body.append("for s in range(length):")
+    loop = ["t = length - 1 - s if reverse else s"]
+    if save:
+        for k, b in enumerate(carries):
+            loop.append(f"saved{k}[t] = ca{k}" if b.ndim else f"saved{k}[t] = ca{k}[()]")
+    for j, b in enumerate(xs):
+        loop.append(f"x{j} = {row(f'xs{j}', b)}")
+    for j, b in enumerate(ys):
+        loop.append(f"y{j} = {row(f'ys{j}', b)}")
+    if any(id(b) not in name for call in calls for b in call.source.arrays + call.partials):
+        return None  # a buffer this loop does not know how to pass (a view)
+    for j, call in enumerate(calls):
+        named = {"I": f"I{j}", "F": f"F{j}"} | {p.name.split("_")[-1]: name[id(p)] for p in call.partials}
+        extra = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
+        args = [name[id(b)] for b in call.source.arrays] + extra
+        chunks = ", 0, 1, 1" if call.loop.shape else ""  # a 0-d loop takes no chunk range
+        loop.append(f"_k{j}({', '.join(args)}{chunks})")
+    for k in range(n_carry):
+        loop.append(f"ca{k}, cb{k} = cb{k}, ca{k}")
+    body += ["    " + line for line in loop]
+    for k, b in enumerate(carries):
+        body.append(f"final{k}[...] = ca{k}" if b.ndim else f"final{k}[()] = ca{k}[()]")
+    lines += ["    " + line for line in body]
+    source = "\n".join(lines) + "\n"
+    module = cache.load_module(source)
+    loop_fn = module.scan_loop
+    # constants once; scratch per call (calls from several threads must not share it)
+    fixed = {j: np.array(b.value, order="C") for j, b in enumerate(others) if b.role == "const"}
+    scratch = [(j, b.shape, b.dtype) for j, b in enumerate(others) if b.role != "const"]
+    ints = [call.ints for call in calls]
+    floats = [call.floats for call in calls]
+
+    def run(consts, init, xs_arrays, views, length, reverse):
+        extra = dict(fixed)
+        for j, shape, dtype in scratch:
+            extra[j] = np.empty(shape, dtype)
+        loop_fn(*consts, *init, *xs_arrays, *views, *(extra[j] for j in range(len(others))),
+                *ints, *floats, int(length), bool(reverse))
+
+    run.source = source
+    return run

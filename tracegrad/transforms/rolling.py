@@ -1,0 +1,274 @@
+"""Rolling: plain Python loops found in a trace become `scan` nodes, before differentiation.
+
+A Python `for` loop over traced values leaves in the trace the same run of nodes once per
+iteration: the same primitives with the same parameters, from the same source lines, on values of
+the same shapes, each iteration reading what the previous one computed. `roll_loops` finds such
+repetitions and replaces them by one `scan` node whose body is one iteration, so that tracing
+still costs one pass over the loop, but differentiation, optimisation and compilation see one
+iteration instead of all of them (a 1,000-step time integration compiles like a 1-step one).
+
+What an iteration reads is classified from the second iteration on (the first reads the values
+the loop starts from):
+- a value computed earlier in the same iteration: inside the body;
+- a value computed by the previous iteration: a *carry*, started from what the first iteration
+  reads in its place;
+- a value from before the loop: a loop constant (the same value in every iteration);
+- a literal whose value changes from iteration to iteration (`x * (i * dt)` with a Python `i`):
+  a row of a stacked `xs` input.
+Values of an iteration read after the loop come out as the final carry (the last iteration's)
+or as stacked `ys` (`trajectory.append(x)` then `np.stack`). A repetition whose iterations read
+anything else (two iterations back, say) is left unrolled, as is one holding effects (hooks,
+taps) or too small to be worth a loop (fewer than `MIN_REPEATS` iterations or `MIN_NODES`
+nodes in all). Rolling repeats until nothing changes, so nested loops roll from the inside out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import primitives as P
+from ..ir import Builder, Graph, Node, Var, building, freeze, source_location
+from . import loops
+
+MIN_REPEATS = 4
+MIN_NODES = 64
+PERIOD_TRIES = 6  # candidate periods tried per position: the k-th next node of its signature
+
+
+def roll_loops(graph: Graph) -> Graph:
+    for _ in range(8):  # nested loops: one level per round
+        rolled = _roll_once(graph)
+        if rolled is graph:
+            return graph
+        graph = rolled
+    return graph
+
+
+def _signature(node: Node) -> tuple:
+    if node.prim is P.const_p:  # a literal's value may change from iteration to iteration
+        value = node.params["value"]
+        return ("const", value.shape, value.dtype.str, tuple(node.params["shape"]), node.source)
+    return (
+        node.prim.name,
+        node.param_key(),
+        node.source,
+        node.out.shape,
+        node.out.dtype.str,
+        tuple((v.shape, v.dtype.str) for v in node.inputs),
+    )
+
+
+def _roll_once(graph: Graph) -> Graph:
+    nodes = graph.nodes
+    n = len(nodes)
+    weight = [_weight(node) for node in nodes]
+    if sum(weight) < MIN_NODES:
+        return graph
+    ids: dict[tuple, int] = {}
+    sig = [ids.setdefault(_signature(node), len(ids)) for node in nodes]
+    nxt = [0] * n
+    last: dict[int, int] = {}
+    for i in range(n - 1, -1, -1):
+        nxt[i] = last.get(sig[i], -1)
+        last[sig[i]] = i
+    position = {node.out: i for i, node in enumerate(nodes)}
+    used_after = _last_use(graph, position)
+
+    # candidate repetitions: (period, start, repeats); a position inside a candidate of the
+    # same period is a rotation of it and is skipped
+    candidates = []
+    covered_until: dict[int, int] = {}
+    for i in range(n):
+        # the period is the distance to the next node of the same signature, or to a later one
+        # (a function called twice per iteration repeats its nodes within the iteration)
+        j = i
+        for _ in range(PERIOD_TRIES):
+            j = nxt[j]
+            if j < 0:
+                break
+            period = j - i
+            if i < covered_until.get(period, 0):
+                break
+            repeats = 1
+            while i + (repeats + 1) * period <= n and all(
+                sig[i + repeats * period + k] == sig[i + k] for k in range(period)
+            ):
+                repeats += 1
+            if repeats >= MIN_REPEATS and sum(weight[i : i + period]) * repeats >= MIN_NODES:
+                candidates.append((period, i, repeats))
+                covered_until[period] = i + period * repeats
+                break
+    # the shortest periods first (inner loops before the loops around them), without overlaps
+    runs, taken = [], []
+    for period, i, repeats in sorted(candidates):
+        end = i + period * repeats
+        if any(i < e and s < end for s, e in taken):
+            continue
+        plan = _plan_run(graph, i, period, repeats, position, used_after)
+        if plan is not None:
+            runs.append((i, period, repeats, plan))
+            taken.append((i, end))
+    runs.sort(key=lambda run: run[0])
+    # the last first: the positions of the earlier runs stay valid
+    for start, period, repeats, plan in reversed(runs):
+        graph = _rolled(graph, start, period, repeats, plan)
+    return graph
+
+
+def _weight(node: Node) -> int:
+    """A node counts for the nodes of the graphs it holds (a rolled inner loop), plus one."""
+    held = [v for v in node.params.values() if isinstance(v, Graph)]
+    return 1 + sum(sum(_weight(n) for n in g.nodes) for g in held)
+
+
+def _last_use(graph: Graph, position: dict[Var, int]) -> dict[Var, int]:
+    """For each value, the position of the last node reading it (outputs: past the end)."""
+    last: dict[Var, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            last[v] = i
+    for v in graph.outputs:
+        last[v] = len(graph.nodes)
+    return last
+
+
+class _Plan:
+    def __init__(self):
+        self.refs: dict[tuple[int, int], tuple] = {}  # (offset, input k) -> what it reads
+        self.init: dict[int, Var] = {}  # carried offset -> the value the first iteration reads
+        self.consts: list[Var] = []  # values from before the loop
+        self.varying: list[int] = []  # offsets of literals that change between iterations
+        self.outside: dict[int, set[int]] = {}  # offset -> iterations whose value is read after
+
+
+def _plan_run(graph: Graph, start: int, period: int, repeats: int, position, used_after):
+    nodes = graph.nodes
+    end = start + period * repeats
+    plan = _Plan()
+    const_index: dict[Var, int] = {}
+    for r in range(repeats):
+        base = start + r * period
+        for k in range(period):
+            node = nodes[base + k]
+            if node.prim.effectful or node.prim is P.tap_p:
+                return None
+            for a, v in enumerate(node.inputs):
+                p = position.get(v, -1)
+                if p >= base:
+                    ref = ("inside", p - base)
+                elif p >= base - period and p >= start:
+                    ref = ("carry", p - (base - period))
+                elif p >= start:
+                    return None  # reads an iteration further back
+                else:
+                    ref = ("outer", v)
+                if r == 0:
+                    if ref[0] != "inside":
+                        plan.refs.setdefault((k, a), ("first", v))
+                    else:
+                        plan.refs[(k, a)] = ref
+                    continue
+                known = plan.refs.get((k, a))
+                if r == 1 and (known is None or known[0] == "first"):
+                    first = None if known is None else known[1]
+                    if ref[0] == "carry":
+                        if first is None:
+                            return None
+                        if plan.init.setdefault(ref[1], first) is not first:
+                            return None
+                    elif ref[0] == "outer":
+                        if first is not v:
+                            return None
+                    elif known is not None:  # inside from the second iteration on, not the first
+                        return None
+                    plan.refs[(k, a)] = ref
+                elif known != ref and not (known[0] == ref[0] == "outer" and known[1] is v):
+                    return None
+            # uses after the loop
+            if used_after.get(node.out, -1) >= end:
+                plan.outside.setdefault(k, set()).add(r)
+    # literals whose values differ between iterations
+    for k in range(period):
+        node = nodes[start + k]
+        if node.prim is P.const_p:
+            first = freeze(node.params["value"])
+            if any(freeze(nodes[start + r * period + k].params["value"]) != first
+                   for r in range(1, repeats)):
+                plan.varying.append(k)
+    for ref in plan.refs.values():
+        if ref[0] == "outer" and ref[1] not in const_index:
+            const_index[ref[1]] = len(plan.consts)
+            plan.consts.append(ref[1])
+    return plan
+
+
+def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) -> Graph:
+    nodes = graph.nodes
+    block = nodes[start : start + period]
+    carried = sorted(plan.init)
+    outside = sorted(plan.outside)
+    # ys: offsets read after the loop from another iteration than the last, or not carried
+    stacked = [k for k in outside if k not in plan.init or plan.outside[k] != {repeats - 1}]
+
+    # the body: one iteration as a graph
+    consts_in = [Var(v.shape, v.dtype) for v in plan.consts]
+    carry_in = [Var(block[k].out.shape, block[k].out.dtype) for k in carried]
+    xs_in = [Var(block[k].out.shape, block[k].out.dtype) for k in plan.varying]
+    const_of = dict(zip(plan.consts, consts_in, strict=True))
+    carry_of = dict(zip(carried, carry_in, strict=True))
+    x_of = dict(zip(plan.varying, xs_in, strict=True))
+    env: dict[int, Var] = {}
+    body_nodes = []
+    for k, node in enumerate(block):
+        if k in x_of:
+            env[k] = x_of[k]
+            continue
+        inputs = []
+        for a, _ in enumerate(node.inputs):
+            kind, what = plan.refs[(k, a)]
+            if kind == "inside":
+                inputs.append(env[what])
+            elif kind == "carry":
+                inputs.append(carry_of[what])
+            else:
+                inputs.append(const_of[what])
+        out = Var(node.out.shape, node.out.dtype)
+        body_nodes.append(Node(node.prim, tuple(inputs), node.params, out, node.source))
+        env[k] = out
+    outputs = [env[k] for k in carried] + [env[k] for k in stacked]
+    body = Graph(tuple(consts_in + carry_in + xs_in), tuple(body_nodes), tuple(outputs))
+
+    # the scan node and the values that replace the iterations' values read after the loop
+    xs_values = [
+        np.stack([
+            np.broadcast_to(nodes[start + r * period + k].params["value"], block[k].out.shape)
+            for r in range(repeats)
+        ])
+        for k in plan.varying
+    ]
+    builder = Builder()
+    builder.inputs = list(graph.inputs)
+    builder.nodes = list(nodes[:start])
+    replace: dict[Var, Var] = {}
+    source = block[0].source
+    with building(builder), source_location(f"loop {source}" if source else "loop"):
+        xs = [P.const(v) for v in xs_values]
+        results = loops.scan(plan.consts, [plan.init[k] for k in carried], xs, body=body,
+                             length=repeats)
+        finals = dict(zip(carried, results[: len(carried)], strict=True))
+        ys = dict(zip(stacked, results[len(carried) :], strict=True))
+        for k, iterations in plan.outside.items():
+            for r in iterations:
+                old = nodes[start + r * period + k].out
+                if k in ys:
+                    row = P.slice_(ys[k], ((r, r + 1, 1),) + tuple((0, d, 1) for d in old.shape))
+                    replace[old] = P.reshape(row, old.shape)
+                else:
+                    replace[old] = finals[k]
+    rest = []
+    for node in nodes[start + period * repeats :]:
+        inputs = tuple(replace.get(v, v) for v in node.inputs)
+        rest.append(node if inputs == node.inputs else Node(node.prim, inputs, node.params,
+                                                             node.out, node.source))
+    return Graph(graph.inputs, tuple(builder.nodes) + tuple(rest),
+                 tuple(replace.get(v, v) for v in graph.outputs))
