@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -17,7 +17,7 @@ def run(graph: ir.Graph, args: Sequence[np.ndarray], backend: str = "numpy") -> 
     key = (graph.fingerprint(), backend)
     if key not in _compiled:
         _compiled[key] = backends.get_backend(backend).compile(passes.optimize(graph))
-    return _compiled[key]([np.asarray(a, dtype=v.dtype) for a, v in zip(args, graph.inputs)])
+    return _compiled[key]([np.asarray(a, dtype=v.dtype) for a, v in zip(args, graph.inputs, strict=True)])
 
 
 def build(avals: Sequence[tuple[tuple[int, ...], np.dtype]], body: Callable[..., ir.Var]) -> ir.Graph:
@@ -47,7 +47,7 @@ def directional(graph: ir.Graph, directions: Sequence[np.ndarray]) -> ir.Graph:
         inputs = [builder.new_input(v.shape, v.dtype) for v in graph.inputs]
         outs = ir.inline(builder, graph, inputs)
         total = None
-        for out, d in zip(outs, directions):
+        for out, d in zip(outs, directions, strict=True):
             term = weighted_sum(out, d)
             total = term if total is None else P.add(total, term)
     return ir.verify(builder.graph([total]))

@@ -101,7 +101,7 @@ def test_closure_cells_defaults_and_numbers(backend):
     scale = 3.0
     assert g(np.ones(2))[0] == 3.0
 
-    def with_default(w, c=np.full(2, 4.0)):
+    def with_default(w, c=np.full(2, 4.0)):  # noqa: B008 (a default the function reads)
         return np.sum(w * c)
 
     g2 = tg.grad(with_default, backend=backend)
@@ -136,7 +136,7 @@ def test_attributes_of_a_static_self(backend):
 
 def test_objects_with_slots_and_class_attributes(backend):
     class Slotted:
-        __slots__ = ("c", "W")
+        __slots__ = ("W", "c")
         scale = 2.0
 
         def __init__(self):
@@ -356,7 +356,7 @@ def test_inline_transforms_do_not_keep_their_closures_alive():
         for k in range(30):
             big = np.full(4, float(k))
             refs.append(weakref.ref(big))
-            g = tg.grad(lambda w: np.sum(w * big), backend="numpy")
+            g = tg.grad(lambda w: np.sum(w * big), backend="numpy")  # noqa: B023, F821 (on purpose)
             assert g(w)[0] == k and g(w)[0] == k  # the second call takes the fast path
         del big, g
         assert sum(r() is not None for r in refs) == 0
@@ -372,7 +372,9 @@ def test_held_views_of_captured_arrays_are_bounded_and_freed():
     for k in range(12):
         big = np.full(100_000, float(k))
         refs.append(weakref.ref(big))
-        assert tg.grad(lambda w: np.sum(w * big[:4]), backend="numpy")(np.ones(4))[0] == k
+        g = tg.grad(lambda w: np.sum(w * big[:4]), backend="numpy")  # noqa: B023, F821 (on purpose)
+        assert g(np.ones(4))[0] == k
+        del g
     del big
     gc.collect()
     assert sum(r() is not None for r in refs) <= 1
@@ -429,9 +431,9 @@ class _Doubling(np.ndarray):
     ids=["masked", "own-arithmetic"],
 )
 def test_array_subclasses_that_change_semantics_are_refused(backend, value):
-    with pytest.raises(TypeError, match="masked array|ndarray subclass"):
+    with pytest.raises(TypeError, match=r"masked array|ndarray subclass"):
         tg.jit(lambda m: np.sum(m * 2), backend=backend)(value)
-    with pytest.raises(TypeError, match="masked array|ndarray subclass"):
+    with pytest.raises(TypeError, match=r"masked array|ndarray subclass"):
         tg.jit(lambda x: np.sum(x * value), backend=backend)(1.0)
 
 

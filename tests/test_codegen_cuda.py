@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def program_for(fun, *args) -> codegen_cuda.Program:
+def program_for(fun, *args) -> codegen_cuda.CudaProgram:
     graph = passes.optimize(tg.make_ir(fun)(*args))
     return codegen_cuda.build(graph)
 
@@ -120,7 +120,7 @@ def test_numpy_inputs_are_copied_in_once_and_results_out_once(transfers, rng):
     assert transfers["out"] == 2
 
 
-def _last_program() -> codegen_cuda.Program:
+def _last_program() -> codegen_cuda.CudaProgram:
     from tracegrad import api
 
     return next(p for p in reversed(api._programs.values()) if p.backend == "cuda").run
@@ -211,7 +211,7 @@ def test_results_never_alias_inputs_constants_or_each_other(rng):
     same = tg.jit(lambda x: (x, x, x.T, x[::-1, 1:]), backend="cuda")(d)
     addresses = {cuda_device.layout(a)[2] for a in same} | {cuda_device.layout(d)[2]}
     assert len(addresses) == 5
-    for got, want in zip(same, (x, x, x.T, x[::-1, 1:])):
+    for got, want in zip(same, (x, x, x.T, x[::-1, 1:]), strict=True):
         close(got, want)
     host_same = tg.jit(lambda x: (x, x), backend="cuda")(x)
     assert host_same[0] is not x and host_same[0] is not host_same[1]
@@ -282,7 +282,7 @@ def test_integer_reductions(rng):
     got = tg.jit(lambda x: (np.sum(x, axis=1), np.max(x), np.min(x, axis=0), np.sum(x > 0)),
                  backend="cuda")(x)
     want = (np.sum(x, axis=1), np.max(x), np.min(x, axis=0), np.sum(x > 0))
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
 
@@ -304,7 +304,7 @@ def test_matmul_values_and_gradients(a_shape, b_shape, dtype, rng):
     loss = lambda a, b: np.sum(np.tanh(a @ b))
     got = tg.grad(loss, argnums=(0, 1), backend="cuda")(a, b)
     want = tg.grad(loss, argnums=(0, 1), backend="numpy")(a, b)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         close(g, w, dtype)
 
 
@@ -548,7 +548,7 @@ def _device_like(a: np.ndarray):
     if base is None or a.ndim != base.ndim:
         return cuda.to_device(np.ascontiguousarray(a))
     index = tuple(slice(None, None, s // b) if s > 0 else slice(None, None, -(abs(s) // b))
-                  for s, b in zip(a.strides, base.strides))
+                  for s, b in zip(a.strides, base.strides, strict=True))
     view = cuda.to_device(base)[index]
     assert view.shape == a.shape, (view.shape, a.shape)
     return view

@@ -16,6 +16,17 @@ MODULES = sorted(
 )
 
 
+# the transforms whose docstrings must show an example (the style: a public API shows one, run here)
+TRANSFORMS = ("grad", "value_and_grad", "jacobian", "hessian", "jit", "vmap", "jvp", "vjp",
+              "linearize", "jacfwd", "jacrev", "hvp", "stop_gradient", "tap", "make_ir",
+              "check_grad")
+
+
+@pytest.mark.parametrize("name", TRANSFORMS)
+def test_the_transforms_show_an_example(name):
+    assert ">>>" in (getattr(tracegrad, name).__doc__ or ""), f"tg.{name} has no docstring example"
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name):
     module = importlib.import_module(name)

@@ -111,7 +111,7 @@ def test_rounding_has_zero_gradient_and_operators_work(backend):
         y %= 1.0
         return x // 0.5, x % 0.5, divmod(x, 0.7), y
 
-    for got, expected in zip(tg.jit(ops, backend=backend)(x), ops(x)):
+    for got, expected in zip(tg.jit(ops, backend=backend)(x), ops(x), strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-15)
 
 
@@ -139,7 +139,7 @@ def test_scipy_special_derivatives():
     g = tg.grad(lambda x: np.sum(special.log_ndtr(x)), backend="numpy")(x)
     np.testing.assert_allclose(g, np.exp(-(x**2) / 2) / np.sqrt(2 * np.pi) / special.ndtr(x), rtol=1e-9)
     for f in (special.erf, special.erfc, special.expit, lambda v: special.xlogy(v, v + 2.0)):
-        total = lambda v, f=f: np.sum(f(v) * np.linspace(0.5, 1.5, v.size))  # noqa: E731
+        total = lambda v, f=f: np.sum(f(v) * np.linspace(0.5, 1.5, v.size))
         v = np.array([-1.2, -0.1, 0.4, 1.3])
         eps = 1e-6
         fd = np.array([(total(v + eps * e) - total(v - eps * e)) / (2 * eps) for e in np.eye(4)])

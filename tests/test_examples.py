@@ -106,7 +106,7 @@ def test_gaussian_process_newton_converges_with_exact_derivatives():
     result = run("gaussian-process", size=12, steps=25)
     assert result["converged"] and len(result["history"]) < 20
     assert result["grad_error"] < 1e-6 and result["hessian_error"] < 1e-6
-    assert all(b <= a + 1e-12 for a, b in zip(result["history"], result["history"][1:]))  # descends
+    assert all(b <= a + 1e-12 for a, b in zip(result["history"], result["history"][1:], strict=False))  # descends
 
 
 def test_lennard_jones_reaches_the_known_minimum():

@@ -357,6 +357,6 @@ def test_a_compiled_loop_called_from_several_threads_at_once():
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         for _ in range(3):
             results = list(pool.map(fn, inputs))
-            for (c, ys), (ce, yse) in zip(results, expected):
+            for (c, ys), (ce, yse) in zip(results, expected, strict=True):
                 np.testing.assert_array_equal(c, ce)
                 np.testing.assert_array_equal(ys, yse)

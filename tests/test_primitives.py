@@ -28,7 +28,7 @@ F64 = np.dtype(np.float64)
 
 
 def _arity(prim: P.Primitive) -> int:
-    return max(int(c) for c in "0123" if "{%s}" % c in prim.scalar) + 1
+    return max(int(c) for c in "0123" if f"{{{c}}}" in prim.scalar) + 1
 
 
 # Non-elementwise primitives (and elementwise ones with parameters) are exercised by examples:
@@ -134,7 +134,7 @@ def test_first_and_second_derivatives_match_finite_differences(name, rng, backen
     got = [_single(g, i, args, backend) for i in range(len(wrt))]
     eps = EPS.get(name, 1e-6)
     expected = finite_differences(interpret_scalar(f), args, wrt, eps)
-    for a, e in zip(got, expected):
+    for a, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)
 
     # second order: the gradient of a directional derivative v . grad f
@@ -143,7 +143,7 @@ def test_first_and_second_derivatives_match_finite_differences(name, rng, backen
     hg = gradient_graph(h, wrt)
     got2 = [_single(hg, i, args, backend) for i in range(len(wrt))]
     expected2 = finite_differences(interpret_scalar(h), args, wrt, eps)
-    for a, e in zip(got2, expected2):
+    for a, e in zip(got2, expected2, strict=True):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
 
 

@@ -21,7 +21,8 @@ def test_max_and_min_over_a_non_empty_axis_of_an_empty_array(backend, reduce):
 def test_reductions_over_axis_0_or_minus_1_of_a_0d_value(backend):
     for reduce in (np.sum, np.max, np.min, np.prod):
         for axis in (0, -1):
-            out = tg.jit(lambda x: reduce(x, axis=axis, keepdims=True), backend=backend)(0.5)
+            f = lambda x: reduce(x, axis=axis, keepdims=True)  # noqa: B023 (called at once)
+            out = tg.jit(f, backend=backend)(0.5)
             assert out == reduce(np.array(0.5), axis=axis, keepdims=True)
     with pytest.raises(ValueError):
         tg.jit(lambda x: np.sum(x, axis=1), backend=backend)(0.5)
@@ -29,7 +30,7 @@ def test_reductions_over_axis_0_or_minus_1_of_a_0d_value(backend):
 
 def test_einsum_broadcasts_a_size_1_axis(backend):
     a, b = np.full((2, 1), 2.0), np.arange(6.0).reshape(2, 3)
-    f = lambda a, b: np.einsum("ij,ij->i", a, b)  # noqa: E731
+    f = lambda a, b: np.einsum("ij,ij->i", a, b)
     np.testing.assert_array_equal(tg.jit(f, backend=backend)(a, b), f(a, b))
     ga = tg.grad(lambda a, b: np.sum(f(a, b)), backend=backend)(a, b)
     np.testing.assert_array_equal(ga, b.sum(axis=1, keepdims=True))

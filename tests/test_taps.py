@@ -234,5 +234,5 @@ def test_untapped_kernels_are_unchanged_by_taps():
     for kind in (tg.jit, tg.grad, tg.value_and_grad):
         a = tg.make_kernels(kind(_untapped), backend="cpu")(x)
         b = tg.make_kernels(kind(_tapped), backend="cpu")(x)
-        strip = lambda text: "\n".join(line.split("#")[0] for line in text.splitlines())  # noqa: E731
+        strip = lambda text: "\n".join(line.split("#")[0] for line in text.splitlines())
         assert strip(a) == strip(b), kind

@@ -26,8 +26,8 @@ def f_scalar(x):
 
 
 def _fd_jvp(f, primals, tangents, eps=1e-6):
-    plus = [np.asarray(p, np.float64) + eps * np.asarray(t, np.float64) for p, t in zip(primals, tangents)]
-    minus = [np.asarray(p, np.float64) - eps * np.asarray(t, np.float64) for p, t in zip(primals, tangents)]
+    plus = [np.asarray(p, np.float64) + eps * np.asarray(t, np.float64) for p, t in zip(primals, tangents, strict=True)]
+    minus = [np.asarray(p, np.float64) - eps * np.asarray(t, np.float64) for p, t in zip(primals, tangents, strict=True)]
     return (np.asarray(f(*plus)) - np.asarray(f(*minus))) / (2 * eps)
 
 
@@ -172,7 +172,7 @@ def test_jacfwd_equals_jacrev(backend, data, dtype):
     x, w, _, _ = data
     fwd = tg.jacfwd(f_vec, argnums=(0, 1), backend=backend)(x, w)
     rev = tg.jacrev(f_vec, argnums=(0, 1), backend="numpy")(x, w)
-    for a, b in zip(fwd, rev):
+    for a, b in zip(fwd, rev, strict=True):
         assert a.shape == b.shape and a.dtype == dtype
         np.testing.assert_allclose(a, b, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
 
@@ -313,7 +313,7 @@ def test_checkpoint_changes_no_derivative(backend, rng, dtype):
     saved = lambda x, w: np.sum(tg.checkpoint(_block)(tg.checkpoint(_block)(x, w), w) ** 2)
     tol = TOL[dtype] * 10
     for a, b in zip(tg.grad(saved, argnums=(0, 1), backend=backend)(x, w),
-                    tg.grad(plain, argnums=(0, 1), backend="numpy")(x, w)):
+                    tg.grad(plain, argnums=(0, 1), backend="numpy")(x, w), strict=True):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
     np.testing.assert_allclose(tg.hessian(saved, backend=backend)(x, w), tg.hessian(plain, backend="numpy")(x, w),
                                rtol=tol * 10, atol=tol * 10)

@@ -47,7 +47,7 @@ def test_gpu_classic_example_at_the_minimum(backend):
 
 
 def test_sum_of_cubes_gradient_and_hessian(backend):
-    f = lambda x: np.sum(x**3)  # noqa: E731
+    f = lambda x: np.sum(x**3)
     x = np.array([2.0, -1.0])
     np.testing.assert_array_equal(tg.grad(f, backend=backend)(x), [12.0, 3.0])
     np.testing.assert_array_equal(tg.hessian(f, backend=backend)(x), np.diag([12.0, -6.0]))

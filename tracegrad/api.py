@@ -22,7 +22,7 @@ from . import primitives as P
 from .capture import Scope, refuse_array_subclass
 from .ir import Graph
 from .program import (
-    Program,
+    CompiledCall,
     _BoundedDict,
     Signature,
     _cheap_signature,
@@ -211,7 +211,7 @@ class Transformed:
         arguments are traced too: one dict (sorted by name) after the positional arguments."""
         static = tuple(args[i] for i in self.static_argnums)
         shift = self._self_shift  # messages count a method's arguments after self
-        for i, s in zip(self.static_argnums, static):
+        for i, s in zip(self.static_argnums, static, strict=True):
             if i == 0 and self._static_self:
                 continue  # keyed by identity (_static_key)
             try:
@@ -223,7 +223,7 @@ class Transformed:
                 ) from None
         dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
         positions = [i for i in range(len(args)) if i not in self.static_argnums]
-        for i, a in zip(positions, dynamic):
+        for i, a in zip(positions, dynamic, strict=True):
             if a is None:
                 raise TypeError(
                     f"argument {i - shift} of {_name_of(self)} is None; tracegrad traces arrays "
@@ -240,9 +240,9 @@ class Transformed:
 
         def wrap(dynamic: tuple) -> tuple | CallArgs:
             full: list[Any] = [None] * (len(static) + len(positions))
-            for i, s in zip(self.static_argnums, static):
+            for i, s in zip(self.static_argnums, static, strict=True):
                 full[i] = s
-            for i, d in zip(positions, dynamic):
+            for i, d in zip(positions, dynamic, strict=False):  # + the kwargs dict
                 full[i] = d
             if len(dynamic) > len(positions):
                 return CallArgs(tuple(full), dynamic[-1])
@@ -270,7 +270,7 @@ class Transformed:
             if stored is not None:
                 graph, out_tree, captured = stored
                 run = tiered.compile(backend, graph, _name_of(self))
-                program = Program(graph, out_tree, run, backend.name, [], captured)
+                program = CompiledCall(graph, out_tree, run, backend.name, [], captured)
                 _programs.put(key, program)
                 hidden = captured.read(self, static)
         if hidden is None:
@@ -284,7 +284,7 @@ class Transformed:
                 graph, hooks = passes.extract_hooks(passes.optimize(graph))
                 captured = scope.finish(self, static)
                 run = tiered.compile(backend, graph, _name_of(self))
-                program = Program(graph, out_tree, run, backend.name, hooks, captured)
+                program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured)
                 _programs.put(key, program)
                 program_cache.save(self, static, key, graph, out_tree, hooks, captured)
                 counted = (self.spec, backend.name)
@@ -299,7 +299,7 @@ class Transformed:
             self._remember_fast_call(args, program)
         return program(arrays + hidden)
 
-    def _remember_fast_call(self, args: tuple, program: Program) -> None:
+    def _remember_fast_call(self, args: tuple, program: CompiledCall) -> None:
         """A path for the next calls with the same cheap signature (positional floats and
         arrays): no flattening, no signature, no program lookup. A method with a static `self`
         and no other static argument gets one per instance (keyed by identity, as its program:
@@ -349,7 +349,7 @@ class Transformed:
         static, positions, leaves, treedef = self._split(args, kwargs)
         names = _leaf_names(treedef, positions, self._self_shift)
         avals = []
-        for leaf, name in zip(leaves, names):
+        for leaf, name in zip(leaves, names, strict=True):
             if isinstance(leaf, Tracer):
                 avals.append((leaf.shape, leaf.dtype))
             else:
@@ -481,7 +481,7 @@ def _leaf_names(treedef: TreeDef, positions: list[int], shift: int = 0) -> list[
     """Names of the argument leaves for messages: "argument 1['w']", "keyword argument p.b"; a
     method's arguments (shift 1) are counted after `self`, as its argnums are."""
     names = []
-    for pos, child in zip(positions, treedef.children):
+    for pos, child in zip(positions, treedef.children, strict=False):  # + the kwargs dict
         arg = "self" if pos < shift else f"argument {pos - shift}"
         names += [f"{arg}{path}" for path in leaf_paths(child)]
     if len(treedef.children) > len(positions):  # the keyword arguments' dict (Transformed._split)
@@ -604,17 +604,35 @@ def grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, ta
 
 
 def value_and_grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, taps=False):
-    """`(f(*args), grad(f)(*args))`, computed together in one program (`taps` as for grad)."""
+    """`(f(*args), grad(f)(*args))`, computed together in one program (`taps` as for grad).
+
+    >>> import tracegrad as tg
+    >>> value, g = tg.value_and_grad(lambda x: x ** 2 + 1.0)(3.0)
+    >>> float(value), float(g)
+    (10.0, 6.0)
+    """
     return _transform("value_and_grad")(fun, argnums, has_aux, static_argnums, backend, taps)
 
 
 def jacobian(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
-    """d f / d x with shape `f(x).shape + x.shape`, all rows at once (one batched adjoint)."""
+    """d f / d x with shape `f(x).shape + x.shape`, all rows at once (one batched adjoint).
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.jacobian(lambda x: x ** 2)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    """
     return _transform("jacobian")(fun, argnums, has_aux, static_argnums, backend)
 
 
 def hessian(fun=None, argnums=0, static_argnums=(), backend=None):
-    """Second derivatives: `jacobian(grad(f))`, shape `x.shape + x.shape`."""
+    """Second derivatives: `jacobian(grad(f))`, shape `x.shape + x.shape`.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0]))
+    array([[4., 2.],
+           [2., 0.]])
+    """
     if fun is None:
         return lambda f: hessian(f, argnums, static_argnums, backend)
     inner = Transformed(fun, "grad", argnums, False, static_argnums, backend)
@@ -622,14 +640,24 @@ def hessian(fun=None, argnums=0, static_argnums=(), backend=None):
 
 
 def jit(fun=None, static_argnums=(), backend=None):
-    """Compile `fun` (forward only) and cache the program per argument signature."""
+    """Compile `fun` (forward only) and cache the program per argument signature.
+
+    >>> import numpy as np, tracegrad as tg
+    >>> tg.jit(lambda x: 2.0 * x + 1.0)(np.arange(3.0))
+    array([1., 3., 5.])
+    """
     if fun is None:
         return lambda f: jit(f, static_argnums, backend)
     return Transformed(fun, "jit", (), False, static_argnums, backend)
 
 
 def stop_gradient(x):
-    """The value of `x`, with zero derivative (PyTorch's `.detach()`)."""
+    """The value of `x`, with zero derivative (PyTorch's `.detach()`).
+
+    >>> import tracegrad as tg
+    >>> float(tg.grad(lambda x: x * tg.stop_gradient(x))(3.0))  # d/dx (x * c) = c
+    3.0
+    """
 
     def stop(leaf):
         if isinstance(leaf, Tracer):
@@ -694,7 +722,7 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
         transformed._check_call(args)
         static, positions, leaves, treedef = transformed._split(args, kwargs)
         names = _leaf_names(treedef, positions, transformed._self_shift)
-        arrays = [_as_array(leaf, n, _name_of(transformed)) for leaf, n in zip(leaves, names)]
+        arrays = [_as_array(leaf, n, _name_of(transformed)) for leaf, n in zip(leaves, names, strict=True)]
         graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
         return passes.optimize(graph, lower=False) if optimize else graph
 

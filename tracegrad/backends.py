@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
 
-from . import interpreter
+from . import config, interpreter
 from .errors import BackendError
 from .ir import Graph
 
@@ -57,7 +56,7 @@ def cpu_variant() -> tuple:
     decided from `tracegrad.vmath.set_math_mode` (when vmath is imported) and TRACEGRAD_MATH.
     Read on every cached call: cheap, and without importing vmath (nor Numba with it)."""
     vm = sys.modules.get("tracegrad.vmath")
-    return (getattr(vm, "_override", None), env("TRACEGRAD_MATH"))
+    return (getattr(vm, "_override", None), config.math())
 
 
 def cpu_available() -> tuple[bool, str]:
@@ -130,9 +129,9 @@ def available_backends() -> dict[str, str]:
 
 
 def default_backend_name() -> str:
-    env = os.environ.get("TRACEGRAD_BACKEND", "").strip()
-    if env:
-        return env
+    chosen = config.backend()
+    if chosen:
+        return chosen
     for name in _PREFERENCE:
         backend = _load(name)
         if backend is not None and backend.available()[0]:
@@ -143,24 +142,9 @@ def default_backend_name() -> str:
 _resolved: dict[tuple[str | None, str], Backend] = {}
 
 
-_ENV_KEYS: dict[str, bytes] = {}
-
-
-def env(name: str) -> str:
-    """os.environ.get(name, ""), without the encoding work on POSIX (it runs on every call)."""
-    data = getattr(os.environ, "_data", None)
-    if os.name == "posix" and isinstance(data, dict):
-        key = _ENV_KEYS.get(name)
-        if key is None:
-            key = _ENV_KEYS[name] = name.encode()
-        value = data.get(key)
-        return "" if value is None else value.decode()
-    return os.environ.get(name, "")
-
-
 def get_backend(name: str | None) -> Backend:
     """The backend called `name` (None: TRACEGRAD_BACKEND, else the fastest available)."""
-    key = (name, env("TRACEGRAD_BACKEND"))
+    key = (name, config.backend())
     backend = _resolved.get(key)
     if backend is None:
         backend = _resolved[key] = _get_backend(name)

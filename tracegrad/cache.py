@@ -43,11 +43,10 @@ import types
 from dataclasses import dataclass
 import contextlib
 
+from . import config
+
 log = logging.getLogger("tracegrad")
 
-ENV_DIR = "TRACEGRAD_CACHE_DIR"
-ENV_MAX_MB = "TRACEGRAD_CACHE_MAX_MB"
-DEFAULT_MAX_MB = 1024
 # Entries used more recently than this are never evicted (a running process may need them).
 KEEP_RECENT_SECONDS = 3600
 _lock = threading.Lock()
@@ -58,11 +57,11 @@ _salt_cache: dict[str, str] = {}
 
 def cache_dir() -> str | None:
     """The cache directory in use (None if the disk cache is off)."""
-    env = os.environ.get(ENV_DIR)
-    if env is not None:
-        if env.strip().lower() in ("", "off", "0", "none"):
-            return None
-        return os.path.abspath(os.path.expanduser(env))
+    if config.cache_off():
+        return None
+    chosen = config.cache_dir()
+    if chosen is not None:
+        return chosen
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "tracegrad")
 
@@ -81,7 +80,7 @@ def _safe_dir(path: str, create: bool) -> bool:
         _refused.add(path)
         log.warning(
             "tracegrad: not using the kernel cache at %s: it must be a directory owned by you "
-            "that no other user can write to (chmod 700 it, or set %s)", path, ENV_DIR
+            "that no other user can write to (chmod 700 it, or set %s)", path, config.CACHE_DIR
         )
     return ok
 
@@ -273,12 +272,7 @@ def reload_without_compiled(module: types.ModuleType, source: str) -> types.Modu
 
 
 def _max_bytes() -> int:
-    try:
-        return int(float(os.environ.get(ENV_MAX_MB, DEFAULT_MAX_MB)) * 2**20)
-    except ValueError:
-        log.warning("tracegrad: ignoring %s=%r (not a number of megabytes)", ENV_MAX_MB,
-                    os.environ.get(ENV_MAX_MB))
-        return DEFAULT_MAX_MB * 2**20
+    return config.cache_max_bytes()
 
 
 def trim(directory: str, now: float | None = None) -> int:

@@ -47,12 +47,12 @@ def check_grad(
 
     def phi(theta):
         parts, start = [], 0
-        for a, n in zip(arrays, sizes):
+        for a, n in zip(arrays, sizes, strict=True):
             parts.append(theta[start : start + n].reshape(a.shape))
             start += n
         chosen = unflatten(treedef, parts)
         full = list(args)
-        for i, value in zip(argnums, chosen):
+        for i, value in zip(argnums, chosen, strict=True):
             full[i] = value
         return fun(*full)
 

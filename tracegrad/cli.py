@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 import tracegrad as tg
+from tracegrad import config
 from tracegrad import examples as _examples
 from tracegrad.examples._common import ExampleError
 from tracegrad.ir import DTYPE_NAMES, type_str
@@ -497,15 +498,7 @@ def _describe_cache(info: Any) -> list[str]:
     return lines
 
 
-ENVIRONMENT = {
-    "TRACEGRAD_BACKEND": "the default backend (numpy, cpu or cuda)",
-    "TRACEGRAD_LOG": "'retrace' logs why a function is traced again",
-    "TRACEGRAD_DEBUG_NANS": "'1' names the node and line where a NaN in the results was born",
-    "TRACEGRAD_MATH": "compiled backends: 'libm' uses the C math library in kernels",
-    "TRACEGRAD_CACHE_DIR": "compiled backends: the disk cache's folder ('off': memory only)",
-    "TRACEGRAD_DUMP_KERNELS": "compiled backends: a folder to write generated kernel source to",
-    "TRACEGRAD_CACHE_MAX_MB": "compiled backends: the disk cache's size limit (default 1024)",
-}
+ENVIRONMENT = {v.name: v.summary for v in config.VARIABLES}
 
 
 def _smoke_test(backend: str) -> str:
@@ -577,7 +570,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     shown = {key: repr(os.environ[key]) if key in os.environ else "(not set)" for key in ENVIRONMENT}
     width = max(map(len, shown.values()))
     for key, meaning in ENVIRONMENT.items():
-        print(f"  {key:<23} {shown[key]:<{width}}  {meaning}")
+        print(f"  {key:<27} {shown[key]:<{width}}  {meaning}")
     print()
     print("doctor: everything works" if not problems else f"doctor: {problems} problem(s) found above")
     return 0 if not problems else 1

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import backends, blas_threads, cache, cpu_loops, fusion, ir, passes, progress
+from . import backends, blas_threads, cache, config, cpu_loops, fusion, ir, passes, progress
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -657,7 +657,7 @@ def _in_parallel(kernel, args: tuple, nch: int, threads: int) -> None:
     kernel(*args, nch, nch, 1)
 
 
-class Program:
+class CpuProgram:
     """A compiled graph: call it with the input arrays, get the output arrays."""
 
     def __init__(self, graph: Graph, plan: Plan, mode: str, names: dict, salt: str, load: bool = True,
@@ -665,7 +665,7 @@ class Program:
         self.graph, self.plan, self.mode = graph, plan, mode
         self.load = load
         self.calls: dict[int, _KernelCall] = {}
-        self.held: list[Program] = []  # the programs of the graphs its loops hold
+        self.held: list[CpuProgram] = []  # the programs of the graphs its loops hold
         threads = _threads()
         # Next to BLAS calls, parallel loops fight OpenBLAS's spinning threads for the cores
         # (PERF-NOTES): programs with matrix products run their loops serially.
@@ -768,7 +768,7 @@ class Program:
             return None
         return cpu_loops.scan_driver(self, n_consts, n_carry, save)
 
-    def _compile_held(self, graph: Graph) -> Program:
+    def _compile_held(self, graph: Graph) -> CpuProgram:
         """A graph a node holds (a loop body), optimised and compiled like a program of its own."""
         program = build(passes.optimize(graph), load=self.load)
         self.held.append(program)
@@ -902,7 +902,7 @@ def _names(graph: Graph) -> dict:
     return ir._names(graph)
 
 
-def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Program:
+def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> CpuProgram:
     """Plan, write, load (compiling or from the disk cache) and link the kernels of a graph.
 
     `bake_sizes` (default `BAKE_SIZES`) writes the iteration sizes into the kernels: a
@@ -911,7 +911,7 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Pr
     progress.check_graph(graph, "cpu")
     plan = fusion.plan(graph, supports, computed_identity=True)
     bake = BAKE_SIZES if bake_sizes is None else bake_sizes
-    return Program(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)
+    return CpuProgram(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)
 
 
 class CpuBackend:
@@ -928,15 +928,15 @@ class CpuBackend:
         mode is decided from, cheaply, rather than deciding it (backends.cpu_variant)."""
         return backends.cpu_variant()
 
-    def compile(self, graph: Graph) -> Program:
+    def compile(self, graph: Graph) -> CpuProgram:
         program = build(graph)
-        dump = os.environ.get("TRACEGRAD_DUMP_KERNELS")
+        dump = config.dump_kernels()
         if dump:
             _dump(program, dump)
         return program
 
 
-def _dump(program: Program, directory: str) -> None:
+def _dump(program: CpuProgram, directory: str) -> None:
     try:
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"program_{program.graph.fingerprint()[:16]}.py")

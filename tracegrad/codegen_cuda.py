@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import cache, fusion, ir, passes, progress
+from . import cache, config, fusion, ir, passes, progress
 from . import cuda_device as dev
 from . import primitives as P
 from .cuda_kernels import DEVICE_FUNCTIONS, Kernels, LoopWriter, library_source, matmul_kernel
@@ -73,8 +73,7 @@ def render(node: Node, args: Sequence[str]) -> str:
 
 
 def _log(message: str, *args) -> None:
-    topics = {t.strip() for t in os.environ.get("TRACEGRAD_LOG", "").split(",")}
-    if "cuda" in topics or "all" in topics:
+    if config.log_enabled("cuda"):
         log.info(message, *args)
 
 
@@ -247,7 +246,7 @@ class _Runtime:
             strides = tuple(strides[p] for p in params["perm"])
         elif prim is P.slice_p:
             new = []
-            for (start, _stop, step), s, n in zip(params["index"], strides, out_shape):
+            for (start, _stop, step), s, n in zip(params["index"], strides, out_shape, strict=True):
                 if n:
                     offset += start * s
                 new.append(s * step)
@@ -256,7 +255,7 @@ class _Runtime:
             lead = len(out_shape) - len(shape)
             strides = (0,) * lead + tuple(
                 0 if d == 1 and out_shape[lead + i] != 1 else s
-                for i, (d, s) in enumerate(zip(shape, strides)))
+                for i, (d, s) in enumerate(zip(shape, strides, strict=True)))
         elif prim is P.reshape_p:
             if not _contiguous(shape, strides, itemsize):
                 src = self.copy(src)
@@ -277,7 +276,7 @@ class _Runtime:
             self.copy_into(args[0], target)
             return
         _log("tracegrad: cuda: %s runs on the host (a copy each way)", node.prim.name)
-        host = [self.to_host(a, b.shape) for a, b in zip(args, step.args)]
+        host = [self.to_host(a, b.shape) for a, b in zip(args, step.args, strict=True)]
         with np.errstate(all="ignore"):
             value = np.asarray(self._impl(j, node)(*host), dtype=step.out.dtype)
         out.copy_to_device(np.ascontiguousarray(value).reshape(dev.internal_shape(value.shape)))
@@ -332,10 +331,10 @@ class _Recycler:
 
 def _contiguous(shape, strides, itemsize) -> bool:
     expect = dev.c_strides(tuple(shape), itemsize)
-    return all(d <= 1 or s == e for d, s, e in zip(shape, strides, expect))
+    return all(d <= 1 or s == e for d, s, e in zip(shape, strides, expect, strict=True))
 
 
-class Program:
+class CudaProgram:
     """A compiled graph: call it with the input arrays (host or device), get the outputs."""
 
     def __init__(self, graph: Graph, plan: Plan, cfg: dev.LaunchConfig, load: bool = True):
@@ -365,7 +364,7 @@ class Program:
         plan = self.plan
         on_device = any(dev.is_device_array(a) for a in args)
         inputs = []
-        for b, a in zip(plan.inputs, args):
+        for b, a in zip(plan.inputs, args, strict=True):
             if dev.is_device_array(a):
                 inputs.append(dev.as_shape(dev.adopt(a), b.shape))
             else:
@@ -391,7 +390,7 @@ class Program:
         owned = {id(a) for a in outputs} if on_device else set()
         given: set[int] = set()
         final = []
-        for b, arr in zip(self.plan.outputs, results):
+        for b, arr in zip(self.plan.outputs, results, strict=True):
             if on_device:
                 if id(arr) not in owned or id(arr) in given:
                     arr = self._rt.copy(arr)  # an input, a constant, a view, scratch or a repeat
@@ -412,9 +411,9 @@ def _plan(graph: Graph) -> Plan:
     return fusion.plan(graph, supports)
 
 
-def build(graph: Graph, cfg: dev.LaunchConfig | None = None, load: bool = True) -> Program:
+def build(graph: Graph, cfg: dev.LaunchConfig | None = None, load: bool = True) -> CudaProgram:
     cfg = dev.launch_config() if cfg is None else cfg
-    return Program(graph, _plan(graph), cfg, load=load)
+    return CudaProgram(graph, _plan(graph), cfg, load=load)
 
 
 def program_source(graph: Graph) -> str:
@@ -430,9 +429,9 @@ class CudaBackend:
     def available(self) -> tuple[bool, str]:
         return dev.availability()
 
-    def compile(self, graph: Graph) -> Program:
+    def compile(self, graph: Graph) -> CudaProgram:
         program = build(graph)
-        dump = os.environ.get("TRACEGRAD_DUMP_KERNELS")
+        dump = config.dump_kernels()
         if dump:
             try:
                 os.makedirs(dump, exist_ok=True)

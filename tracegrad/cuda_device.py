@@ -206,7 +206,7 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 def is_c_contiguous(arr) -> bool:
     shape, strides, _ = layout(arr)
     expect = c_strides(shape, arr.dtype.itemsize)
-    return all(d <= 1 or s == e for d, s, e in zip(shape, strides, expect))
+    return all(d <= 1 or s == e for d, s, e in zip(shape, strides, expect, strict=True))
 
 
 def _is_fake(arr) -> bool:

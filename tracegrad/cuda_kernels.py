@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ir
-from .cuda_device import LaunchConfig, internal_shape
+from .cuda_device import LaunchConfig
 from .fusion import (
     Buffer, Clamp, Compute, FusedLoop, Index, Inside, Literal, Load, MatmulStep, Reduction, Select,
 )
@@ -594,7 +594,3 @@ def library_source(salt: str) -> str:
         "",
     ]
     return "\n".join(parts)
-
-
-def kernel_arg_shape(b: Buffer) -> tuple[int, ...]:
-    return internal_shape(b.shape)

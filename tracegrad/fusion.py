@@ -486,7 +486,7 @@ class _LoopBuilder:
         if x.size == 0:
             return self._zero(dtype)
         inner, conds = [], []
-        for ix, (start, _, step), n_in, n_out in zip(index, node.params["index"], x.shape, node.out.shape):
+        for ix, (start, _, step), n_in, n_out in zip(index, node.params["index"], x.shape, node.out.shape, strict=True):
             if (start, step) == (0, 1) and n_in == n_out:
                 inner.append(ix)
                 continue
@@ -593,10 +593,10 @@ def _index_through(node: Node, index: tuple[Index, ...]) -> tuple[Index, ...]:
     if prim is P.slice_p:
         return tuple(
             Index(None, 0, 0) if n == 1 else ix.shifted(step, start)
-            for ix, (start, _, step), n in zip(index, node.params["index"], x.shape)
+            for ix, (start, _, step), n in zip(index, node.params["index"], x.shape, strict=True)
         )
     if prim is P.reshape_p:  # only unit axes come and go
-        kept = iter([ix for ix, d in zip(index, node.out.shape) if d != 1])
+        kept = iter([ix for ix, d in zip(index, node.out.shape, strict=True) if d != 1])
         return tuple(Index(None, 0, 0) if d == 1 else next(kept) for d in x.shape)
     raise AssertionError(prim.name)  # pragma: no cover
 

@@ -16,12 +16,12 @@ def evaluate(graph: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     if len(args) != len(graph.inputs):
         raise ValueError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
     env: dict[Var, np.ndarray] = {}
-    for v, a in zip(graph.inputs, args):
+    for v, a in zip(graph.inputs, args, strict=True):
         env[v] = np.asarray(a, dtype=v.dtype)
     dead = _dead_after(graph)
     # Untaken branches of np.where may compute log(0) or sqrt(-1): that is expected, not an error.
     with np.errstate(all="ignore"):
-        for node, done in zip(graph.nodes, dead):
+        for node, done in zip(graph.nodes, dead, strict=True):
             value = node.prim.impl(*[env[v] for v in node.inputs], **node.params)
             env[node.out] = np.asarray(value, dtype=node.out.dtype)
             for v in done:  # values no later node reads: memory is what is live, not all values
@@ -55,7 +55,7 @@ def nan_origin(graph: Graph, args: Sequence[np.ndarray]):
     Walks back from the first output holding a NaN along inputs that hold NaNs, so a NaN computed
     in the untaken branch of a `where` is not blamed. Returns None when no output has a NaN.
     """
-    env: dict[Var, np.ndarray] = {v: np.asarray(a, dtype=v.dtype) for v, a in zip(graph.inputs, args)}
+    env: dict[Var, np.ndarray] = {v: np.asarray(a, dtype=v.dtype) for v, a in zip(graph.inputs, args, strict=True)}
     producer = {}
     with np.errstate(all="ignore"):
         for node in graph.nodes:

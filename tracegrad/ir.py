@@ -189,21 +189,26 @@ def _params_text(node: Node, canonical_consts: bool) -> str:
 
 def _names(graph: Graph) -> dict[Var, str]:
     names: dict[Var, str] = {}
-    for v in graph.inputs:
-        names.setdefault(v, f"%{len(names)}")
-    for node in graph.nodes:
-        names.setdefault(node.out, f"%{len(names)}")
+    for v in (*graph.inputs, *(node.out for node in graph.nodes)):
+        if isinstance(v, Var):
+            names.setdefault(v, f"%{len(names)}")
     return names
 
 
 def node_lines(graph: Graph, sources: bool = True, canonical_consts: bool = False) -> list[str]:
     """One line per node: `%4:f64[8] = mul %2 %3   # model.py:12`."""
     names = _names(graph)
-    name = lambda v: names.get(v, f"?{v.id}")
+
+    def name(v: Any) -> str:  # a broken graph (shown by the verifier) may hold anything
+        if not isinstance(v, Var):
+            return f"<{type(v).__name__}>"
+        return names.get(v, f"?{v.id}")
+
     lines = []
     for node in graph.nodes:
         args = " ".join(name(v) for v in node.inputs)
-        text = f"{name(node.out)}:{node.out.type} = {node.prim.name}{_params_text(node, canonical_consts)}"
+        out_type = node.out.type if isinstance(node.out, Var) else "?"
+        text = f"{name(node.out)}:{out_type} = {node.prim.name}{_params_text(node, canonical_consts)}"
         if args:
             text += " " + args
         if sources and node.source:
@@ -282,21 +287,34 @@ class IRError(AssertionError):
 
 
 def verify(graph: Graph) -> Graph:
-    """Check SSA form, shapes and dtypes against each primitive's rule. Returns the graph."""
+    """Check SSA form, shapes and dtypes against each primitive's rule, and the graphs that nodes
+    hold (a checkpointed function's, for instance) the same way. Returns the graph."""
+    if graph._cache.get("verified"):  # graphs are immutable: once is enough
+        return graph
     defined: set[Var] = set()
     for v in graph.inputs:
+        if not isinstance(v, Var):
+            raise IRError(f"input {v!r} is not a Var")
         if v in defined:
             raise IRError(f"input {v} appears twice")
         defined.add(v)
     for i, node in enumerate(graph.nodes):
         for v in node.inputs:
+            if not isinstance(v, Var):
+                raise IRError(_context(graph, i, f"has an input {v!r} that is not a Var"))
             if v not in defined:
                 raise IRError(_context(graph, i, f"uses {v} before it is defined"))
+        if not isinstance(node.out, Var):
+            raise IRError(_context(graph, i, f"defines {node.out!r}, which is not a Var"))
         if node.out in defined:
             raise IRError(_context(graph, i, f"redefines {node.out}"))
-        shape, dtype = node.prim.infer(
-            tuple(v.shape for v in node.inputs), tuple(v.dtype for v in node.inputs), node.params
-        )
+        try:
+            shape, dtype = node.prim.infer(
+                tuple(v.shape for v in node.inputs), tuple(v.dtype for v in node.inputs), node.params
+            )
+        except Exception as exc:  # wrong number of inputs, a missing or bad parameter
+            message = f"does not fit {node.prim.name}'s shape rule: {type(exc).__name__}: {exc}"
+            raise IRError(_context(graph, i, message)) from exc
         if tuple(shape) != node.out.shape or np.dtype(dtype) != node.out.dtype:
             raise IRError(
                 _context(
@@ -305,10 +323,17 @@ def verify(graph: Graph) -> Graph:
                     f"declares {node.out.type} but {node.prim.name} gives {type_str(shape, dtype)}",
                 )
             )
+        for key, value in node.params.items():
+            if isinstance(value, Graph):
+                try:
+                    verify(value)
+                except IRError as exc:
+                    raise IRError(_context(graph, i, f"holds a broken graph in {key!r}: {exc}")) from None
         defined.add(node.out)
     for v in graph.outputs:
         if v not in defined:
             raise IRError(f"output {v} is never defined")
+    graph._cache["verified"] = True
     return graph
 
 

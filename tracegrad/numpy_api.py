@@ -785,9 +785,9 @@ def _einsum(subscripts, *operands, **kwargs):
         raise ValueError(f"np.einsum: {len(terms)} subscripts for {len(xs)} operands{_src()}")
     # '...': as many fresh capital letters as the operand has dimensions beyond its letters
     spare = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    widest = max((x.ndim - (len(t) - 3) for t, x in zip(terms, xs) if "..." in t), default=0)
+    widest = max((x.ndim - (len(t) - 3) for t, x in zip(terms, xs, strict=True) if "..." in t), default=0)
     ellipsis = "".join(next(spare) for _ in range(widest))
-    for k, (t, x) in enumerate(zip(terms, xs)):
+    for k, (t, x) in enumerate(zip(terms, xs, strict=True)):
         if "..." in t:
             n = x.ndim - (len(t) - 3)
             terms[k] = t.replace("...", ellipsis[widest - n :])
@@ -819,7 +819,7 @@ def _einsum(subscripts, *operands, **kwargs):
             for j in range(i + 1, len(xs)):
                 rest = "".join(t for k, t in enumerate(terms) if k not in (i, j)) + out
                 keep = "".join(c for c in dict.fromkeys(terms[i] + terms[j]) if c in rest)
-                sizes = {c: d for t, x in zip(terms, xs) for c, d in zip(t, x.shape)}
+                sizes = {c: d for t, x in zip(terms, xs, strict=True) for c, d in zip(t, x.shape, strict=True)}
                 cost = int(np.prod([sizes[c] for c in keep], dtype=np.int64))
                 if best is None or cost < best[0]:
                     best = (cost, i, j, keep)
@@ -949,7 +949,7 @@ def _moveaxis(a, source, destination):
             f"`source` and `destination` arguments must have the same number of elements{_src()}"
         )
     order = [i for i in range(x.ndim) if i not in src]
-    for d, s in sorted(zip(dst, src)):
+    for d, s in sorted(zip(dst, src, strict=True)):
         order.insert(d, s)
     return P.transpose(x, order)
 
@@ -1012,7 +1012,7 @@ def _concatenate(arrays, axis=0, out=None, dtype=None, **kw):
         raise ValueError(f"zero-dimensional arrays cannot be concatenated{_src()}")
     axis = P.normalize_axes(axis, ndim)[0]
     for x in xs:
-        if x.ndim != ndim or any(d != e for i, (d, e) in enumerate(zip(x.shape, xs[0].shape)) if i != axis):
+        if x.ndim != ndim or any(d != e for i, (d, e) in enumerate(zip(x.shape, xs[0].shape, strict=True)) if i != axis):
             raise ShapeError(
                 f"concatenate: shapes {[v.shape for v in xs]} differ outside axis {axis}{_src()}"
             )

@@ -355,7 +355,7 @@ def matmul(a: Var, b: Var) -> Var:
 
 def slice_(x: Var, index: tuple[tuple[int, int, int], ...]) -> Var:
     """Basic slicing with normalised (start, stop, step) per axis."""
-    if all(ix == (0, d, 1) for ix, d in zip(index, x.shape)):
+    if all(ix == (0, d, 1) for ix, d in zip(index, x.shape, strict=True)):
         return x
     return emit(slice_p, x, index=tuple(index))
 
@@ -1195,13 +1195,3 @@ argsort_p = _register(
         differentiable=False,
     )
 )
-
-
-def math_functions() -> dict[str, Primitive]:
-    """The elementwise primitives whose scalar template calls the math library."""
-    return {
-        name: p
-        for name, p in PRIMITIVES.items()
-        if isinstance(p.scalar, str) and p.scalar.startswith("M.")
-    }
-

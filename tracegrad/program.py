@@ -1,7 +1,7 @@
 """Compiled programs and where they are kept: one per (transform, backend, argument signature).
 
-A `Program` runs a compiled graph and turns its flat outputs back into the user's result: fresh
-arrays that never alias the inputs, hooks called with the cotangents they observe, NaNs traced
+A `CompiledCall` runs a compiled graph and turns its flat outputs back into the user's result:
+fresh arrays that never alias the inputs, hooks called with the cotangents they observe, NaNs traced
 to their origin when `TRACEGRAD_DEBUG_NANS` is set. The store is global, so a transform written
 inline in a loop (`tg.hessian(f)(x)`) finds the program of the previous iteration.
 """
@@ -9,7 +9,6 @@ inline in a loop (`tg.hessian(f)(x)`) finds the program of the previous iteratio
 from __future__ import annotations
 
 import logging
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import backends, ir
+from . import backends, config, ir
 from .capture import Captured
 from .ir import Graph
 from .tree import TreeDef, unflatten
@@ -25,7 +24,7 @@ from .tree import TreeDef, unflatten
 MAX_PROGRAMS = 512
 # The programs held in memory also keep their constants and the snapshots their guards compare
 # with: past this many bytes, the least recently used programs are dropped.
-MAX_PROGRAM_BYTES = int(float(os.environ.get("TRACEGRAD_PROGRAM_MEMORY_MB", "1024")) * 2**20)
+MAX_PROGRAM_BYTES = config.program_memory_bytes()
 
 log = logging.getLogger("tracegrad")
 
@@ -40,8 +39,7 @@ class _Prefixed(logging.Formatter):
 
 
 def _configure_logging() -> None:
-    topics = os.environ.get("TRACEGRAD_LOG", "")
-    if topics and not log.handlers:
+    if config.log_topics() and not log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(_Prefixed())
         log.addHandler(handler)
@@ -49,8 +47,7 @@ def _configure_logging() -> None:
 
 
 def _log_enabled(topic: str) -> bool:
-    topics = {t.strip() for t in os.environ.get("TRACEGRAD_LOG", "").split(",")}
-    return topic in topics or "all" in topics
+    return config.log_enabled(topic)
 
 
 
@@ -69,7 +66,7 @@ class Signature:
         if old.treedef != self.treedef:
             return f"the argument structure changed: {old.treedef} -> {self.treedef}"
         changes = []
-        for name, (s0, d0), (s1, d1) in zip(names, old.avals, self.avals):
+        for name, (s0, d0), (s1, d1) in zip(names, old.avals, self.avals, strict=True):
             if s0 != s1:
                 changes.append(f"{name} changed shape {s0} -> {s1}")
             if d0 != d1:
@@ -85,7 +82,11 @@ def _plain(typed: tuple) -> Any:
 
 
 @dataclass
-class Program:
+class CompiledCall:
+    """One transform of one function for one argument signature, ready to call: the backend's
+    compiled graph (`run`: a `codegen_cpu.CpuProgram`, a `codegen_cuda.CudaProgram`, the
+    interpreter or a tiered run) and what turns its flat outputs into the user's result."""
+
     graph: Graph
     out_tree: TreeDef
     run: Callable[[Sequence[np.ndarray]], list[np.ndarray]]
@@ -112,7 +113,7 @@ class Program:
             self._raise_nan(arrays)
         if self.hooks:
             outs, observed = outs[: -len(self.hooks)], outs[-len(self.hooks) :]
-            for (name, hook), value in zip(self.hooks, observed):
+            for (name, hook), value in zip(self.hooks, observed, strict=True):
                 if hook(name, value) is not None:
                     raise TypeError(
                         f"the hook on tap {name!r} returned a value; hooks only observe "
@@ -125,7 +126,7 @@ class Program:
 
 
 def _debug_nans() -> bool:
-    return backends.env("TRACEGRAD_DEBUG_NANS") not in ("", "0")
+    return config.debug_nans()
 
 
 def _nan_report(graph: Graph, arrays: list[np.ndarray]) -> str:
@@ -147,16 +148,16 @@ class ProgramStore:
 
     def __init__(self, max_count: int = MAX_PROGRAMS, max_bytes: int = MAX_PROGRAM_BYTES):
         self.max_count, self.max_bytes = max_count, max_bytes
-        self._programs: OrderedDict[tuple, Program] = OrderedDict()
+        self._programs: OrderedDict[tuple, CompiledCall] = OrderedDict()
         self.nbytes = 0
 
-    def get(self, key: tuple) -> Program | None:
+    def get(self, key: tuple) -> CompiledCall | None:
         program = self._programs.get(key)
         if program is not None:
             self._programs.move_to_end(key)
         return program
 
-    def put(self, key: tuple, program: Program) -> None:
+    def put(self, key: tuple, program: CompiledCall) -> None:
         old = self._programs.pop(key, None)
         if old is not None:
             self.nbytes -= old.nbytes
@@ -291,14 +292,14 @@ def _cheap_signature(args: tuple) -> tuple | None:
     return tuple(key)
 
 
-def _fast_call(program: Program, backend: str | None, generation: int) -> Callable:
-    """What Program.__call__ does, checked to still be the one that `_execute` would pick (same
+def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> Callable:
+    """What CompiledCall.__call__ does, checked to still be the one `_execute` would pick (same
     backend, not cleared, not inside a trace, captured values as they were); a program with
     hooks runs them on every call. `call(fun, args)` takes the transformed function, from which
     the guards read (passed in rather than kept, so that a transform and its fast paths make no
     cycle), and the static arguments the guards read from (a method's static `self`)."""
     run, tree, asarray = program.run, program.out_tree, np.asarray
-    chosen = backends.env("TRACEGRAD_BACKEND")
+    chosen = config.backend()
     backend_object = backends.get_backend(backend)
     current_variant = getattr(backend_object, "variant", None)
     compiled_for = None if current_variant is None else current_variant()
@@ -312,7 +313,7 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
         if (
             _generation[0] != generation
             or ir.active_builder() is not None
-            or (backend is None and backends.env("TRACEGRAD_BACKEND") != chosen)
+            or (backend is None and config.backend() != chosen)
             or _debug_nans()
             or (current_variant is not None and current_variant() != compiled_for)
         ):
@@ -323,7 +324,7 @@ def _fast_call(program: Program, backend: str | None, generation: int) -> Callab
             if hidden is None:
                 return _MISS
             arrays += hidden
-        if hooked:  # tg.tap hooks and tg.debug_print: Program.__call__ runs them
+        if hooked:  # tg.tap hooks and tg.debug_print: CompiledCall.__call__ runs them
             return program(arrays)
         outs = run(arrays)
         if copied:

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from . import backends, ir
+from . import config, ir
 from . import primitives as P
 from .capture import Captured, Path, _Guard, _is_library_module, _ref
 from .ir import Graph, Node, Var
@@ -51,7 +51,6 @@ from .tree import TreeDef
 
 log = logging.getLogger("tracegrad")
 
-ENV = "TRACEGRAD_PROGRAM_CACHE"
 FORMAT = 1
 MAGIC = b"tracegrad-program\n"
 PER_KEY = 8  # entries kept per prefix (one function and signature), the most recent
@@ -64,7 +63,7 @@ class _NotStable(Exception):
 
 
 def enabled() -> bool:
-    return backends.env(ENV).strip().lower() not in ("0", "off", "false", "no")
+    return config.program_cache()
 
 
 def programs_dir() -> str | None:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import os
 import sys
 import threading
 import time
 from collections.abc import Iterator
 
+from . import config
 from .errors import TracingError
 from .ir import Graph
 
@@ -114,8 +114,7 @@ def kernel_compiled(label: str, seconds: float) -> None:
 
 
 def _log_compile() -> bool:
-    topics = {t.strip() for t in os.environ.get("TRACEGRAD_LOG", "").split(",")}
-    return "compile" in topics or "all" in topics
+    return config.log_enabled("compile")
 
 
 def timed_first_call(namespace: dict, key: str, kernel, label: str):

@@ -35,14 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from . import backends, interpreter
+from . import config, interpreter
 from .errors import BackendError
 from .ir import Graph
 from .program import _generation, fresh_flags, fresh_outputs
 
 log = logging.getLogger("tracegrad")
 
-ENV = "TRACEGRAD_TIERED"
 # element operations (the sum of the sizes of the values the graph computes) above which a
 # program is compiled before its first call: the interpreter would take longer than compiling
 MAX_WORK = 1 << 25
@@ -51,7 +50,7 @@ TIERED_BACKENDS = frozenset({"cpu"})
 
 def enabled() -> bool:
     """Whether new programs run tiered (TRACEGRAD_TIERED, on unless set to 0/off/false/no)."""
-    return backends.env(ENV).strip().lower() not in ("0", "off", "false", "no")
+    return config.tiered()
 
 
 def interpreted_work(graph: Graph) -> int:
@@ -83,7 +82,7 @@ def compile(backend: Any, graph: Graph, name: str = "a function") -> Any:
 class Tiered:
     """An executable that runs `graph` on the interpreter until its compiled program is ready.
 
-    `Program` (program.py) attaches itself, so that the switch replaces the program's run and
+    `CompiledCall` (program.py) attaches itself, so that the switch replaces its run and
     its fresh-output flags: after it, calls go straight to the compiled code."""
 
     def __init__(self, backend: Any, graph: Graph, name: str):
@@ -123,7 +122,7 @@ class Tiered:
             raise BackendError(
                 f"compiling {self.name} for the {self.backend.name} backend failed in the "
                 f"background ({type(self.error).__name__}: {self.error}). Earlier calls ran on "
-                f"the NumPy interpreter and were exact; set {ENV}=0 to compile before the first "
+                f"the NumPy interpreter and were exact; set {config.TIERED}=0 to compile before the first "
                 "call, or pass backend='numpy'."
             ) from self.error
         compiled = self.compiled

@@ -485,11 +485,6 @@ def tree_map(
     return unflatten(treedef, [f(*xs) for xs in zip(leaves, *others, strict=True)])
 
 
-def map_leaves(fn: Callable[[Any], Any], tree: Any) -> Any:
-    leaves, treedef = flatten(tree)
-    return unflatten(treedef, [fn(x) for x in leaves])
-
-
 def replace_leaves(treedef: TreeDef, make: Callable[[], TreeDef]) -> TreeDef:
     """The tree `treedef` with each leaf replaced by the subtree `make()` (a tree of trees)."""
     if treedef.kind == "leaf":

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import tracegrad as tg
-from tracegrad import backends
+from tracegrad import backends, config
 
 
 class ExampleError(Exception):
@@ -48,7 +48,7 @@ def resolve_backend(backend: str | None) -> str:
 def header(out: Printer, title: str, backend: str, requested: str | None) -> None:
     if requested:
         how = ""
-    elif backends.env("TRACEGRAD_BACKEND"):
+    elif config.backend():
         how = " (from TRACEGRAD_BACKEND)"
     else:
         how = " (fastest available here)"

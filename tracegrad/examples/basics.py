@@ -58,7 +58,7 @@ def show(value) -> str:
 
 def agrees(expected, computed) -> bool:
     if isinstance(expected, tuple):
-        return len(expected) == len(computed) and all(agrees(e, c) for e, c in zip(expected, computed))
+        return len(expected) == len(computed) and all(agrees(e, c) for e, c in zip(expected, computed, strict=True))
     computed = np.asarray(computed, dtype=float)
     return computed.shape == np.shape(expected) and bool(np.allclose(computed, expected, rtol=1e-12, atol=1e-12))
 
@@ -85,7 +85,7 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     ]
     widths = [max(len(line[i]) for line in table) for i in range(len(titles))]
     for k, line in enumerate(table):
-        out("  " + "  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+        out("  " + "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
         if k == 0:
             out("  " + "  ".join("-" * w for w in widths))
     passed = sum(r["ok"] for r in rows)

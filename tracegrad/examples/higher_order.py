@@ -48,7 +48,7 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     for k in range(ORDER + 1):
         shown = "-" if nodes[k] is None else str(nodes[k])
         out(f"  {k}  {computed[k]:<+22.15f}  {closed[k]:<+28.15f}  {abs(computed[k] - closed[k]):<10.1e}  {shown}")
-    max_error = max(abs(c - e) for c, e in zip(computed, closed))
+    max_error = max(abs(c - e) for c, e in zip(computed, closed, strict=True))
     out()
 
     # T(x0 + h) = sum_k f^(k)(x0) h^k / k!; |sin(x0 + h) - T(x0 + h)| <= |h|^6 / 6!
@@ -60,7 +60,7 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     bound = np.abs(h) ** (ORDER + 1) / math.factorial(ORDER + 1)
     out(f"Taylor polynomial of degree {ORDER} at x0 = {X0}, at {size} points x0 + h:")
     out(f"  {'h':>6}  {'sin(x0 + h)':<15}  {'Taylor':<15}  {'error':<7}  bound |h|^6/6!")
-    for hi, e, t, b in zip(h, exact, taylor, bound):
+    for hi, e, t, b in zip(h, exact, taylor, bound, strict=True):
         out(f"  {hi:+.3f}  {e:+.12f}  {t:+.12f}  {abs(e - t):.1e}  {b:.1e}")
     within = bool(np.all(np.abs(exact - taylor) <= bound + 1e-15))
     polynomial_difference = float(np.max(np.abs(taylor - taylor_closed)))

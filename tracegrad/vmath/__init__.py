@@ -13,8 +13,9 @@ with ``TRACEGRAD_MATH=libm``).  See docs/vmath.md for the accuracy bounds and sp
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
+
+from .. import config
 
 from ._atrig import arccos_f32, arccos_f64, arcsin_f32, arcsin_f64, arctan_f32, arctan_f64
 from ._exp import (
@@ -57,7 +58,7 @@ HELPERS: dict[str, tuple[Callable, Callable]] = {
 TRIG_MAX_ARG = {"float64": TRIG_LIMIT, "float32": TRIG_LIMIT}
 
 MODES = ("vector", "libm")
-ENV_VAR = "TRACEGRAD_MATH"
+ENV_VAR = config.MATH
 _override: str | None = None
 
 
@@ -76,7 +77,7 @@ def math_mode() -> str:
     """
     if _override is not None:
         return _override
-    value = os.environ.get(ENV_VAR, "").strip().lower()
+    value = config.math()
     return _check(value, f"${ENV_VAR}") if value else "vector"
 
 
