@@ -9,6 +9,7 @@ inline in a loop (`tg.hessian(f)(x)`) finds the program of the previous iteratio
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -150,14 +151,22 @@ class ProgramStore:
         self.max_count, self.max_bytes = max_count, max_bytes
         self._programs: OrderedDict[tuple, CompiledCall] = OrderedDict()
         self.nbytes = 0
+        # threads calling transformed functions share the store: a get between another thread's
+        # pop and re-insert of the same key once raised KeyError in move_to_end
+        self._lock = threading.Lock()
 
     def get(self, key: tuple) -> CompiledCall | None:
-        program = self._programs.get(key)
-        if program is not None:
-            self._programs.move_to_end(key)
-        return program
+        with self._lock:
+            program = self._programs.get(key)
+            if program is not None:
+                self._programs.move_to_end(key)
+            return program
 
     def put(self, key: tuple, program: CompiledCall) -> None:
+        with self._lock:
+            self._put(key, program)
+
+    def _put(self, key: tuple, program: CompiledCall) -> None:
         old = self._programs.pop(key, None)
         if old is not None:
             self.nbytes -= old.nbytes
@@ -176,8 +185,9 @@ class ProgramStore:
         return len(self._programs)
 
     def clear(self) -> None:
-        self._programs.clear()
-        self.nbytes = 0
+        with self._lock:
+            self._programs.clear()
+            self.nbytes = 0
 
 
 class _BoundedDict(OrderedDict):
