@@ -260,7 +260,9 @@ def _t_concat(rng, names, samples):
     if r < 0.45:
         axis = int(rng.integers(-A.ndim, A.ndim))
         if B.ndim == A.ndim and all(
-            x == y for i, (x, y) in enumerate(zip(A.shape, B.shape, strict=True)) if i != axis % A.ndim
+            x == y
+            for i, (x, y) in enumerate(zip(A.shape, B.shape, strict=True))
+            if i != axis % A.ndim
         ):
             return f"np.concatenate([{a}, {b}, {a}], axis={axis})"
         return f"np.concatenate([{a}, 2.0 * {a}], axis={axis})"

@@ -29,20 +29,10 @@ __all__ = ["cond", "fori_loop", "scan", "while_loop"]
 class _Traced:
     """A user function traced into a graph, inputs ordered (captured values, leaves)."""
 
-    def __init__(self, fun: Callable, avals: list, treedef, what: str):
-        self.what = what
-        info: dict = {}
-
-        def call(*args):
-            result = fun(*args)
-            info["result"] = result
-            return result
-
-        graph, self.out_tree, captures = trace(call, avals, treedef)
+    def __init__(self, fun: Callable, avals: list, treedef):
+        graph, self.out_tree, self.captures = trace(fun, avals, treedef)
         n = len(avals)
-        self.captures = captures
         self.graph = Graph(graph.inputs[n:] + graph.inputs[:n], graph.nodes, graph.outputs)
-        self.result = info.get("result")
 
     def capture_vars(self, builder) -> list[Var]:
         return [_lift(t, builder) for t in self.captures]
@@ -113,7 +103,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
         carry_tree["n"] = len(leaves)
         return result
 
-    traced = _Traced(body, avals, arg_tree, "scan")
+    traced = _Traced(body, avals, arg_tree)
     n_carry = carry_tree["n"]
     graph = traced.graph
     n_consts = len(traced.captures)
@@ -221,14 +211,14 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     with ir.source_location(user_source()):
         init_vars = [to_var(leaf, builder) for leaf in leaves]
     avals = _avals_of(init_vars)
-    pred = _Traced(lambda c: cond_fun(c), avals, flatten((init_val,))[1], "while_loop")
+    pred = _Traced(cond_fun, avals, flatten((init_val,))[1])
     (p,) = pred.graph.outputs if len(pred.graph.outputs) == 1 else (None,)
     if p is None or p.shape != ():
         raise TypeError(
             f"while_loop: cond_fun must return one scalar (a bool), got "
             f"{[v.type for v in pred.graph.outputs]}{_at()}"
         )
-    step = _Traced(lambda c: body_fun(c), avals, flatten((init_val,))[1], "while_loop")
+    step = _Traced(body_fun, avals, flatten((init_val,))[1])
     _check_carry("while_loop", tree, init_vars, step.out_tree, list(step.graph.outputs))
     with ir.source_location(user_source()):
         cc, bc = pred.capture_vars(builder), step.capture_vars(builder)
@@ -264,7 +254,7 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
         op_vars = [to_var(leaf, builder) for leaf in leaves]
         p = _lift(pred, builder)
     avals = _avals_of(op_vars)
-    branches = [_Traced(lambda *a, fn=fn: fn(*a), avals, tree, "cond") for fn in (false_fun, true_fun)]
+    branches = [_Traced(fn, avals, tree) for fn in (false_fun, true_fun)]
     f, t = branches
     if f.out_tree != t.out_tree:
         raise TypeError(

@@ -92,6 +92,15 @@ def packed_views(packed: np.ndarray, layout: Sequence[Aval]) -> list[np.ndarray]
     return views
 
 
+def pack_into(values: Sequence, layout: Sequence[Aval], packed: np.ndarray | None = None):
+    """`values` (host arrays of `layout`) written into `packed` (a new array if None)."""
+    if packed is None:
+        packed = np.empty(pack_size(layout), pack_dtype(layout))
+    for view, v in zip(packed_views(packed, layout), values, strict=True):
+        view[...] = v
+    return packed
+
+
 def unpack_arrays(packed: np.ndarray, layout: Sequence[Aval]) -> list[np.ndarray]:
     return [
         np.asarray(view, dtype=dtype)
@@ -304,6 +313,18 @@ def carry_flags(graph: Graph, fixed: Sequence[bool], carry: Sequence[bool], star
         carry = new
 
 
+def truth(p: Var) -> Var:
+    """A predicate as a bool value (nonzero is true)."""
+    return p if p.dtype == np.bool_ else P.compare(P.ne_p, p, P.const(0, (), p.dtype))
+
+
+def select_rows(mask: Var, new: Var, old: Var) -> Var:
+    """Per example (axis 0): `new` where the bool vector `mask` holds, else `old`."""
+    size = mask.shape[0]
+    wide = P.broadcast_to(P.reshape(mask, (size,) + (1,) * (old.ndim - 1)), old.shape)
+    return P.where(wide, new, old)
+
+
 def _repack_batched(pieces: Sequence[Var], layout: Sequence[Aval], size: int,
                     stacked: Sequence[bool]) -> Var:
     """Pieces with their batch axis at 0 (or at 1 for stacked results) -> (size, packed)."""
@@ -392,12 +413,7 @@ def run_loop(run_body: Callable, args: Sequence, *, body: Graph, n_consts: int,
     consts, carry = list(args[1 : 1 + n_consts]), list(args[1 + n_consts :])
     for _ in range(max(n, 0)):
         carry = list(run_body(consts + carry))
-    layout = avals(body.outputs)
-    if packed is None:
-        packed = np.empty(pack_size(layout), pack_dtype(layout))
-    for view, c in zip(packed_views(packed, layout), carry, strict=True):
-        view[...] = c
-    return packed
+    return pack_into(carry, avals(body.outputs), packed)
 
 
 def loop(n: Var, consts, init, *, body: Graph) -> list[Var]:
@@ -483,10 +499,7 @@ def _counted_body(body: Graph, n_consts: int, b_consts, size: int, int_dtype) ->
     with ir.building(builder):
         stepped = ir.inline(builder, inner, c_in + carry)
         active = P.compare(P.lt_p, P.broadcast_to(j, (size,)), counts)
-        kept = []
-        for new, old in zip(stepped, carry, strict=True):
-            mask = P.broadcast_to(P.reshape(active, (size,) + (1,) * (old.ndim - 1)), old.shape)
-            kept.append(P.where(mask, new, old))
+        kept = [select_rows(active, new, old) for new, old in zip(stepped, carry, strict=True)]
         j1 = P.add(j, P.const(1, (), int_dtype))
     builder.inputs = c_in + [counts, j] + carry
     return builder.graph([j1] + kept)
@@ -532,12 +545,7 @@ def run_while(run_cond: Callable, run_body: Callable, args: Sequence, *, cond: G
         trips += 1
     if count:
         return np.asarray(trips, np.int64)
-    layout = avals(body.outputs)
-    if packed is None:
-        packed = np.empty(pack_size(layout), pack_dtype(layout))
-    for view, c in zip(packed_views(packed, layout), carry, strict=True):
-        view[...] = c
-    return packed
+    return pack_into(carry, avals(body.outputs), packed)
 
 
 def _while_impl(*args, cond, body, n_cond_consts, n_body_consts):
@@ -575,8 +583,7 @@ def _while_batch(size, inputs, batched, *, cond, body, n_cond_consts, n_body_con
     ins = [builder.new_input(v.shape, v.dtype) for v in pred.inputs]
     with ir.building(builder):
         (p,) = ir.inline(builder, pred, ins)
-        p = P.compare(P.ne_p, p, P.const(0, (), p.dtype)) if p.dtype != np.bool_ else p
-        anyp = P.emit(P.reduce_max_p, P.convert(p, np.int8), axes=(0,))
+        anyp = P.emit(P.reduce_max_p, P.convert(truth(p), np.int8), axes=(0,))
         anyp = P.compare(P.gt_p, anyp, P.const(0, (), np.int8))
     any_cond = builder.graph([anyp])
     # body of the batch: step the examples whose predicate holds
@@ -586,12 +593,8 @@ def _while_batch(size, inputs, batched, *, cond, body, n_cond_consts, n_body_con
     carry = [builder.new_input(v.shape, v.dtype) for v in step.inputs[n_bc:]]
     with ir.building(builder):
         (p,) = ir.inline(builder, pred, c_in + carry)
-        p = P.compare(P.ne_p, p, P.const(0, (), p.dtype)) if p.dtype != np.bool_ else p
         stepped = ir.inline(builder, step, b_in + carry)
-        kept = []
-        for new, old in zip(stepped, carry, strict=True):
-            mask = P.broadcast_to(P.reshape(p, (size,) + (1,) * (old.ndim - 1)), old.shape)
-            kept.append(P.where(mask, new, old))
+        kept = [select_rows(truth(p), new, old) for new, old in zip(stepped, carry, strict=True)]
     masked_body = builder.graph(kept)
     packed = P.emit(while_p, *cc, *cc, *bc, *init, cond=any_cond, body=masked_body,
                     n_cond_consts=n_cc, n_body_consts=n_cc + n_bc)
@@ -651,11 +654,7 @@ def branch_index(pred: np.ndarray) -> int:
 def run_cond(run_branch: Callable, args: Sequence, *, branches: tuple[Graph, ...]):
     g = branches[branch_index(args[0])]
     outs = run_branch(g, list(args[1:]))
-    layout = avals(g.outputs)
-    packed = np.empty(pack_size(layout), pack_dtype(layout))
-    for view, o in zip(packed_views(packed, layout), outs, strict=True):
-        view[...] = o
-    return packed
+    return pack_into(outs, avals(g.outputs))
 
 
 def _cond_impl(*args, branches):
@@ -703,11 +702,7 @@ def _cond_batch(size, inputs, batched, *, branches):
     for g in branches:
         outs = P.batch_inline(g, operands, flags, size)
         results.append([P._batched(v, b, size) for v, b in outs])
-    p = pred if pred.dtype == np.bool_ else P.compare(P.ne_p, pred, P.const(0, (), pred.dtype))
-    chosen = []
-    for f, t in zip(results[0], results[1], strict=True):
-        mask = P.broadcast_to(P.reshape(p, (size,) + (1,) * (t.ndim - 1)), t.shape)
-        chosen.append(P.where(mask, t, f))
+    chosen = [select_rows(truth(pred), t, f) for f, t in zip(results[0], results[1], strict=True)]
     return _repack_batched(chosen, layout, size, [False] * len(layout))
 
 

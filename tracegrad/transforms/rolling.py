@@ -75,7 +75,7 @@ def _roll_once(graph: Graph) -> Graph:
         nxt[i] = last.get(sig[i], -1)
         last[sig[i]] = i
     position = {node.out: i for i, node in enumerate(nodes)}
-    used_after = _last_use(graph, position)
+    used_after = _last_use(graph)
 
     # candidate repetitions: (period, start, repeats); a position inside a candidate of the
     # same period is a rotation of it and is skipped
@@ -124,7 +124,7 @@ def _weight(node: Node) -> int:
     return 1 + sum(sum(_weight(n) for n in g.nodes) for g in held)
 
 
-def _last_use(graph: Graph, position: dict[Var, int]) -> dict[Var, int]:
+def _last_use(graph: Graph) -> dict[Var, int]:
     """For each value, the position of the last node reading it (outputs: past the end)."""
     last: dict[Var, int] = {}
     for i, node in enumerate(graph.nodes):
