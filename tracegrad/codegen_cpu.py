@@ -88,7 +88,9 @@ def _vmath():
 
 
 # Python's math names whose vmath (primitive) name differs
-_VM_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}
+_VM_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2"}
+# math-library calls Numba's `math` module lacks, and what stands for them in libm mode
+_LIBM_CALLS = {"cbrt": "np.cbrt"}
 _MATH_CALL = re.compile(r"\bM\.(\w+)\(")
 
 
@@ -97,13 +99,15 @@ def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
     vm = _vmath()
     vm_name = _VM_NAMES.get(math_name, math_name)
     dtype = np.dtype(dtype)
-    known = vm is not None and (vm_name in vm.FUNCTIONS or vm_name in getattr(vm, "HELPERS", {}))
+    known = vm is not None and any(
+        vm_name in getattr(vm, table, {}) for table in ("FUNCTIONS", "BINARY", "HELPERS")
+    )
     if mode == "vector" and known:
         if dtype == np.float64:
             return f"_vm.{vm_name}_f64"
         if dtype == np.float32:
             return f"_vm.{vm_name}_f32"
-    return f"math.{math_name}"
+    return _LIBM_CALLS.get(math_name, f"math.{math_name}")
 
 
 def render_node(node: Node, args: Sequence[str], mode: str) -> str:

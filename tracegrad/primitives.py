@@ -768,7 +768,7 @@ arctanh_p = _ew(
 )
 # cbrt' = 1 / (3 cbrt(x)^2): infinite at 0, like the function's slope
 cbrt_p = _ew(
-    "cbrt", np.cbrt, _unary_rule(lambda x, out: div(1.0 / 3.0, mul(out, out))), "np.cbrt({0})",
+    "cbrt", np.cbrt, _unary_rule(lambda x, out: div(1.0 / 3.0, mul(out, out))), "M.cbrt({0})",
     domain=(0.2, 3.0),
 )
 
@@ -778,10 +778,10 @@ def _arctan2_rule(ct, out, y, x):
     return ct_mul(ct, div(x, r2)), ct_mul(ct, neg(div(y, r2)))
 
 
-arctan2_p = _ew("arctan2", np.arctan2, _arctan2_rule, "np.arctan2({0}, {1})", domain=(0.5, 2.0))
+arctan2_p = _ew("arctan2", np.arctan2, _arctan2_rule, "M.atan2({0}, {1})", domain=(0.5, 2.0))
 hypot_p = _ew(
     "hypot", np.hypot, lambda ct, out, a, b: (ct_mul(ct, div(a, out)), ct_mul(ct, div(b, out))),
-    "np.hypot({0}, {1})", domain=(0.5, 2.0),
+    "M.hypot({0}, {1})", domain=(0.5, 2.0),
 )
 # copysign(a, b) = |a| sign(b): slope sign(a) sign(b) in a (as |a|'s, 0 at a = 0), none in b
 copysign_p = _ew(
