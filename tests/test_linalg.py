@@ -152,3 +152,40 @@ def test_triangular_solves_batched_and_without_scipy(monkeypatch):
     got = tg.jit(lambda s, b: f(s, b), backend="numpy")(s, B)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+def test_small_factorisations_run_on_one_blas_thread():
+    import threading
+
+    from tracegrad import blas_threads
+
+    libraries = [lib for lib in (blas_threads._openblas(), blas_threads._scipy_openblas()) if lib]
+    before = [get() for get, _ in libraries]
+    seen = []
+    spy = blas_threads.small_on_one_thread(
+        lambda a: seen.append([get() for get, _ in libraries]) or np.linalg.cholesky(a),
+        lambda a: a.size * a.shape[-1],
+    )
+    s = spd(A[0])
+    np.testing.assert_array_equal(spy(s), np.linalg.cholesky(s))
+    assert all(count == 1 for count in seen[0])  # inside: one thread
+    assert [get() for get, _ in libraries] == before  # restored after
+    # concurrent callers: the count is restored only when the last one leaves
+    barrier = threading.Barrier(4)
+
+    def work():
+        barrier.wait()
+        for _ in range(20):
+            with blas_threads.one_thread():
+                assert all(get() == 1 for get, _ in libraries)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [get() for get, _ in libraries] == before
+    # the table's factorisations go through it (the interpreter's and the compiled backends')
+    from tracegrad import linalg
+
+    assert linalg.cholesky_p.impl.__wrapped__ is np.linalg.cholesky

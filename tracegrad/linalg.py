@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ir
+from . import blas_threads, ir
 from . import primitives as P
 from .errors import TracingError
 from .ir import Var
@@ -39,7 +39,15 @@ def _square_infer(out_shape):
     return infer
 
 
+def _work(*arrays) -> int:
+    """About the multiply-adds of a factorisation or solve of these operands."""
+    return sum(int(x.size) * int(x.shape[-1]) for x in arrays if getattr(x, "ndim", 0) >= 2)
+
+
 def _register(name, impl, infer, adjoint, differentiable=True) -> Primitive:
+    # small matrices on one BLAS thread: several threads on a few hundred rows wait for each
+    # other far longer than they save (and on a busy machine, for a descheduled one)
+    impl = blas_threads.small_on_one_thread(impl, _work)
     prim = Primitive(name, Kind.SHAPE, impl, infer, adjoint, None, None, differentiable)
     # a leading batch axis is one more stacked matrix: the same primitive on the batch
     object.__setattr__(prim, "batch", P.batch_every_operand(prim))
