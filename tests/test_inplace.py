@@ -141,3 +141,27 @@ def test_what_is_refused_and_why():
 def test_full_like_with_a_traced_fill_value(backend):
     f = tg.grad(lambda s: np.sum(np.full_like(s, s, shape=(3,)) * np.arange(3.0)), backend=backend)
     np.testing.assert_allclose(f(2.0), 3.0)
+
+
+def test_many_small_writes_become_one_scatter():
+    """A preallocated array filled element by element: one scatter of the written values, not a
+    select per write (which made a kernel with an operand per write, and O(writes x size) work)."""
+
+    def fill(x):
+        y = x * 0
+        for i in range(12):
+            y[i] = x[i] * x[(i + 1) % 12]
+        y[3] = 7.0  # the last write of a position wins
+        return y
+
+    x = np.linspace(0.5, 1.6, 12)
+    ir_text = str(tg.make_ir(fill)(x))
+    assert ir_text.count("where") <= 2 and "scatter_add" in ir_text
+    y = x * 0
+    for i in range(12):
+        y[i] = x[i] * x[(i + 1) % 12]
+    y[3] = 7.0
+    np.testing.assert_array_equal(tg.jit(fill, backend="numpy")(x), y)
+    jac = tg.jacobian(fill, backend="numpy")(x)
+    fd = np.array([(fill(x + 1e-6 * e) - fill(x - 1e-6 * e)) / 2e-6 for e in np.eye(12)]).T
+    np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-8)

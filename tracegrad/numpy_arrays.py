@@ -17,7 +17,7 @@ import numpy as np
 from . import primitives as P
 from .errors import TracingError
 from .ir import Var
-from .numpy_api import _concatenate, _o, _ravel, _src, _v
+from .numpy_api import _basic_index, _concatenate, _o, _ravel, _setitem, _src, _v
 
 
 def _axis(axis: int, ndim: int) -> int:
@@ -910,6 +910,40 @@ def scatter_set(x: Var, sel, value: Var) -> Var:
         hit = P.scatter_add(P.convert(keep, np.int64), flat, 0, (x.size,))
         out = P.where(P.compare(P.gt_p, hit, 0), placed, flat_x)
     return P.reshape(out, x.shape)
+
+
+def set_regions(x: Var, writes: list[tuple[object, object]]) -> Var:
+    """`x` after `x[index] = value` for each (static basic index, value) in order.
+
+    Many small writes (a preallocated array filled element by element) become one scatter of
+    every written value, the last write of each position winning: O(written + size) work and a
+    handful of nodes, where one select per write would be O(writes x size) and a kernel with an
+    operand per write. A few writes that cover much of the array keep the fused selects."""
+    regions = []
+    for index, value in writes:
+        ranges, out_shape = _basic_index(x, index)
+        regions.append((index, value, ranges, tuple(out_shape)))
+    written = sum(int(np.prod(shape, dtype=np.int64)) for _, _, _, shape in regions)
+    if len(writes) < 3 or (len(writes) < 8 and written > x.size // 2):
+        for index, value, _, _ in regions:
+            x = _setitem(x, index, value)
+        return x
+    strides = np.cumprod((1,) + x.shape[:0:-1])[::-1]  # C order, in elements
+    positions, values = [], []
+    for _, value, ranges, shape in regions:
+        grid = np.zeros((), np.int64)
+        for (start, stop, step), stride in zip(ranges, strides, strict=True):
+            grid = np.add.outer(grid, np.arange(start, stop, step, dtype=np.int64) * stride)
+        positions.append(grid.reshape(-1))
+        v = _v(value) if not isinstance(value, (bool, int, float)) else P.const(value, (), x.dtype)
+        v = P.convert(v, x.dtype)
+        if v.ndim > len(shape) or np.broadcast_shapes(v.shape, shape) != shape:
+            raise ValueError(f"could not broadcast input array from shape {v.shape} into shape "
+                             f"{shape} (x[index] = value){_src()}")
+        v = P.broadcast_to(P.reshape(v, (1,) * (len(shape) - v.ndim) + v.shape), shape)
+        values.append(P.reshape(v, (grid.size,)))
+    every = P.concatenate(values, 0) if len(values) > 1 else values[0]
+    return scatter_set(x, np.concatenate(positions), every)
 
 
 def setitem_advanced(x: Var, index, value: Var) -> Var:

@@ -23,8 +23,10 @@ from . import primitives as P
 from .capture import Scope, check_random_sources, refuse_array_subclass, snapshot_random_sources
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
-from .numpy_api import FUNCTIONS, UFUNCS, _bitwise, _cmp, _getitem, _matmul, _neg, _setitem, is_basic_index
-from .numpy_arrays import add_at, put_along_axis
+from .numpy_api import (
+    FUNCTIONS, UFUNCS, _basic_index, _bitwise, _cmp, _getitem, _matmul, _neg, _setitem, is_basic_index,
+)
+from .numpy_arrays import add_at, put_along_axis, set_regions
 from .tree import TreeDef, flatten, unflatten
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -106,7 +108,7 @@ class Tracer:
     view made by basic indexing writes into that array.
     """
 
-    __slots__ = ("_var", "_view", "builder")
+    __slots__ = ("_pending", "_var", "_view", "builder")
     __array_priority__ = 1000
     __hash__ = None  # like NumPy arrays: == builds a value, so tracers are not hashable
 
@@ -114,9 +116,14 @@ class Tracer:
         self._var = var
         self.builder = builder
         self._view = view
+        # writes through static basic indices not yet in the graph: [(index, value, source)],
+        # emitted together when the value is next read (see numpy_arrays.set_regions)
+        self._pending: list | None = None
 
     @property
     def ir_var(self) -> Var:
+        if self._pending:
+            self._flush_writes()
         view = self._view
         if view is not None:
             current = view.base.ir_var
@@ -157,9 +164,23 @@ class Tracer:
         self._var = new
 
     def _assign(self, index, value) -> None:
-        with ir.source_location(user_source()):
-            new = _setitem(self.ir_var, index, operand(value, self.builder) if isinstance(value, Tracer) else value)
+        source = user_source()
+        with ir.source_location(source):
+            value = operand(value, self.builder) if isinstance(value, Tracer) else value
+            if self._view is None and is_basic_index(index):  # kept, to be emitted with others
+                self._check_writable("x[...] = value")
+                _basic_index(self._var, index)  # an index out of range fails here, on its line
+                if self._pending is None:
+                    self._pending = []
+                self._pending.append((index, value, source))
+                return
+            new = _setitem(self.ir_var, index, value)
         self._write(new, "x[...] = value")
+
+    def _flush_writes(self) -> None:
+        writes, self._pending = self._pending, None
+        with ir.building(self.builder), ir.source_location(writes[0][2]):
+            self._var = set_regions(self._var, [(index, value) for index, value, _ in writes])
 
     def __setitem__(self, index, value):
         self._check_writable("x[...] = value")
@@ -200,10 +221,11 @@ class Tracer:
             self._view = _View(base, derive, base.ir_var, index)
         return self
 
-    shape = property(lambda self: self.ir_var.shape)
-    dtype = property(lambda self: self.ir_var.dtype)
-    ndim = property(lambda self: self.ir_var.ndim)
-    size = property(lambda self: self.ir_var.size)
+    # writes never change the shape or dtype: read them without emitting pending writes
+    shape = property(lambda self: self._var.shape)
+    dtype = property(lambda self: self._var.dtype)
+    ndim = property(lambda self: self._var.ndim)
+    size = property(lambda self: self._var.size)
 
     def __repr__(self) -> str:
         return f"Tracer<{self.ir_var.type}>"
