@@ -52,6 +52,56 @@ def test_import_does_not_import_numba():
     assert out == "False False"
 
 
+def test_import_defers_what_a_first_gradient_does_not_need():
+    out = _run(
+        """
+        import sys
+        import numpy as np
+        import tracegrad as tg
+        deferred = ("numpy.random", "sysconfig", "tracegrad.api_transforms",
+                    "tracegrad.control_flow", "tracegrad.checking", "tracegrad.custom",
+                    "tracegrad.debugging", "tracegrad.transforms.remat")
+        print(*[name in sys.modules for name in deferred])
+        tg.grad(lambda x: np.sum(np.sin(x)), backend="numpy")(np.ones(3))
+        print("numpy.random" in sys.modules)
+        from tracegrad import scan, vmap
+        from tracegrad.control_flow import scan as scan_
+        from tracegrad.api_transforms import vmap as vmap_
+        print(scan is scan_, vmap is vmap_, tg.check_grad.__module__, "checkpoint" in dir(tg))
+        """,
+        {"TRACEGRAD_TIERED": "1"},
+    )
+    assert out.splitlines() == [" ".join(["False"] * 8), "False", "True True tracegrad.checking True"]
+
+
+def test_lazy_names_are_the_public_api():
+    for name in tg.__all__:
+        assert getattr(tg, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        tg.not_a_name  # noqa: B018
+
+
+def test_random_draw_while_tracing_is_refused_when_numpy_random_is_imported_late():
+    # numpy.random is not imported by `import tracegrad`: the check still sees the global
+    # generator of a function that names `np.random` before anything imported it
+    out = _run(
+        """
+        import sys
+        import numpy as np
+        import tracegrad as tg
+        assert "numpy.random" not in sys.modules
+        def f(x):
+            return np.sum(x * np.random.normal(size=3))
+        try:
+            tg.grad(f, backend="numpy")(np.ones(3))
+        except tg.TracingError as e:
+            print("refused", "global random generator" in str(e))
+        """,
+        {"TRACEGRAD_TIERED": "1"},
+    )
+    assert out == "refused True"
+
+
 # ----------------------------------------------------------------------------------------------
 # Tiered execution
 
