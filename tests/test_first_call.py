@@ -411,6 +411,39 @@ def test_outer_product_is_an_exact_fused_product(backend):
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
 
 
+def _thin_mlp(params, x, y):
+    w1, b1, w2, b2, w3, b3 = params
+    h = np.tanh(x @ w1 + b1)
+    h = np.tanh(h @ w2 + b2)
+    return np.mean(((h @ w3 + b3)[:, 0] - y) ** 2)
+
+
+def test_thin_mlp_matrix_vector_products_are_fused_sums(backend, rng):
+    shapes = [(3, 8), (8,), (8, 8), (8,), (8, 1), (1,)]
+    params = tuple(rng.standard_normal(s) / 2 for s in shapes)
+    x, y = rng.standard_normal((37, 3)), rng.standard_normal(37)
+    g = tg.value_and_grad(_thin_mlp, backend=backend)
+    if backend == "cpu":
+        source = tg.make_kernels(tg.value_and_grad(_thin_mlp), backend="cpu")(params, x, y)
+        plan = source.split("\n\n")[0]
+        # x @ w1, h @ w2 and three adjoints; h @ w3 and h.T @ ct are sums in loops
+        assert plan.count("# matmul ") == 5
+    value, grads = g(params, x, y)
+    want_value, want = tg.value_and_grad(_thin_mlp, backend="numpy")(params, x, y)
+    np.testing.assert_allclose(value, want_value, rtol=1e-13)
+    for got, ref in zip(grads, want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-13)
+    # against finite differences of plain NumPy, for the last layer's weights
+    eps, w3 = 1e-6, params[4]
+    for i in range(w3.shape[0]):
+        up, down = w3.copy(), w3.copy()
+        up[i, 0] += eps
+        down[i, 0] -= eps
+        plus = _thin_mlp((*params[:4], up, params[5]), x, y)
+        minus = _thin_mlp((*params[:4], down, params[5]), x, y)
+        np.testing.assert_allclose(grads[4][i, 0], (plus - minus) / (2 * eps), rtol=1e-6, atol=1e-9)
+
+
 def test_small_products_run_on_one_blas_thread(rng):
     from tracegrad import blas_threads
 
