@@ -52,6 +52,56 @@ def test_import_does_not_import_numba():
     assert out == "False False"
 
 
+def test_import_defers_what_a_first_gradient_does_not_need():
+    out = _run(
+        """
+        import sys
+        import numpy as np
+        import tracegrad as tg
+        deferred = ("numpy.random", "sysconfig", "tracegrad.api_transforms",
+                    "tracegrad.control_flow", "tracegrad.checking", "tracegrad.custom",
+                    "tracegrad.debugging", "tracegrad.transforms.remat")
+        print(*[name in sys.modules for name in deferred])
+        tg.grad(lambda x: np.sum(np.sin(x)), backend="numpy")(np.ones(3))
+        print("numpy.random" in sys.modules)
+        from tracegrad import scan, vmap
+        from tracegrad.control_flow import scan as scan_
+        from tracegrad.api_transforms import vmap as vmap_
+        print(scan is scan_, vmap is vmap_, tg.check_grad.__module__, "checkpoint" in dir(tg))
+        """,
+        {"TRACEGRAD_TIERED": "1"},
+    )
+    assert out.splitlines() == [" ".join(["False"] * 8), "False", "True True tracegrad.checking True"]
+
+
+def test_lazy_names_are_the_public_api():
+    for name in tg.__all__:
+        assert getattr(tg, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        tg.not_a_name  # noqa: B018
+
+
+def test_random_draw_while_tracing_is_refused_when_numpy_random_is_imported_late():
+    # numpy.random is not imported by `import tracegrad`: the check still sees the global
+    # generator of a function that names `np.random` before anything imported it
+    out = _run(
+        """
+        import sys
+        import numpy as np
+        import tracegrad as tg
+        assert "numpy.random" not in sys.modules
+        def f(x):
+            return np.sum(x * np.random.normal(size=3))
+        try:
+            tg.grad(f, backend="numpy")(np.ones(3))
+        except tg.TracingError as e:
+            print("refused", "global random generator" in str(e))
+        """,
+        {"TRACEGRAD_TIERED": "1"},
+    )
+    assert out == "refused True"
+
+
 # ----------------------------------------------------------------------------------------------
 # Tiered execution
 
@@ -359,6 +409,39 @@ def test_outer_product_is_an_exact_fused_product(backend):
     want = tg.grad(loss, argnums=(0, 1), backend="numpy")(d, w)
     for got, ref in zip(tg.grad(loss, argnums=(0, 1), backend=backend)(d, w), want, strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+
+
+def _thin_mlp(params, x, y):
+    w1, b1, w2, b2, w3, b3 = params
+    h = np.tanh(x @ w1 + b1)
+    h = np.tanh(h @ w2 + b2)
+    return np.mean(((h @ w3 + b3)[:, 0] - y) ** 2)
+
+
+def test_thin_mlp_matrix_vector_products_are_fused_sums(backend, rng):
+    shapes = [(3, 8), (8,), (8, 8), (8,), (8, 1), (1,)]
+    params = tuple(rng.standard_normal(s) / 2 for s in shapes)
+    x, y = rng.standard_normal((37, 3)), rng.standard_normal(37)
+    g = tg.value_and_grad(_thin_mlp, backend=backend)
+    if backend == "cpu":
+        source = tg.make_kernels(tg.value_and_grad(_thin_mlp), backend="cpu")(params, x, y)
+        plan = source.split("\n\n")[0]
+        # x @ w1, h @ w2 and three adjoints; h @ w3 and h.T @ ct are sums in loops
+        assert plan.count("# matmul ") == 5
+    value, grads = g(params, x, y)
+    want_value, want = tg.value_and_grad(_thin_mlp, backend="numpy")(params, x, y)
+    np.testing.assert_allclose(value, want_value, rtol=1e-13)
+    for got, ref in zip(grads, want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-13)
+    # against finite differences of plain NumPy, for the last layer's weights
+    eps, w3 = 1e-6, params[4]
+    for i in range(w3.shape[0]):
+        up, down = w3.copy(), w3.copy()
+        up[i, 0] += eps
+        down[i, 0] -= eps
+        plus = _thin_mlp((*params[:4], up, params[5]), x, y)
+        minus = _thin_mlp((*params[:4], down, params[5]), x, y)
+        np.testing.assert_allclose(grads[4][i, 0], (plus - minus) / (2 * eps), rtol=1e-6, atol=1e-9)
 
 
 def test_small_products_run_on_one_blas_thread(rng):

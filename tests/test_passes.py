@@ -222,6 +222,31 @@ def test_a_matrix_product_over_an_inner_dimension_of_one_becomes_an_elementwise_
     _same_values(graph, lowered, args)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_thin_matrix_vector_product_becomes_a_sum_of_products(rng, transposed):
+    # h @ w (a row sum) and h.T @ c (a column sum, read through the transpose)
+    if transposed:
+        graph = _graph([((7, 5), F64), ((7, 1), F64)], lambda h, c: P.matmul(P.transpose(h, (1, 0)), c))
+        args = [rng.normal(size=(7, 5)), rng.normal(size=(7, 1))]
+    else:
+        graph = _graph([((7, 5), F64), ((5, 1), F64)], lambda h, w: P.matmul(h, w))
+        args = [rng.normal(size=(7, 5)), rng.normal(size=(5, 1))]
+    lowered = passes.optimize(graph)
+    assert "matmul" not in _prims(lowered) and "reduce_sum" in _prims(lowered)
+    assert "transpose" not in _prims(lowered)
+    assert "matmul" in _prims(passes.optimize(graph, lower=False))
+    [want], [got] = interpreter.evaluate(graph, args), interpreter.evaluate(lowered, args)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)  # summed in another order
+
+
+def test_wide_products_and_matrix_products_stay_matmuls():
+    wide = _graph([((300, 400), F64), ((400, 1), F64)], lambda h, w: P.matmul(h, w))
+    square = _graph([((6, 5), F64), ((5, 2), F64)], lambda h, w: P.matmul(h, w))
+    assert "matmul" in _prims(passes.optimize(wide))
+    assert "matmul" in _prims(passes.optimize(square))
+
+
 # ----------------------------------------------------------------------------------------------
 # optimize: the pipeline
 

@@ -27,14 +27,7 @@ from .api import (
     tap,
     value_and_grad,
 )
-from .api_transforms import hvp, jacfwd, jacrev, jvp, linearize, vjp, vmap
 from .backends import available_backends, default_backend_name
-from .checking import check_grad
-from .control_flow import cond, fori_loop, scan, while_loop
-from .custom import custom_vjp
-from .debugging import debug_print
-from .transforms.custom_jvp import custom_jvp
-from .transforms.remat import checkpoint
 from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
 from .tiered import wait_compiled
@@ -48,6 +41,42 @@ from .tree_util import (
 )
 
 __version__ = "0.1.0"
+
+# Imported on first use (`tg.vmap`, `from tracegrad import scan`): a gradient's first call needs
+# none of them, and `import tracegrad` is part of every first call (benchmarks/RESULTS.md).
+_LAZY = {
+    "hvp": "api_transforms",
+    "jacfwd": "api_transforms",
+    "jacrev": "api_transforms",
+    "jvp": "api_transforms",
+    "linearize": "api_transforms",
+    "vjp": "api_transforms",
+    "vmap": "api_transforms",
+    "check_grad": "checking",
+    "cond": "control_flow",
+    "fori_loop": "control_flow",
+    "scan": "control_flow",
+    "while_loop": "control_flow",
+    "custom_vjp": "custom",
+    "debug_print": "debugging",
+    "custom_jvp": "transforms.custom_jvp",
+    "checkpoint": "transforms.remat",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tracegrad' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "BackendError",

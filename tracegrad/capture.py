@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import sysconfig
 import types
 import weakref
 from collections.abc import Callable
@@ -41,7 +40,6 @@ MAX_ITEMS = 64  # containers longer than this are compared as a whole (lists, di
 MAX_ENTRIES = 4000  # a walk that reaches more values than this stops and guards identities
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice, range)
-_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"])
 _LIBRARIES = ("numpy", "tracegrad", "numba", "scipy", "llvmlite", "math", "builtins")
 
 
@@ -58,11 +56,36 @@ def _is_library_module(name: str | None) -> bool:
         return False
     # a user's own module can share a standard name (a package called `test`): check the file
     file = getattr(sys.modules.get(top), "__file__", None)
-    return file is None or os.path.abspath(file).startswith(_STDLIB)
+    return file is None or os.path.abspath(file).startswith(_stdlib())
 
 
-_GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
-_GLOBAL_RANDOM = np.random.mtrand._rand
+@functools.cache
+def _stdlib() -> str:
+    import sysconfig  # looked up on first use: `import tracegrad` does not need it
+
+    return os.path.abspath(sysconfig.get_paths()["stdlib"])
+
+
+_random_types: tuple[type, ...] = ()
+
+
+def _generators() -> tuple[type, ...]:
+    """NumPy's generator classes, or () while numpy.random is not imported: no generator can
+    exist before, and `import tracegrad` does not import it (it costs 5-10 ms)."""
+    global _random_types
+    if not _random_types:
+        random = sys.modules.get("numpy.random")
+        if random is not None and hasattr(random, "BitGenerator"):
+            _random_types = (random.Generator, random.RandomState, random.BitGenerator)
+    return _random_types
+
+
+def _global_random(imported: bool = False) -> Any:
+    """NumPy's global generator (np.random.normal...): None while numpy.random is not imported,
+    unless `imported` asks for it anyway."""
+    if not imported and "numpy.random" not in sys.modules:
+        return None
+    return np.random.mtrand._rand
 
 
 def _generator_state(generator: Any) -> bytes:
@@ -240,8 +263,9 @@ class Scope:
         code names `random` (np.random.normal...). A draw while tracing would be baked into the
         program as a constant: `check_random_sources` refuses it."""
         sources = list(self.generators)
-        if "random" in self.names or any(_GLOBAL_RANDOM is g for _, g in sources):
-            sources.append(("NumPy's global random generator (np.random.*)", _GLOBAL_RANDOM))
+        glob = _global_random(imported="random" in self.names)
+        if glob is not None and ("random" in self.names or any(glob is g for _, g in sources)):
+            sources.append(("NumPy's global random generator (np.random.*)", glob))
         return sources
 
     # ---- used while tracing
@@ -336,9 +360,10 @@ class _Walker:
             return
         self.seen.add(id(value))
         owner = getattr(value, "__self__", None)  # a generator's method: from numpy.random import normal
-        if isinstance(owner, _GENERATORS) and not isinstance(value, _GENERATORS):
+        generators = _generators()
+        if isinstance(owner, generators) and not isinstance(value, generators):
             value, path = owner, path.hop("attr", "__self__")
-        if isinstance(value, _GENERATORS):
+        if isinstance(value, generators):
             self.scope.generators.append((f"the generator {path.description}", value))
             self.guard(path, "identity", _ref(value))
         elif isinstance(value, np.ndarray):

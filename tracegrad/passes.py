@@ -91,6 +91,8 @@ def simplify(graph: Graph, lower: bool = True) -> Graph:
         node = _with_inputs(node, inputs)
         if lower and node.prim is P.matmul_p and inputs[0].shape[-1] == 1:
             node = _outer_product(node, nodes, producer)  # an elementwise product, fusable
+        elif lower and node.prim is P.matmul_p and _thin_product(node):
+            node = _matrix_vector(node, nodes, producer)  # a fused row or column sum
         if node.prim.kind is Kind.IDENTITY and (not lower or node.prim.effectful):
             replacement = None
         else:
@@ -129,6 +131,46 @@ def _outer_product(node: Node, nodes: list[Node], producer: dict[Var, Node]) -> 
         producer[wide] = new
         operands.append(wide)
     return Node(P.mul_p, tuple(operands), {}, node.out, node.source)
+
+
+# A matrix-vector product (a column `w` on the right) at most this wide on its short side becomes
+# a sum of elementwise products, fused into the loop that computes its matrix.
+THIN_PRODUCT = 256
+
+
+def _thin_product(node: Node) -> bool:
+    a, b = node.inputs
+    return a.ndim == 2 and b.ndim == 2 and b.shape[1] == 1 and min(a.shape) <= THIN_PRODUCT
+
+
+def _matrix_vector(node: Node, nodes: list[Node], producer: dict[Var, Node]) -> Node:
+    """`a @ w` for a matrix `a` (m x k) and a column `w` (k x 1), as `sum(a * w.T, axis=1)`: the
+    product of the thin MLP's last layer (`h @ W3`) and the sum of its weight's adjoint
+    (`h.T @ ct`, read through the transpose as `sum(h * ct, axis=0)`). Each fuses as a reduction
+    into the loop that computes or reads `h`, where a BLAS call would read `h` once more; the
+    sums add in another order than BLAS's (not bitwise equal to it)."""
+    a, w = node.inputs
+    m, k = a.shape
+    src = node.source
+
+    def add(prim, inputs, params, shape) -> Var:
+        out = Var(shape, node.out.dtype)
+        new = Node(prim, inputs, params, out, src)
+        nodes.append(new)
+        producer[out] = new
+        return out
+
+    made = producer.get(a)
+    if made is not None and made.prim is P.transpose_p and tuple(made.params["perm"]) == (1, 0):
+        h, axis = made.inputs[0], 0  # a = h.T: sum over the rows of h (k x m)
+        wide = add(P.broadcast_to_p, (w,), {"shape": h.shape}, h.shape)
+    else:
+        h, axis = a, 1
+        row = add(P.reshape_p, (w,), {"shape": (1, k)}, (1, k))
+        wide = add(P.broadcast_to_p, (row,), {"shape": (m, k)}, (m, k))
+    terms = add(P.mul_p, (h, wide), {}, h.shape)
+    sums = add(P.reduce_sum_p, (terms,), {"axes": (axis,)}, (m,))
+    return Node(P.reshape_p, (sums,), {"shape": (m, 1)}, node.out, src)
 
 
 def _rewrite(node: Node, producers: list[Node | None]):
