@@ -39,7 +39,9 @@ def _square_infer(out_shape):
 
 
 def _register(name, impl, infer, adjoint, differentiable=True) -> Primitive:
-    prim = Primitive(name, Kind.SHAPE, impl, infer, adjoint, None, None, differentiable)
+    prim = Primitive(
+        name, Kind.SHAPE, impl, infer, adjoint, None, None, differentiable, index_map=P.OWN_STEP
+    )
     # a leading batch axis is one more stacked matrix: the same primitive on the batch
     object.__setattr__(prim, "batch", P.batch_every_operand(prim))
     return P._register(prim)
