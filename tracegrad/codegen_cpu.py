@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import backends, blas_threads, cache, config, cpu_loops, fusion, ir, passes, progress, render
+from . import backends, blas_threads, cache, cpu_loops, fusion, ir, passes, progress, render
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -809,11 +809,7 @@ class CpuBackend:
         return backends.cpu_variant()
 
     def compile(self, graph: Graph) -> CpuProgram:
-        program = build(graph)
-        dump = config.dump_kernels()
-        if dump:
-            render.dump(program.source(), dump, f"program_{graph.fingerprint()[:16]}.py")
-        return program
+        return render.dumped(build(graph), "program")
 
 
 def program_source(graph: Graph) -> str:

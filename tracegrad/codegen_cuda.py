@@ -415,11 +415,7 @@ class CudaBackend:
         return dev.availability()
 
     def compile(self, graph: Graph) -> CudaProgram:
-        program = build(graph)
-        dump = config.dump_kernels()
-        if dump:
-            render.dump(program.source(), dump, f"cuda_program_{graph.fingerprint()[:16]}.py")
-        return program
+        return render.dumped(build(graph), "cuda_program")
 
 
 BACKEND = CudaBackend()

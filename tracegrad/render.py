@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import ir
+from . import config, ir
 from . import primitives as P
 from .ir import Node
 
@@ -194,11 +194,16 @@ def node_comment(node: Node, names: dict) -> str:
     return f"{text}   [{node.source}]" if node.source else text
 
 
-def dump(source: str, directory: str, filename: str) -> None:
-    """Write a program's source into `directory` (TRACEGRAD_DUMP_KERNELS); a failure is logged."""
-    try:
-        os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, filename), "w", encoding="utf-8") as f:
-            f.write(source)
-    except OSError as exc:
-        log.warning("tracegrad: cannot dump kernels to %s (%s)", directory, exc)
+def dumped(program, prefix: str):
+    """`program`, its source written first to the folder TRACEGRAD_DUMP_KERNELS names (if any)
+    as `<prefix>_<graph fingerprint>.py`; a failure to write is logged."""
+    directory = config.dump_kernels()
+    if directory:
+        try:
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, f"{prefix}_{program.graph.fingerprint()[:16]}.py")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(program.source())
+        except OSError as exc:
+            log.warning("tracegrad: cannot dump kernels to %s (%s)", directory, exc)
+    return program
