@@ -36,8 +36,8 @@ def test_every_primitive_has_the_facets_of_its_kind(prim):
         assert prim.scalar is not None, f"{prim.name}: an elementwise primitive needs a template"
         assert prim.batch is not None
         assert prim.monoid is None and prim.index_map is None
-    elif prim.kind is Kind.REDUCE:
-        assert isinstance(prim.monoid, P.Monoid), f"{prim.name}: a reduction needs a monoid"
+    elif prim.kind in (Kind.REDUCE, Kind.SCAN):
+        assert isinstance(prim.monoid, P.Monoid), f"{prim.name}: a reduction or scan needs a monoid"
         assert P.MONOIDS[prim.monoid.name] is prim.monoid  # the plan finds it by name
         assert prim.index_map is None
     elif prim.kind is Kind.SHAPE:
@@ -56,7 +56,7 @@ def test_every_primitive_has_the_facets_of_its_kind(prim):
 
 def test_every_kind_that_needs_a_facet_has_primitives():
     """The checks above would pass vacuously for an empty kind."""
-    for kind in (Kind.ELEMENTWISE, Kind.REDUCE, Kind.SHAPE):
+    for kind in (Kind.ELEMENTWISE, Kind.REDUCE, Kind.SCAN, Kind.SHAPE):
         assert _of_kind(kind), kind
 
 
@@ -280,3 +280,67 @@ def test_sin_pairs_with_cos_in_one_call_on_the_cpu():
     source = tg.make_kernels(f, backend="cpu")(np.linspace(0.0, 1.0, 5))
     assert "sincos_f64(" in source
     assert source.count("_vm.sin_f64(") == 0 and source.count("_vm.cos_f64(") == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Scans: a table entry with a monoid is a fused kernel on every backend
+
+
+SCAN_CASES = [
+    (np.float64, (7,), None),
+    (np.float32, (3, 5), 0),
+    (np.float64, (3, 4, 2), 1),
+    (np.int32, (4, 3), 1),
+    (np.float64, (0, 3), 0),
+]
+
+
+@pytest.mark.parametrize(("dtype", "shape", "axis"), SCAN_CASES, ids=str)
+def test_cumsum_equals_numpys(dtype, shape, axis, backend):
+    rng = np.random.default_rng(2)
+    x = (rng.uniform(-3, 3, size=shape) * (10 if np.dtype(dtype).kind == "i" else 1)).astype(dtype)
+
+    def f(x):
+        return np.cumsum(x * 2, axis=axis)
+
+    got = tg.jit(f, backend=backend)(x)
+    expected = f(x)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)  # the same additions in the same order
+
+
+def test_a_long_cumsum_runs_in_order_on_the_cpu():
+    """Axis 0 of a 1-d scan is the scanned axis: its loop is not split into parallel chunks."""
+    x = np.linspace(-1.0, 1.0, 300_000)
+    got = tg.jit(lambda x: np.cumsum(x * 3.0), backend="cpu")(x)
+    np.testing.assert_array_equal(got, np.cumsum(x * 3.0))
+
+
+@pytest.mark.parametrize("backend_name", ["cpu", "cuda"])
+def test_cumsum_is_one_kernel_with_its_input_computed_inline(backend_name):
+    x = np.linspace(0.0, 1.0, 6).reshape(2, 3)
+    source = tg.make_kernels(lambda x: np.cumsum(np.sin(x), axis=0), backend=backend_name)(x)
+    (loop,) = [line for line in source.splitlines() if "running sum->" in line]
+    assert "(sin)" in loop  # sin fused into the scan's loop, not stored first
+
+
+def test_scan_derivatives_of_order_one_and_two(backend):
+    def f(x):
+        return np.sum(np.cumsum(x**2, axis=1) * np.cumsum(np.sin(x), axis=0))
+
+    x = np.linspace(-1.0, 1.2, 12).reshape(3, 4)
+    eps = 1e-6
+    basis = np.eye(12).reshape(12, 3, 4)
+    g = tg.grad(f, backend=backend)(x)
+    fd = np.array([(f(x + eps * e) - f(x - eps * e)) / (2 * eps) for e in basis]).reshape(3, 4)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
+    h = tg.hessian(f, backend=backend)(x)
+    grad = tg.grad(f, backend="numpy")
+    fd2 = np.array([(grad(x + eps * e) - grad(x - eps * e)) / (2 * eps) for e in basis])
+    np.testing.assert_allclose(h.reshape(12, 12), fd2.reshape(12, 12), rtol=1e-5, atol=1e-5)
+
+
+def test_cumsum_batches_over_a_vmap(backend):
+    x = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    got = tg.vmap(lambda r: np.cumsum(r * r), backend=backend)(x)
+    np.testing.assert_array_equal(got, np.cumsum(x * x, axis=1))

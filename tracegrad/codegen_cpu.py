@@ -157,6 +157,7 @@ class _KernelWriter:
         self.uses_vmath = False
         bufs = [op.buffer for op in loop.ops if isinstance(op, Load)]
         bufs += [s.buffer for s in loop.stores] + [red.buffer for red in loop.reductions]
+        bufs += [scan.buffer for scan in loop.scans]
         self.arrays = fusion._unique(bufs)
         self.arg = {id(b): f"b{k}" for k, b in enumerate(self.arrays)}
         self.header = Lines()
@@ -369,6 +370,10 @@ class _KernelWriter:
         """The loop over axis a and everything inside it."""
         indent = 2 + a
         bounds = "lo, hi" if a == 0 else f"n{a}"
+        if a + 1 == self.r:  # scans run along the last axis, from its start
+            for k, scan in enumerate(self.loop.scans):
+                ident = render.reduction_identity(scan.op, scan.buffer.dtype)
+                body.add(indent, f"acc{k} = {ident}", f"running {scan.op}: {self.node_comment(scan.node)}")
         body.add(indent, f"for i{a} in range({bounds}):")
         inner = indent + 1
         for op in by_depth.get(a + 1, []):
@@ -390,6 +395,11 @@ class _KernelWriter:
         for st in self.loop.stores:
             body.add(inner, f"{self.subscript(st.buffer, st.index)} = {st.value}",
                      f"-> {self.describe_buffer(st.buffer)}")
+        for k, scan in enumerate(self.loop.scans):
+            step = render.combine_step(scan.op, scan.buffer.dtype, f"acc{k}", scan.value)
+            body.add(inner, f"acc{k} = {step}")
+            body.add(inner, f"{self.subscript(scan.buffer, scan.index)} = acc{k}",
+                     f"-> {self.describe_buffer(scan.buffer)}")
         for k, red, rp in reds:
             comment = f"{self.node_comment(red.node)}"
             if rp["suffix"]:
@@ -559,6 +569,8 @@ class CpuProgram:
             src = render_loop(step, mode, names, salt, bake_sizes)
             size = int(np.prod(step.shape, dtype=np.int64)) if step.shape else 1
             parallel = bool(step.shape) and threads > 1 and size * max(1, src.cost) >= PARALLEL_WORK
+            # a scan along axis 0 (its last) runs in order: one chunk
+            parallel = parallel and not (step.scans and len(step.shape) == 1)
             ints = list(src.ints)
             partials = []
             if step.shape:

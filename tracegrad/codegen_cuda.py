@@ -89,7 +89,7 @@ def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
         kernels.scratch = scratch  # partial-result buffers are numbered across the program
         if isinstance(step, FusedLoop):
             renamed = FusedLoop(f"kernel_{step.name}", step.shape, step.ops, step.stores,
-                                step.reductions, step.roots)
+                                step.reductions, step.roots, step.scans)
             writer = LoopWriter(renamed, cfg, names, render_scalar)
             writer.kernels(kernels)
             helpers |= writer.helpers

@@ -31,7 +31,7 @@ from .cuda_device import LaunchConfig
 from .fusion import (
     Buffer, Clamp, Compute, FusedLoop, Index, Inside, Literal, Load, MatmulStep, Reduction, Select,
 )
-from .render import Lines, cast
+from .render import Lines
 
 # NumPy functions the shared scalar templates use that numba.cuda lacks: CUDA device functions.
 DEVICE_FUNCTIONS = {
@@ -99,9 +99,7 @@ def identity(op: str, dtype) -> str:
     return render.reduction_identity(op, dtype, "math")
 
 
-def combine(op: str, dtype, a: str, b: str) -> str:
-    text = render.combine_text(op, a, b)
-    return cast(dtype, f"({text})") if np.dtype(dtype) not in render.NATIVE else text
+combine = render.combine_step
 
 
 def _pow2_ceil(n: int) -> int:
@@ -209,6 +207,9 @@ class LoopWriter:
     # ---- kernels
     def kernels(self, out: Kernels) -> None:
         loop = self.loop
+        if loop.scans:
+            self.scan(out, loop.name)
+            return
         groups: dict[tuple[int, ...], list[Reduction]] = {}
         for red in loop.reductions:
             groups.setdefault(tuple(red.axes), []).append(red)
@@ -240,6 +241,8 @@ class LoopWriter:
             found[st.buffer.name] = st.buffer
         for red in self.loop.reductions:
             found[red.buffer.name] = red.buffer
+        for scan in self.loop.scans:
+            found[scan.buffer.name] = scan.buffer
         return [found[a] for a in args if a in found]
 
     def _args(self, ops: list, stores, reds, extra: list[Buffer] = ()) -> list[str]:
@@ -251,6 +254,38 @@ class LoopWriter:
             if b.name not in names:
                 names.append(b.name)
         return names
+
+    def scan(self, out: Kernels, name: str) -> None:
+        """Scans along the loop's last axis: one thread per row (the other axes), each running
+        along its row in order."""
+        loop, cfg = self.loop, self.cfg
+        shape, r = loop.shape, len(loop.shape)
+        rows, n = _prod(shape[:-1]), shape[-1]
+        if rows * n == 0:
+            return
+        ops = self.needed([scan.value for scan in loop.scans])
+        args = self._args(ops, [], [], [scan.buffer for scan in loop.scans])
+        what = f"running {', '.join(s.op for s in loop.scans)} along the last axis of {list(shape)}"
+        lines = self._header(name, args, f"{what}: a thread per row")
+        self.emit_ops(lines, 1, ops, depth0=True)
+        lines.add(1, "_t = cuda.grid(1)")
+        lines.add(1, "_step = cuda.gridsize(1)")
+        lines.add(1, f"while _t < {rows}:")
+        _decompose(lines, 2, "_t", list(range(r - 1)), shape)
+        for k, scan in enumerate(loop.scans):
+            lines.add(2, f"_acc{k} = {identity(scan.op, scan.buffer.dtype)}",
+                      self.node_comment(scan.node))
+        lines.add(2, f"for i{r - 1} in range({n}):")
+        self.emit_ops(lines, 3, ops, depth0=False)
+        for k, scan in enumerate(loop.scans):
+            lines.add(3, f"_acc{k} = {combine(scan.op, scan.buffer.dtype, f'_acc{k}', scan.value)}")
+            lines.add(3, f"{subscript(scan.buffer.name, scan.index)} = _acc{k}",
+                      f"-> {self.describe_buffer(scan.buffer)}")
+        lines.add(2, "_t += _step")
+        blocks = max(1, min(_ceil_div(rows, cfg.threads), cfg.blocks))
+        out.sources.append(lines.render())
+        out.launches.append(Launch(name, (blocks,), (cfg.threads,), args,
+                                   f"{name}: {what}, {rows} rows"))
 
     def elementwise(self, out: Kernels, name: str, stores) -> None:
         loop, cfg = self.loop, self.cfg

@@ -32,6 +32,9 @@ Data structure
     (the constant `offset`). Broadcasting, transposes, slices, unslices and concatenations are
     all expressed through indices: they never copy data.
     `stores`: `Store(value, buffer, index)` writes an op's value at every point.
+    `scans`: `Scan(value, buffer, index, op, node)` combines an op's value along the last loop
+    axis, storing each running result at `index` of `buffer` (the loop's space is the scanned
+    array's, the scanned axis moved last; a loop with a scan computes nothing else).
     `reductions`: `Reduction(value, buffer, axes, op, node)` combines an op's value over the loop
     axes `axes` (op is "sum", "prod", "max" or "min"); `buffer` has the shape of the kept axes.
 `MatmulStep(out, a, b)`     out = a @ b over buffers (batched over leading dims; BLAS on the CPU)
@@ -203,6 +206,18 @@ class Reduction:
     node: Node
 
 
+@dataclass(frozen=True)
+class Scan:
+    """A running reduction: `op` of `value` along the loop's last axis, every partial result
+    stored at `index` of `buffer` (op: the name of a monoid, see primitives.MONOIDS)."""
+
+    value: str
+    buffer: Buffer
+    index: tuple[Index, ...]
+    op: str
+    node: Node
+
+
 @dataclass(eq=False)
 class FusedLoop:
     name: str
@@ -211,6 +226,7 @@ class FusedLoop:
     stores: list[Store]
     reductions: list[Reduction]
     roots: list[Var] = field(default_factory=list)
+    scans: list[Scan] = field(default_factory=list)
 
     @property
     def reads(self) -> list[Buffer]:
@@ -218,7 +234,11 @@ class FusedLoop:
 
     @property
     def writes(self) -> list[Buffer]:
-        return _unique([s.buffer for s in self.stores] + [r.buffer for r in self.reductions])
+        return _unique(
+            [s.buffer for s in self.stores]
+            + [r.buffer for r in self.reductions]
+            + [s.buffer for s in self.scans]
+        )
 
     def op_types(self) -> dict[str, np.dtype]:
         """The dtype of every op's value (index values are "index")."""
@@ -306,6 +326,7 @@ class Plan:
                 names = [op.node.prim.name for op in step.ops if isinstance(op, Compute)]
                 outs = [s.buffer.name for s in step.stores]
                 outs += [f"{r.op}{list(r.axes)}->{r.buffer.name}" for r in step.reductions]
+                outs += [f"running {s.op}->{s.buffer.name}" for s in step.scans]
                 reads = ", ".join(b.name for b in step.reads)
                 lines.append(
                     f"loop {step.name} {list(step.shape)}: reads [{reads}], "
@@ -600,7 +621,7 @@ class _Planner:
         return inline_kind(node) is not None and self.supports(node)
 
     def is_root_kind(self, node: Node) -> bool:
-        return self.fusable(node) or (node.prim.kind is Kind.REDUCE and self.supports(node))
+        return self.fusable(node) or (_combines(node) and self.supports(node))
 
     # ---- one round of partitioning with the materialized set `self.mat`
     def run(self) -> Plan:
@@ -632,7 +653,7 @@ class _Planner:
                     if cost.get(src, 0) > RECOMPUTE_LIMIT // 2:
                         self.mat.add(src)
                 continue
-            if node.prim.kind is Kind.REDUCE and self.supports(node):
+            if _combines(node) and self.supports(node):
                 self.mat.add(v)  # its input is computed in the loop that reduces it
                 continue
             if not _general_view(node):  # a general reshape is a view of its input
@@ -782,11 +803,15 @@ class _Planner:
 
     # ---- grouping roots into loops
     def _space(self, node: Node) -> tuple[int, ...]:
+        if node.prim.kind is Kind.SCAN:
+            return tuple(node.out.shape[a] for a in _scan_order(node))
         return node.inputs[0].shape if node.prim.kind is Kind.REDUCE else node.out.shape
 
     def _analyse(self, node: Node, members: set[Var]) -> _LoopBuilder:
         lb = _LoopBuilder(self, self._space(node), members)
-        if node.prim.kind is Kind.REDUCE:
+        if node.prim.kind is Kind.SCAN:
+            lb.value(node.inputs[0], _scan_index(node))
+        elif node.prim.kind is Kind.REDUCE:
             lb.value(node.inputs[0], identity_index(len(lb.shape)))
         else:
             lb.value(node.out, identity_index(len(lb.shape)))
@@ -819,7 +844,11 @@ class _Planner:
             else:
                 hard.add(id(step))
         before = hard | self._ancestors(hard) | self._ancestors(soft)
-        candidates = [g for g in self.groups if g.shape == space and id(g) not in before]
+        scan = node.prim.kind is Kind.SCAN  # a loop of its own: its last axis runs in order
+        candidates = [
+            g for g in self.groups
+            if g.shape == space and id(g) not in before and not g.scans and not scan
+        ]
         chosen = None
         for g in candidates:
             if id(g) in soft:
@@ -829,7 +858,7 @@ class _Planner:
             reads = {id(self.buffer_for_load(u)) for u in lb.loaded}
             chosen = max(candidates, key=lambda g: len(reads & g.reads))
         if chosen is None:
-            chosen = _Group(space)
+            chosen = _Group(space, scans=scan)
             self.groups.append(chosen)
             self.steps.append(chosen)
             self.step_by_id[id(chosen)] = chosen
@@ -842,7 +871,7 @@ class _Planner:
         self.group_of[v] = chosen
 
     def _reduced(self, group: _Group) -> set[Var]:
-        return {n.out for n in group.roots if n.prim.kind is Kind.REDUCE}
+        return {n.out for n in group.roots if _combines(n)}
 
     def _recompute_too_costly(self) -> set[Var]:
         """Inline values that several loops compute and that cost more than storing them."""
@@ -870,27 +899,32 @@ class _Planner:
         memo[v] += sum(self._cost(x, memo) for x in node.inputs)
         return memo[v]
 
-    def _build_group(self, g: _Group) -> tuple[_LoopBuilder, list[Store], list[Reduction]]:
+    def _build_group(self, g: _Group) -> tuple[_LoopBuilder, list[Store], list[Reduction], list[Scan]]:
         lb = _LoopBuilder(self, g.shape, set(g.members))
         ident = identity_index(len(g.shape))
-        stores, reductions = [], []
+        stores, reductions, scans = [], [], []
         for node in sorted(g.roots, key=lambda n: self.order[n.out]):
             buf = self.buffer_of[node.out]
-            if node.prim.kind is Kind.REDUCE:
+            if node.prim.kind is Kind.SCAN:
+                index = _scan_index(node)
+                value = lb.value(node.inputs[0], index)
+                scans.append(Scan(value, buf, index, node.prim.monoid.name, node))
+            elif node.prim.kind is Kind.REDUCE:
                 value = lb.value(node.inputs[0], ident)
                 op = node.prim.monoid.name
                 reductions.append(Reduction(value, buf, tuple(node.params["axes"]), op, node))
             else:
                 stores.append(Store(lb.value(node.out, ident), buf, ident))
-        return lb, stores, reductions
+        return lb, stores, reductions, scans
 
     def _finish(self) -> Plan:
         # loops
         made: dict[int, Step] = {}
         for k, g in enumerate(self.groups):
-            lb, stores, reductions = self._build_group(g)
+            lb, stores, reductions, scans = self._build_group(g)
             loop = FusedLoop(f"k{k}", g.shape, lb.ops, stores, reductions,
-                             [n.out for n in sorted(g.roots, key=lambda n: self.order[n.out])])
+                             [n.out for n in sorted(g.roots, key=lambda n: self.order[n.out])],
+                             scans)
             made[id(g)] = loop
         # execution order: a topological order of the steps, stable in creation order
         order, done = [], set()
@@ -934,6 +968,24 @@ class _Group:
     members: set[Var] = field(default_factory=set)
     roots: list[Node] = field(default_factory=list)
     reads: set[int] = field(default_factory=set)
+    scans: bool = False  # computes a scan (and nothing else)
+
+
+def _combines(node: Node) -> bool:
+    """A reduction or a scan: a loop root whose value combines its input's (with a monoid)."""
+    return node.prim.kind in (Kind.REDUCE, Kind.SCAN)
+
+
+def _scan_order(node: Node) -> tuple[int, ...]:
+    """The axes of a scan's loop: the array's, the scanned axis moved last."""
+    axis = node.params["axis"]
+    return tuple(a for a in range(node.out.ndim) if a != axis) + (axis,)
+
+
+def _scan_index(node: Node) -> tuple[Index, ...]:
+    """The index into a scan's input (and output) at each point of its loop."""
+    order = _scan_order(node)
+    return tuple(Index(f"i{order.index(a)}") for a in range(node.out.ndim))
 
 
 def plan(
@@ -1022,6 +1074,10 @@ def _evaluate_loop(loop: FusedLoop, arrays: dict[int, np.ndarray]) -> None:
     for st in loop.stores:
         out = arrays.setdefault(id(st.buffer), np.empty(st.buffer.shape, st.buffer.dtype))
         out[...] = env[st.value]
+    for scan in loop.scans:
+        out = arrays.setdefault(id(scan.buffer), np.empty(scan.buffer.shape, scan.buffer.dtype))
+        running = P.MONOIDS[scan.op].accumulate(env[scan.value], axis=len(loop.shape) - 1)
+        out[tuple(index_value(ix) for ix in scan.index)] = running
     for red in loop.reductions:
         value = P.MONOIDS[red.op].reduce(env[red.value], axis=red.axes)
         arrays[id(red.buffer)] = np.asarray(value, dtype=red.buffer.dtype)

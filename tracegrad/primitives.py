@@ -39,6 +39,7 @@ from .ir import Var
 class Kind(enum.Enum):
     ELEMENTWISE = "elementwise"  # one output element from the same-index input elements
     REDUCE = "reduce"  # reduces `axes` of its single input
+    SCAN = "scan"  # combines its single input along `axis`, keeping every partial result
     MATMUL = "matmul"  # batched matrix product
     SHAPE = "shape"  # moves data without arithmetic (reshape, slice, broadcast...)
     CONST = "const"  # no inputs: a literal value
@@ -61,7 +62,8 @@ class Monoid:
 
     `combine` is the step on two partial results as a scalar template (`"{0} + {1}"`), which
     both code generators splice in; `identity(dtype)` the value that changes nothing; `reduce`
-    NumPy's reduction over axes (the plan's reference); `helper` the name of the step as a
+    NumPy's reduction over axes and `accumulate` its running version along one axis (the plan's
+    references for reductions and scans); `helper` the name of the step as a
     function (`codegen_cpu._r<helper>`). With `reassociate`, float steps may be reassociated
     (what lets a compiler vectorise a sum); with `widen`, values accumulate in 64 bits (as
     NumPy's sum and prod do). `repeat(value, count)` is the reduction of `count` copies of one
@@ -71,6 +73,7 @@ class Monoid:
     combine: str
     identity: Callable[[np.dtype], np.ndarray]
     reduce: Callable[..., np.ndarray]
+    accumulate: Callable[..., np.ndarray]
     helper: str
     reassociate: bool = False
     widen: bool = False
@@ -105,12 +108,12 @@ def _extreme(largest: bool) -> Callable[[np.dtype], np.ndarray]:
 _PICK_MAX = "{0} if ({0} >= {1}) | ({0} != {0}) else {1}"
 _PICK_MIN = "{0} if ({0} <= {1}) | ({0} != {0}) else {1}"
 
-SUM = Monoid("sum", "{0} + {1}", lambda dtype: np.zeros((), dtype), np.sum, "add",
+SUM = Monoid("sum", "{0} + {1}", lambda dtype: np.zeros((), dtype), np.sum, np.cumsum, "add",
              reassociate=True, widen=True, repeat=lambda value, count: value * count)
-PROD = Monoid("prod", "{0} * {1}", lambda dtype: np.ones((), dtype), np.prod, "mul",
+PROD = Monoid("prod", "{0} * {1}", lambda dtype: np.ones((), dtype), np.prod, np.cumprod, "mul",
               reassociate=True, widen=True)
-MAX = Monoid("max", _PICK_MAX, _extreme(False), np.max, "max")
-MIN = Monoid("min", _PICK_MIN, _extreme(True), np.min, "min")
+MAX = Monoid("max", _PICK_MAX, _extreme(False), np.max, np.maximum.accumulate, "max")
+MIN = Monoid("min", _PICK_MIN, _extreme(True), np.min, np.minimum.accumulate, "min")
 #: every monoid by name (the name a fusion plan's reduction carries)
 MONOIDS: dict[str, Monoid] = {m.name: m for m in (SUM, PROD, MAX, MIN)}
 
@@ -447,6 +450,19 @@ def reduce(prim: Primitive, x: Var, axes: Sequence[int] | int | None, keepdims=F
     if keepdims:
         out = reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
     return out
+
+
+def scan(prim: Primitive, x: Var, axis: int) -> Var:
+    """The running reduction of `x` along `axis` (a `Kind.SCAN` primitive: cumsum...)."""
+    return emit(prim, x, axis=normalize_axes(axis, x.ndim)[0])
+
+
+def reverse(x: Var, axis: int) -> Var:
+    """`x` reversed along `axis` (a slice with step -1)."""
+    n = x.shape[axis]
+    if n <= 1:
+        return x
+    return slice_(x, tuple((n - 1, -1, -1) if a == axis else (0, d, 1) for a, d in enumerate(x.shape)))
 
 
 def reduce_sum(x: Var, axes=None, keepdims=False) -> Var:
@@ -1192,6 +1208,28 @@ reduce_sum_p = _reduction(
 reduce_max_p = _reduction("reduce_max", MAX, _extremum_rule)
 reduce_min_p = _reduction("reduce_min", MIN, _extremum_rule)
 reduce_prod_p = _reduction("reduce_prod", PROD, _prod_rule)
+
+
+def _scan_prim(name, monoid: Monoid, adjoint, linear=False):
+    """A running reduction along `axis`: each output element combines the input elements up to
+    it (its fused kernels come from the monoid; see fusion's `Scan`)."""
+    prim = Primitive(
+        name, Kind.SCAN, lambda x, axis: monoid.accumulate(x, axis=axis),
+        lambda shapes, dtypes, p: (shapes[0], dtypes[0]), adjoint, None, None, True, linear,
+        monoid=monoid,
+    )
+    object.__setattr__(
+        prim, "batch", lambda size, inputs, batched, axis: emit(prim, inputs[0], axis=axis + 1)
+    )
+    return _register(prim)
+
+
+# the adjoint of a running sum is the running sum from the other end
+cumsum_p = _scan_prim(
+    "cumsum", SUM,
+    lambda ct, out, x, axis: (reverse(scan(cumsum_p, reverse(ct, axis), axis), axis),),
+    linear=True,
+)
 
 
 def _matmul_infer(shapes, dtypes, params):

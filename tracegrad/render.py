@@ -95,6 +95,13 @@ def combine_text(op: str, a: str, b: str) -> str:
     return P.MONOIDS[op].combine.format(a, b)
 
 
+def combine_step(op: str, dtype, a: str, b: str) -> str:
+    """The combining step of `op` on two values held in `dtype` (cast back where Numba would
+    widen it)."""
+    text = combine_text(op, a, b)
+    return cast(dtype, f"({text})") if np.dtype(dtype) not in NATIVE else text
+
+
 # ----------------------------------------------------------------------------------------------
 # Math functions and nodes
 
