@@ -417,7 +417,7 @@ def _scan(prim, name: str):
         elif x.dtype.kind in "biu" and x.dtype.itemsize < 8:
             x = P.convert(x, np.uint64 if x.dtype.kind == "u" else np.int64)
         if prim.kind is P.Kind.SCAN:
-            return P.scan(prim, x, axis)
+            return P.cumulative(prim, x, axis)
         n = x.shape[axis]
         identity = 0 if prim is P.add_p else 1
         step = 1

@@ -7,7 +7,17 @@ A `Primitive` holds
   ordinary IR and can be differentiated again,
 - `batch`: how it acts on values with an extra leading (batch) axis (jacobians, hessians),
 - `scalar`: for elementwise primitives, the scalar expression the code generators splice into a
-  loop body. `M.name(...)` marks a math-library call that each generator renders its own way.
+  loop body. `M.name(...)` marks a math-library call that each generator renders its own way
+  (`math_call`: the function vectorised math implements under the primitive's name),
+- `monoid`: for reductions and scans, how values combine (identity, step, accumulator dtype),
+- `index_map`: for shape primitives, the input index an output index reads (affine or
+  piecewise) and the strided view it makes, or `OWN_STEP` for one that computes,
+- `algebra`: the identities the simplifier may apply (neutral and absorbing elements, what
+  moves a fill through unchanged, other local rewrites),
+- `pairing`: a partner computed in the same call (sin with cos).
+
+Fusion, the simplifier and the code generators read these facets and name no primitive, so a
+new primitive is one entry here (tests/test_facets.py checks that each kind has its facets).
 
 Invariants the op constructors guarantee, so that rules and code generators stay simple:
 - operands of an elementwise node have the node's shape and (for arithmetic) its dtype;
@@ -452,7 +462,7 @@ def reduce(prim: Primitive, x: Var, axes: Sequence[int] | int | None, keepdims=F
     return out
 
 
-def scan(prim: Primitive, x: Var, axis: int) -> Var:
+def cumulative(prim: Primitive, x: Var, axis: int) -> Var:
     """The running reduction of `x` along `axis` (a `Kind.SCAN` primitive: cumsum...)."""
     return emit(prim, x, axis=normalize_axes(axis, x.ndim)[0])
 
@@ -1227,7 +1237,7 @@ def _scan_prim(name, monoid: Monoid, adjoint, linear=False):
 # the adjoint of a running sum is the running sum from the other end
 cumsum_p = _scan_prim(
     "cumsum", SUM,
-    lambda ct, out, x, axis: (reverse(scan(cumsum_p, reverse(ct, axis), axis), axis),),
+    lambda ct, out, x, axis: (reverse(cumulative(cumsum_p, reverse(ct, axis), axis), axis),),
     linear=True,
 )
 
