@@ -101,3 +101,23 @@ def test_what_is_refused_and_why():
         tg.jit(lambda x, i: x[i], backend="cpu")(X, np.array([9]))
     with pytest.raises(tg.TracingError, match="several integer arrays"):
         tg.jit(lambda x: x[[0, 1], :, [1, 2]], backend="numpy")(X[None])
+
+
+def test_scatter_add_matches_numpys_add_at():
+    """The scatter-add step (one np.bincount over flat positions) against np.add.at: any axis,
+    repeated and negative indices, float32 and float64, integers, and NumPy's IndexError."""
+    from tracegrad.primitives import _scatter_add_impl
+
+    rng = np.random.default_rng(3)
+    for shape, axis, index_shape in [((5, 3), 0, (7,)), ((2, 6, 3), 1, (4, 2)), ((4,), 0, (9,)),
+                                     ((3, 4), 1, (5,))]:
+        idx = rng.integers(-shape[axis], shape[axis], index_shape)
+        for dtype in (np.float64, np.float32, np.int64):
+            v = (rng.normal(size=shape[:axis] + index_shape + shape[axis + 1:]) * 10).astype(dtype)
+            want = np.zeros(shape, dtype)
+            np.add.at(want, (slice(None),) * axis + (idx,), v)
+            got = _scatter_add_impl(v, idx, axis, shape)
+            assert got.dtype == dtype
+            np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-13)
+    with pytest.raises(IndexError):
+        _scatter_add_impl(np.ones(2), np.array([0, 3]), 0, (3,))

@@ -111,3 +111,81 @@ def test_numpys_errors():
         tg.jit(np.linalg.inv, backend="numpy")(np.ones((2, 3)))
     with pytest.raises(np.linalg.LinAlgError):  # not positive definite: NumPy's error when it runs
         tg.jit(np.linalg.cholesky, backend="cpu")(-np.eye(3))
+
+
+def gp_nll_slogdet(theta):
+    """gp_nll with the log-determinant from slogdet of the matrix the program also factors."""
+    ell, var, noise = np.exp(theta)
+    K = var * np.exp(-0.5 * (X[:, None] - X[None, :]) ** 2 / ell**2) + noise * np.eye(len(X))
+    L = np.linalg.cholesky(K)
+    alpha = np.linalg.solve(L.T, np.linalg.solve(L, Y))
+    return 0.5 * Y @ alpha + 0.5 * np.linalg.slogdet(K)[1]
+
+
+def test_solves_with_a_cholesky_factor_are_triangular(backend):
+    theta = np.array([0.1, -0.2, -1.0])
+    ir_text = str(tg.make_ir(tg.value_and_grad(gp_nll_slogdet))(theta))
+    assert "solve[structure='lower']" in ir_text and "solve[structure='upper']" in ir_text
+    assert "solve %" not in ir_text  # no general (LU) solve left, in the value or the gradient
+    # log|det K| from the factor: no LU determinant, and no inverse in the gradient
+    assert "logabsdet" not in ir_text and "inv " not in ir_text
+    value, grad = tg.value_and_grad(gp_nll_slogdet, backend=backend)(theta)
+    np.testing.assert_allclose(value, gp_nll_slogdet(theta), rtol=1e-12)
+    np.testing.assert_allclose(grad, _fd(gp_nll_slogdet, theta, 1e-6), rtol=1e-6, atol=1e-8)
+    h = tg.hessian(gp_nll_slogdet, backend="numpy")(theta)
+    np.testing.assert_allclose(h, _fd(tg.grad(gp_nll_slogdet, backend="numpy"), theta, 1e-5),
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_triangular_solves_batched_and_without_scipy(monkeypatch):
+    s = spd(A)
+
+    def f(s, b):
+        lower = np.linalg.cholesky(s)
+        return np.linalg.solve(lower, b), np.linalg.solve(np.swapaxes(lower, -1, -2), b)
+
+    want = f(s, B)
+    got = tg.jit(f, backend="numpy")(s, B)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    monkeypatch.setitem(__import__("sys").modules, "scipy.linalg", None)  # SciPy absent: LU
+    got = tg.jit(lambda s, b: f(s, b), backend="numpy")(s, B)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+def test_small_factorisations_run_on_one_blas_thread():
+    import threading
+
+    from tracegrad import blas_threads
+
+    libraries = [lib for lib in (blas_threads._openblas(), blas_threads._scipy_openblas()) if lib]
+    before = [get() for get, _ in libraries]
+    seen = []
+    spy = blas_threads.small_on_one_thread(
+        lambda a: seen.append([get() for get, _ in libraries]) or np.linalg.cholesky(a),
+        lambda a: a.size * a.shape[-1],
+    )
+    s = spd(A[0])
+    np.testing.assert_array_equal(spy(s), np.linalg.cholesky(s))
+    assert all(count == 1 for count in seen[0])  # inside: one thread
+    assert [get() for get, _ in libraries] == before  # restored after
+    # concurrent callers: the count is restored only when the last one leaves
+    barrier = threading.Barrier(4)
+
+    def work():
+        barrier.wait()
+        for _ in range(20):
+            with blas_threads.one_thread():
+                assert all(get() == 1 for get, _ in libraries)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [get() for get, _ in libraries] == before
+    # the table's factorisations go through it (the interpreter's and the compiled backends')
+    from tracegrad import linalg
+
+    assert linalg.cholesky_p.impl.__wrapped__ is np.linalg.cholesky

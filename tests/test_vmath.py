@@ -41,6 +41,7 @@ MAX_ULP = {
     "exp2": (0.75, 0.55),
     "log2": (0.7, 0.55),
     "log10": (0.7, 0.55),
+    "cbrt": (0.55, 0.5),
 }
 NP_FUNC = {name: getattr(np, name) for name in NAMES}
 
@@ -109,6 +110,8 @@ def samples(name, dtype, n=100_000, seed=0):
         parts = [U(-hi, hi), pm(B(sub, 1.0)), U(-3, 3), pm(U(hi - 2, hi))]
     elif name == "arctan":
         parts = [pm(B(sub, fi.max)), U(-3, 3), U(-0.5, 0.5)]
+    elif name == "cbrt":
+        parts = [pm(B(sub, fi.max)), U(-10, 10), pm(B(sub, fi.smallest_normal))]
     elif name in ("arcsin", "arccos"):
         parts = [U(-1, 1), pm(1 - B(fi.eps / 4, 0.5)), pm(B(sub, 1.0)), U(-0.6, 0.6)]
     else:  # pragma: no cover
@@ -388,6 +391,11 @@ EXACT = [
     ("exp", -746.0, 0.0),
     ("sinh", 711.0, np.inf),
     ("sinh", -711.0, -np.inf),
+    ("cbrt", 27.0, 3.0),
+    ("cbrt", -8.0, -2.0),
+    ("cbrt", 0.125, 0.5),
+    ("cbrt", -0.0, -0.0),
+    ("cbrt", -np.inf, -np.inf),
 ]
 
 
@@ -618,3 +626,87 @@ def test_math_reference_sanity():
     assert vm.log_f64(math.e) == 1.0
     assert abs(vm.sin_f64(math.pi / 6) - 0.5) <= 1.2e-16
     assert vm.arctan_f64(1.0) == math.pi / 4
+
+
+# --- functions of two arguments (arctan2, hypot) ----------------------------------------------------
+
+BINARY_ULP = {"arctan2": (2.1, 0.5), "hypot": (0.85, 0.5)}
+
+
+@functools.cache
+def binary_loop_for(name, dt):
+    f = vm.get(name, DTYPES[dt])
+
+    @njit
+    def loop(y, x, out):
+        for i in range(x.size):
+            out[i] = f(y[i], x[i])
+
+    return loop
+
+
+def apply2(name, dt, y, x):
+    out = np.empty_like(x)
+    binary_loop_for(name, dt)(y, x, out)
+    return out
+
+
+def binary_samples(dtype, n=100_000, seed=1):
+    """Pairs over every binade and both signs, pairs of nearby magnitudes (the hard region of
+    both functions), and every pair of special values."""
+    rng = np.random.default_rng(seed)
+    fi = np.finfo(dtype)
+
+    def signed(v):
+        return v * np.where(rng.random(v.size) < 0.5, -1, 1).astype(dtype)
+
+    wide_y = signed(_bits_range(rng, fi.smallest_subnormal, fi.max, n, dtype))
+    wide_x = signed(_bits_range(rng, fi.smallest_subnormal, fi.max, n, dtype))
+    near_x = signed(rng.uniform(0.1, 10, n).astype(dtype))
+    near_y = (near_x * rng.uniform(0.5, 2.0, n)).astype(dtype)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, fi.smallest_subnormal,
+                        fi.max, -fi.tiny], dtype)
+    sy, sx = (a.ravel() for a in np.meshgrid(special, special))
+    return np.concatenate([wide_y, near_y, sy]), np.concatenate([wide_x, near_x, sx])
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("name", list(vm.BINARY))
+def test_binary_accuracy_and_special_values(name, dt):
+    dtype = DTYPES[dt]
+    y, x = binary_samples(dtype)
+    got = apply2(name, dt, y, x)
+    assert got.dtype == dtype
+    wide = np.longdouble if dtype == F64 else F64
+    with np.errstate(all="ignore"):
+        ref = getattr(np, name)(y.astype(wide), x.astype(wide))
+        ref_d = ref.astype(dtype)
+    err = ulp_error(got, ref, dtype)
+    worst = int(np.argmax(err))
+    assert err[worst] <= BINARY_ULP[name][0 if dt == "f64" else 1], (y[worst], x[worst], got[worst])
+    # zeros, infinities and nan exactly as NumPy's, signs of zero included
+    exact = (ref_d == 0) | np.isinf(ref_d)
+    np.testing.assert_array_equal(got[exact], ref_d[exact])
+    np.testing.assert_array_equal(np.signbit(got[exact]), np.signbit(ref_d[exact]))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref_d))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("name", list(vm.BINARY))
+def test_binary_loop_is_vectorised(name, dt):
+    if not (_host_has("avx2") and _host_has("fma")):
+        pytest.skip("host CPU has no AVX2/FMA: nothing to check")
+    loop = binary_loop_for(name, dt)
+    ones = np.ones(64, DTYPES[dt])
+    loop(ones, ones, np.empty_like(ones))
+    asm = loop.inspect_asm(loop.signatures[0])
+    assert re.search(r"call[^\n]*(atan2|hypot)", asm) is None, "a libm call in the loop"
+    packed = re.findall(r"v\w+p[sd]\s+[^\n]*%[yz]mm", asm)
+    assert len(packed) >= 3, f"{name}_{dt}: no packed arithmetic in the loop"
+
+
+def test_binary_table():
+    for name, (f64, f32) in vm.BINARY.items():
+        assert f64 is getattr(vm, f"{name}_f64") and f32 is getattr(vm, f"{name}_f32")
+        assert vm.get(name, np.float64) is f64 and vm.get(name, "float32") is f32
+    assert vm.arctan2_f64(1.0, 1.0) == math.pi / 4 and vm.hypot_f64(3.0, 4.0) == 5.0

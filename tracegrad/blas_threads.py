@@ -17,10 +17,12 @@ by another thread meanwhile runs on one thread too (slower, never wrong).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import glob
 import os
+import sys
 import threading
 from collections.abc import Callable
 
@@ -30,13 +32,11 @@ import numpy as np
 SMALL_PRODUCT = 1 << 27
 
 _lock = threading.Lock()
-_state = {"active": 0, "saved": 0}
+_state: dict = {"active": 0, "saved": []}
 
 
-@functools.lru_cache(maxsize=1)
-def _openblas() -> tuple[Callable, Callable] | None:
-    """(get, set) of the thread count of NumPy's bundled OpenBLAS, or None."""
-    folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+def _openblas_in(folder: str) -> tuple[Callable, Callable] | None:
+    """(get, set) of the thread count of the bundled OpenBLAS in a wheel's `.libs` folder."""
     for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
         try:
             lib = ctypes.CDLL(path)
@@ -51,26 +51,71 @@ def _openblas() -> tuple[Callable, Callable] | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _openblas() -> tuple[Callable, Callable] | None:
+    """(get, set) of the thread count of NumPy's bundled OpenBLAS, or None."""
+    return _openblas_in(os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs"))
+
+
+_scipy_found: list = []  # [(get, set) or None] once looked for
+
+
+def _scipy_openblas() -> tuple[Callable, Callable] | None:
+    """The same for SciPy's own bundled OpenBLAS (its LAPACK: solve_triangular), once SciPy's
+    linear algebra is imported (None before, so that this never imports SciPy)."""
+    if not _scipy_found:
+        module = sys.modules.get("scipy.linalg")
+        if module is None:
+            return None  # looked for again next time
+        site = os.path.dirname(os.path.dirname(os.path.dirname(module.__file__)))
+        _scipy_found.append(_openblas_in(os.path.join(site, "scipy.libs")))
+    return _scipy_found[0]
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run the block with NumPy's (and, once imported, SciPy's) OpenBLAS on one thread."""
+    libraries = [lib for lib in (_openblas(), _scipy_openblas()) if lib is not None]
+    with _lock:
+        if _state["active"] == 0:
+            _state["saved"] = [(set_, get()) for get, set_ in libraries]
+            for set_, count in _state["saved"]:
+                if count > 1:
+                    set_(1)
+        _state["active"] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _state["active"] -= 1
+            if _state["active"] == 0:
+                for set_, count in _state["saved"]:
+                    if count > 1:
+                        set_(count)
+
+
 def single_threaded(matmul: Callable = np.matmul) -> Callable:
     """`matmul` that runs on one OpenBLAS thread (as it is, without a known OpenBLAS)."""
-    blas = _openblas()
-    if blas is None:
+    if _openblas() is None:
         return matmul
-    get, set_ = blas
 
     def call(a, b, out=None):
-        with _lock:
-            if _state["active"] == 0:
-                _state["saved"] = get()
-                if _state["saved"] > 1:
-                    set_(1)
-            _state["active"] += 1
-        try:
+        with one_thread():
             return matmul(a, b) if out is None else matmul(a, b, out=out)
-        finally:
-            with _lock:
-                _state["active"] -= 1
-                if _state["active"] == 0 and _state["saved"] > 1:
-                    set_(_state["saved"])
 
+    return call
+
+
+def small_on_one_thread(fn: Callable, work: Callable[..., int]) -> Callable:
+    """`fn` on one OpenBLAS thread when `work(*args)` (its multiply-adds) is below
+    `SMALL_PRODUCT`: the factorisations and solves of np.linalg on small matrices."""
+
+    def call(*args, **kwargs):
+        if work(*args) >= SMALL_PRODUCT:
+            return fn(*args, **kwargs)
+        with one_thread():
+            return fn(*args, **kwargs)
+
+    call.__name__ = getattr(fn, "__name__", "call")
+    call.__wrapped__ = fn
     return call

@@ -107,8 +107,8 @@ def refuse_array_subclass(value: Any, what: str) -> None:
     """Masked arrays and other ndarray subclasses that change NumPy's semantics are refused:
     reading them as plain arrays would silently drop what makes them different."""
     t = type(value)
-    if t is np.ndarray or not isinstance(value, np.ndarray):
-        return
+    if t is np.ndarray or not isinstance(value, np.ndarray) or hasattr(t, "_tracegrad_current"):
+        return  # plain, not an array, or a fillable.Fillable (plain NumPy semantics)
     if isinstance(value, np.ma.MaskedArray):
         raise TypeError(
             f"{what} is a masked array (numpy.ma); tracegrad would ignore its mask. Pass "

@@ -27,6 +27,7 @@ import numpy as np
 from . import primitives as P
 from .ir import Var
 from .numpy_api import _src, _stack, _v
+from .fillable import CONSTRUCTORS, Fillable, _traced, fillable_constructor
 from .trace import Tracer, _call
 
 _lock = threading.Lock()
@@ -35,11 +36,8 @@ _restore: list[Any] = []
 
 
 def _has_tracer(obj: Any) -> bool:
-    if isinstance(obj, Tracer):
-        return True
-    if isinstance(obj, (list, tuple)):
-        return any(_has_tracer(x) for x in obj)
-    return False
+    """Whether `obj` is or holds a traced value (a promoted Fillable counts)."""
+    return _traced(obj)
 
 
 # ---- np.array, np.asarray, np.full, np.r_, np.c_
@@ -80,6 +78,8 @@ def _array(original):
 
 def _asarray(original):
     def asarray(a, dtype=None, order=None, **kwargs):
+        if isinstance(a, Fillable) and not _has_tracer(a) and dtype in (None, a.dtype):
+            return a  # the array itself (NumPy's would be a plain view, blind to later writes)
         if not _has_tracer(a) or kwargs.get("like") is not None:
             return original(a, dtype, order, **kwargs)
         if isinstance(a, Tracer) and (dtype is None or np.dtype(dtype) == a.dtype):
@@ -214,13 +214,11 @@ def _scipy_redirects() -> list:
 
 def _install() -> list:
     undo = []
-    for module, name, make in (
-        (np, "array", _array),
-        (np, "asarray", _asarray),
-        (np, "asanyarray", _asarray),
-        (np, "full", _full),
-    ):
-        original = getattr(module, name)
+    redirects = {name: fillable_constructor for name in CONSTRUCTORS}
+    redirects.update(array=_array, asarray=_asarray, asanyarray=_asarray)
+    redirects["full"] = lambda original: fillable_constructor(_full(original))
+    for name, make in redirects.items():
+        module, original = np, getattr(np, name)
         setattr(module, name, make(original))
         undo.append(
             lambda module=module, name=name, original=original: setattr(module, name, original)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import blas_threads, ir
 from . import primitives as P
 from .errors import TracingError
 from .ir import Var
@@ -38,7 +39,15 @@ def _square_infer(out_shape):
     return infer
 
 
+def _work(*arrays) -> int:
+    """About the multiply-adds of a factorisation or solve of these operands."""
+    return sum(int(x.size) * int(x.shape[-1]) for x in arrays if getattr(x, "ndim", 0) >= 2)
+
+
 def _register(name, impl, infer, adjoint, differentiable=True) -> Primitive:
+    # small matrices on one BLAS thread: several threads on a few hundred rows wait for each
+    # other far longer than they save (and on a busy machine, for a descheduled one)
+    impl = blas_threads.small_on_one_thread(impl, _work)
     prim = Primitive(
         name, Kind.SHAPE, impl, infer, adjoint, None, None, differentiable, index_map=P.OWN_STEP
     )
@@ -80,14 +89,41 @@ inv_p = _register(
 )
 
 
-def _solve_rule(ct, out, a, b):
-    ct_b = P.emit(solve_p, _t(a), ct)
+# A solve's `structure`: None (a general matrix: LU), or "lower" / "upper" when the matrix is a
+# Cholesky factor or its transpose (known from the graph; see `_structure_of`): a triangular
+# solve, O(n^2) per right-hand side instead of an O(n^3) factorisation.
+_TRANSPOSED = {None: None, "lower": "upper", "upper": "lower"}
+
+
+def solve(a: Var, b: Var, structure: str | None = None) -> Var:
+    """a^-1 b (a general or, with `structure`, a triangular solve)."""
+    return P.emit(solve_p, a, b, **({"structure": structure} if structure else {}))
+
+
+def _solve_rule(ct, out, a, b, structure=None):
+    ct_b = solve(_t(a), ct, _TRANSPOSED[structure])
     return P.neg(_mm(ct_b, _t(out))), ct_b
 
 
+def _solve_impl(a, b, structure=None):
+    if structure is None:
+        return np.linalg.solve(a, b)
+    try:
+        from scipy.linalg import solve_triangular
+    except ImportError:  # SciPy is optional: NumPy's LU solve gives the same answer, slower
+        return np.linalg.solve(a, b)
+    lower = structure == "lower"
+    if a.ndim == 2:
+        return solve_triangular(a, b, lower=lower, check_finite=False)
+    out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:],
+                   np.result_type(a, b))
+    for i in np.ndindex(out.shape[:-2]):
+        out[i] = solve_triangular(a[i], b[i], lower=lower, check_finite=False)
+    return out
+
+
 solve_p = _register(
-    "solve", lambda a, b: np.linalg.solve(a, b), lambda shapes, dtypes, p: (shapes[1], dtypes[1]),
-    _solve_rule,
+    "solve", _solve_impl, lambda shapes, dtypes, p: (shapes[1], dtypes[1]), _solve_rule,
 )
 det_p = _register(
     "det", np.linalg.det, _square_infer(lambda s: s[:-2]),
@@ -113,8 +149,8 @@ def _cholesky_rule(ct, out, a):
     phi = _mm(_t(out), ct)
     halved = (np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(out.dtype)
     phi = P.mul(phi, P.broadcast_to(P.const(halved), phi.shape))
-    y = P.emit(solve_p, _t(out), phi)  # L^-T P
-    m = _t(P.emit(solve_p, _t(out), _t(y)))  # L^-T P L^-1
+    y = solve(_t(out), phi, "upper")  # L^-T P
+    m = _t(solve(_t(out), _t(y), "upper"))  # L^-T P L^-1
     return (_lower_only(P.mul(P.add(m, _t(m)), 0.5)),)
 
 
@@ -230,7 +266,7 @@ def _qr_square_cotangent(q: Var, r: Var, ct_q: Var, ct_r: Var) -> Var:
     """A = QR with A m x n, m >= n: A_ct = (Q_ct + Q copyltu(M)) R^-T, M = R R_ct^T - Q_ct^T Q."""
     mm = P.sub(_mm(r, _t(ct_r)), _mm(_t(ct_q), q))
     b = P.add(ct_q, _mm(q, _copyltu(mm)))
-    return _t(P.emit(solve_p, r, _t(b)))  # B R^-T
+    return _t(solve(r, _t(b), "upper"))  # B R^-T (R is upper triangular)
 
 
 def _qr_cotangent(a: Var, ct_q, ct_r) -> Var:
@@ -296,8 +332,37 @@ def _solve(a, b):
     lead = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
     x = P.broadcast_to(x, lead + x.shape[-2:])
     y = P.broadcast_to(y, lead + y.shape[-2:])
-    out = P.emit(solve_p, x, y)
+    out = solve(x, y, _structure_of(x))
     return P.reshape(out, out.shape[:-1]) if vector else out
+
+
+def _producer(x: Var):
+    """The node of the graph being built that computes `x` (None for an input)."""
+    for node in reversed(ir.current_builder().nodes):
+        if node.out is x:
+            return node
+    return None
+
+
+def _structure_of(x: Var) -> str | None:
+    """"lower" when `x` is a Cholesky factor, "upper" when it is one's transpose, else None."""
+    node = _producer(x)
+    if node is not None and node.prim is cholesky_p:
+        return "lower"
+    swap = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    if node is not None and node.prim is P.transpose_p and tuple(node.params["perm"]) == swap:
+        inner = _producer(node.inputs[0])
+        if inner is not None and inner.prim is cholesky_p:
+            return "upper"
+    return None
+
+
+def _factor_of(x: Var) -> Var | None:
+    """The Cholesky factor of `x` when the graph being built already computes one."""
+    for node in ir.current_builder().nodes:
+        if node.prim is cholesky_p and node.inputs[0] is x:
+            return node.out
+    return None
 
 
 def _det(a):
@@ -306,6 +371,16 @@ def _det(a):
 
 def _slogdet(a):
     x = _square_float(a, "slogdet")
+    lower = _factor_of(x)
+    if lower is not None:
+        # the program factors x = L L^T already (so x is positive definite, or the program fails
+        # there, as NumPy's would): log|det x| = 2 sum(log(diag L)), and the derivative goes
+        # through the Cholesky rule (triangular solves) instead of forming inv(x)
+        n = x.shape[-1]
+        diagonal = P.slice_(P.reshape(lower, lower.shape[:-2] + (n * n,)),
+                            tuple((0, d, 1) for d in lower.shape[:-2]) + ((0, n * n, n + 1),))
+        logdet = P.mul(P.reduce_sum(P.unary(P.log_p, diagonal), (x.ndim - 2,)), 2.0)
+        return P.const(1, logdet.shape, logdet.dtype), logdet
     return P.emit(signdet_p, x), P.emit(logabsdet_p, x)
 
 

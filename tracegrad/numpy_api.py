@@ -1147,7 +1147,12 @@ def _setitem(x: Var, index, value) -> Var:
                 f"{x.shape}{_src()}"
             )
         tail = x.shape[m.ndim :]
-        if v.ndim > len(tail) or np.broadcast_shapes(v.shape, tail) != tail:
+        fits = v.ndim <= len(tail) and np.broadcast_shapes(v.shape, tail) == tail
+        if not fits and not isinstance(mask, Var):  # a mask known while tracing: its positions
+            from .numpy_arrays import setitem_advanced
+
+            return setitem_advanced(x, tuple(np.nonzero(np.asarray(mask))), v)
+        if not fits:
             raise TracingError(
                 f"x[mask] = value with a value of shape {v.shape} is not supported{_src()}: the "
                 "number of selected elements depends on the mask. Assign a scalar (or a value "

@@ -132,6 +132,8 @@ def _math_names() -> dict[str, str]:
 
 
 _MATH_CALL = re.compile(r"\bM\.(\w+)\(")
+# math-library calls Numba's `math` module lacks, and what stands for them in libm mode
+_LIBM_CALLS = {"cbrt": "np.cbrt"}
 
 
 def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
@@ -139,13 +141,15 @@ def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
     vm = _vmath()
     vm_name = _math_names().get(math_name, math_name)
     dtype = np.dtype(dtype)
-    known = vm is not None and (vm_name in vm.FUNCTIONS or vm_name in getattr(vm, "HELPERS", {}))
+    known = vm is not None and any(
+        vm_name in getattr(vm, table, {}) for table in ("FUNCTIONS", "BINARY", "HELPERS")
+    )
     if mode == "vector" and known:
         if dtype == np.float64:
             return f"_vm.{vm_name}_f64"
         if dtype == np.float32:
             return f"_vm.{vm_name}_f32"
-    return f"math.{math_name}"
+    return _LIBM_CALLS.get(math_name, f"math.{math_name}")
 
 
 def render_node(node: Node, args: Sequence[str], mode: str) -> str:

@@ -212,10 +212,11 @@ class Tracer:
     def _concrete(self, what: str):
         if _writes_into_subscript():
             raise TracingError(
-                "tracegrad cannot write a traced value into a NumPy array: the array was not "
-                f"made from traced values, so it cannot hold one.{_user_line()}\nMake it from a "
-                "traced value instead, e.g. y = np.zeros_like(x, shape=(n,)) (or np.empty_like, "
-                "np.full_like(x, 0.0, shape=...)); then y[...] = ... works as in NumPy."
+                "tracegrad cannot write a traced value into this NumPy array: it was made "
+                "outside the traced function (a global, a closure variable, an argument's "
+                f"attribute), so it cannot hold one.{_user_line()}\nMake the array inside the "
+                "function: y = np.zeros(n) (or np.ones, np.empty, np.full, np.copy(a), "
+                "np.zeros_like(a)) and then y[...] = ... work as in NumPy."
             )
         raise TracingError(
             f"tracegrad cannot {what} a traced value: its value is not known while tracing."
@@ -408,8 +409,9 @@ def _write_into(name: str, args, kwargs):
     target, *rest = args
     if not isinstance(target, Tracer):
         raise TracingError(
-            f"np.{name} cannot write traced values into a NumPy array{_user_line()}\nMake the "
-            "array a traced value first, e.g. y = np.zeros_like(x, shape=...) or y = x.copy()."
+            f"np.{name} cannot write traced values into a NumPy array made outside the traced "
+            f"function{_user_line()}\nMake the array inside the function: y = np.zeros(n) (or "
+            f"np.copy(a), np.zeros_like(a)) and then np.{name}(y, ...) works as in NumPy."
         )
     target._check_writable(f"np.{name}")
     rest = [_arg(v, target.builder) for v in rest]
@@ -458,6 +460,8 @@ def _lift(t: Tracer, builder: Builder) -> Var:
 
 def operand(x: Any, builder: Builder):
     """An op operand: a Var, or a Python scalar (kept weak for NumPy's promotion rules)."""
+    if isinstance(x, np.ndarray) and hasattr(x, "_tracegrad_current"):
+        x = x._tracegrad_current()  # a fillable.Fillable: its traced value, or its contents
     if isinstance(x, Tracer):
         return _lift(x, builder)
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
@@ -534,6 +538,8 @@ def _arg(a: Any, builder: Builder):
     else passes as it is. NumPy arrays and scalars reach the handlers as they are: an operand
     becomes a constant there (`_v`, `_o`), and a static parameter (an axis, a shape, an order,
     an index: np.sum(x, np.int64(0))) is read as the number it is."""
+    if isinstance(a, np.ndarray) and hasattr(a, "_tracegrad_current"):
+        a = a._tracegrad_current()  # a fillable.Fillable: its traced value, or its contents
     if isinstance(a, Tracer):
         return operand(a, builder)
     if isinstance(a, (list, tuple)):

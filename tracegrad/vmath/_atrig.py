@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ._core import F32, F64, Spec, horner, jit, named
+from ._core import F32, F64, Spec, fma, horner, jit, named
 
 # Minimax coefficients (Remez exchange, 50-digit arithmetic, relative error):
 #   atan(t) = t + t**3 * ATAN(t**2), |t| <= tan(pi/8): error 2**-59.4 (f64), 2**-30.5 (f32)
@@ -58,6 +58,7 @@ def _build(S: Spec, asin_coeffs=None, sfx=None):
     tan_pi8 = S.c(math.tan(math.pi / 8))
     tan_3pi8 = S.c(math.tan(3 * math.pi / 8))
     zero, one, two, half = S.c(0.0), S.c(1.0), S.c(2.0), S.c(0.5)
+    inf, as_int = S.inf, S.as_int
 
     @jit
     def asin_small(s, z):
@@ -100,12 +101,43 @@ def _build(S: Spec, asin_coeffs=None, sfx=None):
         res = two * p if x > zero else pi_hi - (two * p - pi_lo)
         return mid if small else res
 
+    @jit
+    def atan_unit(a):
+        """arctan(a) for a in [0, 1]."""
+        mid = a > tan_pi8
+        t = (a - one) / (a + one) if mid else a
+        z = t * t
+        return (pio4_hi if mid else zero) + (t + (t * z * horner(z, A) + (pio4_lo if mid else zero)))
+
+    def arctan2(y, x):
+        y, x = F(y), F(x)
+        ay, ax = abs(y), abs(x)
+        swap = ay > ax
+        n = ax if swap else ay  # the smaller
+        d = ay if swap else ax  # the larger
+        both_inf = (ax == inf) & (ay == inf)
+        ok = (d > zero) & (d < inf)
+        a = n / d if ok else (one if both_inf else zero)  # in [0, 1]; nan stays nan
+        a = a if (n == n) & (d == d) else n + d
+        a_lo = fma(-a, d, n) / d if ok else zero  # the rounding error of n / d
+        t = atan_unit(a)
+        t_lo = a_lo / (one + a * a)
+        # atan2 = off + sign * t: t (off 0), pi/2 - t (|y| > |x|), pi - t (x < 0, or x = -0),
+        # pi/2 + t (both): the offset's low part and t's correction added before the high parts
+        negative_x = as_int(x) < 0
+        minus = swap != negative_x
+        off_hi = (pio2_hi if swap else pi_hi) if (swap | negative_x) else zero
+        off_lo = (pio2_lo if swap else pi_lo) if (swap | negative_x) else zero
+        r = off_hi + ((-t if minus else t) + ((-t_lo if minus else t_lo) + off_lo))
+        return math.copysign(r, y)
+
     sfx = sfx or ("_f64" if S is F64 else "_f32")
     kind = "float64" if S is F64 else "float32"
     funcs = {
         "arctan": (arctan, f"Vectorisable arctan(x) for {kind}."),
         "arcsin": (arcsin, f"Vectorisable arcsin(x) for {kind}; nan outside [-1, 1]."),
         "arccos": (arccos, f"Vectorisable arccos(x) for {kind}; nan outside [-1, 1]."),
+        "arctan2": (arctan2, f"Vectorisable arctan2(y, x) for {kind}."),
     }
     return {name: jit(named(f, name + sfx, doc)) for name, (f, doc) in funcs.items()}
 
@@ -128,5 +160,16 @@ def _arcsin_f32(x):
 
 _F32["arcsin"] = jit(_arcsin_f32)
 _F32["arcsin"].__name__ = "arcsin_f32"
+_arctan2_f64 = _F64["arctan2"]
+
+
+def _arctan2_f32(y, x):
+    """Vectorisable arctan2(y, x) for float32 (computed in float64, rounded once)."""
+    return np.float32(_arctan2_f64(np.float64(np.float32(y)), np.float64(np.float32(x))))
+
+
+_F32["arctan2"] = jit(_arctan2_f32)
+_F32["arctan2"].__name__ = "arctan2_f32"
 arctan_f64, arcsin_f64, arccos_f64 = (_F64[n] for n in ("arctan", "arcsin", "arccos"))
 arctan_f32, arcsin_f32, arccos_f32 = (_F32[n] for n in ("arctan", "arcsin", "arccos"))
+arctan2_f64, arctan2_f32 = _F64["arctan2"], _F32["arctan2"]
