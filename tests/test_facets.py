@@ -344,3 +344,19 @@ def test_cumsum_batches_over_a_vmap(backend):
     x = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
     got = tg.vmap(lambda r: np.cumsum(r * r), backend=backend)(x)
     np.testing.assert_array_equal(got, np.cumsum(x * x, axis=1))
+
+
+def test_a_new_scan_is_one_table_entry(backend):
+    """A running maximum declared with the MAX monoid and nothing else computes on every backend
+    (the planner and both generators know it only through its kind and monoid)."""
+    from helpers import build, run
+
+    prim = P._scan_prim("running_max_for_test", P.MAX, adjoint=None)
+    try:
+        x = np.array([[0.5, -1.0, 2.0, np.nan, 3.0], [1.0, 4.0, -2.0, 0.0, 5.0]])
+        graph = build([(x.shape, np.dtype(np.float64))],
+                      lambda v: P.cumulative(prim, P.mul(v, 2.0), 1))
+        (got,) = run(graph, [x], backend)
+        np.testing.assert_array_equal(got, np.maximum.accumulate(x * 2.0, axis=1))
+    finally:
+        del P.PRIMITIVES[prim.name]
