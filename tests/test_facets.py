@@ -360,3 +360,16 @@ def test_a_new_scan_is_one_table_entry(backend):
         np.testing.assert_array_equal(got, np.maximum.accumulate(x * 2.0, axis=1))
     finally:
         del P.PRIMITIVES[prim.name]
+
+
+def test_the_plans_reference_evaluates_a_scan():
+    from helpers import build
+
+    x = np.linspace(-1.0, 1.0, 24).reshape(2, 3, 4)
+    graph = build([(x.shape, np.dtype(np.float64))],
+                  lambda v: P.cumulative(P.cumsum_p, P.mul(v, v), 1))
+    plan = fusion.plan(graph)
+    (loop,) = plan.loops
+    assert loop.shape == (2, 4, 3) and [s.op for s in loop.scans] == ["sum"]  # scanned axis last
+    (got,) = fusion.evaluate(plan, [x])
+    np.testing.assert_array_equal(got, np.cumsum(x * x, axis=1))
