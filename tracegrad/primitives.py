@@ -232,9 +232,11 @@ class Primitive:
     # The operand dtypes it is defined on: "number" (floats and integers), "bool" or "integer"
     # (integers and bools); tests sample operands of this kind.
     operands: str = "number"
-    # A control-flow primitive (Kind.CONTROL) holds graphs: `run_compiled(node, compile)` returns
-    # the function a compiled backend calls for the node, given `compile(graph)`, which compiles a
-    # graph on that backend into a function from a list of arrays to a list of arrays.
+    # How a compiled backend runs a node that is a step of its own: `run_compiled(node, compile)`
+    # returns the function it calls (on host arrays), given `compile(graph)`, which compiles a
+    # graph on that backend into a function from a list of arrays to a list of arrays. A
+    # control-flow primitive (Kind.CONTROL) compiles the graphs it holds; scatter_add runs a
+    # compiled host loop. None: the reference implementation `impl`.
     run_compiled: Callable[..., Callable] | None = None
     # Reductions: how values combine (see `Monoid`).
     monoid: Monoid | None = None
@@ -1480,10 +1482,31 @@ def _gather_infer(shapes, dtypes, p):
     return x[:axis] + idx + x[axis + 1 :], dtypes[0]
 
 
+def _fast_scatter(v, idx, n) -> bool:
+    """Whether a scatter-add may take a summing fast path: float values, indices in range (out
+    of range, np.add.at raises NumPy's IndexError)."""
+    return v.dtype.kind == "f" and idx.size > 0 and idx.min() >= -n and idx.max() < n
+
+
+def _scatter_add_compiled(node, compile):
+    """The compiled backends' scatter-add: a Numba loop (tracegrad.host_kernels)."""
+    from . import host_kernels
+
+    axis, shape = node.params["axis"], tuple(node.params["shape"])
+
+    def run(v, idx):
+        idx = np.asarray(idx)
+        if _fast_scatter(v, idx, shape[axis]):
+            return host_kernels.scatter_add(v, idx, axis, shape)
+        return _scatter_add_impl(v, idx, axis, shape)
+
+    return run
+
+
 def _scatter_add_impl(v, idx, axis, shape):
     n = shape[axis]
     idx = np.asarray(idx)
-    if v.dtype.kind == "f" and idx.size and idx.min() >= -n and idx.max() < n:
+    if _fast_scatter(v, idx, n):
         # one np.bincount over flat output positions: several times faster than np.add.at
         # (unbuffered, one element at a time); sums in float64, so float32 gets one rounding
         pre = int(np.prod(shape[:axis], dtype=np.int64))
@@ -1563,7 +1586,7 @@ scatter_add_p = _register(
     Primitive(
         "scatter_add", Kind.SHAPE, _scatter_add_impl, _scatter_add_infer,
         lambda ct, out, v, idx, axis, shape: (gather(ct, idx, axis), None),
-        _batch_scatter_add, linear=True, index_map=OWN_STEP,
+        _batch_scatter_add, linear=True, run_compiled=_scatter_add_compiled, index_map=OWN_STEP,
     )
 )
 
