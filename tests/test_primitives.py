@@ -52,6 +52,7 @@ EXAMPLES = {
                                           P.const(np.arange(4.0)))],
     "concatenate": [((2,), (3,)), lambda a, b: P.mul(P.concatenate([a, b], 0), P.concatenate([b, a], 0))],
     "const": [((3,),), lambda x: P.mul(x, P.const(np.array([1.0, 2.0, 3.0])))],
+    "cumsum": [((2, 3),), lambda x: P.mul(P.cumulative(P.cumsum_p, x, 1), P.cumulative(P.cumsum_p, P.mul(x, x), 0))],
     "gather": [((4, 2),), lambda x: P.mul(P.gather(x, P.const(np.array([0, 2, 2, 3])), 0),
                                           P.gather(x, P.const(np.array([1, 0])), 1))],
     "scatter_add": [((3, 2),), lambda v: P.mul(P.scatter_add(v, P.const(np.array([1, 1, 0])), 0, (4, 2)),

@@ -19,9 +19,10 @@ for integers and `F` for floats), so a new shape with the same structure reuses 
 kernel; only constants that come from the code (small integers, halves, infinities) are written
 into the source. Sums and products of float32 values accumulate in float64.
 
-Math functions go through `render_math` only: in the "vector" math mode (the default) the
-primitives that `tracegrad.vmath` implements call its vectorisable versions, everything else (and
-the "libm" mode, TRACEGRAD_MATH=libm) calls Python's `math` module, which Numba maps to libm.
+Math functions, casts, literals, comments and the line writer are `tracegrad.render`'s, shared
+with the CUDA generator: in the "vector" math mode (the default) the primitives that
+`tracegrad.vmath` implements call its vectorisable versions, everything else (and the "libm"
+mode, TRACEGRAD_MATH=libm) calls Python's `math` module, which Numba maps to libm.
 """
 
 from __future__ import annotations
@@ -30,20 +31,20 @@ import functools
 import itertools
 import logging
 import os
-import re
 import threading
 from dataclasses import dataclass
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
-from . import backends, blas_threads, cache, config, cpu_loops, fusion, ir, passes, progress
+from . import backends, blas_threads, cache, cpu_loops, fusion, ir, passes, progress, render
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
     Plan, Select, ViewStep,
 )
 from .ir import Graph, Node
+from .render import Lines, cast, literal, math_mode, render_math, render_node
 
 log = logging.getLogger("tracegrad")
 
@@ -55,86 +56,12 @@ BLAS_NEIGHBOURS = "serial"
 # Opt-in specialisation: sizes written into the kernel source (a compile per shape).
 BAKE_SIZES = False
 
-SUPPORTED_DTYPES = {
-    np.dtype(t)
-    for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32,
-              np.uint16, np.uint8, np.bool_)
-}
-_NATIVE = {np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)}
-
-
-# ----------------------------------------------------------------------------------------------
-# Math functions: the one renderer
-
-
-def math_mode() -> str:
-    """"vector" (tracegrad.vmath where it has the function) or "libm"."""
-    vm = _vmath()
-    return vm.math_mode() if vm is not None else "libm"
-
-
-@functools.lru_cache(maxsize=1)
-def _vmath_module():
-    try:
-        from . import vmath
-    except Exception as exc:  # not there yet, or broken: libm it is
-        log.info("tracegrad: vmath unavailable (%s); kernels call libm", exc)
-        return None
-    return vmath if hasattr(vmath, "FUNCTIONS") and hasattr(vmath, "math_mode") else None
-
-
-def _vmath():
-    return _vmath_module()
-
-
-# Python's math names whose vmath (primitive) name differs
-_VM_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2"}
-# math-library calls Numba's `math` module lacks, and what stands for them in libm mode
-_LIBM_CALLS = {"cbrt": "np.cbrt"}
-_MATH_CALL = re.compile(r"\bM\.(\w+)\(")
-
-
-def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
-    """The callee for the math-library call `M.<math_name>` on values of `dtype`."""
-    vm = _vmath()
-    vm_name = _VM_NAMES.get(math_name, math_name)
-    dtype = np.dtype(dtype)
-    known = vm is not None and any(
-        vm_name in getattr(vm, table, {}) for table in ("FUNCTIONS", "BINARY", "HELPERS")
-    )
-    if mode == "vector" and known:
-        if dtype == np.float64:
-            return f"_vm.{vm_name}_f64"
-        if dtype == np.float32:
-            return f"_vm.{vm_name}_f32"
-    return _LIBM_CALLS.get(math_name, f"math.{math_name}")
-
-
-def render_node(node: Node, args: Sequence[str], mode: str) -> str:
-    """The scalar expression of an elementwise node on argument expressions `args`."""
-    template = node.prim.scalar
-    if template is None:
-        raise NotImplementedError(f"{node.prim.name} has no scalar template")
-    text = template(list(args), node.params) if callable(template) else template.format(*args)
-    dtype = node.inputs[0].dtype if node.inputs else node.out.dtype
-    text = _MATH_CALL.sub(lambda m: render_math(m.group(1), dtype, mode) + "(", text)
-    return _cast(node.out.dtype, text)
-
-
-def _cast(dtype: np.dtype, text: str) -> str:
-    """Keep a value in its dtype (Numba widens float32 * int and int32 + int32)."""
-    dtype = np.dtype(dtype)
-    return text if dtype in _NATIVE else f"np.{dtype.name}({text})"
+SUPPORTED_DTYPES = render.SUPPORTED_DTYPES
 
 
 def supports(node: Node) -> bool:
     """Whether a kernel (or a matmul step) can compute this node."""
-    dtypes = [v.dtype for v in node.inputs] + [node.out.dtype]
-    if any(np.dtype(d) not in SUPPORTED_DTYPES for d in dtypes):
-        return False
-    if node.prim.kind is P.Kind.ELEMENTWISE:
-        return node.prim.scalar is not None
-    return True
+    return render.supports(node)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -220,42 +147,6 @@ def _simple_number(value: np.ndarray) -> bool:
     return (float(v).is_integer() and abs(v) <= 8) or abs(v) == 0.5
 
 
-def _float_text(v: float) -> str:
-    if np.isnan(v):
-        return "np.nan"
-    if np.isinf(v):
-        return "np.inf" if v > 0 else "-np.inf"
-    return repr(float(v))
-
-
-def _literal_text(value: np.ndarray) -> str:
-    dtype = value.dtype
-    v = value.item()
-    if dtype == np.bool_:
-        return "True" if v else "False"
-    if dtype.kind == "f":
-        return _cast(dtype, _float_text(v))
-    return _cast(dtype, str(int(v)))
-
-
-class _Lines:
-    def __init__(self):
-        self.items: list[tuple[int, str, str | None]] = []
-
-    def add(self, indent: int, code: str, comment: str | None = None) -> None:
-        self.items.append((indent, code, comment))
-
-    def render(self, comments: bool) -> str:
-        out = []
-        for indent, code, comment in self.items:
-            pad = "    " * indent
-            if comments and comment:
-                out.append(f"{pad}# {comment}")
-            if code:
-                out.append(pad + code)
-        return "\n".join(out)
-
-
 class _KernelWriter:
     def __init__(self, loop: FusedLoop, mode: str, names: dict, bake_sizes: bool = False):
         self.loop, self.mode, self.names = loop, mode, names
@@ -266,9 +157,10 @@ class _KernelWriter:
         self.uses_vmath = False
         bufs = [op.buffer for op in loop.ops if isinstance(op, Load)]
         bufs += [s.buffer for s in loop.stores] + [red.buffer for red in loop.reductions]
+        bufs += [scan.buffer for scan in loop.scans]
         self.arrays = fusion._unique(bufs)
         self.arg = {id(b): f"b{k}" for k, b in enumerate(self.arrays)}
-        self.header = _Lines()
+        self.header = Lines()
         if self.r:
             sizes = ", ".join(f"n{a}" for a in range(self.r))
             if bake_sizes:  # a specialisation: this kernel serves these sizes only
@@ -310,32 +202,33 @@ class _KernelWriter:
         return f"{name}[{', '.join(self.ix(ix) for ix in index)}]"
 
     def describe_buffer(self, b: Buffer) -> str:
-        var = self.names.get(b.var, "?") if b.var is not None else "?"
-        what = {"input": f"input {b.input_index}", "const": "constant", "temp": "scratch",
-                "output": "result", "view": "view"}[b.role]
-        return f"{var} ({what} {b.name}: {ir.type_str(b.shape, b.dtype)})"
+        return render.describe_buffer(b, self.names)
 
     def node_comment(self, node: Node) -> str:
-        args = " ".join(self.names.get(v, "?") for v in node.inputs)
-        text = f"{self.names.get(node.out, '?')} = {node.prim.name}{ir._params_text(node, False)} {args}"
-        return f"{text}   [{node.source}]" if node.source else text
+        return render.node_comment(node, self.names)
 
     # ---- ops
-    def _pair_sin_cos(self) -> None:
-        """sin and cos of the same value: one call computing both, where the math library has it."""
-        self.paired: dict[str, tuple[str, str, str]] = {}  # op id -> (sin id, cos id, argument)
-        self.emitted_pair: dict[str, bool] = {}
+    def _pair(self) -> None:
+        """Two values computed by one call (sin and cos of the same argument: the primitive's
+        `pairing`), where the math library has that call."""
+        # op id -> (its id, the partner's id, argument, the call)
+        self.paired: dict[str, tuple[str, str, str, str]] = {}
+        self.emitted_pair: dict[tuple[str, str], bool] = {}
+        self.computes = {op.id: op.node.prim.name for op in self.loop.ops if isinstance(op, Compute)}
         by_arg: dict[tuple[str, str], str] = {}
         for op in self.loop.ops:
-            if isinstance(op, Compute) and op.node.prim in (P.sin_p, P.cos_p):
-                by_arg[(op.node.prim.name, op.args[0])] = op.id
-        for (name, arg), sid in by_arg.items():
-            cid = by_arg.get(("cos", arg))
-            if name != "sin" or cid is None:
+            if isinstance(op, Compute) and len(op.args) == 1:
+                by_arg.setdefault((op.node.prim.name, op.args[0]), op.id)
+        for op in self.loop.ops:
+            pairing = op.node.prim.pairing if isinstance(op, Compute) else None
+            if pairing is None or by_arg.get((op.node.prim.name, op.args[0])) != op.id:
                 continue
-            dtype = self._dtype_of(arg)
-            if render_math("sincos", dtype, self.mode).startswith("_vm."):
-                self.paired[sid] = self.paired[cid] = (sid, cid, arg)
+            arg = op.args[0]
+            partner = by_arg.get((pairing.partner, arg))
+            if partner is None:
+                continue
+            if render_math(pairing.call, self._dtype_of(arg), self.mode).startswith("_vm."):
+                self.paired[op.id] = self.paired[partner] = (op.id, partner, arg, pairing.call)
 
     def _dtype_of(self, op_id: str) -> np.dtype:
         if not hasattr(self, "_types"):
@@ -345,24 +238,26 @@ class _KernelWriter:
     def op_line(self, op) -> tuple[str | None, str | None]:
         pair = self.paired.get(op.id) if isinstance(op, Compute) else None
         if pair is not None:
-            sid, cid, arg = pair
-            if self.emitted_pair.get(arg):
+            first, second, arg, call = pair
+            if self.emitted_pair.get((arg, call)):
                 return None, None  # computed with its partner
-            self.emitted_pair[arg] = True
+            self.emitted_pair[(arg, call)] = True
             self.uses_vmath = True
-            fn = render_math("sincos", self._dtype_of(arg), self.mode)
-            return f"{sid}, {cid} = {fn}({arg})", f"sin and cos of {arg}: {self.node_comment(op.node)}"
+            fn = render_math(call, self._dtype_of(arg), self.mode)
+            names = f"{self.computes[first]} and {self.computes[second]}"
+            return (f"{first}, {second} = {fn}({arg})",
+                    f"{names} of {arg}: {self.node_comment(op.node)}")
         if isinstance(op, Load):
             return f"{op.id} = {self.subscript(op.buffer, op.index)}", f"load {self.describe_buffer(op.buffer)}"
         if isinstance(op, Literal):
             if _simple_number(op.value):
-                return f"{op.id} = {_literal_text(op.value)}", None
+                return f"{op.id} = {literal(op.value)}", None
             dtype = op.value.dtype
             if dtype.kind == "f":
                 self.floats.append(float(op.value))
-                return f"{op.id} = {_cast(dtype, f'F[{len(self.floats) - 1}]')}", f"constant {op.value.item()!r}"
+                return f"{op.id} = {cast(dtype, f'F[{len(self.floats) - 1}]')}", f"constant {op.value.item()!r}"
             slot = self._int(int(op.value))
-            return f"{op.id} = {_cast(dtype, f'I[{slot}]')}", f"constant {op.value.item()!r}"
+            return f"{op.id} = {cast(dtype, f'I[{slot}]')}", f"constant {op.value.item()!r}"
         if isinstance(op, Compute):
             text = render_node(op.node, op.args, self.mode)
             if "_vm." in text:
@@ -388,38 +283,20 @@ class _KernelWriter:
         p = min(axes)
         suffix = axes == tuple(range(p, self.r))
         kept = [a for a in range(self.r) if a not in axes]
-        dtype = np.dtype(red.buffer.dtype)
-        if red.op in ("sum", "prod") and dtype.kind == "f":
-            acc_dtype = np.dtype(np.float64)
-        elif red.op in ("sum", "prod") and dtype.kind in "iu":
-            acc_dtype = np.dtype(np.int64) if dtype.kind == "i" else np.dtype(np.uint64)
-        else:
-            acc_dtype = dtype
-        if red.op == "sum":
-            ident, combine = "0", ("_radd" if acc_dtype.kind == "f" else None)
-        elif red.op == "prod":
-            ident, combine = "1", ("_rmul" if acc_dtype.kind == "f" else None)
-        else:
-            ident, combine = self._extreme_identity(acc_dtype, red.op), f"_r{red.op}"
-        if red.op in ("sum", "prod"):
-            ident = _literal_text(np.array(int(ident), acc_dtype))
-        return {"p": p, "suffix": suffix, "kept": kept, "acc": acc_dtype, "ident": ident,
-                "combine": combine, "op": red.op,
+        monoid = P.MONOIDS[red.op]
+        acc_dtype = monoid.accumulator(red.buffer.dtype)
+        # A reassociable step on integers is written inline; any other calls its helper
+        # (`_r<helper>`, with fastmath reassociation for floats).
+        inline = monoid.reassociate and acc_dtype.kind != "f"
+        return {"p": p, "suffix": suffix, "kept": kept, "acc": acc_dtype,
+                "ident": render.reduction_identity(red.op, acc_dtype),
+                "combine": None if inline else f"_r{monoid.helper}", "op": red.op,
                 "partial": (suffix and p == 0) or (not suffix and 0 in axes)}
-
-    def _extreme_identity(self, dtype: np.dtype, op: str) -> str:
-        if dtype.kind == "f":
-            return _literal_text(np.array(-np.inf if op == "max" else np.inf, dtype))
-        if dtype.kind == "b":
-            return "False" if op == "max" else "True"
-        info = np.iinfo(dtype)
-        return _literal_text(np.array(info.min if op == "max" else info.max, dtype))
 
     def combine(self, rp: dict, a: str, b: str) -> str:
         fn = rp["combine"]
         if fn is None:
-            sym = "+" if rp["op"] == "sum" else "*"
-            return f"{a} {sym} {b}"
+            return render.combine_text(rp["op"], a, b)
         self.helpers.add(fn)
         return f"{fn}({a}, {b})"
 
@@ -434,13 +311,13 @@ class _KernelWriter:
                 out.append((f"p{k}", dims, rp["acc"]))
         return out
 
-    def write(self) -> _Lines:
+    def write(self) -> Lines:
         loop, r = self.loop, self.r
-        body = _Lines()
+        body = Lines()
         by_depth: dict[int, list] = {}
         for op in loop.ops:
             by_depth.setdefault(op.depth, []).append(op)
-        self._pair_sin_cos()
+        self._pair()
         for op in by_depth.get(0, []):
             code, comment = self.op_line(op)
             if code is not None:
@@ -478,7 +355,7 @@ class _KernelWriter:
             return f"p{k}[{', '.join((['c'] if with_chunk else []) + idx)}]"
         return f"{self.arg[id(red.buffer)]}[{', '.join(idx) if idx else '()'}]"
 
-    def _init_array_acc(self, body: _Lines, k: int, red, rp: dict) -> None:
+    def _init_array_acc(self, body: Lines, k: int, red, rp: dict) -> None:
         kept = rp["kept"]
         indent = 2
         idx = []
@@ -489,10 +366,14 @@ class _KernelWriter:
             idx.append(f"q{a}")
         body.add(indent, f"{self._target(red, rp, k, idx, True)} = {rp['ident']}")
 
-    def _nest(self, body: _Lines, a: int, reds, by_depth) -> None:
+    def _nest(self, body: Lines, a: int, reds, by_depth) -> None:
         """The loop over axis a and everything inside it."""
         indent = 2 + a
         bounds = "lo, hi" if a == 0 else f"n{a}"
+        if a + 1 == self.r:  # scans run along the last axis, from its start
+            for k, scan in enumerate(self.loop.scans):
+                ident = render.reduction_identity(scan.op, scan.buffer.dtype)
+                body.add(indent, f"acc{k} = {ident}", f"running {scan.op}: {self.node_comment(scan.node)}")
         body.add(indent, f"for i{a} in range({bounds}):")
         inner = indent + 1
         for op in by_depth.get(a + 1, []):
@@ -507,13 +388,18 @@ class _KernelWriter:
             for k, red, rp in reds:
                 if rp["suffix"] and rp["p"] == a + 1:
                     idx = [f"i{j}" for j in range(a + 1)]
-                    value = _cast(red.buffer.dtype, f"s{k}")
+                    value = cast(red.buffer.dtype, f"s{k}")
                     body.add(inner, f"{self._target(red, rp, k, idx, False)} = {value}",
                              f"-> {self.describe_buffer(red.buffer)}")
             return
         for st in self.loop.stores:
             body.add(inner, f"{self.subscript(st.buffer, st.index)} = {st.value}",
                      f"-> {self.describe_buffer(st.buffer)}")
+        for k, scan in enumerate(self.loop.scans):
+            step = render.combine_step(scan.op, scan.buffer.dtype, f"acc{k}", scan.value)
+            body.add(inner, f"acc{k} = {step}")
+            body.add(inner, f"{self.subscript(scan.buffer, scan.index)} = acc{k}",
+                     f"-> {self.describe_buffer(scan.buffer)}")
         for k, red, rp in reds:
             comment = f"{self.node_comment(red.node)}"
             if rp["suffix"]:
@@ -522,7 +408,7 @@ class _KernelWriter:
                 target = self._target(red, rp, k, [f"i{j}" for j in rp["kept"]], True)
                 body.add(inner, f"{target} = {self.combine(rp, target, red.value)}", comment)
 
-    def _combine_partials(self, body: _Lines, k: int, red, rp: dict) -> None:
+    def _combine_partials(self, body: Lines, k: int, red, rp: dict) -> None:
         out = self.arg[id(red.buffer)]
         indent = 2
         idx = []
@@ -533,7 +419,7 @@ class _KernelWriter:
         body.add(indent, f"s{k} = {rp['ident']}", f"combine the chunks of {self.names.get(red.node.out, '?')}")
         body.add(indent, "for c in range(nch):")
         body.add(indent + 1, f"s{k} = {self.combine(rp, f's{k}', f'p{k}[' + ', '.join(['c'] + idx) + ']')}")
-        body.add(indent, f"{out}[{', '.join(idx) if idx else '()'}] = {_cast(red.buffer.dtype, f's{k}')}",
+        body.add(indent, f"{out}[{', '.join(idx) if idx else '()'}] = {cast(red.buffer.dtype, f's{k}')}",
                  f"-> {self.describe_buffer(red.buffer)}")
 
 
@@ -590,13 +476,13 @@ def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str, bake_sizes: 
 
 
 def _salt(mode: str) -> str:
-    vm = _vmath()
+    vm = render._vmath()
     parts = ["mode=" + mode]
     if vm is not None and mode == "vector":
         folder = os.path.dirname(vm.__file__)
         files = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py")]
         parts.append("vmath=" + _vmath_hash(tuple(files)))
-    parts.append("codegen=" + _vmath_hash((__file__,)))
+    parts.append("codegen=" + _vmath_hash((__file__, render.__file__)))
     return cache.salt(tuple(parts))
 
 
@@ -683,6 +569,8 @@ class CpuProgram:
             src = render_loop(step, mode, names, salt, bake_sizes)
             size = int(np.prod(step.shape, dtype=np.int64)) if step.shape else 1
             parallel = bool(step.shape) and threads > 1 and size * max(1, src.cost) >= PARALLEL_WORK
+            # a scan along axis 0 (its last) runs in order: one chunk
+            parallel = parallel and not (step.scans and len(step.shape) == 1)
             ints = list(src.ints)
             partials = []
             if step.shape:
@@ -933,21 +821,7 @@ class CpuBackend:
         return backends.cpu_variant()
 
     def compile(self, graph: Graph) -> CpuProgram:
-        program = build(graph)
-        dump = config.dump_kernels()
-        if dump:
-            _dump(program, dump)
-        return program
-
-
-def _dump(program: CpuProgram, directory: str) -> None:
-    try:
-        os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, f"program_{program.graph.fingerprint()[:16]}.py")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(program.source())
-    except OSError as exc:
-        log.warning("tracegrad: cannot dump kernels to %s (%s)", directory, exc)
+        return render.dumped(build(graph), "program")
 
 
 def program_source(graph: Graph) -> str:

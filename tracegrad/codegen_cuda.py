@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import cache, config, fusion, ir, passes, progress
+from . import cache, config, fusion, ir, passes, progress, render
 from . import cuda_device as dev
 from . import primitives as P
 from .cuda_kernels import DEVICE_FUNCTIONS, Kernels, LoopWriter, library_source, matmul_kernel
@@ -39,11 +38,7 @@ from .ir import Graph, Node
 
 log = logging.getLogger("tracegrad")
 
-SUPPORTED_DTYPES = {
-    np.dtype(t)
-    for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32,
-              np.uint16, np.uint8, np.bool_)
-}
+SUPPORTED_DTYPES = render.SUPPORTED_DTYPES
 
 # A device of the kind the benchmarks target, for showing kernels on a machine without a GPU.
 REFERENCE_CONFIG = dev.config_from_properties(
@@ -52,24 +47,15 @@ REFERENCE_CONFIG = dev.config_from_properties(
 
 
 def supports(node: Node) -> bool:
-    """Whether a kernel (or a matmul kernel) computes this node; the rest run on the host."""
-    dtypes = [v.dtype for v in node.inputs] + [node.out.dtype]
-    if any(np.dtype(d) not in SUPPORTED_DTYPES for d in dtypes):
-        return False
-    kind = node.prim.kind
-    if kind is P.Kind.ELEMENTWISE:
-        return node.prim.scalar is not None
-    if kind in (P.Kind.MATMUL, P.Kind.REDUCE):
-        return node.out.dtype != np.bool_
-    return True
+    """Whether a kernel (or a matmul kernel) computes this node; the rest run on the host
+    (products and reductions of bools too)."""
+    return render.supports(node, bool_products=False)
 
 
-def render(node: Node, args: Sequence[str]) -> str:
-    """A node's scalar expression: the CPU backend's renderer, with the math library (libm names,
-    which numba.cuda maps to CUDA's libdevice)."""
-    from .codegen_cpu import render_node
-
-    return render_node(node, args, "libm")
+def render_scalar(node: Node, args: Sequence[str]) -> str:
+    """A node's scalar expression, with the math library (libm names, which numba.cuda maps to
+    CUDA's libdevice)."""
+    return render.render_node(node, args, "libm")
 
 
 def _log(message: str, *args) -> None:
@@ -103,12 +89,12 @@ def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
         kernels.scratch = scratch  # partial-result buffers are numbered across the program
         if isinstance(step, FusedLoop):
             renamed = FusedLoop(f"kernel_{step.name}", step.shape, step.ops, step.stores,
-                                step.reductions, step.roots)
-            writer = LoopWriter(renamed, cfg, names, render)
+                                step.reductions, step.roots, step.scans)
+            writer = LoopWriter(renamed, cfg, names, render_scalar)
             writer.kernels(kernels)
             helpers |= writer.helpers
         elif isinstance(step, MatmulStep):
-            matmul_kernel(step, f"matmul_{j}", cfg, names, kernels, render,
+            matmul_kernel(step, f"matmul_{j}", cfg, names, kernels, render_scalar,
                           (_is_transposed(plan, step.a), _is_transposed(plan, step.b)))
         sources += kernels.sources
         steps.append((step, kernels))
@@ -136,13 +122,23 @@ def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
     return text, steps, scratch
 
 
+def _inverse_view(node: Node) -> P.Primitive | None:
+    """The view primitive whose view of the node's result is its input (unslice: slice), if the
+    node is one that zeros and a strided copy make."""
+    m = node.prim.index_map
+    return P.PRIMITIVES[m.inverse] if m is not None and m.inverse is not None else None
+
+
 def _is_transposed(plan: Plan, buffer) -> bool:
-    """Whether `buffer` is a view that swaps the last two axes of another."""
+    """Whether `buffer` is a view that reads its source's last two axes swapped."""
     for step in plan.steps:
-        if isinstance(step, ViewStep) and step.out is buffer and step.node.prim is P.transpose_p:
-            perm = step.node.params["perm"]
-            n = len(perm)
-            return n >= 2 and perm[-2:] == (n - 1, n - 2)
+        if isinstance(step, ViewStep) and step.out is buffer:
+            m, n = step.node.prim.index_map, len(step.out.shape)
+            if m.through is None or not m.inline(step.node) or n < 2:
+                return False
+            out = fusion.identity_index(n)
+            read = m.through(step.node, out, lambda offset: fusion.Index(None, 0, offset))
+            return len(read) >= 2 and tuple(read[-2:]) == (out[-1], out[-2])
     return False
 
 
@@ -176,7 +172,7 @@ def _driver(plan: Plan, steps, scratch, names: dict) -> str:
         elif isinstance(step, EvalStep):
             args = ", ".join(b.name for b in step.args)
             lines.append(f"    # {names.get(step.out.var, '?')} = {step.node.prim.name}: "
-                         + ("zeros, then a strided copy" if step.node.prim is P.unslice_p
+                         + ("zeros, then a strided copy" if _inverse_view(step.node) is not None
                             else "on the host (no kernel for it)"))
             lines.append(f"    _rt.evaluate({j}, {step.out.name}, [{args}])")
     lines.append(f"    return [{', '.join(b.name for b in plan.outputs)}]")
@@ -241,27 +237,15 @@ class _Runtime:
         """The view a shape primitive makes of `src`: new strides, same memory."""
         shape, strides = dev.ir_layout(src, src_shape)
         itemsize = src.dtype.itemsize
-        offset = 0
-        if prim is P.transpose_p:
-            strides = tuple(strides[p] for p in params["perm"])
-        elif prim is P.slice_p:
-            new = []
-            for (start, _stop, step), s, n in zip(params["index"], strides, out_shape, strict=True):
-                if n:
-                    offset += start * s
-                new.append(s * step)
-            strides = tuple(new)
-        elif prim is P.broadcast_to_p:
-            lead = len(out_shape) - len(shape)
-            strides = (0,) * lead + tuple(
-                0 if d == 1 and out_shape[lead + i] != 1 else s
-                for i, (d, s) in enumerate(zip(shape, strides, strict=True)))
-        elif prim is P.reshape_p:
+        m = prim.index_map
+        if m is None or not m.view:  # pragma: no cover
+            raise AssertionError(f"{prim.name} is not a view")
+        if m.strides is not None:
+            strides, offset = m.strides(params, shape, strides, tuple(out_shape))
+        else:  # a view of contiguous memory only (reshape)
             if not _contiguous(shape, strides, itemsize):
                 src = self.copy(src)
-            strides = dev.c_strides(tuple(out_shape), itemsize)
-        else:  # pragma: no cover
-            raise AssertionError(f"{prim.name} is not a view")
+            strides, offset = dev.c_strides(tuple(out_shape), itemsize), 0
         if not out_shape:
             return dev.view(src, (1,), (itemsize,), offset)
         return dev.view(src, tuple(out_shape), strides, offset)
@@ -269,10 +253,11 @@ class _Runtime:
     def evaluate(self, j: int, out, args) -> None:
         step = self.steps[j]
         node = step.node
-        if node.prim is P.unslice_p:
+        inverse = _inverse_view(node)
+        if inverse is not None:  # zeros, and the input copied through the inverse view
             self.fill(out, 0)
-            window = {"index": node.params["index"]}  # the slice of the result that x fills
-            target = self.strided(out, P.slice_p, window, node.out.shape, node.inputs[0].shape)
+            params = {k: v for k, v in node.params.items() if k != "shape"}
+            target = self.strided(out, inverse, params, node.out.shape, node.inputs[0].shape)
             self.copy_into(args[0], target)
             return
         _log("tracegrad: cuda: %s runs on the host (a copy each way)", node.prim.name)
@@ -430,17 +415,7 @@ class CudaBackend:
         return dev.availability()
 
     def compile(self, graph: Graph) -> CudaProgram:
-        program = build(graph)
-        dump = config.dump_kernels()
-        if dump:
-            try:
-                os.makedirs(dump, exist_ok=True)
-                path = os.path.join(dump, f"cuda_program_{graph.fingerprint()[:16]}.py")
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(program.source())
-            except OSError as exc:
-                log.warning("tracegrad: cannot dump kernels to %s (%s)", dump, exc)
-        return program
+        return render.dumped(build(graph), "cuda_program")
 
 
 BACKEND = CudaBackend()

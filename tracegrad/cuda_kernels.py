@@ -15,22 +15,23 @@
 
 The source is readable: every op names its IR value, and every node its user's source line.
 Sizes, strides and the launch configuration are baked in (a graph is traced for one signature;
-the kernel cache is keyed on the source). Math calls come from the same renderer as the CPU
-backend's (`codegen_cpu.render_node`, libm mode: `math.*`, which numba.cuda maps to libdevice).
+the kernel cache is keyed on the source). Math calls, casts, literals, reductions' identities and
+steps, comments and the line writer come from `tracegrad.render`, shared with the CPU generator
+(libm mode: `math.*`, which numba.cuda maps to libdevice).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ir
+from . import render
 from .cuda_device import LaunchConfig
 from .fusion import (
     Buffer, Clamp, Compute, FusedLoop, Index, Inside, Literal, Load, MatmulStep, Reduction, Select,
 )
+from .render import Lines
 
 # NumPy functions the shared scalar templates use that numba.cuda lacks: CUDA device functions.
 DEVICE_FUNCTIONS = {
@@ -43,9 +44,6 @@ def _sign(x):
     return x - x  # 0 stays 0, nan stays nan
 '''),
 }
-
-_NATIVE = {np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)}
-
 
 @dataclass
 class Launch:
@@ -74,26 +72,9 @@ class Kernels:
 # Text helpers
 
 
-def cast(dtype, text: str) -> str:
-    dtype = np.dtype(dtype)
-    return text if dtype in _NATIVE else f"np.{dtype.name}({text})"
-
-
 def literal(value) -> str:
-    """Source text for a typed constant."""
-    value = np.asarray(value)
-    dtype, v = value.dtype, value.item()
-    if dtype == np.bool_:
-        return "True" if v else "False"
-    if dtype.kind == "f":
-        if math.isnan(v):
-            text = "math.nan"
-        elif math.isinf(v):
-            text = "math.inf" if v > 0 else "-math.inf"
-        else:
-            text = repr(float(v))
-        return cast(dtype, text)
-    return cast(dtype, str(int(v)))
+    """Source text for a typed constant (nan and infinities from `math`)."""
+    return render.literal(value, "math")
 
 
 def index_text(ix: Index) -> str:
@@ -114,27 +95,11 @@ def subscript(name: str, index: tuple[Index, ...]) -> str:
 
 
 def identity(op: str, dtype) -> str:
-    dtype = np.dtype(dtype)
-    if op == "sum":
-        return literal(np.zeros((), dtype))
-    if op == "prod":
-        return literal(np.ones((), dtype))
-    if dtype.kind == "f":
-        return literal(np.array(-np.inf if op == "max" else np.inf, dtype))
-    info = np.iinfo(dtype)
-    return literal(np.array(info.min if op == "max" else info.max, dtype))
+    """The identity of the reduction `op` in `dtype` (partial results stay in the result's dtype)."""
+    return render.reduction_identity(op, dtype, "math")
 
 
-def combine(op: str, dtype, a: str, b: str) -> str:
-    if op == "sum":
-        text = f"{a} + {b}"
-    elif op == "prod":
-        text = f"{a} * {b}"
-    elif op == "max":  # NaN-propagating, like np.max
-        text = f"{a} if ({a} >= {b}) | ({a} != {a}) else {b}"
-    else:
-        text = f"{a} if ({a} <= {b}) | ({a} != {a}) else {b}"
-    return cast(dtype, f"({text})") if np.dtype(dtype) not in _NATIVE else text
+combine = render.combine_step
 
 
 def _pow2_ceil(n: int) -> int:
@@ -149,21 +114,7 @@ def _prod(shape) -> int:
     return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
 
 
-class _Lines:
-    def __init__(self):
-        self.lines: list[str] = []
-
-    def add(self, indent: int, code: str, comment: str | None = None) -> None:
-        pad = "    " * indent
-        if comment:
-            self.lines.append(f"{pad}# {comment}")
-        self.lines.append(pad + code)
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-
-def _decompose(lines: _Lines, indent: int, flat: str, axes: list[int], shape) -> None:
+def _decompose(lines: Lines, indent: int, flat: str, axes: list[int], shape) -> None:
     """Assign `i<a>` for each axis in `axes` (row-major) from the flat index `flat`."""
     if not axes:
         return
@@ -194,16 +145,10 @@ class LoopWriter:
 
     # ---- comments
     def describe_buffer(self, b: Buffer) -> str:
-        var = self.names.get(b.var, "?") if b.var is not None else "partial results"
-        what = {"input": f"input {b.input_index}", "const": "constant", "temp": "scratch",
-                "output": "result", "view": "view"}[b.role]
-        return f"{var} ({what} {b.name}: {ir.type_str(b.shape, b.dtype)})"
+        return render.describe_buffer(b, self.names, "partial results")
 
     def node_comment(self, node) -> str:
-        args = " ".join(self.names.get(v, "?") for v in node.inputs)
-        params = ir._params_text(node, False)
-        text = f"{self.names.get(node.out, '?')} = {node.prim.name}{params} {args}".rstrip()
-        return f"{text}   [{node.source}]" if node.source else text
+        return render.node_comment(node, self.names)
 
     # ---- ops
     def op_line(self, op) -> tuple[str, str | None]:
@@ -248,13 +193,13 @@ class LoopWriter:
                 stack.append(op.base.var)
         return [op for op in self.loop.ops if op.id in need]
 
-    def emit_ops(self, lines: _Lines, indent: int, ops: list, depth0: bool) -> None:
+    def emit_ops(self, lines: Lines, indent: int, ops: list, depth0: bool) -> None:
         for op in ops:
             if (op.depth == 0) == depth0:
                 code, comment = self.op_line(op)
                 lines.add(indent, code, comment)
 
-    def emit_stores(self, lines: _Lines, indent: int, stores) -> None:
+    def emit_stores(self, lines: Lines, indent: int, stores) -> None:
         for st in stores:
             lines.add(indent, f"{subscript(st.buffer.name, st.index)} = {st.value}",
                       f"-> {self.describe_buffer(st.buffer)}")
@@ -262,6 +207,9 @@ class LoopWriter:
     # ---- kernels
     def kernels(self, out: Kernels) -> None:
         loop = self.loop
+        if loop.scans:
+            self.scan(out, loop.name)
+            return
         groups: dict[tuple[int, ...], list[Reduction]] = {}
         for red in loop.reductions:
             groups.setdefault(tuple(red.axes), []).append(red)
@@ -275,8 +223,8 @@ class LoopWriter:
             name = loop.name if len(batches) == 1 else f"{loop.name}_{n}"
             self.reduction(out, name, loop.stores if n == 0 else [], axes, reds)
 
-    def _header(self, name: str, args: list[str], what: str) -> _Lines:
-        lines = _Lines()
+    def _header(self, name: str, args: list[str], what: str) -> Lines:
+        lines = Lines()
         lines.add(0, "@cuda.jit(cache=_CACHE)")
         lines.add(0, f"def {name}({', '.join(args)}):")
         lines.add(1, f'"""{what}"""')
@@ -293,6 +241,8 @@ class LoopWriter:
             found[st.buffer.name] = st.buffer
         for red in self.loop.reductions:
             found[red.buffer.name] = red.buffer
+        for scan in self.loop.scans:
+            found[scan.buffer.name] = scan.buffer
         return [found[a] for a in args if a in found]
 
     def _args(self, ops: list, stores, reds, extra: list[Buffer] = ()) -> list[str]:
@@ -304,6 +254,38 @@ class LoopWriter:
             if b.name not in names:
                 names.append(b.name)
         return names
+
+    def scan(self, out: Kernels, name: str) -> None:
+        """Scans along the loop's last axis: one thread per row (the other axes), each running
+        along its row in order."""
+        loop, cfg = self.loop, self.cfg
+        shape, r = loop.shape, len(loop.shape)
+        rows, n = _prod(shape[:-1]), shape[-1]
+        if rows * n == 0:
+            return
+        ops = self.needed([scan.value for scan in loop.scans])
+        args = self._args(ops, [], [], [scan.buffer for scan in loop.scans])
+        what = f"running {', '.join(s.op for s in loop.scans)} along the last axis of {list(shape)}"
+        lines = self._header(name, args, f"{what}: a thread per row")
+        self.emit_ops(lines, 1, ops, depth0=True)
+        lines.add(1, "_t = cuda.grid(1)")
+        lines.add(1, "_step = cuda.gridsize(1)")
+        lines.add(1, f"while _t < {rows}:")
+        _decompose(lines, 2, "_t", list(range(r - 1)), shape)
+        for k, scan in enumerate(loop.scans):
+            lines.add(2, f"_acc{k} = {identity(scan.op, scan.buffer.dtype)}",
+                      self.node_comment(scan.node))
+        lines.add(2, f"for i{r - 1} in range({n}):")
+        self.emit_ops(lines, 3, ops, depth0=False)
+        for k, scan in enumerate(loop.scans):
+            lines.add(3, f"_acc{k} = {combine(scan.op, scan.buffer.dtype, f'_acc{k}', scan.value)}")
+            lines.add(3, f"{subscript(scan.buffer.name, scan.index)} = _acc{k}",
+                      f"-> {self.describe_buffer(scan.buffer)}")
+        lines.add(2, "_t += _step")
+        blocks = max(1, min(_ceil_div(rows, cfg.threads), cfg.blocks))
+        out.sources.append(lines.render())
+        out.launches.append(Launch(name, (blocks,), (cfg.threads,), args,
+                                   f"{name}: {what}, {rows} rows"))
 
     def elementwise(self, out: Kernels, name: str, stores) -> None:
         loop, cfg = self.loop, self.cfg
@@ -322,7 +304,7 @@ class LoopWriter:
         self.emit_stores(lines, 2, stores)
         lines.add(2, "_t += _step")
         blocks = max(1, min(_ceil_div(size, cfg.threads), cfg.blocks))
-        out.sources.append(lines.text())
+        out.sources.append(lines.render())
         out.launches.append(Launch(name, (blocks,), (cfg.threads,), args,
                                    f"{name}: {len(ops)} ops over {size} elements"))
 
@@ -411,7 +393,7 @@ class LoopWriter:
                 lines.add(3, f"{subscript(red.buffer.name, kept_index)} = _sh{k}[_tid]",
                           f"-> {self.describe_buffer(red.buffer)}")
         lines.add(2, "_group += cuda.gridDim.x")
-        out.sources.append(lines.text())
+        out.sources.append(lines.render())
         out.launches.append(Launch(name, (blocks_x, nsplit), (T,), args, f"{name}: {what}",
                                    (TK, TR, nsplit)))
         for k, red in enumerate(reds if partials else []):
@@ -459,7 +441,7 @@ def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, o
     dt = f"np.{np.dtype(o.dtype).name}"
     zero = literal(np.zeros((), o.dtype))
     pre = "".join(f"_b{j}, " for j in range(len(batch)))
-    lines = _Lines()
+    lines = Lines()
     where = f"   [{step.node.source}]" if step.node.source else ""
     comment = (f"{names.get(o.var, '?')} = {names.get(a.var, '?')} @ {names.get(b.var, '?')}: "
                f"{list(batch)} x [{M}, {K}] @ [{K}, {N}]{where}")
@@ -537,7 +519,7 @@ def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, o
     lines.add(5, f"{target} = _acc[_i, _j]")
     lines.add(2, "_z += cuda.gridDim.z")
     grid = (_ceil_div(N, BN), _ceil_div(M, BM), min(nb * splits, 65535))
-    out.sources.append(lines.text())
+    out.sources.append(lines.render())
     dest = part if part is not None else o
     out.launches.append(Launch(name, grid, (TS, TS), [a.name, b.name, dest.name], comment))
     if part is not None:  # sum the parts: a reduction over the first axis of the partials
@@ -565,7 +547,7 @@ def library_source(salt: str) -> str:
         "",
     ]
     for rank in range(1, MAX_RANK + 1):
-        lines = _Lines()
+        lines = Lines()
         lines.add(0, "@cuda.jit(cache=_CACHE)")
         lines.add(0, f"def copy{rank}(src, dst):")
         lines.add(1, f'"""dst[...] = src[...] for {rank}-d arrays of any strides"""')
@@ -582,7 +564,7 @@ def library_source(salt: str) -> str:
         idx = ", ".join(f"i{a}" for a in range(rank))
         lines.add(2, f"dst[{idx}] = src[{idx}]")
         lines.add(2, "t += cuda.gridsize(1)")
-        parts += [lines.text(), "", ""]
+        parts += [lines.render(), "", ""]
     parts += [
         "@cuda.jit(cache=_CACHE)",
         "def fill1(dst, value):",

@@ -32,6 +32,9 @@ Data structure
     (the constant `offset`). Broadcasting, transposes, slices, unslices and concatenations are
     all expressed through indices: they never copy data.
     `stores`: `Store(value, buffer, index)` writes an op's value at every point.
+    `scans`: `Scan(value, buffer, index, op, node)` combines an op's value along the last loop
+    axis, storing each running result at `index` of `buffer` (the loop's space is the scanned
+    array's, the scanned axis moved last; a loop with a scan computes nothing else).
     `reductions`: `Reduction(value, buffer, axes, op, node)` combines an op's value over the loop
     axes `axes` (op is "sum", "prod", "max" or "min"); `buffer` has the shape of the kept axes.
 `MatmulStep(out, a, b)`     out = a @ b over buffers (batched over leading dims; BLAS on the CPU)
@@ -76,8 +79,6 @@ RECOMPUTE_LIMIT = 8
 MAX_POINTS = 4
 # Chains of inline nodes are cut (a value stored) every this many nodes.
 MAX_INLINE_DEPTH = 48
-
-REDUCE_OPS = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -205,6 +206,18 @@ class Reduction:
     node: Node
 
 
+@dataclass(frozen=True)
+class Scan:
+    """A running reduction: `op` of `value` along the loop's last axis, every partial result
+    stored at `index` of `buffer` (op: the name of a monoid, see primitives.MONOIDS)."""
+
+    value: str
+    buffer: Buffer
+    index: tuple[Index, ...]
+    op: str
+    node: Node
+
+
 @dataclass(eq=False)
 class FusedLoop:
     name: str
@@ -213,6 +226,7 @@ class FusedLoop:
     stores: list[Store]
     reductions: list[Reduction]
     roots: list[Var] = field(default_factory=list)
+    scans: list[Scan] = field(default_factory=list)
 
     @property
     def reads(self) -> list[Buffer]:
@@ -220,7 +234,11 @@ class FusedLoop:
 
     @property
     def writes(self) -> list[Buffer]:
-        return _unique([s.buffer for s in self.stores] + [r.buffer for r in self.reductions])
+        return _unique(
+            [s.buffer for s in self.stores]
+            + [r.buffer for r in self.reductions]
+            + [s.buffer for s in self.scans]
+        )
 
     def op_types(self) -> dict[str, np.dtype]:
         """The dtype of every op's value (index values are "index")."""
@@ -308,6 +326,7 @@ class Plan:
                 names = [op.node.prim.name for op in step.ops if isinstance(op, Compute)]
                 outs = [s.buffer.name for s in step.stores]
                 outs += [f"{r.op}{list(r.axes)}->{r.buffer.name}" for r in step.reductions]
+                outs += [f"running {s.op}->{s.buffer.name}" for s in step.scans]
                 reads = ", ".join(b.name for b in step.reads)
                 lines.append(
                     f"loop {step.name} {list(step.shape)}: reads [{reads}], "
@@ -338,7 +357,7 @@ def _unique(items) -> list:
 
 def uniform_value(node: Node | None) -> np.ndarray | None:
     """The one number of a constant that holds the same value everywhere (a fill), else None."""
-    if node is None or node.prim is not P.const_p:
+    if node is None or node.prim.kind is not Kind.CONST:
         return None
     value = node.params["value"]
     if value.ndim == 0:
@@ -353,36 +372,36 @@ def uniform_value(node: Node | None) -> np.ndarray | None:
     return None
 
 
-def _only_unit_axes_change(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    return [d for d in a if d != 1] == [d for d in b if d != 1]
-
-
-def _unslice_steps_ok(node: Node) -> bool:
-    return all(step in (1, -1) for _, _, step in node.params["index"])
-
-
 def inline_kind(node: Node) -> str | None:
     """How a loop computes this node in place: "elementwise", "index" (a shape node that only
-    changes indices), "select" (unslice / concatenate pieces), "literal"; None if it cannot."""
+    changes indices), "select" (pieces: unslice, concatenate), "literal"; None if it cannot.
+    A shape node's answer comes from its primitive's index map."""
     prim = node.prim
     if prim.kind is Kind.ELEMENTWISE:
         return "elementwise"
     if prim.kind is Kind.CONST:
         return "literal" if uniform_value(node) is not None else None
-    if prim in (P.broadcast_to_p, P.transpose_p, P.slice_p):
+    m = prim.index_map
+    if m is None or not m.inline(node):
+        return None
+    if m.through is not None:
         return "index"
-    if prim is P.reshape_p and _only_unit_axes_change(node.inputs[0].shape, node.out.shape):
-        return "index"
-    if prim is P.unslice_p and _unslice_steps_ok(node):
-        return "select"
-    if prim is P.concatenate_p:
-        return "select"
-    return None
+    return "select" if m.pieces is not None else None
+
+
+def _is_view(node: Node) -> bool:
+    """A node that is a NumPy view of its input (a plan's `ViewStep`)."""
+    return node.prim.index_map is not None and node.prim.index_map.view
+
+
+def _general_view(node: Node) -> bool:
+    """A view even where no loop can compute it (a reshape of any shape)."""
+    return node.prim.index_map is not None and node.prim.index_map.general_view
 
 
 def node_cost(node: Node) -> int:
     scalar = node.prim.scalar
-    if node.prim is P.pow_p or (isinstance(scalar, str) and "M." in scalar):
+    if isinstance(scalar, str) and ("M." in scalar or "**" in scalar):
         return MATH_COST
     return 1
 
@@ -449,10 +468,8 @@ class _LoopBuilder:
             return self._add(Compute(self._new("v"), node, args, depth))
         if kind == "index":
             return self.value(node.inputs[0], _index_through(node, index))
-        if node.prim is P.unslice_p:
-            return self._unslice(node, index)
-        if node.prim is P.concatenate_p:
-            return self._concatenate(node, index)
+        if kind == "select":
+            return self._pieces(node, index)
         raise AssertionError(f"cannot compute {node.prim.name} inline")  # pragma: no cover
 
     def _identity(self, var: Var, index: tuple[Index, ...]) -> str:
@@ -480,26 +497,6 @@ class _LoopBuilder:
         inside = self._add(Inside(self._new("g"), base, length, depth))
         return Index(clamp), inside
 
-    def _unslice(self, node: Node, index: tuple[Index, ...]) -> str:
-        x = node.inputs[0]
-        dtype = node.out.dtype
-        if x.size == 0:
-            return self._zero(dtype)
-        inner, conds = [], []
-        for ix, (start, _, step), n_in, n_out in zip(index, node.params["index"], x.shape, node.out.shape, strict=True):
-            if (start, step) == (0, 1) and n_in == n_out:
-                inner.append(ix)
-                continue
-            base = ix.shifted(1, -start).shifted(step, 0)  # (ix - start) * step, step = +-1
-            piece, cond = self._piece(base, n_in)
-            if piece is None:
-                return self._zero(dtype)
-            inner.append(piece)
-            if cond is not None:
-                conds.append(cond)
-        value = self.value(x, tuple(inner))
-        return self._guard(conds, value, dtype)
-
     def _guard(self, conds: list[str], value: str, dtype) -> str:
         if not conds:
             return value
@@ -511,45 +508,60 @@ class _LoopBuilder:
         return self._add(Select(self._new("v"), cond, value, zero, dtype,
                                 max(self.depths[cond], self.depths[value], self.depths[zero])))
 
-    def _concatenate(self, node: Node, index: tuple[Index, ...]) -> str:
-        axis = node.params["axis"]
+    def _pieces(self, node: Node, index: tuple[Index, ...]) -> str:
+        """A piecewise node (its index map's `pieces`): the first piece whose windows hold the
+        index, else 0 (`zero_outside`) or the last piece, read at a clamped index."""
+        m = node.prim.index_map
         dtype = node.out.dtype
-        pieces = []
-        start = 0
-        for x in node.inputs:
-            length = x.shape[axis]
-            if length:
-                pieces.append((x, start, length))
-            start += length
-        if not pieces:  # every piece is empty: so is the result (no point is ever computed)
+        pieces = m.pieces(node, index)
+        if not pieces:  # nothing to read (empty inputs): no point is ever computed
             return self._zero(dtype)
-        ix = index[axis]
-        if ix.var is None:  # the piece is known now
-            for x, off, length in pieces:
-                if 0 <= ix.offset - off < length:
-                    inner = index[:axis] + (Index(None, 0, ix.offset - off),) + index[axis + 1 :]
-                    return self.value(x, inner)
-            raise AssertionError("concatenate index out of range")  # pragma: no cover
+        windows = [ax for piece in pieces for ax in piece.axes if isinstance(ax, P.Window)]
+        if all(w.base.var is None for w in windows):  # the piece is known now
+            for piece in pieces:
+                if all(0 <= w.base.offset < w.length for w in piece.axes if isinstance(w, P.Window)):
+                    inner = tuple(
+                        Index(None, 0, ax.base.offset) if isinstance(ax, P.Window) else ax
+                        for ax in piece.axes
+                    )
+                    return self.value(node.inputs[piece.input], inner)
+            if m.zero_outside:
+                return self._zero(dtype)
+            raise AssertionError("piecewise index out of range")  # pragma: no cover
         result = None
-        for x, off, length in reversed(pieces):
-            base = ix.shifted(1, -off)
-            if result is None:  # the last piece takes everything past the others
-                piece = self._add(Clamp(self._new("j"), base, length, self.depths[ix.var]))
-                self.depths[piece] = self.depths[ix.var]
-                inner = index[:axis] + (Index(piece),) + index[axis + 1 :]
-                result = self.value(x, inner)
-                continue
-            piece_ix, cond = self._piece(base, length)
-            inner = index[:axis] + (piece_ix,) + index[axis + 1 :]
-            value = self.value(x, inner)
-            result = self._add(Select(self._new("v"), cond, value, result, dtype,
-                                      max(self.depths[cond], self.depths[value], self.depths[result])))
-        return result
+        for piece in reversed(pieces):
+            inner, conds = [], []
+            for ax in piece.axes:
+                if not isinstance(ax, P.Window):
+                    inner.append(ax)
+                elif not ax.guard:  # takes everything past the other pieces
+                    depth = self.depths[ax.base.var]
+                    clamp = self._add(Clamp(self._new("j"), ax.base, ax.length, depth))
+                    self.depths[clamp] = depth
+                    inner.append(Index(clamp))
+                else:
+                    piece_ix, cond = self._piece(ax.base, ax.length)
+                    if piece_ix is None:
+                        break
+                    inner.append(piece_ix)
+                    if cond is not None:
+                        conds.append(cond)
+            else:
+                value = self.value(node.inputs[piece.input], tuple(inner))
+                if result is None and not m.zero_outside:
+                    result = value
+                elif result is None:
+                    result = self._guard(conds, value, dtype)
+                else:  # one guarded window: this piece, else the later ones
+                    (cond,) = conds
+                    depth = max(self.depths[cond], self.depths[value], self.depths[result])
+                    result = self._add(Select(self._new("v"), cond, value, result, dtype, depth))
+        return self._zero(dtype) if result is None else result
 
 
 def _points_read(node: Node, x: Var, index: tuple[Index, ...]) -> set[tuple[Index, ...]]:
-    """The points of input `x` that computing `node` at `index` inline evaluates (a piece of a
-    concatenation is read at a clamped index: a new loop variable, named after the piece)."""
+    """The points of input `x` that computing `node` at `index` inline evaluates (an axis read
+    through a window of a piecewise node is a new loop variable, named after the window)."""
     kind = inline_kind(node)
     if kind == "elementwise":
         return {index} if x.shape == node.out.shape else {identity_index(x.ndim)}
@@ -558,47 +570,23 @@ def _points_read(node: Node, x: Var, index: tuple[Index, ...]) -> set[tuple[Inde
     if kind == "literal" or kind is None:
         return set()
     out = set()
-    if node.prim is P.concatenate_p:
-        axis, start = node.params["axis"], 0
-        for k, piece in enumerate(node.inputs):
-            if piece is x:
-                ix = Index(f"piece{k}:{index[axis]}")
-                out.add(index[:axis] + (ix,) + index[axis + 1 :])
-            start += piece.shape[axis]
-        return out
-    inner = tuple(  # unslice: shifted, clamped axes
-        ix if (start, step) == (0, 1) and n_in == n_out else Index(f"unslice:{ix}:{start}:{step}")
-        for ix, (start, _, step), n_in, n_out in zip(
-            index, node.params["index"], x.shape, node.out.shape, strict=True
-        )
-    )
-    return {inner}
+    for piece in node.prim.index_map.pieces(node, index):
+        if node.inputs[piece.input] is x:
+            out.add(tuple(
+                Index(f"piece{piece.input}:{ax.base}:{ax.length}") if isinstance(ax, P.Window)
+                else ax
+                for ax in piece.axes
+            ))
+    return out
+
+
+def _constant_index(offset: int) -> Index:
+    return Index(None, 0, offset)
 
 
 def _index_through(node: Node, index: tuple[Index, ...]) -> tuple[Index, ...]:
     """The index into node.inputs[0] that the index `index` into node.out reads."""
-    x = node.inputs[0]
-    prim = node.prim
-    if prim is P.broadcast_to_p:
-        lead = len(node.out.shape) - x.ndim
-        return tuple(
-            Index(None, 0, 0) if x.shape[j] == 1 else index[lead + j] for j in range(x.ndim)
-        )
-    if prim is P.transpose_p:
-        perm = node.params["perm"]
-        out = [None] * x.ndim
-        for k, j in enumerate(perm):
-            out[j] = index[k]
-        return tuple(out)
-    if prim is P.slice_p:
-        return tuple(
-            Index(None, 0, 0) if n == 1 else ix.shifted(step, start)
-            for ix, (start, _, step), n in zip(index, node.params["index"], x.shape, strict=True)
-        )
-    if prim is P.reshape_p:  # only unit axes come and go
-        kept = iter([ix for ix, d in zip(index, node.out.shape, strict=True) if d != 1])
-        return tuple(Index(None, 0, 0) if d == 1 else next(kept) for d in x.shape)
-    raise AssertionError(prim.name)  # pragma: no cover
+    return node.prim.index_map.through(node, index, _constant_index)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -633,7 +621,7 @@ class _Planner:
         return inline_kind(node) is not None and self.supports(node)
 
     def is_root_kind(self, node: Node) -> bool:
-        return self.fusable(node) or (node.prim.kind is Kind.REDUCE and self.supports(node))
+        return self.fusable(node) or (_combines(node) and self.supports(node))
 
     # ---- one round of partitioning with the materialized set `self.mat`
     def run(self) -> Plan:
@@ -660,21 +648,21 @@ class _Planner:
                 cost[v] = node_cost(node) * (inline_kind(node) == "elementwise") + sum(
                     cost.get(x, 0) for x in node.inputs if x not in self.mat
                 )
-                if node.prim is P.broadcast_to_p and v.size > node.inputs[0].size:
+                if inline_kind(node) == "index" and v.size > node.inputs[0].size:
                     src = self._through_index_nodes(node.inputs[0])
                     if cost.get(src, 0) > RECOMPUTE_LIMIT // 2:
                         self.mat.add(src)
                 continue
-            if node.prim.kind is Kind.REDUCE and self.supports(node):
+            if _combines(node) and self.supports(node):
                 self.mat.add(v)  # its input is computed in the loop that reduces it
                 continue
-            if node.prim is not P.reshape_p:  # a general reshape is a view of its input
+            if not _general_view(node):  # a general reshape is a view of its input
                 self.mat.add(v)
             for x in node.inputs:
                 self._need_buffer_target(x)
         for v in g.outputs:
             node = self.producer.get(v)
-            if node is not None and (node.prim is not P.reshape_p or self.fusable(node)):
+            if node is not None and (not _general_view(node) or self.fusable(node)):
                 self.mat.add(v)
         self.mat = {v for v in self.mat if not self._is_buffer_leaf(v)}
 
@@ -726,7 +714,7 @@ class _Planner:
         """Inputs and non-uniform constant arrays are buffers already."""
         node = self.producer.get(v)
         return node is None or (
-            node.prim is P.const_p and v not in self.literals and v not in self.identities
+            node.prim.kind is Kind.CONST and v not in self.literals and v not in self.identities
         )
 
     def _through_index_nodes(self, v: Var) -> Var:
@@ -738,7 +726,7 @@ class _Planner:
         """Make `v` available as an array: materialize it or what a view chain of it starts at."""
         while v in self.producer:
             node = self.producer[v]
-            if node.prim in (P.transpose_p, P.slice_p, P.broadcast_to_p, P.reshape_p):
+            if _is_view(node):
                 v = node.inputs[0]
                 continue
             break
@@ -760,7 +748,7 @@ class _Planner:
             self._new_buffer(v, "input", input_index=i)
         for node in self.graph.nodes:
             v = node.out
-            if node.prim is P.const_p and v not in self.literals and v not in self.identities:
+            if node.prim.kind is Kind.CONST and v not in self.literals and v not in self.identities:
                 self._new_buffer(v, "const", value=node.params["value"])
         for node in self.graph.nodes:
             v = node.out
@@ -791,7 +779,7 @@ class _Planner:
         if buf is not None and buf.role != "view":
             return buf
         node = self.producer.get(var)
-        if node is not None and node.prim is P.reshape_p and not self.fusable(node):
+        if node is not None and _general_view(node) and not self.fusable(node):
             return self.array_of(var)
         return None  # computed in the loop (views of it made for matmuls are not read here)
 
@@ -800,7 +788,7 @@ class _Planner:
         if var in self.buffer_of:
             return self.buffer_of[var]
         node = self.producer[var]
-        assert node.prim in (P.transpose_p, P.slice_p, P.broadcast_to_p, P.reshape_p), node.prim
+        assert _is_view(node), node.prim
         src = self.array_of(node.inputs[0])
         out = self._new_buffer(var, "view")
         self._add_step(ViewStep(out, src, node), [src], [out])
@@ -815,11 +803,15 @@ class _Planner:
 
     # ---- grouping roots into loops
     def _space(self, node: Node) -> tuple[int, ...]:
+        if node.prim.kind is Kind.SCAN:
+            return tuple(node.out.shape[a] for a in _scan_order(node))
         return node.inputs[0].shape if node.prim.kind is Kind.REDUCE else node.out.shape
 
     def _analyse(self, node: Node, members: set[Var]) -> _LoopBuilder:
         lb = _LoopBuilder(self, self._space(node), members)
-        if node.prim.kind is Kind.REDUCE:
+        if node.prim.kind is Kind.SCAN:
+            lb.value(node.inputs[0], _scan_index(node))
+        elif node.prim.kind is Kind.REDUCE:
             lb.value(node.inputs[0], identity_index(len(lb.shape)))
         else:
             lb.value(node.out, identity_index(len(lb.shape)))
@@ -852,7 +844,11 @@ class _Planner:
             else:
                 hard.add(id(step))
         before = hard | self._ancestors(hard) | self._ancestors(soft)
-        candidates = [g for g in self.groups if g.shape == space and id(g) not in before]
+        scan = node.prim.kind is Kind.SCAN  # a loop of its own: its last axis runs in order
+        candidates = [
+            g for g in self.groups
+            if g.shape == space and id(g) not in before and not g.scans and not scan
+        ]
         chosen = None
         for g in candidates:
             if id(g) in soft:
@@ -862,7 +858,7 @@ class _Planner:
             reads = {id(self.buffer_for_load(u)) for u in lb.loaded}
             chosen = max(candidates, key=lambda g: len(reads & g.reads))
         if chosen is None:
-            chosen = _Group(space)
+            chosen = _Group(space, scans=scan)
             self.groups.append(chosen)
             self.steps.append(chosen)
             self.step_by_id[id(chosen)] = chosen
@@ -875,7 +871,7 @@ class _Planner:
         self.group_of[v] = chosen
 
     def _reduced(self, group: _Group) -> set[Var]:
-        return {n.out for n in group.roots if n.prim.kind is Kind.REDUCE}
+        return {n.out for n in group.roots if _combines(n)}
 
     def _recompute_too_costly(self) -> set[Var]:
         """Inline values that several loops compute and that cost more than storing them."""
@@ -903,27 +899,32 @@ class _Planner:
         memo[v] += sum(self._cost(x, memo) for x in node.inputs)
         return memo[v]
 
-    def _build_group(self, g: _Group) -> tuple[_LoopBuilder, list[Store], list[Reduction]]:
+    def _build_group(self, g: _Group) -> tuple[_LoopBuilder, list[Store], list[Reduction], list[Scan]]:
         lb = _LoopBuilder(self, g.shape, set(g.members))
         ident = identity_index(len(g.shape))
-        stores, reductions = [], []
+        stores, reductions, scans = [], [], []
         for node in sorted(g.roots, key=lambda n: self.order[n.out]):
             buf = self.buffer_of[node.out]
-            if node.prim.kind is Kind.REDUCE:
+            if node.prim.kind is Kind.SCAN:
+                index = _scan_index(node)
+                value = lb.value(node.inputs[0], index)
+                scans.append(Scan(value, buf, index, node.prim.monoid.name, node))
+            elif node.prim.kind is Kind.REDUCE:
                 value = lb.value(node.inputs[0], ident)
-                op = REDUCE_OPS[node.prim.name]
+                op = node.prim.monoid.name
                 reductions.append(Reduction(value, buf, tuple(node.params["axes"]), op, node))
             else:
                 stores.append(Store(lb.value(node.out, ident), buf, ident))
-        return lb, stores, reductions
+        return lb, stores, reductions, scans
 
     def _finish(self) -> Plan:
         # loops
         made: dict[int, Step] = {}
         for k, g in enumerate(self.groups):
-            lb, stores, reductions = self._build_group(g)
+            lb, stores, reductions, scans = self._build_group(g)
             loop = FusedLoop(f"k{k}", g.shape, lb.ops, stores, reductions,
-                             [n.out for n in sorted(g.roots, key=lambda n: self.order[n.out])])
+                             [n.out for n in sorted(g.roots, key=lambda n: self.order[n.out])],
+                             scans)
             made[id(g)] = loop
         # execution order: a topological order of the steps, stable in creation order
         order, done = [], set()
@@ -967,6 +968,24 @@ class _Group:
     members: set[Var] = field(default_factory=set)
     roots: list[Node] = field(default_factory=list)
     reads: set[int] = field(default_factory=set)
+    scans: bool = False  # computes a scan (and nothing else)
+
+
+def _combines(node: Node) -> bool:
+    """A reduction or a scan: a loop root whose value combines its input's (with a monoid)."""
+    return node.prim.kind in (Kind.REDUCE, Kind.SCAN)
+
+
+def _scan_order(node: Node) -> tuple[int, ...]:
+    """The axes of a scan's loop: the array's, the scanned axis moved last."""
+    axis = node.params["axis"]
+    return tuple(a for a in range(node.out.ndim) if a != axis) + (axis,)
+
+
+def _scan_index(node: Node) -> tuple[Index, ...]:
+    """The index into a scan's input (and output) at each point of its loop."""
+    order = _scan_order(node)
+    return tuple(Index(f"i{order.index(a)}") for a in range(node.out.ndim))
 
 
 def plan(
@@ -984,7 +1003,7 @@ def plan(
 
 def _is_identity(node: Node) -> bool:
     """A constant that is a square identity matrix."""
-    if node.prim is not P.const_p:
+    if node.prim.kind is not Kind.CONST:
         return False
     value = node.params["value"]
     if value.ndim != 2 or value.shape[0] != value.shape[1] or value.shape[0] < 2:
@@ -994,8 +1013,6 @@ def _is_identity(node: Node) -> bool:
 
 # ----------------------------------------------------------------------------------------------
 # The plan's meaning, executed with NumPy (a reference for code generators and for tests)
-
-_REDUCE_IMPL = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
 def evaluate(plan: Plan, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -1057,6 +1074,10 @@ def _evaluate_loop(loop: FusedLoop, arrays: dict[int, np.ndarray]) -> None:
     for st in loop.stores:
         out = arrays.setdefault(id(st.buffer), np.empty(st.buffer.shape, st.buffer.dtype))
         out[...] = env[st.value]
+    for scan in loop.scans:
+        out = arrays.setdefault(id(scan.buffer), np.empty(scan.buffer.shape, scan.buffer.dtype))
+        running = P.MONOIDS[scan.op].accumulate(env[scan.value], axis=len(loop.shape) - 1)
+        out[tuple(index_value(ix) for ix in scan.index)] = running
     for red in loop.reductions:
-        value = _REDUCE_IMPL[red.op](env[red.value], axis=red.axes)
+        value = P.MONOIDS[red.op].reduce(env[red.value], axis=red.axes)
         arrays[id(red.buffer)] = np.asarray(value, dtype=red.buffer.dtype)

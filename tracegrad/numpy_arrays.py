@@ -399,9 +399,11 @@ def _diff(a, n=1, axis=-1, prepend=None, append=None):
 
 
 def _scan(prim, name: str):
-    """cumsum / cumprod by recursive doubling: log2(n) shifted sums (products), each one
-    elementwise node, so the scan fuses and its derivative is ordinary autodiff (exact at zeros
-    for the product: nothing is divided)."""
+    """np.cumsum and friends: a scan primitive (`Kind.SCAN`: one fused loop, its adjoint and
+    batching rules in the table), or, given the elementwise step instead (cumprod: mul), a
+    composition by recursive doubling: log2(n) shifted products, each one elementwise node, so
+    the scan fuses and its derivative is ordinary autodiff (exact at zeros: nothing is
+    divided)."""
 
     def handler(a, axis=None, dtype=None, out=None):
         if out is not None:
@@ -414,6 +416,8 @@ def _scan(prim, name: str):
             x = P.convert(x, dtype)
         elif x.dtype.kind in "biu" and x.dtype.itemsize < 8:
             x = P.convert(x, np.uint64 if x.dtype.kind == "u" else np.int64)
+        if prim.kind is P.Kind.SCAN:
+            return P.cumulative(prim, x, axis)
         n = x.shape[axis]
         identity = 0 if prim is P.add_p else 1
         step = 1
@@ -688,7 +692,7 @@ FUNCTIONS = {
     "cross": _cross,
     "tensordot": _tensordot,
     "diff": _diff,
-    "cumsum": _scan(P.add_p, "cumsum"),
+    "cumsum": _scan(P.cumsum_p, "cumsum"),
     "cumprod": _scan(P.mul_p, "cumprod"),
     "ptp": _ptp,
     "nansum": _nansum,

@@ -190,52 +190,31 @@ def _rewrite(node: Node, producers: list[Node | None]):
     if all(v is not None for v in values) and node.out.size <= FOLD_LIMIT:
         with np.errstate(all="ignore"):
             return prim.impl(*values, **node.params)
-    # Linear primitives of a zero are zero; shape primitives move a fill unchanged.
+    # Linear primitives of a zero are zero; shape primitives that only move data move a fill.
     if prim.linear and len(ins) == 1 and _is(fills[0], 0):
         return np.zeros((), node.out.dtype)
-    if prim.kind is Kind.SHAPE and len(ins) == 1 and fills[0] is not None and prim is not P.unslice_p:
+    if prim.algebra.moves_fill and len(ins) == 1 and fills[0] is not None:
         return fills[0]
-    if prim is P.reduce_sum_p and fills[0] is not None:
-        count = ins[0].size // max(node.out.size, 1)
-        return fills[0] * count
+    monoid = prim.monoid
+    if prim.kind is Kind.REDUCE and monoid.repeat is not None and fills[0] is not None:
+        return monoid.repeat(fills[0], ins[0].size // max(node.out.size, 1))
     return _algebra(node, fills, producers)
 
 
 def _algebra(node: Node, fills, producers):
-    prim, (a, *rest) = node.prim, node.inputs
-    b = rest[0] if rest else None
-    fa, fb = (fills + [None, None])[:2]
-    if prim is P.add_p:
-        if _is(fb, 0):
-            return a
-        if _is(fa, 0):
-            return b
-    elif (prim is P.sub_p and _is(fb, 0)) or (prim in (P.mul_p, P.div_p) and _is(fb, 1)):
-        return a
-    elif prim is P.mul_p and _is(fa, 1):
-        return b
-    elif prim is P.ct_mul_p:
-        if _is(fa, 0):
-            return np.zeros((), node.out.dtype)
-        if _is(fb, 1):
-            return a
-        if _is(fa, 1):
-            return b
-    elif prim is P.integer_pow_p and node.params["n"] == 0:
-        return np.ones((), node.out.dtype)  # x**0 is 1, even for nan and inf (as in NumPy)
-    elif prim is P.neg_p and producers[0] is not None and producers[0].prim is P.neg_p:
-        return producers[0].inputs[0]
-    elif prim is P.where_p and fills[0] is not None:
-        return node.inputs[1] if bool(fills[0]) else node.inputs[2]
-    elif prim is P.transpose_p and producers[0] is not None and producers[0].prim is P.transpose_p:
-        inner = producers[0]
-        combined = tuple(inner.params["perm"][p] for p in node.params["perm"])
-        if combined == tuple(range(len(combined))):  # a transpose undone (forward mode makes these)
-            return inner.inputs[0]
-    elif prim is P.reshape_p and producers[0] is not None and producers[0].prim is P.reshape_p:
-        inner = producers[0].inputs[0]
-        if inner.shape == node.out.shape:
-            return inner
+    """The identities the primitive's table entry declares (`primitives.Algebra`)."""
+    algebra = node.prim.algebra
+    for k, value in algebra.absorbing:
+        if _is(fills[k], value):
+            return np.asarray(value, node.out.dtype)
+    for k, value in algebra.neutral:
+        if _is(fills[k], value):
+            return node.inputs[1 - k]
+    inner = producers[0] if producers else None
+    if algebra.involution and inner is not None and inner.prim is node.prim:
+        return inner.inputs[0]
+    if algebra.rewrite is not None:
+        return algebra.rewrite(node, fills, producers)
     return None
 
 

@@ -7,7 +7,17 @@ A `Primitive` holds
   ordinary IR and can be differentiated again,
 - `batch`: how it acts on values with an extra leading (batch) axis (jacobians, hessians),
 - `scalar`: for elementwise primitives, the scalar expression the code generators splice into a
-  loop body. `M.name(...)` marks a math-library call that each generator renders its own way.
+  loop body. `M.name(...)` marks a math-library call that each generator renders its own way
+  (`math_call`: the function vectorised math implements under the primitive's name),
+- `monoid`: for reductions and scans, how values combine (identity, step, accumulator dtype),
+- `index_map`: for shape primitives, the input index an output index reads (affine or
+  piecewise) and the strided view it makes, or `OWN_STEP` for one that computes,
+- `algebra`: the identities the simplifier may apply (neutral and absorbing elements, what
+  moves a fill through unchanged, other local rewrites),
+- `pairing`: a partner computed in the same call (sin with cos).
+
+Fusion, the simplifier and the code generators read these facets and name no primitive, so a
+new primitive is one entry here (tests/test_facets.py checks that each kind has its facets).
 
 Invariants the op constructors guarantee, so that rules and code generators stay simple:
 - operands of an elementwise node have the node's shape and (for arithmetic) its dtype;
@@ -24,6 +34,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +49,7 @@ from .ir import Var
 class Kind(enum.Enum):
     ELEMENTWISE = "elementwise"  # one output element from the same-index input elements
     REDUCE = "reduce"  # reduces `axes` of its single input
+    SCAN = "scan"  # combines its single input along `axis`, keeping every partial result
     MATMUL = "matmul"  # batched matrix product
     SHAPE = "shape"  # moves data without arithmetic (reshape, slice, broadcast...)
     CONST = "const"  # no inputs: a literal value
@@ -47,6 +59,158 @@ class Kind(enum.Enum):
 
 Shapes = tuple[tuple[int, ...], ...]
 Dtypes = tuple[np.dtype, ...]
+
+
+# ----------------------------------------------------------------------------------------------
+# Facets: what fusion, the simplifier and the code generators need to know of a primitive, so
+# that none of them names one.
+
+
+@dataclass(frozen=True, eq=False)
+class Monoid:
+    """How a reduction combines values: an associative step with an identity.
+
+    `combine` is the step on two partial results as a scalar template (`"{0} + {1}"`), which
+    both code generators splice in; `identity(dtype)` the value that changes nothing; `reduce`
+    NumPy's reduction over axes and `accumulate` its running version along one axis (the plan's
+    references for reductions and scans); `helper` the name of the step as a
+    function (`codegen_cpu._r<helper>`). With `reassociate`, float steps may be reassociated
+    (what lets a compiler vectorise a sum); with `widen`, values accumulate in 64 bits (as
+    NumPy's sum and prod do). `repeat(value, count)` is the reduction of `count` copies of one
+    value, where the simplifier may fold it."""
+
+    name: str
+    combine: str
+    identity: Callable[[np.dtype], np.ndarray]
+    reduce: Callable[..., np.ndarray]
+    accumulate: Callable[..., np.ndarray]
+    helper: str
+    reassociate: bool = False
+    widen: bool = False
+    repeat: Callable[[np.ndarray, int], np.ndarray] | None = None
+
+    def accumulator(self, dtype: Any) -> np.dtype:
+        """The dtype partial results of values of `dtype` are held in."""
+        dtype = np.dtype(dtype)
+        if self.widen and dtype.kind == "f":
+            return np.dtype(np.float64)
+        if self.widen and dtype.kind in "iu":
+            return np.dtype(np.int64) if dtype.kind == "i" else np.dtype(np.uint64)
+        return dtype
+
+
+def _extreme(largest: bool) -> Callable[[np.dtype], np.ndarray]:
+    """The identity of max (largest=False: the smallest value) or of min."""
+
+    def identity(dtype: np.dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        if dtype.kind == "f":
+            return np.array(np.inf if largest else -np.inf, dtype)
+        if dtype.kind == "b":
+            return np.array(largest, dtype)
+        info = np.iinfo(dtype)
+        return np.array(info.max if largest else info.min, dtype)
+
+    return identity
+
+
+# NaN-propagating like np.maximum / np.minimum (Python's max(1.0, nan) is 1.0)
+_PICK_MAX = "{0} if ({0} >= {1}) | ({0} != {0}) else {1}"
+_PICK_MIN = "{0} if ({0} <= {1}) | ({0} != {0}) else {1}"
+
+SUM = Monoid("sum", "{0} + {1}", lambda dtype: np.zeros((), dtype), np.sum, np.cumsum, "add",
+             reassociate=True, widen=True, repeat=lambda value, count: value * count)
+PROD = Monoid("prod", "{0} * {1}", lambda dtype: np.ones((), dtype), np.prod, np.cumprod, "mul",
+              reassociate=True, widen=True)
+MAX = Monoid("max", _PICK_MAX, _extreme(False), np.max, np.maximum.accumulate, "max")
+MIN = Monoid("min", _PICK_MIN, _extreme(True), np.min, np.minimum.accumulate, "min")
+#: every monoid by name (the name a fusion plan's reduction carries)
+MONOIDS: dict[str, Monoid] = {m.name: m for m in (SUM, PROD, MAX, MIN)}
+
+
+@dataclass(frozen=True, eq=False)
+class Window:
+    """One axis of a piece's index that must be checked: `base` read if 0 <= base < length. An
+    unguarded window (the last piece of a concatenation) takes every index, clamped."""
+
+    base: Any
+    length: int
+    guard: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class Piece:
+    """Where a piecewise shape node reads one of its inputs: `axes` holds, per axis of that
+    input, an index or a `Window`."""
+
+    input: int
+    axes: tuple
+
+
+@dataclass(frozen=True, eq=False)
+class IndexMap:
+    """How a shape primitive's output index reads its input: what lets a loop compute it in
+    place, with no copy.
+
+    - `through(node, index, constant)`: the input index that output `index` reads (an affine
+      map: each axis an index object with `.shifted(stride, offset)`, or `constant(offset)`);
+    - `pieces(node, index)`: for piecewise nodes (unslice, concatenate), the `Piece`s in order
+      of precedence; `zero_outside` says that an index no piece covers reads 0;
+    - `inline(node)`: whether a loop may compute this node in place (default: always);
+    - `strides(params, shape, strides, out_shape)`: the view of strided memory it makes
+      (new strides and an offset in elements), or None where the input must be contiguous;
+      None for primitives that are not views;
+    - `general_view`: where a loop cannot compute it, it is still a view of its input (NumPy's
+      reshape, which copies only a non-contiguous input);
+    - `inverse`: the view primitive whose view of this node's output is its input (unslice:
+      slice), so a backend makes it by filling zeros and copying through that view."""
+
+    through: Callable | None = None
+    pieces: Callable | None = None
+    inline: Callable[[Any], bool] = lambda node: True
+    strides: Callable | None = None
+    view: bool = False
+    general_view: bool = False
+    zero_outside: bool = False
+    inverse: str | None = None
+
+
+#: The index map of a shape-kind primitive that is no index map: its indices are data (gather,
+#: argsort) or it computes (the linalg factorisations). It runs as a step of its own everywhere.
+OWN_STEP = IndexMap(inline=lambda node: False)
+
+
+@dataclass(frozen=True, eq=False)
+class Algebra:
+    """Identities the simplifier may apply to a node of this primitive.
+
+    - `neutral`: (operand, value) pairs: where that operand is a fill of `value`, the node is
+      its other operand (x + 0, x * 1, 1 * x);
+    - `absorbing`: (operand, value) pairs: where that operand is a fill of `value`, the node is
+      that fill (the masked product ct_mul(0, d) is 0 even for an infinite d);
+    - `involution`: applied twice, it is the identity (-(-x));
+    - `moves_fill`: a fill in gives the same fill out (shape primitives that only move data;
+      not unslice, which adds zeros, nor a sort, which makes indices);
+    - `rewrite(node, fills, producers)`: anything else, a Var to replace the node by, an array
+      to fold it into, or None."""
+
+    neutral: tuple[tuple[int, float], ...] = ()
+    absorbing: tuple[tuple[int, float], ...] = ()
+    involution: bool = False
+    moves_fill: bool = False
+    rewrite: Callable | None = None
+
+
+NO_ALGEBRA = Algebra()
+
+
+@dataclass(frozen=True, eq=False)
+class Pairing:
+    """A primitive computed together with a partner on the same argument: `call(x)` (a math
+    library function) returns (this, partner) at once, where the library has it."""
+
+    partner: str
+    call: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +238,17 @@ class Primitive:
     # control-flow primitive (Kind.CONTROL) compiles the graphs it holds; scatter_add runs a
     # compiled host loop. None: the reference implementation `impl`.
     run_compiled: Callable[..., Callable] | None = None
+    # Reductions: how values combine (see `Monoid`).
+    monoid: Monoid | None = None
+    # Shape primitives: how an output index reads the input (see `IndexMap`).
+    index_map: IndexMap | None = None
+    # Identities the simplifier applies (see `Algebra`).
+    algebra: Algebra = NO_ALGEBRA
+    # Elementwise primitives computed with a partner in one call (see `Pairing`).
+    pairing: Pairing | None = None
+    # The math-library function its scalar template calls (`M.asin` for arcsin), which
+    # tracegrad.vmath implements under the primitive's name; set from the template.
+    math_call: str | None = None
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -287,6 +462,19 @@ def reduce(prim: Primitive, x: Var, axes: Sequence[int] | int | None, keepdims=F
     if keepdims:
         out = reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
     return out
+
+
+def cumulative(prim: Primitive, x: Var, axis: int) -> Var:
+    """The running reduction of `x` along `axis` (a `Kind.SCAN` primitive: cumsum...)."""
+    return emit(prim, x, axis=normalize_axes(axis, x.ndim)[0])
+
+
+def reverse(x: Var, axis: int) -> Var:
+    """`x` reversed along `axis` (a slice with step -1)."""
+    n = x.shape[axis]
+    if n <= 1:
+        return x
+    return slice_(x, tuple((n - 1, -1, -1) if a == axis else (0, d, 1) for a, d in enumerate(x.shape)))
 
 
 def reduce_sum(x: Var, axes=None, keepdims=False) -> Var:
@@ -638,13 +826,28 @@ def _convert_scalar(args, params):
 # The table
 
 
+_ONE_CALL = re.compile(r"M\.(\w+)\(\{0\}(, \{1\})?\)")
+
+
 def _ew(name, impl, adjoint=None, scalar=None, infer=_same, differentiable=True, linear=False,
-        domain=(-2.0, 2.0)):
+        domain=(-2.0, 2.0), algebra=NO_ALGEBRA, pairing=None):
+    call = _ONE_CALL.fullmatch(scalar) if isinstance(scalar, str) else None
     prim = Primitive(
-        name, Kind.ELEMENTWISE, impl, infer, adjoint, None, scalar, differentiable, linear, domain
+        name, Kind.ELEMENTWISE, impl, infer, adjoint, None, scalar, differentiable, linear, domain,
+        algebra=algebra, pairing=pairing, math_call=call.group(1) if call else None,
     )
     object.__setattr__(prim, "batch", batch_every_operand(prim))
     return _register(prim)
+
+
+def math_names() -> dict[str, str]:
+    """Math-library names whose vectorised version (tracegrad.vmath) is named otherwise: the
+    primitive's name (asin -> arcsin)."""
+    return {
+        p.math_call: p.name
+        for p in PRIMITIVES.values()
+        if p.math_call is not None and p.math_call != p.name
+    }
 
 
 const_p = _register(
@@ -657,16 +860,21 @@ const_p = _register(
     )
 )
 
-neg_p = _ew("neg", np.negative, lambda ct, out, x: (neg(ct),), "(-{0})", linear=True)
-add_p = _ew("add", np.add, lambda ct, out, a, b: (ct, ct), "({0} + {1})", linear=True)
-sub_p = _ew("sub", np.subtract, lambda ct, out, a, b: (ct, neg(ct)), "({0} - {1})", linear=True)
-mul_p = _ew("mul", np.multiply, lambda ct, out, a, b: (ct_mul(ct, b), ct_mul(ct, a)), "({0} * {1})")
+neg_p = _ew("neg", np.negative, lambda ct, out, x: (neg(ct),), "(-{0})", linear=True,
+            algebra=Algebra(involution=True))
+add_p = _ew("add", np.add, lambda ct, out, a, b: (ct, ct), "({0} + {1})", linear=True,
+            algebra=Algebra(neutral=((1, 0), (0, 0))))
+sub_p = _ew("sub", np.subtract, lambda ct, out, a, b: (ct, neg(ct)), "({0} - {1})", linear=True,
+            algebra=Algebra(neutral=((1, 0),)))
+mul_p = _ew("mul", np.multiply, lambda ct, out, a, b: (ct_mul(ct, b), ct_mul(ct, a)), "({0} * {1})",
+            algebra=Algebra(neutral=((1, 1), (0, 1))))
 div_p = _ew(
     "div",
     np.true_divide,
     lambda ct, out, a, b: (ct_mul(ct, reciprocal(b)), ct_mul(ct, neg(div(out, b)))),
     "({0} / {1})",
     domain=(0.5, 2.0),
+    algebra=Algebra(neutral=((1, 1),)),
 )
 pow_p = _ew("pow", np.power, _pow_rule, "({0} ** {1})", domain=(0.5, 2.0))
 integer_pow_p = _ew(
@@ -674,6 +882,12 @@ integer_pow_p = _ew(
     lambda x, n: np.power(x, n) if n >= 0 else np.power(x, float(n)).astype(x.dtype),
     _integer_pow_rule,
     _integer_pow_scalar,
+    # x**0 is 1, even for nan and inf (as in NumPy)
+    algebra=Algebra(
+        rewrite=lambda node, fills, producers: (
+            np.ones((), node.out.dtype) if node.params["n"] == 0 else None
+        )
+    ),
 )
 ct_mul_p = _ew(
     "ct_mul",
@@ -681,10 +895,10 @@ ct_mul_p = _ew(
     # d(out)/d(d) is ct, itself 0 where masked: mask that term on ct, not on g.
     lambda g, out, ct, d: (ct_mul(g, d), ct_mul(ct, g)),
     "({0} * {1} if {0} != 0 else {0})",
+    algebra=Algebra(absorbing=((0, 0),), neutral=((1, 1), (0, 1))),
 )
-# NaN-propagating like np.maximum / np.minimum (Python's max(1.0, nan) is 1.0)
-maximum_p = _ew("maximum", np.maximum, None, "({0} if ({0} >= {1}) | ({0} != {0}) else {1})")
-minimum_p = _ew("minimum", np.minimum, None, "({0} if ({0} <= {1}) | ({0} != {0}) else {1})")
+maximum_p = _ew("maximum", np.maximum, None, f"({_PICK_MAX})")
+minimum_p = _ew("minimum", np.minimum, None, f"({_PICK_MIN})")
 
 exp_p = _ew("exp", np.exp, _unary_rule(lambda x, out: out), "M.exp({0})")
 expm1_p = _ew("expm1", np.expm1, _unary_rule(lambda x, out: add(out, 1.0)), "M.expm1({0})")
@@ -692,7 +906,8 @@ log_p = _ew("log", np.log, _unary_rule(lambda x, out: reciprocal(x)), "M.log({0}
 log1p_p = _ew("log1p", np.log1p, _unary_rule(lambda x, out: reciprocal(add(x, 1.0))), "M.log1p({0})",
               domain=(-0.5, 2.0))
 sqrt_p = _ew("sqrt", np.sqrt, _unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})", domain=(0.2, 3.0))
-sin_p = _ew("sin", np.sin, _unary_rule(lambda x, out: unary(cos_p, x)), "M.sin({0})")
+sin_p = _ew("sin", np.sin, _unary_rule(lambda x, out: unary(cos_p, x)), "M.sin({0})",
+            pairing=Pairing("cos", "sincos"))
 cos_p = _ew("cos", np.cos, _unary_rule(lambda x, out: neg(unary(sin_p, x))), "M.cos({0})")
 tan_p = _ew("tan", np.tan, _unary_rule(lambda x, out: add(mul(out, out), 1.0)), "M.tan({0})",
             domain=(-1.2, 1.2))
@@ -886,6 +1101,12 @@ where_p = _ew(
     np.where,
     lambda ct, out, c, a, b: (None, where(c, ct, 0.0), where(c, 0.0, ct)),
     "({1} if {0} else {2})",
+    # a known condition picks its operand
+    algebra=Algebra(
+        rewrite=lambda node, fills, producers: (
+            None if fills[0] is None else node.inputs[1 if bool(fills[0]) else 2]
+        )
+    ),
 )
 convert_p = _ew(
     "convert",
@@ -984,21 +1205,43 @@ hook_p = _identity(
 )
 
 
-def _reduction(name, impl, adjoint, linear=False):
-    prim = Primitive(name, Kind.REDUCE, impl, _reduced, adjoint, None, None, True, linear)
+def _reduction(name, monoid: Monoid, adjoint, linear=False):
+    prim = Primitive(
+        name, Kind.REDUCE, lambda x, axes: monoid.reduce(x, axis=axes), _reduced, adjoint, None,
+        None, True, linear, monoid=monoid,
+    )
     object.__setattr__(prim, "batch", _batch_reduce(prim))
     return _register(prim)
 
 
 reduce_sum_p = _reduction(
-    "reduce_sum",
-    lambda x, axes: np.sum(x, axis=axes),
-    lambda ct, out, x, axes: (_expand_reduced(ct, x, axes),),
+    "reduce_sum", SUM, lambda ct, out, x, axes: (_expand_reduced(ct, x, axes),), linear=True
+)
+reduce_max_p = _reduction("reduce_max", MAX, _extremum_rule)
+reduce_min_p = _reduction("reduce_min", MIN, _extremum_rule)
+reduce_prod_p = _reduction("reduce_prod", PROD, _prod_rule)
+
+
+def _scan_prim(name, monoid: Monoid, adjoint, linear=False):
+    """A running reduction along `axis`: each output element combines the input elements up to
+    it (its fused kernels come from the monoid; see fusion's `Scan`)."""
+    prim = Primitive(
+        name, Kind.SCAN, lambda x, axis: monoid.accumulate(x, axis=axis),
+        lambda shapes, dtypes, p: (shapes[0], dtypes[0]), adjoint, None, None, True, linear,
+        monoid=monoid,
+    )
+    object.__setattr__(
+        prim, "batch", lambda size, inputs, batched, axis: emit(prim, inputs[0], axis=axis + 1)
+    )
+    return _register(prim)
+
+
+# the adjoint of a running sum is the running sum from the other end
+cumsum_p = _scan_prim(
+    "cumsum", SUM,
+    lambda ct, out, x, axis: (reverse(cumulative(cumsum_p, reverse(ct, axis), axis), axis),),
     linear=True,
 )
-reduce_max_p = _reduction("reduce_max", lambda x, axes: np.max(x, axis=axes), _extremum_rule)
-reduce_min_p = _reduction("reduce_min", lambda x, axes: np.min(x, axis=axes), _extremum_rule)
-reduce_prod_p = _reduction("reduce_prod", lambda x, axes: np.prod(x, axis=axes), _prod_rule)
 
 
 def _matmul_infer(shapes, dtypes, params):
@@ -1026,8 +1269,121 @@ def matmul_(a: Var, b: Var) -> Var:
     return emit(matmul_p, a, b)
 
 
-def _shape_prim(name, impl, infer, adjoint, batch):
-    return _register(Primitive(name, Kind.SHAPE, impl, infer, adjoint, batch, linear=True))
+def _shape_prim(name, impl, infer, adjoint, batch, index_map, algebra=NO_ALGEBRA):
+    return _register(
+        Primitive(
+            name, Kind.SHAPE, impl, infer, adjoint, batch, linear=True, index_map=index_map,
+            algebra=algebra,
+        )
+    )
+
+
+# ---- Index maps: the input index an output index reads (see `IndexMap`)
+
+
+def _broadcast_through(node, index, constant):
+    x = node.inputs[0]
+    lead = len(node.out.shape) - x.ndim
+    return tuple(constant(0) if x.shape[j] == 1 else index[lead + j] for j in range(x.ndim))
+
+
+def _broadcast_strides(params, shape, strides, out_shape):
+    lead = len(out_shape) - len(shape)
+    return (0,) * lead + tuple(
+        0 if d == 1 and out_shape[lead + i] != 1 else s
+        for i, (d, s) in enumerate(zip(shape, strides, strict=True))
+    ), 0
+
+
+def _transpose_through(node, index, constant):
+    out = [None] * node.inputs[0].ndim
+    for k, j in enumerate(node.params["perm"]):
+        out[j] = index[k]
+    return tuple(out)
+
+
+def _slice_through(node, index, constant):
+    return tuple(
+        constant(0) if n == 1 else ix.shifted(step, start)
+        for ix, (start, _, step), n in zip(
+            index, node.params["index"], node.inputs[0].shape, strict=True
+        )
+    )
+
+
+def _slice_strides(params, shape, strides, out_shape):
+    offset, new = 0, []
+    for (start, _stop, step), s, n in zip(params["index"], strides, out_shape, strict=True):
+        if n:
+            offset += start * s
+        new.append(s * step)
+    return tuple(new), offset
+
+
+def _reshape_through(node, index, constant):
+    """Only unit axes come and go (`_unit_axes_only`)."""
+    kept = iter([ix for ix, d in zip(index, node.out.shape, strict=True) if d != 1])
+    return tuple(constant(0) if d == 1 else next(kept) for d in node.inputs[0].shape)
+
+
+def _unit_axes_only(node) -> bool:
+    a, b = node.inputs[0].shape, node.out.shape
+    return [d for d in a if d != 1] == [d for d in b if d != 1]
+
+
+def _unslice_pieces(node, index):
+    """One piece: the input, read at (index - start) * step on the axes it does not cover."""
+    x = node.inputs[0]
+    if x.size == 0:
+        return []
+    axes = []
+    for ix, (start, _, step), n_in, n_out in zip(
+        index, node.params["index"], x.shape, node.out.shape, strict=True
+    ):
+        if (start, step) == (0, 1) and n_in == n_out:
+            axes.append(ix)
+        else:  # step is +-1 (`_unslice_steps_ok`)
+            axes.append(Window(ix.shifted(1, -start).shifted(step, 0), n_in))
+    return [Piece(0, tuple(axes))]
+
+
+def _unslice_steps_ok(node) -> bool:
+    return all(step in (1, -1) for _, _, step in node.params["index"])
+
+
+def _concatenate_pieces(node, index):
+    """Each non-empty input over its range of the axis; the last takes what the others do not."""
+    axis = node.params["axis"]
+    pieces, start = [], 0
+    for k, x in enumerate(node.inputs):
+        length = x.shape[axis]
+        if length:
+            pieces.append((k, start, length))
+        start += length
+    out = []
+    for n, (k, off, length) in enumerate(pieces):
+        window = Window(index[axis].shifted(1, -off), length, guard=n < len(pieces) - 1)
+        out.append(Piece(k, index[:axis] + (window,) + index[axis + 1 :]))
+    return out
+
+
+def _transpose_twice(node, fills, producers):
+    """A transpose undone (forward mode makes these)."""
+    inner = producers[0]
+    if inner is None or inner.prim is not node.prim:
+        return None
+    combined = tuple(inner.params["perm"][p] for p in node.params["perm"])
+    return inner.inputs[0] if combined == tuple(range(len(combined))) else None
+
+
+def _reshape_twice(node, fills, producers):
+    inner = producers[0]
+    if inner is None or inner.prim is not node.prim:
+        return None
+    return inner.inputs[0] if inner.inputs[0].shape == node.out.shape else None
+
+
+_MOVES_FILL = Algebra(moves_fill=True)
 
 
 broadcast_to_p = _shape_prim(
@@ -1036,6 +1392,8 @@ broadcast_to_p = _shape_prim(
     lambda shapes, dtypes, p: (tuple(p["shape"]), dtypes[0]),
     _broadcast_rule,
     _batch_broadcast,
+    IndexMap(through=_broadcast_through, strides=_broadcast_strides, view=True),
+    _MOVES_FILL,
 )
 reshape_p = _shape_prim(
     "reshape",
@@ -1043,6 +1401,9 @@ reshape_p = _shape_prim(
     lambda shapes, dtypes, p: (tuple(p["shape"]), dtypes[0]),
     lambda ct, out, x, shape: (reshape(ct, x.shape),),
     lambda size, inputs, batched, shape: reshape(inputs[0], (size,) + tuple(shape)),
+    # strides None: a reshape views contiguous memory only
+    IndexMap(through=_reshape_through, inline=_unit_axes_only, view=True, general_view=True),
+    Algebra(moves_fill=True, rewrite=_reshape_twice),
 )
 transpose_p = _shape_prim(
     "transpose",
@@ -1050,6 +1411,14 @@ transpose_p = _shape_prim(
     lambda shapes, dtypes, p: (tuple(shapes[0][i] for i in p["perm"]), dtypes[0]),
     lambda ct, out, x, perm: (transpose(ct, tuple(np.argsort(perm))),),
     lambda size, inputs, batched, perm: transpose(inputs[0], (0,) + tuple(p + 1 for p in perm)),
+    IndexMap(
+        through=_transpose_through,
+        strides=lambda params, shape, strides, out_shape: (
+            tuple(strides[p] for p in params["perm"]), 0
+        ),
+        view=True,
+    ),
+    Algebra(moves_fill=True, rewrite=_transpose_twice),
 )
 slice_p = _shape_prim(
     "slice",
@@ -1057,6 +1426,8 @@ slice_p = _shape_prim(
     lambda shapes, dtypes, p: (tuple(_slice_len(*ix) for ix in p["index"]), dtypes[0]),
     _slice_rule,
     lambda size, inputs, batched, index: slice_(inputs[0], ((0, size, 1),) + tuple(index)),
+    IndexMap(through=_slice_through, strides=_slice_strides, view=True),
+    _MOVES_FILL,
 )
 
 
@@ -1074,6 +1445,8 @@ unslice_p = _shape_prim(
     lambda size, inputs, batched, shape, index: emit(
         unslice_p, inputs[0], shape=(size,) + tuple(shape), index=((0, size, 1),) + tuple(index)
     ),
+    # zeros, and the input where a slice of the result would read
+    IndexMap(pieces=_unslice_pieces, inline=_unslice_steps_ok, zero_outside=True, inverse="slice"),
 )
 
 
@@ -1089,6 +1462,7 @@ concatenate_p = _shape_prim(
     _concatenate_infer,
     _concatenate_rule,
     _batch_concatenate,
+    IndexMap(pieces=_concatenate_pieces),
 )
 
 
@@ -1205,14 +1579,14 @@ gather_p = _register(
     Primitive(
         "gather", Kind.SHAPE, _gather_impl, _gather_infer,
         lambda ct, out, x, idx, axis: (scatter_add(ct, idx, axis, x.shape), None),
-        _batch_gather, linear=True,
+        _batch_gather, linear=True, index_map=OWN_STEP,
     )
 )
 scatter_add_p = _register(
     Primitive(
         "scatter_add", Kind.SHAPE, _scatter_add_impl, _scatter_add_infer,
         lambda ct, out, v, idx, axis, shape: (gather(ct, idx, axis), None),
-        _batch_scatter_add, linear=True, run_compiled=_scatter_add_compiled,
+        _batch_scatter_add, linear=True, run_compiled=_scatter_add_compiled, index_map=OWN_STEP,
     )
 )
 
@@ -1226,6 +1600,6 @@ argsort_p = _register(
         lambda shapes, dtypes, p: (shapes[0], np.dtype(np.int64)),
         lambda ct, out, x, axis, kind: (None,),
         lambda size, inputs, batched, axis, kind: emit(argsort_p, inputs[0], axis=axis + 1, kind=kind),
-        differentiable=False,
+        differentiable=False, index_map=OWN_STEP,
     )
 )

@@ -1,0 +1,220 @@
+"""What both code generators share: the text of values, nodes and lines of kernel source.
+
+`codegen_cpu` (Numba on the CPU) and `codegen_cuda` (numba.cuda) write kernels from the same
+fusion plan. They differ in loop structure and launch layout; everything below is the same for
+both, so it lives here once:
+
+- the dtypes kernels compute in, and whether a backend's kernels can compute a node (`supports`);
+- casts and literals (`cast`, `literal`), the scalar expression of an elementwise node
+  (`render_node`, through the one math renderer `render_math`);
+- a reduction's identity and combining step, from its primitive's monoid;
+- the line writer (`Lines`), the comments that name buffers and nodes, and dumping a program's
+  source (`TRACEGRAD_DUMP_KERNELS`).
+
+Math functions go through `render_math` only: in the "vector" math mode (the CPU's default) the
+primitives that `tracegrad.vmath` implements call its vectorisable versions, everything else (and
+the "libm" mode, TRACEGRAD_MATH=libm, and every CUDA kernel) calls Python's `math` module, which
+Numba maps to libm and numba.cuda to libdevice.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import config, ir
+from . import primitives as P
+from .ir import Node
+
+log = logging.getLogger("tracegrad")
+
+SUPPORTED_DTYPES = {
+    np.dtype(t)
+    for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32,
+              np.uint16, np.uint8, np.bool_)
+}
+# Numba keeps these as they are; any other dtype is cast back after arithmetic (Numba widens
+# float32 * int and int32 + int32).
+NATIVE = {np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)}
+
+
+def supports(node: Node, bool_products: bool = True) -> bool:
+    """Whether a kernel (or a matmul step) can compute this node. Without `bool_products`,
+    matrix products and reductions of bools are not (they run on the host)."""
+    dtypes = [v.dtype for v in node.inputs] + [node.out.dtype]
+    if any(np.dtype(d) not in SUPPORTED_DTYPES for d in dtypes):
+        return False
+    kind = node.prim.kind
+    if kind is P.Kind.ELEMENTWISE:
+        return node.prim.scalar is not None
+    if not bool_products and kind in (P.Kind.MATMUL, P.Kind.REDUCE):
+        return node.out.dtype != np.bool_
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+# Values
+
+
+def cast(dtype, text: str) -> str:
+    """Keep a value in its dtype (Numba widens float32 * int and int32 + int32)."""
+    dtype = np.dtype(dtype)
+    return text if dtype in NATIVE else f"np.{dtype.name}({text})"
+
+
+def literal(value, lib: str = "np") -> str:
+    """Source text for a typed constant; nan and infinities as `<lib>.nan`, `<lib>.inf`."""
+    value = np.asarray(value)
+    dtype, v = value.dtype, value.item()
+    if dtype == np.bool_:
+        return "True" if v else "False"
+    if dtype.kind == "f":
+        if math.isnan(v):
+            text = f"{lib}.nan"
+        elif math.isinf(v):
+            text = f"{lib}.inf" if v > 0 else f"-{lib}.inf"
+        else:
+            text = repr(float(v))
+        return cast(dtype, text)
+    return cast(dtype, str(int(v)))
+
+
+def reduction_identity(op: str, dtype, lib: str = "np") -> str:
+    """The identity of the reduction `op` (a monoid's name) in `dtype`, as source text."""
+    return literal(P.MONOIDS[op].identity(np.dtype(dtype)), lib)
+
+
+def combine_text(op: str, a: str, b: str) -> str:
+    """The combining step of the reduction `op` on two partial results, unparenthesised."""
+    return P.MONOIDS[op].combine.format(a, b)
+
+
+def combine_step(op: str, dtype, a: str, b: str) -> str:
+    """The combining step of `op` on two values held in `dtype` (cast back where Numba would
+    widen it)."""
+    text = combine_text(op, a, b)
+    return cast(dtype, f"({text})") if np.dtype(dtype) not in NATIVE else text
+
+
+# ----------------------------------------------------------------------------------------------
+# Math functions and nodes
+
+
+def math_mode() -> str:
+    """"vector" (tracegrad.vmath where it has the function) or "libm"."""
+    vm = _vmath()
+    return vm.math_mode() if vm is not None else "libm"
+
+
+@functools.lru_cache(maxsize=1)
+def _vmath_module():
+    try:
+        from . import vmath
+    except Exception as exc:  # not there yet, or broken: libm it is
+        log.info("tracegrad: vmath unavailable (%s); kernels call libm", exc)
+        return None
+    return vmath if hasattr(vmath, "FUNCTIONS") and hasattr(vmath, "math_mode") else None
+
+
+def _vmath():
+    return _vmath_module()
+
+
+@functools.lru_cache(maxsize=1)
+def _math_names() -> dict[str, str]:
+    return P.math_names()
+
+
+_MATH_CALL = re.compile(r"\bM\.(\w+)\(")
+# math-library calls Numba's `math` module lacks, and what stands for them in libm mode
+_LIBM_CALLS = {"cbrt": "np.cbrt"}
+
+
+def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
+    """The callee for the math-library call `M.<math_name>` on values of `dtype`."""
+    vm = _vmath()
+    vm_name = _math_names().get(math_name, math_name)
+    dtype = np.dtype(dtype)
+    known = vm is not None and any(
+        vm_name in getattr(vm, table, {}) for table in ("FUNCTIONS", "BINARY", "HELPERS")
+    )
+    if mode == "vector" and known:
+        if dtype == np.float64:
+            return f"_vm.{vm_name}_f64"
+        if dtype == np.float32:
+            return f"_vm.{vm_name}_f32"
+    return _LIBM_CALLS.get(math_name, f"math.{math_name}")
+
+
+def render_node(node: Node, args: Sequence[str], mode: str) -> str:
+    """The scalar expression of an elementwise node on argument expressions `args`."""
+    template = node.prim.scalar
+    if template is None:
+        raise NotImplementedError(f"{node.prim.name} has no scalar template")
+    text = template(list(args), node.params) if callable(template) else template.format(*args)
+    dtype = node.inputs[0].dtype if node.inputs else node.out.dtype
+    text = _MATH_CALL.sub(lambda m: render_math(m.group(1), dtype, mode) + "(", text)
+    return cast(node.out.dtype, text)
+
+
+# ----------------------------------------------------------------------------------------------
+# Lines and comments
+
+
+class Lines:
+    """Lines of source, each with an optional comment above it (shown or not when rendered)."""
+
+    def __init__(self):
+        self.items: list[tuple[int, str, str | None]] = []
+
+    def add(self, indent: int, code: str, comment: str | None = None) -> None:
+        self.items.append((indent, code, comment))
+
+    def render(self, comments: bool = True) -> str:
+        out = []
+        for indent, code, comment in self.items:
+            pad = "    " * indent
+            if comments and comment:
+                out.append(f"{pad}# {comment}")
+            if code:
+                out.append(pad + code)
+        return "\n".join(out)
+
+
+_ROLES = {"const": "constant", "temp": "scratch", "output": "result", "view": "view"}
+
+
+def describe_buffer(b, names: dict, unnamed: str = "?") -> str:
+    """`x (input 0 a0: f64[3])`: a buffer with the IR value it holds."""
+    var = names.get(b.var, "?") if b.var is not None else unnamed
+    what = f"input {b.input_index}" if b.role == "input" else _ROLES[b.role]
+    return f"{var} ({what} {b.name}: {ir.type_str(b.shape, b.dtype)})"
+
+
+def node_comment(node: Node, names: dict) -> str:
+    """`%3 = mul %1 %2   [model.py:12]`: a node with its values' names and its source line."""
+    args = " ".join(names.get(v, "?") for v in node.inputs)
+    text = f"{names.get(node.out, '?')} = {node.prim.name}{ir._params_text(node, False)} {args}"
+    text = text.rstrip()
+    return f"{text}   [{node.source}]" if node.source else text
+
+
+def dumped(program, prefix: str):
+    """`program`, its source written first to the folder TRACEGRAD_DUMP_KERNELS names (if any)
+    as `<prefix>_<graph fingerprint>.py`; a failure to write is logged."""
+    directory = config.dump_kernels()
+    if directory:
+        try:
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, f"{prefix}_{program.graph.fingerprint()[:16]}.py")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(program.source())
+        except OSError as exc:
+            log.warning("tracegrad: cannot dump kernels to %s (%s)", directory, exc)
+    return program
