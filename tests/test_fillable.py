@@ -94,8 +94,9 @@ def test_values_and_gradients_match_numpy(fun, backend):
 @pytest.mark.parametrize("fun", FUNCTIONS, ids=lambda f: f.__name__)
 def test_hessians_match_finite_differences(fun):
     h = tg.hessian(fun, backend="numpy")(X)
-    np.testing.assert_allclose(h, finite_differences(tg.grad(fun, backend="numpy"), X, 1e-5),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        h, finite_differences(tg.grad(fun, backend="numpy"), X, 1e-5), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_returned_arrays_are_the_traced_values():
@@ -241,5 +242,7 @@ def test_traced_bounds_and_sizes():
     np.testing.assert_allclose(g(1.0), 2 * np.sum(1.0 + 0.5 * np.arange(4)), rtol=1e-12)
     with pytest.raises(tg.TracingError, match=r"start \+ step \* np.arange\(n\)"):
         tg.grad(lambda a: np.sum(np.arange(0.0, a)), backend="numpy")(3.0)
-    with pytest.raises(tg.TracingError, match=r"(?s)np.zeros cannot take a traced value.*static_argnums"):
+    with pytest.raises(
+        tg.TracingError, match=r"(?s)np.zeros cannot take a traced value.*static_argnums"
+    ):
         tg.jit(lambda x: np.zeros(x[0]), backend="numpy")(np.array([3]))

@@ -31,22 +31,41 @@ from . import ir
 from .errors import TracingError
 from .trace import Tracer, _call, _user_line, _writes_into_subscript
 
-_INTERNAL = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(np.__file__)))
+_INTERNAL = (
+    os.path.dirname(os.path.abspath(__file__)),
+    os.path.dirname(os.path.abspath(np.__file__)),
+)
 
 # in-place ufuncs (y += v is np.add(y, v, out=(y,))) and the Tracer method that does them
 _IN_PLACE = {
-    "add": "__iadd__", "subtract": "__isub__", "multiply": "__imul__", "divide": "__itruediv__",
-    "true_divide": "__itruediv__", "power": "__ipow__", "matmul": "__imatmul__",
-    "floor_divide": "__ifloordiv__", "remainder": "__imod__", "bitwise_and": "__iand__",
-    "bitwise_or": "__ior__", "bitwise_xor": "__ixor__",
+    "add": "__iadd__",
+    "subtract": "__isub__",
+    "multiply": "__imul__",
+    "divide": "__itruediv__",
+    "true_divide": "__itruediv__",
+    "power": "__ipow__",
+    "matmul": "__imatmul__",
+    "floor_divide": "__ifloordiv__",
+    "remainder": "__imod__",
+    "bitwise_and": "__iand__",
+    "bitwise_or": "__ior__",
+    "bitwise_xor": "__ixor__",
 }
 # NumPy functions that write into their first argument
 _WRITING_FUNCTIONS = frozenset({"put_along_axis"})
 # attributes a promoted array still answers itself (everything else goes to its traced value)
-_OWN = frozenset({
-    "__class__", "__dict__", "__array_finalize__", "__array_ufunc__",
-    "__array_function__", "_tracegrad_current", "__reduce__", "__reduce_ex__",
-})
+_OWN = frozenset(
+    {
+        "__class__",
+        "__dict__",
+        "__array_finalize__",
+        "__array_ufunc__",
+        "__array_function__",
+        "_tracegrad_current",
+        "__reduce__",
+        "__reduce_ex__",
+    }
+)
 
 
 class Fillable(np.ndarray):
@@ -104,7 +123,7 @@ class Fillable(np.ndarray):
     def __setitem__(self, index, value) -> None:
         if np.ndarray.__getattribute__(self, "_tg_tracer") is None and not _traced(value):
             self._tracegrad_current()  # a view of a promoted array refuses
-            np.ndarray.__setitem__(self, _plain(index), value)
+            np.ndarray.__setitem__(self, _traced_form(index), value)
             return
         self._tg_promote()[_traced_form(index)] = _traced_form(value)
 
@@ -112,8 +131,11 @@ class Fillable(np.ndarray):
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         out = kwargs.get("out")
         writes_self = out is not None and any(o is self for o in out)
-        if writes_self and (np.ndarray.__getattribute__(self, "_tg_tracer") is not None
-                            or _traced(inputs) or _traced(kwargs.get("where"))):
+        if writes_self and (
+            np.ndarray.__getattribute__(self, "_tg_tracer") is not None
+            or _traced(inputs)
+            or _traced(kwargs.get("where"))
+        ):
             return self._tg_write_in_place(ufunc, method, inputs, kwargs)
         if method == "at" and inputs and inputs[0] is self and _traced(inputs[1:]):
             np.add.at(self._tg_promote(), *_traced_form(inputs[1:]))
@@ -128,15 +150,23 @@ class Fillable(np.ndarray):
 
     def _tg_write_in_place(self, ufunc, method, inputs, kwargs):
         name = ufunc.__name__
-        if (method != "__call__" or name not in _IN_PLACE or len(kwargs["out"]) != 1
-                or set(kwargs) - {"out"} or len(inputs) != 2 or inputs[0] is not self):
+        if (
+            method != "__call__"
+            or name not in _IN_PLACE
+            or len(kwargs["out"]) != 1
+            or set(kwargs) - {"out"}
+            or len(inputs) != 2
+            or inputs[0] is not self
+        ):
             raise TracingError(
                 f"np.{name}.{method} with out= is not supported on arrays that hold traced "
                 f"values{_user_line()}\nWrite the result as y = np.{name}(...) instead."
             )
-        if (np.ndarray.__getattribute__(self, "_tg_root") is not None
-                and np.ndarray.__getattribute__(self, "_tg_tracer") is None
-                and _writes_into_subscript()):
+        if (
+            np.ndarray.__getattribute__(self, "_tg_root") is not None
+            and np.ndarray.__getattribute__(self, "_tg_tracer") is None
+            and _writes_into_subscript()
+        ):
             # y[1:3] += v: Python writes the result back with y[1:3] = result, next
             return getattr(self._tg_promote_copy(), _IN_PLACE[name])(_traced_form(inputs[1]))
         tracer = self._tg_promote()
@@ -146,8 +176,12 @@ class Fillable(np.ndarray):
         return self
 
     def __array_function__(self, func, types, args, kwargs):
-        if (func.__name__ in _WRITING_FUNCTIONS and args and args[0] is self
-                and _traced((args[1:], kwargs))):
+        if (
+            func.__name__ in _WRITING_FUNCTIONS
+            and args
+            and args[0] is self
+            and _traced((args[1:], kwargs))
+        ):
             self._tg_promote()
         sources = _fillables((args, tuple(kwargs.values())))
         result = func(*_traced_form(args), **{k: _traced_form(v) for k, v in kwargs.items()})
@@ -170,7 +204,7 @@ class Fillable(np.ndarray):
             return current[_traced_form(index)]
         if _traced(index):  # a traced index into a plain array: the array becomes a constant
             return self._tg_promote_copy()[_traced_form(index)]
-        return np.ndarray.__getitem__(self, _plain(index))
+        return np.ndarray.__getitem__(self, _traced_form(index))
 
     def _tg_promote_copy(self) -> Tracer:
         return _call(lambda: _const(self.view(np.ndarray).copy()))
@@ -281,11 +315,6 @@ def _wrap_result(result: Any, sources: list[Fillable]) -> Any:
     return wrapped
 
 
-def _plain(index: Any) -> Any:
-    """An index for the plain array: Fillables in it as plain arrays."""
-    return _traced_form(index)
-
-
 def _fill(array: np.ndarray) -> np.ndarray:
     """`array` as a Fillable when the calling thread is tracing, else as it is."""
     if ir.active_builder() is None or not isinstance(array, np.ndarray):
@@ -299,8 +328,19 @@ def _fill(array: np.ndarray) -> np.ndarray:
 
 # NumPy's constructors that make a new array from no array argument (or a plain one)
 CONSTRUCTORS = (
-    "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
-    "eye", "identity", "arange", "linspace", "copy",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "full_like",
+    "eye",
+    "identity",
+    "arange",
+    "linspace",
+    "copy",
 )
 
 

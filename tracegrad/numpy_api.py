@@ -1129,15 +1129,20 @@ def _broadcast_value(v: Var, shape: tuple[int, ...], what: str) -> Var:
     return P.broadcast_to(P.reshape(v, (1,) * lead + v.shape), tuple(shape))
 
 
+def written_value(value, dtype) -> Var:
+    """A value written into an array of `dtype` (`x[...] = value`), cast as NumPy casts it."""
+    if isinstance(value, (Var, np.ndarray)) or not isinstance(value, (bool, int, float, np.generic)):
+        v = _v(value)
+    else:
+        v = P.const(np.asarray(value).astype(dtype), (), dtype)
+    return P.convert(v, dtype)
+
+
 def _setitem(x: Var, index, value) -> Var:
     """`x` with `x[index] = value` done, as a new value (NumPy's in-place assignment, made
     functional): static basic indices write a region (`unslice` and a select), a boolean mask
     (static or traced) selects where to write. The value is cast to x's dtype, as NumPy does."""
-    if isinstance(value, (Var, np.ndarray)) or not isinstance(value, (bool, int, float, np.generic)):
-        v = _v(value)
-    else:
-        v = P.const(np.asarray(value).astype(x.dtype), (), x.dtype)
-    v = P.convert(v, x.dtype)
+    v = written_value(value, x.dtype)
     mask = index if not isinstance(index, tuple) or len(index) != 1 else index[0]
     if isinstance(mask, (list, np.ndarray, Var)) and np.dtype(getattr(mask, "dtype", None) or np.asarray(mask).dtype) == np.bool_:
         m = _v(mask)

@@ -17,7 +17,9 @@ import numpy as np
 from . import primitives as P
 from .errors import TracingError
 from .ir import Var
-from .numpy_api import _basic_index, _concatenate, _o, _ravel, _setitem, _src, _v
+from .numpy_api import (
+    _basic_index, _broadcast_value, _concatenate, _o, _ravel, _setitem, _src, _v, written_value,
+)
 
 
 def _axis(axis: int, ndim: int) -> int:
@@ -939,12 +941,7 @@ def set_regions(x: Var, writes: list[tuple[object, object]]) -> Var:
         for (start, stop, step), stride in zip(ranges, strides, strict=True):
             grid = np.add.outer(grid, np.arange(start, stop, step, dtype=np.int64) * stride)
         positions.append(grid.reshape(-1))
-        v = _v(value) if not isinstance(value, (bool, int, float)) else P.const(value, (), x.dtype)
-        v = P.convert(v, x.dtype)
-        if v.ndim > len(shape) or np.broadcast_shapes(v.shape, shape) != shape:
-            raise ValueError(f"could not broadcast input array from shape {v.shape} into shape "
-                             f"{shape} (x[index] = value){_src()}")
-        v = P.broadcast_to(P.reshape(v, (1,) * (len(shape) - v.ndim) + v.shape), shape)
+        v = _broadcast_value(written_value(value, x.dtype), shape, "x[index] = value")
         values.append(P.reshape(v, (grid.size,)))
     every = P.concatenate(values, 0) if len(values) > 1 else values[0]
     return scatter_set(x, np.concatenate(positions), every)

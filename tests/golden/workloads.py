@@ -37,9 +37,13 @@ def _args(*shapes):
 
 # name -> (transformed function, arguments)
 WORKLOADS = {
-    "mlp_loss_grad": (tg.grad(mlp_loss, argnums=(0, 1, 2)), _args((4, 8), (8,), (8, 1), (16, 4), (16, 1))),
+    "mlp_loss_grad": (
+        tg.grad(mlp_loss, argnums=(0, 1, 2)),
+        _args((4, 8), (8,), (8, 1), (16, 4), (16, 1)),
+    ),
     "softmax_cross_entropy_value_and_grad": (
-        tg.value_and_grad(softmax_cross_entropy), _args((6, 3), (10, 6), (10, 3))
+        tg.value_and_grad(softmax_cross_entropy),
+        _args((6, 3), (10, 6), (10, 3)),
     ),
     "reductions": (tg.jit(reductions), _args((12, 5))),
     "rosenbrock_hessian": (tg.hessian(rosenbrock), _args((5,))),
