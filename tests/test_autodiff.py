@@ -211,3 +211,46 @@ def test_a_differentiable_primitive_without_an_adjoint_rule_is_named():
         autodiff.adjoint(graph, [0], [0], seed_ones=True)
     # without a cotangent reaching it, no rule is asked for
     assert len(autodiff.adjoint(graph, [], [0], seed_ones=True).outputs) == 1
+
+
+def _reads(x, windows):
+    """sum over windows of sum(sin(x[window]) * (k + 1)): one slice per window."""
+    total = None
+    for k, window in enumerate(windows):
+        term = P.reduce_sum(P.mul(P.unary(P.sin_p, P.slice_(x, window)), float(k + 1)))
+        total = term if total is None else P.add(total, term)
+    return total
+
+
+# single elements, repeated ones, a 2-by-2 block, a reversed row and a strided column
+_WINDOWS = [((i, i + 1, 1), (j, j + 1, 1)) for i, j in [(0, 0), (2, 3), (0, 0), (4, 1), (1, 2)]]
+_WINDOWS += [((1, 3, 1), (2, 4, 1)), ((3, 4, 1), (4, -1, -1)), ((0, 5, 2), (1, 2, 1))]
+
+
+@pytest.mark.parametrize("count", [2, len(_WINDOWS)])
+def test_many_reads_of_one_array_give_one_scatter_add(rng, count):
+    """A loop reading an array element by element: the cotangents of its reads are one scatter-add
+    at their flat positions (repeated positions add), not one zero-padded array per read."""
+    windows = _WINDOWS[:count]
+    graph = build([((5, 5), F64)], lambda x: _reads(x, windows))
+    adj = autodiff.adjoint(graph, [0], [0], seed_ones=True)
+    prims = [node.prim for node in adj.nodes]
+    if count < 3:  # a few reads keep their unslices (fused into the kernel that reads them)
+        assert prims.count(P.unslice_p) == count and P.scatter_add_p not in prims
+    else:
+        assert prims.count(P.scatter_add_p) == 1 and P.unslice_p not in prims
+    args = _args(rng, (5, 5))
+    (grad,) = interpreter.evaluate(_outputs(adj, 1), args)
+    (fd,) = finite_differences(interpret_scalar(graph), args, [0])
+    np.testing.assert_allclose(grad, fd, rtol=1e-7, atol=1e-9)
+    # and the second derivative: the scatter-add's own adjoint is a gather
+    direction = rng.normal(size=(5, 5))
+    hvp = build(
+        [((5, 5), F64)],
+        lambda x: P.reduce_sum(
+            P.mul(ir.inline(ir.current_builder(), _outputs(adj, 1), [x])[0], P.const(direction))
+        ),
+    )
+    (second,) = interpreter.evaluate(_outputs(autodiff.adjoint(hvp, [0], [0], seed_ones=True), 1), args)
+    (fd2,) = finite_differences(interpret_scalar(hvp), args, [0])
+    np.testing.assert_allclose(second, fd2, rtol=1e-6, atol=1e-8)

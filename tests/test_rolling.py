@@ -177,3 +177,28 @@ def test_windows_that_do_not_move_by_a_fixed_step_stay_unrolled(monkeypatch):
     np.testing.assert_allclose(tg.grad(irregular, backend="numpy")(h, xs, 0.7),
                                unrolled(tg.grad(irregular, backend="numpy"), h, xs, 0.7,
                                         monkeypatch=monkeypatch), rtol=1e-12)
+
+
+def periodic_fill(x):
+    n = x.shape[0]
+    y = np.zeros(n)
+    for i in range(n):  # the last iteration reads x[0]: a window off the fixed step
+        y[i] = np.sin(x[i]) * x[(i + 1) % n]
+    return np.sum(y**2)
+
+
+def test_a_periodic_boundary_leaves_its_iteration_unrolled_and_the_rest_rolls(backend, monkeypatch):
+    x = np.linspace(0.1, 1.0, 64)
+    # one scan: not another one per round of rolling over the rows it wrote back one by one
+    (node,) = scans(periodic_fill, x)
+    assert node.params["length"] == 62  # the first (the array is made) and the last stay
+    # the rows of the rolled results, written back one by one, are one window of them again
+    graph = tg.make_ir(tg.value_and_grad(periodic_fill))(x)
+    assert len(graph.nodes) < 100
+    value, grad = tg.value_and_grad(periodic_fill, backend=backend)(x)
+    want_value, want_grad = unrolled(
+        tg.value_and_grad(periodic_fill, backend="numpy"), x, monkeypatch=monkeypatch
+    )
+    np.testing.assert_allclose(value, want_value, rtol=1e-13)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-12, atol=1e-15)
+

@@ -366,7 +366,9 @@ class Transformed:
         wrap = self._wrap_args(static, positions)
         fgraph, out_tree, captures = trace(self.fun, avals, treedef, wrap, scope)
         fgraph = passes.smooth_idioms(fgraph)  # before autodiff: stable softplus idioms
-        fgraph = rolling.roll_loops(fgraph)  # repeated iterations of Python loops: one scan
+        rolled = rolling.roll_loops(fgraph)  # repeated iterations of Python loops: one scan
+        if rolled is not fgraph:  # the rows of stacked results read back one by one: merged
+            fgraph = passes.simplify(rolled, lower=False)
         if self.kind == "jit":
             return fgraph, out_tree, captures
         wrt, wrt_tree = self._wrt(treedef, positions, fgraph)

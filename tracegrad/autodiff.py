@@ -56,14 +56,24 @@ def backward(
     cts: dict[Var, Var] = {}
     tap_cts: dict[ir.Node, Var] = {}
 
+    # cotangents of `x[index]` wait here until `x`'s own cotangent is needed, so that many
+    # small reads of one array (a loop over its elements) become one scatter-add
+    slice_cts: dict[Var, list[tuple[tuple, Var, str | None]]] = {}
+
     def accumulate(v: Var, ct: Var) -> None:
         cts[v] = P.add(cts[v], ct) if v in cts else ct
+
+    def settle(v: Var) -> None:
+        parts = slice_cts.pop(v, None)
+        if parts:
+            accumulate(v, sum_of_slices(env[v], parts))
 
     for index, ct in seeds.items():
         if graph.outputs[index] in active:
             accumulate(graph.outputs[index], ct)
 
     for node in reversed(graph.nodes):
+        settle(node.out)
         ct = cts.pop(node.out, None)
         if taps and node.prim is P.tap_p:
             with ir.source_location(node.source):
@@ -76,11 +86,11 @@ def backward(
             continue
         if node.prim.adjoint is None:
             raise NotImplementedError(f"no adjoint rule for {node.prim.name}")
+        if node.prim is P.slice_p and node.inputs[0] in active:
+            slice_cts.setdefault(node.inputs[0], []).append((node.params["index"], ct, _marked(node.source, label)))
+            continue
         inputs = [env[v] for v in node.inputs]
-        # the nodes a rule emits carry the source line of the node they differentiate, marked
-        # with `label` (None: unmarked, for a transpose that undoes a marked transform)
-        source = node.source if label is None else (f"{label} {node.source}" if node.source else label)
-        with ir.source_location(source):
+        with ir.source_location(_marked(node.source, label)):
             input_cts = node.prim.adjoint(ct, env[node.out], *inputs, **node.params)
         for v, v_ct in zip(node.inputs, input_cts, strict=True):
             if v_ct is not None and v in active:
@@ -89,8 +99,43 @@ def backward(
     grads = []
     for i in wrt:
         v = graph.inputs[i]
+        settle(v)
         grads.append(cts[v] if v in cts else P.zeros_like(env[v]))
     return grads, [tap_cts[node] for node in tap_nodes(graph)] if taps else []
+
+
+def _marked(source: str | None, label: str | None) -> str | None:
+    """The source line of nodes a rule emits: that of the node they differentiate, marked with
+    `label` (None: unmarked, for a transpose that undoes a marked transform)."""
+    if label is None:
+        return source
+    return f"{label} {source}" if source else label
+
+
+def sum_of_slices(x: Var, parts: list[tuple[tuple, Var, str | None]]) -> Var:
+    """The cotangent of `x` from reads `x[index]` with cotangents `ct`: a zero-padded `unslice`
+    per read, or, for many small reads, one scatter-add of every read's cotangent at the flat
+    positions it came from. A loop reading 64 elements one by one would otherwise sum 64
+    unslices into one kernel with 64 operands (minutes to compile); the scatter is one node,
+    O(reads + size) to run, and its own adjoint is a gather."""
+    read = sum(ct.size for _, ct, _ in parts)
+    if len(parts) < 3 or (len(parts) < 8 and read > x.size // 2):
+        total = None
+        for index, ct, source in parts:
+            with ir.source_location(source):
+                piece = P.emit(P.unslice_p, ct, shape=x.shape, index=index)
+            total = piece if total is None else P.add(total, piece)
+        return total
+    flat = np.arange(x.size, dtype=np.int64).reshape(x.shape)
+    positions, values = [], []
+    for index, ct, _ in parts:
+        window = tuple(slice(a, None if b < 0 else b, c) for a, b, c in index)
+        positions.append(flat[window].reshape(-1))
+        values.append(P.reshape(ct, (ct.size,)))
+    with ir.source_location(parts[0][2]):
+        every = P.concatenate(values, 0)
+        summed = P.scatter_add(every, P.const(np.concatenate(positions)), 0, (x.size,))
+        return P.reshape(summed, x.shape)
 
 
 def copy_primal(builder: Builder, graph: Graph) -> dict[Var, Var]:

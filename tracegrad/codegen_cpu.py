@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import backends, blas_threads, cache, cpu_loops, fusion, ir, passes, progress, render
+from . import backends, blas_threads, cache, cpu_loops, donation, fusion, ir, passes, progress, render
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -801,7 +801,7 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Cp
     specialisation (compiled again for every shape) that lets LLVM see the trip counts."""
     mode = math_mode()
     progress.check_graph(graph, "cpu")
-    plan = fusion.plan(graph, supports, computed_identity=True)
+    plan = donation.donate(fusion.plan(graph, supports, computed_identity=True))
     bake = BAKE_SIZES if bake_sizes is None else bake_sizes
     return CpuProgram(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import ir
 from . import primitives as P
 from .ir import Graph, Node, Var, freeze
 from .primitives import Kind
@@ -86,6 +87,9 @@ def simplify(graph: Graph, lower: bool = True) -> Graph:
         producer[out] = node
         return out
 
+    # a rewrite may emit new nodes (`primitives.Algebra.rewrite`): they go into `nodes`
+    builder = ir.Builder()
+    builder.nodes = nodes
     for node in graph.nodes:
         inputs = tuple(env.get(v, v) for v in node.inputs)
         node = _with_inputs(node, inputs)
@@ -96,7 +100,11 @@ def simplify(graph: Graph, lower: bool = True) -> Graph:
         if node.prim.kind is Kind.IDENTITY and (not lower or node.prim.effectful):
             replacement = None
         else:
-            replacement = _rewrite(node, [producer.get(v) for v in inputs])
+            emitted = len(nodes)
+            with ir.building(builder), ir.source_location(node.source):
+                replacement = _rewrite(node, [producer.get(v) for v in inputs])
+            for new in nodes[emitted:]:
+                producer[new.out] = new
         if isinstance(replacement, Var):
             env[node.out] = replacement
             continue

@@ -249,6 +249,9 @@ class Primitive:
     # The math-library function its scalar template calls (`M.asin` for arcsin), which
     # tracegrad.vmath implements under the primitive's name; set from the template.
     math_call: str | None = None
+    # Its evaluation (a step of its own) returns a new array that nothing else holds, so a later
+    # kernel may write its own result into it once it is dead (see tracegrad.donation).
+    fresh_result: bool = False
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -1456,6 +1459,33 @@ def _concatenate_infer(shapes, dtypes, params):
     return shapes[0][:axis] + (total,) + shapes[0][axis + 1 :], dtypes[0]
 
 
+def _merge_adjacent_slices(node, fills, producers):
+    """Neighbouring operands that are neighbouring windows of one value (the rows of a rolled
+    loop's stacked results, written back one by one) become one window of it."""
+    axis = node.params["axis"]
+    merged: list[tuple[Var, Var | None, tuple | None]] = []  # (operand, sliced value, window)
+    for v, made in zip(node.inputs, producers, strict=True):
+        if made is None or made.prim is not slice_p:
+            merged.append((v, None, None))
+            continue
+        source, window = made.inputs[0], made.params["index"]
+        if merged and merged[-1][1] is source:
+            last = merged[-1][2]
+            a, b, c = last[axis]
+            start, stop, step = window[axis]
+            if c == step == 1 and b == start and b >= 0 and stop >= 0 and all(
+                w == u for k, (w, u) in enumerate(zip(window, last, strict=True)) if k != axis
+            ):
+                joined = last[:axis] + ((a, stop, 1),) + last[axis + 1 :]
+                merged[-1] = (None, source, joined)
+                continue
+        merged.append((v, source, window))
+    if len(merged) == len(node.inputs):
+        return None
+    operands = [v if v is not None else slice_(source, window) for v, source, window in merged]
+    return concatenate(operands, axis)
+
+
 concatenate_p = _shape_prim(
     "concatenate",
     lambda *xs, axis: np.concatenate(xs, axis=axis),
@@ -1463,6 +1493,7 @@ concatenate_p = _shape_prim(
     _concatenate_rule,
     _batch_concatenate,
     IndexMap(pieces=_concatenate_pieces),
+    Algebra(rewrite=_merge_adjacent_slices),
 )
 
 
@@ -1579,7 +1610,7 @@ gather_p = _register(
     Primitive(
         "gather", Kind.SHAPE, _gather_impl, _gather_infer,
         lambda ct, out, x, idx, axis: (scatter_add(ct, idx, axis, x.shape), None),
-        _batch_gather, linear=True, index_map=OWN_STEP,
+        _batch_gather, linear=True, index_map=OWN_STEP, fresh_result=True,
     )
 )
 scatter_add_p = _register(
@@ -1587,6 +1618,7 @@ scatter_add_p = _register(
         "scatter_add", Kind.SHAPE, _scatter_add_impl, _scatter_add_infer,
         lambda ct, out, v, idx, axis, shape: (gather(ct, idx, axis), None),
         _batch_scatter_add, linear=True, run_compiled=_scatter_add_compiled, index_map=OWN_STEP,
+        fresh_result=True,
     )
 )
 

@@ -107,9 +107,9 @@ def _roll_once(graph: Graph) -> Graph:
         end = i + period * repeats
         if any(i < e and s < end for s, e in taken):
             continue
-        plan = _plan_run(graph, i, period, repeats, position, used_after)
-        if plan is not None:
-            runs.append((i, period, repeats, plan))
+        fitted = _fit_run(graph, i, period, repeats, position, used_after)
+        if fitted is not None:
+            runs.append((*fitted[:1], period, *fitted[1:]))
             taken.append((i, end))
     runs.sort(key=lambda run: run[0])
     # the last first: the positions of the earlier runs stay valid
@@ -135,6 +135,24 @@ def _last_use(graph: Graph) -> dict[Var, int]:
     return last
 
 
+# iterations a repetition may leave unrolled at either end: a periodic boundary (`x[(i + 1) % n]`)
+# reads an irregular window in the first or last iteration, and that one iteration must not keep
+# the other ones from rolling
+_TRIMS = ((0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (2, 0))
+
+
+def _fit_run(graph: Graph, start: int, period: int, repeats: int, position, used_after):
+    """(start, repeats, plan) of the longest rollable part of a repetition, or None."""
+    for head, tail in _TRIMS:
+        kept = repeats - head - tail
+        if kept < MIN_REPEATS:
+            break
+        plan = _plan_run(graph, start + head * period, period, kept, position, used_after)
+        if plan is not None:
+            return start + head * period, kept, plan
+    return None
+
+
 class _Plan:
     def __init__(self):
         self.refs: dict[tuple[int, int], tuple] = {}  # (offset, input k) -> what it reads
@@ -149,6 +167,8 @@ class _Plan:
 def _plan_run(graph: Graph, start: int, period: int, repeats: int, position, used_after):
     nodes = graph.nodes
     end = start + period * repeats
+    if all(node.prim.kind is P.Kind.SHAPE for node in nodes[start : start + period]):
+        return None  # only moves data (the rows of a rolled loop's ys, read one by one)
     plan = _Plan()
     const_index: dict[Var, int] = {}
     for r in range(repeats):
