@@ -1,0 +1,195 @@
+"""Array updates written the NumPy way (`y[i] = ...`, `y[idx] += v`): compile time of element-by-
+element loops and the per-call time of large updates, against JAX in the same run.
+
+    python3 benchmarks/bench_updates.py                                  # tracegrad only
+    python3 benchmarks/bench_updates.py --peer /tmp/benchenv/bin/python  # and JAX there
+
+1. **Fill loops** (`y = np.zeros(64); for i in range(64): y[i] = sin(x[i]) * x[j(i)]`): the time
+   from a fresh process's first `value_and_grad` call to its result, with an empty kernel cache,
+   for a periodic neighbour (`j = (i + 1) % n`: rolled into one scan) and an irregular one
+   (`j = (3 i + 1) % n`, `x[i * i % n]`: left unrolled, its reads' cotangents one scatter-add).
+   JAX runs the same loop with `y = y.at[i].set(...)` under `jit(value_and_grad)`.
+2. **Large updates** (n = 1,000,000, float64): exp, a scatter of 10,000 values, sin, an indexed
+   accumulation, a sum; `value_and_grad` per call, with and without buffer donation
+   (tracegrad/donation.py), and JAX's `.at[]` version.
+
+Medians of interleaved rounds (the machine is shared: only ratios from one run mean anything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+os.environ.setdefault("TRACEGRAD_TIERED", "0")  # compiled programs from the first call
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+import tracegrad as tg  # noqa: E402
+from tracegrad import donation  # noqa: E402
+
+N_FILL = 64
+N_BIG = 1_000_000
+FILL = {
+    "periodic": "np.sin(x[i]) * x[(i + 1) % n]",
+    "irregular": "np.sin(x[(i * i) % n]) * x[(3 * i + 1) % n]",
+}
+
+FILL_SCRIPT = """
+import time
+t0 = time.perf_counter()
+import numpy as np
+{imports}
+n = {n}
+def f(x):
+    y = {zeros}
+    for i in range(n):
+        {assign}
+    return {total}
+x = np.linspace(0.1, 1.0, n)
+g = {transform}
+out = g(x)
+{block}
+print(time.perf_counter() - t0)
+"""
+
+
+def fill_script(kind: str, peer: bool) -> str:
+    body = FILL[kind]
+    if peer:
+        return FILL_SCRIPT.format(
+            imports="import jax; jax.config.update('jax_enable_x64', True); import jax.numpy as jnp",
+            n=N_FILL,
+            zeros="jnp.zeros(n)",
+            assign=f"y = y.at[i].set({body.replace('np.', 'jnp.')})",
+            total="jnp.sum(y ** 2)",
+            transform="jax.jit(jax.value_and_grad(f))",
+            block="out[1].block_until_ready()",
+        )
+    return FILL_SCRIPT.format(
+        imports="import tracegrad as tg",
+        n=N_FILL,
+        zeros="np.zeros(n)",
+        assign=f"y[i] = {body}",
+        total="np.sum(y ** 2)",
+        transform="tg.value_and_grad(f, backend='cpu')",
+        block="",
+    )
+
+
+def first_call(python: str, script: str) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "first.py")
+        with open(path, "w") as fh:
+            fh.write(script)
+        env = dict(
+            os.environ,
+            TRACEGRAD_CACHE_DIR=os.path.join(tmp, "cache"),
+            TRACEGRAD_PROGRAM_CACHE="0",
+            PYTHONPATH=ROOT,
+        )
+        proc = subprocess.run([python, path], capture_output=True, text=True, env=env, timeout=1800)
+        if proc.returncode:
+            raise RuntimeError(proc.stderr[-2000:])
+        return float(proc.stdout.strip().splitlines()[-1])
+
+
+def updates(x, v, idx, idx2):
+    y = np.exp(x * 0.5)
+    y[idx] = v
+    z = np.sin(y) * 2.0
+    z[idx2] += v
+    return np.sum(z * y)
+
+
+PEER_UPDATES = """
+import sys, time, numpy as np, jax
+jax.config.update('jax_enable_x64', True)
+import jax.numpy as jnp
+d = np.load(sys.argv[1])
+def f(x, v, idx, idx2):
+    y = jnp.exp(x * 0.5).at[idx].set(v)
+    z = (jnp.sin(y) * 2.0).at[idx2].add(v)
+    return jnp.sum(z * y)
+g = jax.jit(jax.value_and_grad(f, argnums=(0, 1)))
+args = [jnp.asarray(d[k]) for k in ("x", "v", "idx", "idx2")]
+def run():
+    out = g(*args); out[1][0].block_until_ready()
+run(); run()
+times = []
+for _ in range(15):
+    t0 = time.perf_counter(); run(); times.append(time.perf_counter() - t0)
+print(sorted(times)[len(times) // 2])
+"""
+
+
+def median(fn, rounds: int = 15) -> float:
+    fn()
+    fn()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer", help="a Python with jax installed")
+    args = parser.parse_args()
+    print("# fill loops: first value_and_grad in a fresh process, empty kernel cache (s)")
+    for kind in FILL:
+        ours = first_call(sys.executable, fill_script(kind, peer=False))
+        line = f"{kind:10s} tracegrad {ours:7.2f}"
+        if args.peer:
+            theirs = first_call(args.peer, fill_script(kind, peer=True))
+            line += f"   jax {theirs:6.2f}   ratio {ours / theirs:5.2f}"
+        print(line)
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=N_BIG)
+    idx = rng.choice(N_BIG, 10_000, replace=False)
+    idx2 = rng.choice(N_BIG, 10_000, replace=False)
+    v = rng.normal(size=10_000)
+    with_donation = tg.value_and_grad(updates, argnums=(0, 1), backend="cpu")
+    original = donation.donate
+    try:
+        donation.donate = lambda plan: plan
+        without = tg.value_and_grad(lambda *a: updates(*a), argnums=(0, 1), backend="cpu")
+        without(x, v, idx, idx2)  # compiled now, without donation
+    finally:
+        donation.donate = original
+    with_donation(x, v, idx, idx2)
+    a, b = with_donation(x, v, idx, idx2), without(x, v, idx, idx2)
+    np.testing.assert_allclose(a[1][0], b[1][0], rtol=1e-12)
+    times = {"donation": [], "no donation": []}
+    for _ in range(3):  # interleaved
+        times["donation"].append(median(lambda: with_donation(x, v, idx, idx2), 7))
+        times["no donation"].append(median(lambda: without(x, v, idx, idx2), 7))
+    ms = {k: 1e3 * sorted(t)[1] for k, t in times.items()}
+    print(f"# large updates, n = {N_BIG:,}: value_and_grad per call (ms)")
+    line = f"tracegrad {ms['donation']:.2f} (without donation {ms['no donation']:.2f})"
+    if args.peer:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "d.npz")
+            np.savez(path, x=x, v=v, idx=idx, idx2=idx2)
+            script = os.path.join(tmp, "peer.py")
+            with open(script, "w") as fh:
+                fh.write(textwrap.dedent(PEER_UPDATES))
+            proc = subprocess.run([args.peer, script, path], capture_output=True, text=True)
+            jax_ms = 1e3 * float(proc.stdout.strip().splitlines()[-1])
+        line += f"   jax {jax_ms:.2f}   ratio {ms['donation'] / jax_ms:.2f}"
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
