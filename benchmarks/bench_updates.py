@@ -62,27 +62,29 @@ print(time.perf_counter() - t0)
 """
 
 
+JAX_FILL = {
+    "imports": "import jax; jax.config.update('jax_enable_x64', True); import jax.numpy as jnp",
+    "zeros": "jnp.zeros(n)",
+    "assign": "y = y.at[i].set({body})",
+    "total": "jnp.sum(y ** 2)",
+    "transform": "jax.jit(jax.value_and_grad(f))",
+    "block": "out[1].block_until_ready()",
+}
+OUR_FILL = {
+    "imports": "import tracegrad as tg",
+    "zeros": "np.zeros(n)",
+    "assign": "y[i] = {body}",
+    "total": "np.sum(y ** 2)",
+    "transform": "tg.value_and_grad(f, backend='cpu')",
+    "block": "",
+}
+
+
 def fill_script(kind: str, peer: bool) -> str:
-    body = FILL[kind]
-    if peer:
-        return FILL_SCRIPT.format(
-            imports="import jax; jax.config.update('jax_enable_x64', True); import jax.numpy as jnp",
-            n=N_FILL,
-            zeros="jnp.zeros(n)",
-            assign=f"y = y.at[i].set({body.replace('np.', 'jnp.')})",
-            total="jnp.sum(y ** 2)",
-            transform="jax.jit(jax.value_and_grad(f))",
-            block="out[1].block_until_ready()",
-        )
-    return FILL_SCRIPT.format(
-        imports="import tracegrad as tg",
-        n=N_FILL,
-        zeros="np.zeros(n)",
-        assign=f"y[i] = {body}",
-        total="np.sum(y ** 2)",
-        transform="tg.value_and_grad(f, backend='cpu')",
-        block="",
-    )
+    parts = dict(JAX_FILL if peer else OUR_FILL)
+    body = FILL[kind].replace("np.", "jnp.") if peer else FILL[kind]
+    parts["assign"] = parts["assign"].format(body=body)
+    return FILL_SCRIPT.format(n=N_FILL, **parts)
 
 
 def first_call(python: str, script: str) -> float:
