@@ -165,3 +165,33 @@ def test_many_small_writes_become_one_scatter():
     jac = tg.jacobian(fill, backend="numpy")(x)
     fd = np.array([(fill(x + 1e-6 * e) - fill(x - 1e-6 * e)) / 2e-6 for e in np.eye(12)]).T
     np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-8)
+
+
+def traced_writes(x, v, idx):
+    y = np.exp(x)
+    y[idx] = v  # idx is an argument: which write is last is found when the program runs
+    return np.sum(y * np.arange(1.0, 7.0))
+
+
+def test_writes_through_traced_indices_keep_the_last_value_of_a_repeated_position(backend):
+    x = np.array([0.45, 1.5, -0.3, 0.8, 2.0, 0.1])
+    v = np.array([10.0, 20.0, 30.0, 40.0, 50.0])
+    fun = tg.value_and_grad(traced_writes, argnums=(0, 1), backend=backend)
+    for idx in ([4, 1, 4, 0, 1], [0, 1, 2, 3, 5], [2, 2, 2, 2, 2], [-1, 5, 0, -6, 3]):
+        idx = np.array(idx)
+        y = np.exp(x)
+        y[idx] = v
+        expected = np.sum(y * np.arange(1.0, 7.0))
+        value, (gx, gv) = fun(x, v, idx)
+        np.testing.assert_allclose(value, expected, rtol=1e-13)
+        # x's gradient survives where nothing was written; v's reaches its last writes only
+        written = np.zeros(6, bool)
+        written[idx] = True
+        np.testing.assert_allclose(gx, np.where(written, 0.0, np.exp(x) * np.arange(1.0, 7.0)))
+        winners = {}
+        for k, i in enumerate(idx % 6):
+            winners[i] = k
+        want_gv = np.zeros(5)
+        for i, k in winners.items():
+            want_gv[k] = i + 1.0
+        np.testing.assert_allclose(gv, want_gv)

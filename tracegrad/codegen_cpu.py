@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import backends, blas_threads, cache, cpu_loops, donation, fusion, ir, passes, progress, render
+from . import backends, blas_threads, cache, cpu_loops, donation, fusion, ir, passes, progress, render, scalars
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -188,6 +188,8 @@ class _KernelWriter:
     def ix(self, index: Index) -> str:
         """An index expression: the stride is written in, a non-zero offset is an argument."""
         if index.var is None:
+            if not self.loop.shape:  # a scalar loop: positions in assembled vectors and pools
+                return str(index.offset)
             return "0" if index.offset == 0 else self.int_param(index.offset, "o")
         var = index.var
         term = var if index.stride == 1 else (f"-{var}" if index.stride == -1 else f"{index.stride} * {var}")
@@ -801,7 +803,8 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Cp
     specialisation (compiled again for every shape) that lets LLVM see the trip counts."""
     mode = math_mode()
     progress.check_graph(graph, "cpu")
-    plan = donation.donate(fusion.plan(graph, supports, computed_identity=True))
+    plan = fusion.plan(graph, supports, computed_identity=True)
+    plan = donation.donate(scalars.pack_scalars(plan))
     bake = BAKE_SIZES if bake_sizes is None else bake_sizes
     return CpuProgram(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)
 

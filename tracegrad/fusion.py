@@ -324,7 +324,7 @@ class Plan:
         for step in self.steps:
             if isinstance(step, FusedLoop):
                 names = [op.node.prim.name for op in step.ops if isinstance(op, Compute)]
-                outs = [s.buffer.name for s in step.stores]
+                outs = _unique(s.buffer.name for s in step.stores)
                 outs += [f"{r.op}{list(r.axes)}->{r.buffer.name}" for r in step.reductions]
                 outs += [f"running {s.op}->{s.buffer.name}" for s in step.scans]
                 reads = ", ".join(b.name for b in step.reads)

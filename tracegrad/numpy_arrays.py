@@ -878,13 +878,16 @@ FUNCTIONS["take_along_axis"] = _take_along_axis
 
 def _last_writes(sel: Var) -> Var:
     """Whether each (flat) position of `sel` is the last write to its element: NumPy assigns in
-    order, so of repeated indices the last one's value stays."""
+    order, so of repeated indices the last one's value stays. A stable sort puts the writes to
+    one element next to each other in order; the last of each run wins (O(m log m) for m writes,
+    where comparing every pair would be m^2)."""
     m = sel.shape[0]
-    later = P.const(np.triu(np.ones((m, m), bool), 1))  # [j, k]: k comes after j
-    same = P.compare(P.eq_p, P.broadcast_to(P.reshape(sel, (m, 1)), (m, m)),
-                     P.broadcast_to(P.reshape(sel, (1, m)), (m, m)))
-    overwritten = P.reduce(P.reduce_max_p, P.convert(P.logical(P.and_p, same, later), np.int8), 1)
-    return P.compare(P.eq_p, overwritten, 0)
+    order = P.emit(P.argsort_p, sel, axis=0, kind="stable")
+    ranked = P.gather(sel, order, 0)
+    following = P.concatenate([P.slice_(ranked, ((1, m, 1),)), P.const(-1, (1,), ranked.dtype)], 0)
+    last = P.convert(P.compare(P.ne_p, ranked, following), np.float64)
+    # back to write order: `order` is a permutation, so the scatter places each flag once
+    return P.compare(P.gt_p, P.scatter_add(last, order, 0, (m,)), 0.5)
 
 
 def scatter_set(x: Var, sel, value: Var) -> Var:
@@ -913,8 +916,8 @@ def scatter_set(x: Var, sel, value: Var) -> Var:
         flat = P.reshape(sel, (m,))
         keep = _last_writes(flat)
         placed = P.scatter_add(P.where(keep, v, P.const(0, v.shape, v.dtype)), flat, 0, (x.size,))
-        hit = P.scatter_add(P.convert(keep, np.int64), flat, 0, (x.size,))
-        out = P.where(P.compare(P.gt_p, hit, 0), placed, flat_x)
+        hit = P.scatter_add(P.convert(keep, np.float64), flat, 0, (x.size,))  # sums as floats: fast
+        out = P.where(P.compare(P.gt_p, hit, 0.5), placed, flat_x)
     return P.reshape(out, x.shape)
 
 

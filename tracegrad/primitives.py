@@ -1459,6 +1459,13 @@ def _concatenate_infer(shapes, dtypes, params):
     return shapes[0][:axis] + (total,) + shapes[0][axis + 1 :], dtypes[0]
 
 
+# A loop computes a concatenation in place (a branch per operand) up to this many operands; more
+# (a vector assembled from many scalars, as an unrolled loop's `y[i] = ...` writes do) make a
+# kernel whose compile time grows faster than its size, so the operands are stored and joined
+# by NumPy's concatenate, a step of its own.
+MAX_INLINE_PIECES = 16
+
+
 def _merge_adjacent_slices(node, fills, producers):
     """Neighbouring operands that are neighbouring windows of one value (the rows of a rolled
     loop's stacked results, written back one by one) become one window of it."""
@@ -1492,7 +1499,7 @@ concatenate_p = _shape_prim(
     _concatenate_infer,
     _concatenate_rule,
     _batch_concatenate,
-    IndexMap(pieces=_concatenate_pieces),
+    IndexMap(pieces=_concatenate_pieces, inline=lambda node: len(node.inputs) <= MAX_INLINE_PIECES),
     Algebra(rewrite=_merge_adjacent_slices),
 )
 
