@@ -249,9 +249,6 @@ class Primitive:
     # The math-library function its scalar template calls (`M.asin` for arcsin), which
     # tracegrad.vmath implements under the primitive's name; set from the template.
     math_call: str | None = None
-    # Its evaluation (a step of its own) returns a new array that nothing else holds, so a later
-    # kernel may write its own result into it once it is dead (see tracegrad.donation).
-    fresh_result: bool = False
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -1617,7 +1614,7 @@ gather_p = _register(
     Primitive(
         "gather", Kind.SHAPE, _gather_impl, _gather_infer,
         lambda ct, out, x, idx, axis: (scatter_add(ct, idx, axis, x.shape), None),
-        _batch_gather, linear=True, index_map=OWN_STEP, fresh_result=True,
+        _batch_gather, linear=True, index_map=OWN_STEP,
     )
 )
 scatter_add_p = _register(
@@ -1625,7 +1622,6 @@ scatter_add_p = _register(
         "scatter_add", Kind.SHAPE, _scatter_add_impl, _scatter_add_infer,
         lambda ct, out, v, idx, axis, shape: (gather(ct, idx, axis), None),
         _batch_scatter_add, linear=True, run_compiled=_scatter_add_compiled, index_map=OWN_STEP,
-        fresh_result=True,
     )
 )
 
