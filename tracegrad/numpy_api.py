@@ -1256,7 +1256,6 @@ FUNCTIONS = {
     "fix": lambda x, out=None: _rounding(P.trunc_p)(x),
     "nan_to_num": _nan_to_num,
     "sinc": _sinc,
-    "real": lambda a: _v(a),
 }
 
 # The names users may look up (docs/api.md lists them).
