@@ -271,6 +271,7 @@ SMOOTH = {
         V,
     ),
     "np.diagflat": (lambda x: np.diagflat(x[:2, :2], 1), M),
+    "np.linspace along an axis": (lambda x: np.linspace(x[:2], x[2:4] ** 2, 3, axis=-1), V),
     "eye, identity, arange, linspace": (
         lambda x: (
             np.eye(3) * x[0]
@@ -484,6 +485,9 @@ def edge_cases(x, k):
         y,
         z[1],
         x.reshape(2, 3).diagonal(),
+        np.linspace(x[:2], x[2:4], 3, axis=1),
+        np.linspace(x[:3].reshape(3, 1), x[3:].reshape(1, 3), 4, axis=-1),
+        np.linspace(x[0], x[:2], 5, axis=1, endpoint=False),
         np.count_nonzero(x > 0.5),
         np.any(x > 1.5),
         np.all(x > -1),

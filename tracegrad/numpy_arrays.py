@@ -553,8 +553,6 @@ def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axi
     exactly `stop` (as NumPy computes it)."""
     if not isinstance(num, (int, np.integer)) or num < 0:
         raise TracingError(f"np.linspace: num must be a static non-negative int{_src()}")
-    if axis != 0:
-        raise TracingError(f"np.linspace: only axis=0 is supported on traced bounds{_src()}")
     a, b = _o(start), _o(stop)
     dt = P.float_dtype(P._result_dtype([a, b]))
     a, b = (P.convert(_v(v), dt) if isinstance(v, Var) else P.const(v, (), dt) for v in (a, b))
@@ -571,6 +569,11 @@ def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axi
         last[-1] = True
         end = P.broadcast_to(P.reshape(b, (1,) + (1,) * (len(shape) - b.ndim) + b.shape), lead)
         y = P.where(P.const(last), end, y)
+    if axis != 0:  # the samples' axis moves to `axis` of the result, as NumPy's moveaxis does
+        axis = _axis(axis, y.ndim)
+        perm = list(range(1, y.ndim))
+        perm.insert(axis, 0)
+        y = P.transpose(y, perm)
     if dtype is not None:
         y = P.convert(y, dtype)
     return (y, step) if retstep else y
