@@ -439,7 +439,10 @@ def _round(a, decimals=0, out=None):
     if not P.is_float(x.dtype):
         if decimals >= 0:
             return x
-        raise TracingError(f"np.round of integers with negative decimals is not supported{_src()}")
+        # NumPy rounds integers to tens, hundreds, ... through float64, half to even
+        scale = 10.0**-decimals
+        y = P.mul(P.unary(P.rint_p, P.div(P.convert(x, np.float64), scale)), scale)
+        return P.convert(y, x.dtype)
     if decimals == 0:
         return P.unary(P.rint_p, x)
     scale = 10.0**decimals
