@@ -255,7 +255,8 @@ def _heaviside(x, h0):
     dtype = P.float_dtype(P._result_dtype([x, h0]))
     x = P.convert(_v(x), dtype)
     h0 = P.convert(_v(h0), dtype) if isinstance(h0, Var) else h0
-    step = P.where(P.compare(P.gt_p, x, 0), 1.0, P.where(P.compare(P.lt_p, x, 0), 0.0, h0))
+    one, zero = P.const(1.0, (), dtype), P.const(0.0, (), dtype)
+    step = P.where(P.compare(P.gt_p, x, 0), one, P.where(P.compare(P.lt_p, x, 0), zero, h0))
     return P.where(P.emit(P.isnan_p, x), x, P.broadcast_to(step, x.shape) if isinstance(step, Var) else step)
 
 
@@ -411,7 +412,20 @@ UFUNCS = {
     "xlog1py": _xlogy(P.log1p_p),
     "gammaln": _unary(P.gammaln_p),
     "psi": lambda x: P.digamma(_v(x)),  # scipy.special.digamma's ufunc is named psi
+    "conjugate": lambda x: _real_part(x, "np.conjugate"),  # real values: themselves
 }
+
+
+def _real_part(x, what: str) -> Var:
+    x = _v(x)
+    if x.dtype.kind == "c":
+        raise TracingError(f"{what}: complex traced values are not supported{_src()}")
+    return x
+
+
+def _imag_part(x) -> Var:
+    x = _real_part(x, "np.imag")
+    return P.const(0, x.shape, x.dtype)
 
 
 def _round(a, decimals=0, out=None):
@@ -425,7 +439,10 @@ def _round(a, decimals=0, out=None):
     if not P.is_float(x.dtype):
         if decimals >= 0:
             return x
-        raise TracingError(f"np.round of integers with negative decimals is not supported{_src()}")
+        # NumPy rounds integers to tens, hundreds, ... through float64, half to even
+        scale = 10.0**-decimals
+        y = P.mul(P.unary(P.rint_p, P.div(P.convert(x, np.float64), scale)), scale)
+        return P.convert(y, x.dtype)
     if decimals == 0:
         return P.unary(P.rint_p, x)
     scale = 10.0**decimals
@@ -833,7 +850,8 @@ def _einsum(subscripts, *operands, **kwargs):
         raise ValueError(f"np.einsum: output index {missing[0]!r} appears in no operand{_src()}")
     x = P.reduce_sum(x, tuple(i for i, c in enumerate(term) if c not in out))
     kept = [c for c in term if c in out]
-    return P.transpose(x, [kept.index(c) for c in out])
+    # NumPy's einsum keeps the operands' type (np.sum would widen small integers)
+    return P.convert(P.transpose(x, [kept.index(c) for c in out]), dtype)
 
 
 def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
@@ -1195,6 +1213,8 @@ def _size(a, axis=None):
 
 
 FUNCTIONS = {
+    "real": lambda val: _real_part(val, "np.real"),
+    "imag": lambda val: _imag_part(val),
     "sum": _reduction(P.reduce_sum_p, "sum"),
     "prod": _reduction(P.reduce_prod_p, "prod"),
     "max": _reduction(P.reduce_max_p, "max"),
@@ -1239,7 +1259,6 @@ FUNCTIONS = {
     "fix": lambda x, out=None: _rounding(P.trunc_p)(x),
     "nan_to_num": _nan_to_num,
     "sinc": _sinc,
-    "real": lambda a: _v(a),
 }
 
 # The names users may look up (docs/api.md lists them).

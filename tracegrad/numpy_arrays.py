@@ -135,12 +135,32 @@ def _tile(A, reps):
 
 def _repeat(a, repeats, axis=None):
     x = _v(a)
+    if isinstance(repeats, (list, tuple, np.ndarray)) and np.ndim(repeats) <= 1:
+        counts = np.asarray(repeats)
+        if counts.size == 1:
+            repeats = counts.reshape(()).item()
+        elif counts.dtype.kind not in "iu":
+            raise TypeError(f"np.repeat: repeats must be integers, not {counts.dtype}{_src()}")
+        else:  # static per-element counts: a gather of each element `count` times
+            if axis is None:
+                x, axis = _ravel(x), 0
+            axis = _axis(axis, x.ndim)
+            try:
+                positions = np.repeat(np.arange(x.shape[axis], dtype=np.int64), counts)
+            except ValueError as e:
+                raise ValueError(f"np.repeat: {e}{_src()}") from None
+            return P.gather(x, P.const(positions), axis)
     if not isinstance(repeats, (int, np.integer)):
-        raise TracingError(f"np.repeat: only a static int number of repeats is supported{_src()}")
+        raise TracingError(
+            f"np.repeat: the repeats must be static (an int, or a list or NumPy array of ints), "
+            f"not a traced value{_src()}: the result's shape would depend on them"
+        )
     if axis is None:
         x, axis = _ravel(x), 0
     axis = _axis(axis, x.ndim)
     r = int(repeats)
+    if r < 0:
+        raise ValueError(f"np.repeat: negative dimensions are not allowed{_src()}")
     shape = x.shape[: axis + 1] + (1,) + x.shape[axis + 1 :]
     wide = x.shape[: axis + 1] + (r,) + x.shape[axis + 1 :]
     out = P.broadcast_to(P.reshape(x, shape), wide)
@@ -515,7 +535,9 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         count = x.size // max(total.size, 1)
         avg, scale = P.div(total, float(count)), P.const(float(count), total.shape, x.dtype)
     else:
-        w = P.convert(_v(weights), x.dtype)
+        w = _v(weights)
+        x = P.convert(x, P.float_dtype(np.result_type(x.dtype, w.dtype)))  # NumPy's result type
+        w = P.convert(w, x.dtype)
         if w.shape != x.shape:
             if axis is None or w.ndim != 1:
                 raise TypeError(f"Axis must be specified when shapes of a and weights differ.{_src()}")
@@ -531,8 +553,6 @@ def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axi
     exactly `stop` (as NumPy computes it)."""
     if not isinstance(num, (int, np.integer)) or num < 0:
         raise TracingError(f"np.linspace: num must be a static non-negative int{_src()}")
-    if axis != 0:
-        raise TracingError(f"np.linspace: only axis=0 is supported on traced bounds{_src()}")
     a, b = _o(start), _o(stop)
     dt = P.float_dtype(P._result_dtype([a, b]))
     a, b = (P.convert(_v(v), dt) if isinstance(v, Var) else P.const(v, (), dt) for v in (a, b))
@@ -549,6 +569,11 @@ def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axi
         last[-1] = True
         end = P.broadcast_to(P.reshape(b, (1,) + (1,) * (len(shape) - b.ndim) + b.shape), lead)
         y = P.where(P.const(last), end, y)
+    if axis != 0:  # the samples' axis moves to `axis` of the result, as NumPy's moveaxis does
+        axis = _axis(axis, y.ndim)
+        perm = list(range(1, y.ndim))
+        perm.insert(axis, 0)
+        y = P.transpose(y, perm)
     if dtype is not None:
         y = P.convert(y, dtype)
     return (y, step) if retstep else y
@@ -859,14 +884,39 @@ def _take_along_axis(arr, indices, axis=-1):
 def add_at(a: Var, indices, b) -> Var:
     """The value of `a` after np.add.at(a, indices, b): a scatter-add (repeated indices add up)."""
     items = indices if isinstance(indices, tuple) else (indices,)
-    if len(items) != 1 or isinstance(items[0], slice):
-        raise TracingError(f"np.add.at: only one integer index array (on axis 0) is supported{_src()}")
-    idx = _as_indices(items[0], a.shape[0], "axis 0")
-    idx = _from_the_end(idx, a.shape[0])
     v = _v(b) if isinstance(b, (Var, np.ndarray)) else P.const(b, (), a.dtype)
-    target = idx.shape + a.shape[1:]
-    v = P.broadcast_to(P.reshape(P.convert(v, a.dtype), (1,) * (len(target) - v.ndim) + v.shape), target)
-    return P.add(a, P.scatter_add(v, idx, 0, a.shape))
+    v = P.convert(v, a.dtype)
+    leading = a.ndim > 0 and len(items) == 1 and _index_array(items[0])
+    if leading:  # one index array on axis 0
+        idx = _as_indices(items[0], a.shape[0], "axis 0")
+        idx = _from_the_end(idx, a.shape[0])
+        target = idx.shape + a.shape[1:]
+    else:
+        # any index NumPy accepts (ints, slices, several arrays): the flat positions it selects,
+        # from a table of positions indexed like `a`; one scatter-add into the flattened array
+        table = np.arange(a.size, dtype=np.int64).reshape(a.shape)
+        if all(not isinstance(i, Var) for i in items):
+            try:
+                idx = P.const(np.asarray(table[indices if isinstance(indices, tuple) else (indices,)]))
+            except IndexError as e:
+                raise IndexError(f"np.add.at: {e}{_src()}") from None
+        else:
+            idx = _v(_getitem_basic(P.const(table), indices))
+        target = idx.shape
+    try:
+        np.broadcast_shapes(v.shape, target)
+        if v.ndim > len(target) or np.broadcast_shapes(v.shape, target) != target:
+            raise ValueError
+    except ValueError:
+        raise ValueError(
+            f"np.add.at: values of shape {v.shape} do not broadcast to the {target} elements the "
+            f"indices select{_src()}"
+        ) from None
+    v = P.broadcast_to(P.reshape(v, (1,) * (len(target) - v.ndim) + v.shape), target)
+    if leading:
+        return P.add(a, P.scatter_add(v, idx, 0, a.shape))
+    flat = P.scatter_add(P.reshape(v, (idx.size,)), P.reshape(idx, (idx.size,)), 0, (a.size,))
+    return P.add(a, P.reshape(flat, a.shape))
 
 
 FUNCTIONS["take"] = _np_take
@@ -1057,6 +1107,9 @@ def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method
     b = P.gather(s, P.const(hi.reshape(-1)), axis)
     w = P.const(weight.reshape((-1,) + (1,) * (s.ndim - axis - 1)).astype(s.dtype))
     out = P.add(a, P.mul(P.sub(b, a), P.broadcast_to(w, a.shape)))  # (..., len(q), ...)
+    # NumPy: a slice holding a NaN has NaN quantiles; the sort puts NaNs last
+    last = P.broadcast_to(P.gather(s, P.const(np.array([n - 1], np.int64)), axis), out.shape)
+    out = P.where(P.emit(P.isnan_p, last), last, out)
     out = P.reshape(out, s.shape[:axis] + q.shape + s.shape[axis + 1 :])
     if q.ndim:  # NumPy puts the q axes first
         k = q.ndim

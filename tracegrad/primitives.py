@@ -358,6 +358,8 @@ def _float_unary(prim: Primitive, x: Var) -> Var:
 
 # Op constructors: NumPy semantics (promotion, broadcasting) on IR values.
 def add(a: Operand, b: Operand) -> Var:
+    if _result_dtype([a, b]) == np.bool_:  # NumPy: True + True is True (a logical or), not 2
+        return logical(or_p, a, b)
     return _elementwise(add_p, a, b)
 
 

@@ -422,6 +422,38 @@ class Tracer:
 
     def astype(self, dtype, copy=True): return _call(lambda x: P.convert(x, dtype), self)
 
+    # the rest of ndarray's methods, through the NumPy functions of the same names
+    def all(self, axis=None, keepdims=False, **kw): return np.all(self, axis=axis, keepdims=keepdims, **kw)
+    def any(self, axis=None, keepdims=False, **kw): return np.any(self, axis=axis, keepdims=keepdims, **kw)
+    def argmax(self, axis=None, **kw): return np.argmax(self, axis=axis, **kw)
+    def argmin(self, axis=None, **kw): return np.argmin(self, axis=axis, **kw)
+    def argsort(self, axis=-1, kind=None, order=None): return np.argsort(self, axis, kind, order)
+    def argpartition(self, kth, axis=-1, **kw): return np.argpartition(self, kth, axis, **kw)
+    def cumsum(self, axis=None, dtype=None): return np.cumsum(self, axis=axis, dtype=dtype)
+    def cumprod(self, axis=None, dtype=None): return np.cumprod(self, axis=axis, dtype=dtype)
+    def diagonal(self, offset=0, axis1=0, axis2=1): return np.diagonal(self, offset, axis1, axis2)
+    def trace(self, offset=0, axis1=0, axis2=1, dtype=None):
+        return np.trace(self, offset, axis1, axis2, dtype)
+    def repeat(self, repeats, axis=None): return np.repeat(self, repeats, axis)
+    def round(self, decimals=0): return np.round(self, decimals)
+    def take(self, indices, axis=None, **kw): return np.take(self, indices, axis, **kw)
+    def nonzero(self): return np.nonzero(self)
+    def conj(self): return np.conj(self)
+    conjugate = conj
+    real = property(lambda self: np.real(self))
+    imag = property(lambda self: np.imag(self))
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    def sort(self, axis=-1, kind=None, order=None):  # in place, as ndarray.sort
+        self[...] = np.sort(self, axis, kind, order)
+
+    def partition(self, kth, axis=-1, kind="introselect", order=None):  # in place
+        self[...] = np.partition(self, kth, axis, kind, order)
+
+    def fill(self, value):  # in place
+        self[...] = value
+
 
 # NumPy functions that write into their first argument, and the value it then holds
 _WRITES_INTO = {"put_along_axis": put_along_axis}
@@ -580,6 +612,10 @@ _INSTEAD = {
     "nanmax": "np.max(np.where(x != x, -np.inf, x)) (NaN != NaN)",
     "nanmin": "np.min(np.where(x != x, np.inf, x)) (NaN != NaN)",
     "nanprod": "np.prod(np.where(x != x, 1.0, x)) (NaN != NaN)",
+    # as many indices as nonzero elements: a shape that depends on the values
+    "nonzero": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
+    "argwhere": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
+    "flatnonzero": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
 }
 
 
