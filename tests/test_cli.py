@@ -336,7 +336,7 @@ def test_doctor_never_crashes(capsys, monkeypatch):
     def boom(*args):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "_list_cuda_devices", boom)
+    monkeypatch.setattr(cli.doctor, "_list_cuda_devices", boom)
     monkeypatch.setattr(tg, "available_backends", boom)
     monkeypatch.setattr(tg, "cache_info", boom, raising=False)
     status, out, _ = call(capsys, "doctor")
@@ -348,13 +348,13 @@ def test_doctor_never_crashes(capsys, monkeypatch):
 
 
 def test_doctor_reports_a_broken_backend(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_smoke_test", lambda name: "FAILED: RuntimeError: broken")
+    monkeypatch.setattr(cli.doctor, "_smoke_test", lambda name: "FAILED: RuntimeError: broken")
     status, out, _ = call(capsys, "doctor")
     assert status == 1 and "FAILED: RuntimeError: broken" in out
 
 
 def test_cuda_devices_never_raises():
-    devices, why = cli.cuda_devices()
+    devices, why = cli.doctor.cuda_devices()
     assert isinstance(devices, list) and (devices or why)
 
 
@@ -370,10 +370,10 @@ def test_cuda_devices_are_listed(monkeypatch):
 
     monkeypatch.setattr(cuda, "gpus", [Device(0, b"NVIDIA H200", (9, 0)), Device(1, None, ())],
                         raising=False)
-    devices, why = cli.cuda_devices()
+    devices, why = cli.doctor.cuda_devices()
     assert devices == ["0: NVIDIA H200, compute capability 9.0", "1: unnamed device"] and why == ""
     monkeypatch.setattr(cuda, "gpus", [], raising=False)
-    assert cli.cuda_devices() == ([], "numba.cuda found no device")
+    assert cli.doctor.cuda_devices() == ([], "numba.cuda found no device")
 
 
 def test_doctor_shows_the_cache(capsys, monkeypatch):
