@@ -472,7 +472,7 @@ FIRST_CALL = textwrap.dedent(
             "trace and differentiate": longest("tracegrad/api.py", "build"),
             "optimize": longest("tracegrad/passes.py", "optimize"),
             "fusion plan": longest("tracegrad/fusion.py", "plan"),
-            "kernel source, cache lookup, module import": longest("tracegrad/cache.py", "load_module"),
+            "kernel source, cache lookup, module import": longest("tracegrad/runtime/cache.py", "load_module"),
             "numba start-up (context refresh)": longest("numba/core/base.py", "refresh"),
             "numba: load or compile kernels": longest("numba/core/dispatcher.py", "_compile_for_args"),
         }

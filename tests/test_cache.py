@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad import cache
+from tracegrad.runtime import cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad import api, program
+from tracegrad import api
+from tracegrad.runtime import program
 
 # ---- results are arrays of their own
 

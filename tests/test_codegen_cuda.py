@@ -444,7 +444,8 @@ def compile_corpus_for_a_gpu() -> int:
     from numba import types
     from numba.np.numpy_support import from_dtype
 
-    from tracegrad import cache, cuda_kernels
+    from tracegrad import cuda_kernels
+    from tracegrad.runtime import cache
 
     def array(dtype, ndim):
         return types.Array(from_dtype(np.dtype(dtype)), ndim, "A")

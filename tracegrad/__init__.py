@@ -30,7 +30,7 @@ from .api import (
 from .backends import available_backends, default_backend_name
 from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
-from .tiered import wait_compiled
+from .runtime.tiered import wait_compiled
 from .tree_util import (
     register_pytree_node,
     tree_flatten,

@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from . import autodiff, backends, ir, passes, program_cache, progress, tiered
+from . import autodiff, backends, ir, passes
+from .runtime import program_cache, progress, tiered
 from . import primitives as P
 from .capture import Scope, refuse_array_subclass
 from .ir import Graph
-from .program import (
+from .runtime.program import (
     CompiledCall,
     _BoundedDict,
     Signature,
@@ -755,14 +756,14 @@ def make_kernels(fun: Callable, static_argnums=(), backend: str | None = None):
 def cache_info():
     """What the compiled-kernel disk cache holds: its directory, entries and bytes on disk, the
     kernels loaded in this process and the programs held in memory."""
-    from . import cache
+    from .runtime import cache
 
     return cache.info(programs=len(_programs))
 
 
 def clear_cache() -> None:
     """Empty the compiled-kernel cache, on disk and in memory (programs are compiled again)."""
-    from . import cache
+    from .runtime import cache
 
     clear_programs()
     cache.clear()

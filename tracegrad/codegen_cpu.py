@@ -37,7 +37,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import backends, blas_threads, cache, cpu_loops, fusion, ir, passes, progress, render
+from . import backends, cpu_loops, fusion, ir, passes, render
+from .runtime import blas_threads, cache, progress
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from . import backends, config, ir
-from .capture import Captured
-from .ir import Graph
-from .tree import TreeDef, unflatten
+from .. import backends, config, ir
+from ..capture import Captured
+from ..ir import Graph
+from ..tree import TreeDef, unflatten
 
 MAX_PROGRAMS = 512
 # The programs held in memory also keep their constants and the snapshots their guards compare
@@ -131,7 +131,7 @@ def _debug_nans() -> bool:
 
 
 def _nan_report(graph: Graph, arrays: list[np.ndarray]) -> str:
-    from . import interpreter
+    from .. import interpreter
 
     node = interpreter.nan_origin(graph, arrays)
     if node is None:

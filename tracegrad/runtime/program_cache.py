@@ -43,11 +43,11 @@ from typing import Any
 
 import numpy as np
 
-from . import config, ir
-from . import primitives as P
-from .capture import Captured, Path, _Guard, _is_library_module, _ref
-from .ir import Graph, Node, Var
-from .tree import TreeDef
+from .. import config, ir
+from .. import primitives as P
+from ..capture import Captured, Path, _Guard, _is_library_module, _ref
+from ..ir import Graph, Node, Var
+from ..tree import TreeDef
 
 log = logging.getLogger("tracegrad")
 
@@ -238,9 +238,10 @@ def _stored_expected(kind: str, expected: Any) -> Any:
 @functools.lru_cache(maxsize=1)
 def _package_hash() -> str:
     """The source of tracegrad (its version may not change between two edits)."""
-    from . import __version__, cache
+    from .. import __version__
+    from . import cache
 
-    root = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package, not runtime/
     files = []
     for folder, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in ("examples", "__pycache__"))
