@@ -83,7 +83,7 @@ UPWARD: dict[tuple[str, str], str] = {
     # tracegrad.__version__ is defined in the package's __init__ (the public API); the disk
     # caches read it, when they first make a key, into the salt of their entries
     ("tracegrad.runtime.cache", "tracegrad"): "tracegrad.__version__",
-    ("tracegrad.runtime.program_cache", "tracegrad"): "tracegrad.__version__",
+    ("tracegrad.runtime.digests", "tracegrad"): "tracegrad.__version__",
 }
 
 # Module-level import cycles that exist today, as the set of modules on the cycle.

@@ -5,7 +5,8 @@ runtime), below only the public API (api.py) and the command line.
 
 - program.py: `CompiledCall` and the in-memory program store, keyed by (transform, backend,
   argument signature): the one home of the store and its key.
-- program_cache.py: persisted programs, the optimised graph of a call kept on disk.
+- program_cache.py: persisted programs, the optimised graph of a call kept on disk, named by
+  digests.py: digests of code, classes and values that mean the same in every process.
 - tiered.py: a new program answers on the NumPy interpreter while it compiles in the background.
 
 Beside them, the services the code generators and backends call while they build and run
