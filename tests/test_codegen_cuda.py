@@ -121,9 +121,9 @@ def test_numpy_inputs_are_copied_in_once_and_results_out_once(transfers, rng):
 
 
 def _last_program() -> codegen_cuda.CudaProgram:
-    from tracegrad import api
+    from tracegrad.runtime.program import _programs
 
-    return next(p for p in reversed(api._programs.values()) if p.backend == "cuda").run
+    return next(p for p in reversed(_programs.values()) if p.backend == "cuda").run
 
 
 def test_scratch_buffers_are_allocated_once_per_shape(transfers, rng):

@@ -76,7 +76,7 @@ class Signature:
 
 
 def _plain(typed: tuple) -> Any:
-    """One entry of a static key (api._typed: a (type, value) pair, nested for tuples and lists)
+    """One entry of a static key (_typed below: a (type, value) pair, nested for tuples and lists)
     as the value the user passed."""
     kind, value = typed
     return tuple(_plain(v) for v in value) if kind in (tuple, list) else value
@@ -342,3 +342,37 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
         return outs[0] if single else unflatten(tree, outs)
 
     return call
+
+
+class _Instance:
+    """A static `self` in a cache key: by identity, without keeping the object alive (its
+    attributes are guarded, so an object that reuses the id finds a program that is current)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, obj: Any):
+        self.id = id(obj)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Instance and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(("instance", self.id))
+
+    def __repr__(self) -> str:
+        return f"<object at {self.id:#x}>"
+
+
+def static_key(static: tuple, static_self: bool = False) -> tuple:
+    """Static arguments with their types: `2` and `2.0` are equal and hash alike, but a program
+    traced with one computes in another dtype than with the other. A method's static `self`
+    (static_self) is keyed by its type and identity."""
+    if static_self:
+        return ((type(static[0]), _Instance(static[0])), *(_typed(s) for s in static[1:]))
+    return tuple(_typed(s) for s in static)
+
+
+def _typed(value: Any) -> Any:
+    if type(value) in (tuple, list):
+        return (type(value), tuple(_typed(v) for v in value))
+    return (type(value), value)
