@@ -259,7 +259,7 @@ def test_the_checker_sees_imports():
     assert stage("tracegrad.runtime.program") > stage("tracegrad.codegen_cpu")
 
 
-@pytest.mark.parametrize("package", ["calls", "cli", "runtime", "transforms"])
+@pytest.mark.parametrize("package", ["calls", "cli", "runtime", "tracing", "transforms"])
 def test_each_subpackage_says_where_it_stands(package):
     """A subpackage's docstring names its place in the pipeline."""
     doc = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text()))

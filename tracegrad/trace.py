@@ -20,7 +20,8 @@ import numpy as np
 
 from . import ir
 from . import primitives as P
-from .capture import Scope, check_random_sources, refuse_array_subclass, snapshot_random_sources
+from .tracing.reads import check_random_sources, refuse_array_subclass, snapshot_random_sources
+from .tracing.scope import Scope
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
 from .numpy_api import (
@@ -508,7 +509,7 @@ def operand(x: Any, builder: Builder):
 
 def _hidden_input(x: np.ndarray, builder: Builder) -> Var | None:
     """An array the function read from outside its arguments (a global, a closure variable...):
-    an input of the top-level graph, read afresh on every call (see capture.py), or None when
+    an input of the top-level graph, read afresh on every call (see tracing/scope.py), or None when
     `x` is not such an array (it is then a constant)."""
     root = builder
     while root.parent is not None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..capture import refuse_array_subclass
+from ..tracing.reads import refuse_array_subclass
 from ..runtime.program import aval, is_device_array
 from ..tree import TreeDef, leaf_paths
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import autodiff, backends, ir, passes
 from .. import primitives as P
-from ..capture import Scope
+from ..tracing.scope import Scope
 from ..ir import Graph
 from ..runtime import program_cache, progress, tiered
 from ..runtime.program import (
@@ -52,7 +52,7 @@ _guard_retraces: _BoundedDict = _BoundedDict()
 def spec_of(fun: Callable) -> Any:
     """What identifies a function in the program store. A Python function is identified by its
     code, not by the function object: the values it reads from outside (closure, globals,
-    defaults) are guarded or passed as hidden inputs (capture.py), so lambdas made afresh in a
+    defaults) are guarded or passed as hidden inputs (tracing/scope.py), so lambdas made afresh in a
     loop share one program, and the store keeps no user function (nor its closure) alive."""
     if isinstance(fun, Transformed):
         return fun.spec
@@ -83,7 +83,7 @@ def name_of(fun: Callable) -> str:
 class Transformed:
     """A function under a transform. Call it like the original function."""
 
-    _capture_children = ("fun",)  # what the capture walk follows (see capture.py)
+    _capture_children = ("fun",)  # what the capture walk follows (see tracing/scope.py)
     # Set on the variants made for methods (`_method`): `self` is argument 0 and argnums count
     # after it (_self_shift = 1); a `self` that is not a pytree is static, keyed by identity.
     _self_shift = 0
@@ -148,7 +148,7 @@ class Transformed:
         comes first and argnums/static_argnums count the arguments after it (`@tg.grad` on
         `def loss(self, w)` differentiates `w`). A `self` that is a pytree (a registered class,
         a namedtuple, a dataclass) is traced and not differentiated; any other `self` is a static
-        argument keyed by identity, whose attributes are read at call time (capture.py). Made
+        argument keyed by identity, whose attributes are read at call time (tracing/scope.py). Made
         once per transform and kind of `self`; a transform of a transform shifts all the way in."""
         methods = self.__dict__.setdefault("_methods", {})
         variant = methods.get(pytree_self)
@@ -461,7 +461,7 @@ class _Bound:
     the cached-call path of a static `self` (see Transformed._remember_fast_call)."""
 
     __slots__ = ("method", "obj")
-    _capture_children = ("method", "obj")  # what the capture walk follows (see capture.py)
+    _capture_children = ("method", "obj")  # what the capture walk follows (see tracing/scope.py)
 
     def __init__(self, method: Transformed, obj: Any):
         self.method, self.obj = method, obj

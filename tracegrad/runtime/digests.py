@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..capture import _is_library_module
+from ..tracing.reads import is_library_module
 from ..tree import TreeDef
 
 
@@ -65,11 +65,11 @@ def _qualified(obj: Any) -> tuple[str, str]:
 
 
 def _class_digest(cls: type) -> str:
-    if _is_library_module(cls.__module__):
+    if is_library_module(cls.__module__):
         return hash_parts("type", *_qualified(cls))
     members = []
     for c in cls.__mro__:
-        if _is_library_module(c.__module__):
+        if is_library_module(c.__module__):
             members.append(("base", *_qualified(c)))
             continue
         for name, value in sorted(vars(c).items()):
@@ -100,12 +100,12 @@ def _identity_digest(obj: Any) -> str:
     if isinstance(obj, type):
         return _class_digest(obj)
     if isinstance(obj, types.FunctionType):
-        if _is_library_module(obj.__module__):
+        if is_library_module(obj.__module__):
             return hash_parts("library function", *_qualified(obj))
         return _function_digest(obj, 0)
     if isinstance(obj, (types.BuiltinFunctionType, np.ufunc)) or callable(obj):
         module = getattr(obj, "__module__", None) or getattr(type(obj), "__module__", None)
-        if _is_library_module(module):
+        if is_library_module(module):
             return hash_parts(
                 "library callable",
                 module,
@@ -130,7 +130,7 @@ def _function_digest(fun: types.FunctionType, depth: int) -> str:
         except ValueError:  # an empty cell
             parts.append(("empty",))
             continue
-        if isinstance(value, types.FunctionType) and not _is_library_module(value.__module__):
+        if isinstance(value, types.FunctionType) and not is_library_module(value.__module__):
             parts.append(("function", _function_digest(value, depth + 1)))
         else:
             parts.append(value_text(value))
@@ -171,7 +171,7 @@ def guard_digest(kind: str, expected: Any) -> str:
 
 
 def expected_of(kind: str, value: Any) -> Any:
-    """What a guard of `kind` expects, made from the value found now (capture._refreshed)."""
+    """What a guard of `kind` expects, made from the value found now (tracing.scope._refreshed)."""
     if kind == "value":
         return value
     if kind == "identity":

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import backends, config, ir
-from ..capture import Captured
+from ..tracing.guards import Captured
 from ..ir import Graph
 from ..tree import TreeDef, unflatten
 
@@ -94,7 +94,7 @@ class CompiledCall:
     backend: str
     # (name, hook) for the last outputs of `run`: cotangents that hooks observe (tg.tap)
     hooks: list[tuple[str, Callable]]
-    # what the traced function read from outside its arguments (see capture.py)
+    # what the traced function read from outside its arguments (see tracing/scope.py)
     captured: Captured = field(default_factory=lambda: Captured([], []))
 
     def __post_init__(self):

@@ -9,7 +9,7 @@ When an entry may be used. Its file name starts with a hash of everything known 
 the transform and its options, the code of the transformed function (bytecode, constants, names,
 file and line table), the argument signature (tree, shapes, dtypes, static arguments), the
 backend and its variant, and the versions of tracegrad (the hash of its source), NumPy and
-Python. The entry then lists the guards of the program (capture.py): every value the function
+Python. The entry then lists the guards of the program (tracing/guards.py): every value the function
 can reach by name, each recorded with a digest that does not depend on the process (code objects
 by their contents, user classes by their methods' code, modules and library functions by name,
 numbers and strings by value, arrays read while tracing by their bytes, hidden-input arrays by
@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import config, ir
 from .. import primitives as P
-from ..capture import Captured, Path, _Guard, _ref
+from ..tracing.guards import Captured, Guard, Path, ref
 from ..ir import Graph, Node, Var
 from ..tree import TreeDef
 from .digests import (
@@ -303,10 +303,10 @@ def _match(entry: tuple, fun: Any, static: tuple) -> tuple[Graph, TreeDef, Captu
         except Exception:
             return None
         if kind == "identity":
-            expected = _ref(value)
+            expected = ref(value)
         elif kind == "content":
             expected = np.array(value, copy=True)
-        made.append(_Guard(path, kind, expected))
+        made.append(Guard(path, kind, expected))
     captured = Captured(made, readers)
     if captured.read(fun, static) is None:
         return None

@@ -52,7 +52,7 @@ class custom_jvp:
     tangents. Reverse mode (grad, vjp, hessian...) uses the rule's transpose.
     """
 
-    _capture_children = ("fun", "jvp")  # what the capture walk follows (see capture.py)
+    _capture_children = ("fun", "jvp")  # what the capture walk follows (see tracing/scope.py)
 
     def __init__(self, fun: Callable):
         if not callable(fun):

@@ -55,7 +55,7 @@ class checkpoint:
     Arguments at `static_argnums` are passed as they are (not traced).
     """
 
-    _capture_children = ("fun",)  # what the capture walk follows (see capture.py)
+    _capture_children = ("fun",)  # what the capture walk follows (see tracing/scope.py)
 
     def __init__(self, fun: Callable, static_argnums: int | Sequence[int] = ()):
         if not callable(fun):
