@@ -19,7 +19,8 @@ import numpy as np
 from . import ir
 from . import primitives as P
 from .ir import Graph, Var
-from .trace import Tracer, _lift, to_var, trace, user_source
+from .trace import Tracer, _lift, to_var, trace
+from .tracing.source import user_source
 from .transforms import loops
 from .tree import flatten, leaf_paths, unflatten
 

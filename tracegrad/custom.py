@@ -24,7 +24,8 @@ import numpy as np
 from . import ir
 from . import primitives as P
 from .errors import TracingError
-from .trace import Tracer, inline_graph, to_var, trace, user_source
+from .trace import Tracer, inline_graph, to_var, trace
+from .tracing.source import user_source
 from .tree import TreeDef, flatten, path_step, unflatten
 
 

@@ -22,5 +22,8 @@ checks on every call:
 The guard of a program is generated as one small Python function, so a call pays a few dictionary
 
 - scope.py: the walk and the `Scope` it records; reads.py: library modules, random generators
-  and array subclasses; guards.py: paths, guards and a program's `Captured` check.
+  and array subclasses; guards.py: paths, guards and a program's `Captured` check;
+- source.py: the user's line (the IR's source comments, errors); messages.py: what tracing says
+  when a traced value is asked for something a trace cannot give (`Unknowable`, a base of
+  `Tracer`), or a function has no traced version.
 """

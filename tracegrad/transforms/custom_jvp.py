@@ -26,7 +26,8 @@ from ..autodiff import adjoint
 from ..custom import positional
 from ..errors import TracingError
 from ..ir import Graph
-from ..trace import Tracer, _lift, to_var, trace, user_source
+from ..trace import Tracer, _lift, to_var, trace
+from ..tracing.source import user_source
 from ..tree import TreeDef, flatten, unflatten
 
 

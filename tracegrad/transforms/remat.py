@@ -23,7 +23,8 @@ from .. import primitives as P
 from ..autodiff import adjoint
 from ..errors import TracingError
 from ..ir import Graph, Var
-from ..trace import Tracer, _lift, to_var, trace, user_source
+from ..trace import Tracer, _lift, to_var, trace
+from ..tracing.source import user_source
 from ..tree import flatten, unflatten
 
 
