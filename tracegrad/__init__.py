@@ -31,6 +31,7 @@ from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
 from .runtime.program import clear_programs
 from .runtime.tiered import wait_compiled
+from .transforms import loops  # noqa: F401  (loop, while and cond join the primitive table)
 from .tree_util import (
     register_pytree_node,
     tree_flatten,
