@@ -40,7 +40,8 @@ from ..runtime.program import (
 )
 from ..trace import CallArgs, Tracer, inline_graph, trace
 from ..transforms import forward, rolling
-from ..tree import LEAF, TreeDef, flatten, is_user_node_type, replace_leaves, tuple_of, unflatten
+from ..tree import LEAF, TreeDef, flatten, replace_leaves, tuple_of, unflatten
+from ..tree_nodes import is_user_node_type
 from .arguments import as_array, check_argnums, int_tuple, leaf_names
 
 GUARD_RETRACE_WARNING = 8  # traces caused by changed captured values before a warning
