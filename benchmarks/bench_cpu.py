@@ -469,10 +469,10 @@ FIRST_CALL = textwrap.dedent(
             return max([v[3] for (f, _, n), v in stats.items() if f.endswith(path) and n == name] or [0.0])
         parts = {
             "numba import": longest("tracegrad/codegen_cpu.py", "available"),
-            "trace and differentiate": longest("tracegrad/api.py", "build"),
+            "trace and differentiate": longest("tracegrad/calls/transformed.py", "build"),
             "optimize": longest("tracegrad/passes.py", "optimize"),
-            "fusion plan": longest("tracegrad/fusion.py", "plan"),
-            "kernel source, cache lookup, module import": longest("tracegrad/cache.py", "load_module"),
+            "fusion plan": longest("tracegrad/fusion/__init__.py", "plan"),
+            "kernel source, cache lookup, module import": longest("tracegrad/runtime/cache.py", "load_module"),
             "numba start-up (context refresh)": longest("numba/core/base.py", "refresh"),
             "numba: load or compile kernels": longest("numba/core/dispatcher.py", "_compile_for_args"),
         }

@@ -183,7 +183,7 @@ def main(argv=None) -> int:
 
 def _forget_programs() -> None:
     """Each program's functions are new: drop what the store keeps of the last one."""
-    from tracegrad import program
+    from tracegrad.runtime import program
 
     program.clear_programs()
     counts = getattr(program, "_trace_counts", None)  # per-function bookkeeping, where kept

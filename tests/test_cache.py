@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad import cache
+from tracegrad.runtime import cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -113,12 +113,12 @@ CHILD = textwrap.dedent(
     import numpy as np
     t0 = time.perf_counter()
     import tracegrad as tg
-    from tracegrad import api
+    from tracegrad.runtime.program import _programs
     def f(x):
         return np.sum(np.cos(x) * x)
     g = tg.grad(f, backend="cpu")
     out = g(np.ones(3))
-    program = next(iter(api._programs.values())).run
+    program = next(iter(_programs.values())).run
     hits = misses = 0
     for call in program.calls.values():
         hits += sum(call.module.kernel.stats.cache_hits.values())

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from helpers import build
-from tracegrad import cache, codegen_cpu, passes
+from tracegrad import codegen_cpu, passes
+from tracegrad.runtime import cache
 from tracegrad import primitives as P
 
 F64 = np.dtype(np.float64)

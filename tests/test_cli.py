@@ -336,7 +336,7 @@ def test_doctor_never_crashes(capsys, monkeypatch):
     def boom(*args):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "_list_cuda_devices", boom)
+    monkeypatch.setattr(cli.doctor, "_list_cuda_devices", boom)
     monkeypatch.setattr(tg, "available_backends", boom)
     monkeypatch.setattr(tg, "cache_info", boom, raising=False)
     status, out, _ = call(capsys, "doctor")
@@ -348,13 +348,13 @@ def test_doctor_never_crashes(capsys, monkeypatch):
 
 
 def test_doctor_reports_a_broken_backend(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_smoke_test", lambda name: "FAILED: RuntimeError: broken")
+    monkeypatch.setattr(cli.doctor, "_smoke_test", lambda name: "FAILED: RuntimeError: broken")
     status, out, _ = call(capsys, "doctor")
     assert status == 1 and "FAILED: RuntimeError: broken" in out
 
 
 def test_cuda_devices_never_raises():
-    devices, why = cli.cuda_devices()
+    devices, why = cli.doctor.cuda_devices()
     assert isinstance(devices, list) and (devices or why)
 
 
@@ -370,10 +370,10 @@ def test_cuda_devices_are_listed(monkeypatch):
 
     monkeypatch.setattr(cuda, "gpus", [Device(0, b"NVIDIA H200", (9, 0)), Device(1, None, ())],
                         raising=False)
-    devices, why = cli.cuda_devices()
+    devices, why = cli.doctor.cuda_devices()
     assert devices == ["0: NVIDIA H200, compute capability 9.0", "1: unnamed device"] and why == ""
     monkeypatch.setattr(cuda, "gpus", [], raising=False)
-    assert cli.cuda_devices() == ([], "numba.cuda found no device")
+    assert cli.doctor.cuda_devices() == ([], "numba.cuda found no device")
 
 
 def test_doctor_shows_the_cache(capsys, monkeypatch):
@@ -413,7 +413,7 @@ def test_cache_with_the_real_disk_cache(capsys):
 @pytest.fixture
 def fresh_disk_cache(tmp_path, monkeypatch):
     """An empty disk cache folder, and a function whose kernels no earlier test compiled."""
-    cache = pytest.importorskip("tracegrad.cache")
+    cache = pytest.importorskip("tracegrad.runtime.cache")
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "tgcache"))
     scale = 1.0 + int.from_bytes(tmp_path.name.encode()[-4:], "little") / 2**40  # unique source
     return cache, lambda x: np.sum(np.sin(x) * scale)
@@ -461,7 +461,7 @@ def test_cache_list_describes_a_cuda_program(capsys, fresh_disk_cache):
 
 
 def test_cache_list_with_the_cache_off(capsys, monkeypatch):
-    pytest.importorskip("tracegrad.cache")
+    pytest.importorskip("tracegrad.runtime.cache")
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", "off")
     status, out, _ = call(capsys, "cache", "list")
     assert status == 0 and "the disk cache is off" in out

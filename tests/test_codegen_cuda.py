@@ -121,9 +121,9 @@ def test_numpy_inputs_are_copied_in_once_and_results_out_once(transfers, rng):
 
 
 def _last_program() -> codegen_cuda.CudaProgram:
-    from tracegrad import api
+    from tracegrad.runtime.program import _programs
 
-    return next(p for p in reversed(api._programs.values()) if p.backend == "cuda").run
+    return next(p for p in reversed(_programs.values()) if p.backend == "cuda").run
 
 
 def test_scratch_buffers_are_allocated_once_per_shape(transfers, rng):
@@ -444,7 +444,8 @@ def compile_corpus_for_a_gpu() -> int:
     from numba import types
     from numba.np.numpy_support import from_dtype
 
-    from tracegrad import cache, cuda_kernels
+    from tracegrad import cuda_kernels
+    from tracegrad.runtime import cache
 
     def array(dtype, ndim):
         return types.Array(from_dtype(np.dtype(dtype)), ndim, "A")

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad import tiered
+from tracegrad.runtime import tiered
 from tracegrad.backends import get_backend
 from tracegrad.errors import BackendError
-from tracegrad.program import _programs
+from tracegrad.runtime.program import _programs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -445,7 +445,7 @@ def test_thin_mlp_matrix_vector_products_are_fused_sums(backend, rng):
 
 
 def test_small_products_run_on_one_blas_thread(rng):
-    from tracegrad import blas_threads
+    from tracegrad.runtime import blas_threads
 
     a, b = rng.standard_normal((33, 7)), rng.standard_normal((7, 5))
     single = blas_threads.single_threaded()
@@ -484,7 +484,7 @@ def test_same_function_under_two_names_is_never_stale(persisted):
 
 
 def test_entries_per_function_are_bounded(persisted, monkeypatch):
-    from tracegrad import program_cache
+    from tracegrad.runtime import program_cache
 
     monkeypatch.setattr(program_cache, "PER_KEY", 2)
     ns = {"np": np, "K": 0.0}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.transforms import loops
+from tracegrad.transforms import scan
 
 TOL = {np.float64: 1e-9, np.float32: 2e-4}
 
@@ -293,7 +293,7 @@ def test_jvp_and_linearize_of_scan(backend):
 
 def test_forward_and_reverse_scan_share_one_forward_pass():
     graph = tg.make_ir(tg.grad(lambda x: scan_model(x, 0.8)))(np.ones(3))
-    scans = [n for n in graph.nodes if n.prim is loops.scan_p]
+    scans = [n for n in graph.nodes if n.prim is scan.scan_p]
     assert len(scans) == 2  # the saving forward scan (the primal is a slice of it), the reverse
     assert sorted(n.params["reverse"] for n in scans) == [False, True]
 

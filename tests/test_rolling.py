@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad import progress
-from tracegrad.transforms import loops, rolling
+from tracegrad.runtime import progress
+from tracegrad.transforms import rolling, scan
 
 
 def scans(fun, *args):
-    return [n for n in tg.make_ir(fun)(*args).nodes if n.prim is loops.scan_p]
+    return [n for n in tg.make_ir(fun)(*args).nodes if n.prim is scan.scan_p]
 
 
 def unrolled(fun, *args, monkeypatch):
@@ -88,7 +88,7 @@ def nested(x):
 def test_nested_loops_roll_from_the_inside_out(monkeypatch):
     x = np.linspace(-1, 1, 4)
     (outer,) = scans(nested, x)
-    assert any(n.prim is loops.scan_p for n in outer.params["body"].nodes)
+    assert any(n.prim is scan.scan_p for n in outer.params["body"].nodes)
     np.testing.assert_allclose(tg.grad(nested, backend="numpy")(x),
                                unrolled(tg.grad(nested, backend="numpy"), x,
                                         monkeypatch=monkeypatch), rtol=1e-12)

@@ -16,7 +16,6 @@ from .api import (
     Transformed,
     cache_info,
     clear_cache,
-    clear_programs,
     grad,
     hessian,
     jacobian,
@@ -30,7 +29,9 @@ from .api import (
 from .backends import available_backends, default_backend_name
 from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
-from .tiered import wait_compiled
+from .runtime.program import clear_programs
+from .runtime.tiered import wait_compiled
+from .transforms import loops  # noqa: F401  (loop, while and cond join the primitive table)
 from .tree_util import (
     register_pytree_node,
     tree_flatten,

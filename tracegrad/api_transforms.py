@@ -1,6 +1,6 @@
 """The public transforms beyond reverse mode: vmap, jvp, linearize, vjp, jacfwd, jacrev, hvp.
 
-Each is a `Transformed` (api.py) whose `build` derives its graph with the graph-to-graph
+Each is a `Transformed` (calls/transformed.py) whose `build` derives its graph with the graph-to-graph
 transforms of tracegrad/transforms: called on arrays it compiles and caches a program per
 argument signature, called on tracers it inlines its graph into the enclosing trace, so every
 transform composes with every other (`vmap(grad(f))`, `jacfwd(jacrev(f))`, `grad` of a function
@@ -16,12 +16,13 @@ import numpy as np
 
 from . import ir, passes
 from . import primitives as P
-from .api import Transformed, _name_of, hessian, jacobian
+from .api import hessian, jacobian
 from .api import grad as _grad
 from .ir import Graph, Var
 from .trace import trace
 from .transforms import batching, forward, partial_eval
 from .autodiff import adjoint
+from .calls.transformed import Transformed, name_of
 from .tree import LEAF, TreeDef, broadcast_prefix, flatten, tuple_of
 
 jacrev = jacobian  # JAX's name for reverse-mode jacobians
@@ -55,7 +56,7 @@ class _Composite(Transformed):
             return out_tree, None
         if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
             raise TypeError(
-                f"{_name_of(self)} has has_aux=True, so the function must return a pair "
+                f"{name_of(self)} has has_aux=True, so the function must return a pair "
                 f"(output, aux); it returned {out_tree}"
             )
         return out_tree.children[0], out_tree.children[1]
@@ -131,7 +132,7 @@ class Vmapped(_Composite):
             self.options = (_axes_key(self.in_axes), self.options[1])
 
     def build(self, avals, treedef, static, positions, scope=None):
-        name = _name_of(self)
+        name = name_of(self)
         n_args = len(positions)  # keyword arguments, if any: a dict after them, mapped on axis 0
         in_axes = self.in_axes
         if type(in_axes) is list:
@@ -207,7 +208,7 @@ class _Jvp(_Composite):
         fgraph, out_tree, captures, n = self._trace_primal(avals, treedef, n_args, scope)
         primal_tree = TreeDef("tuple", treedef.children[:n_args])
         tangent_tree = TreeDef("tuple", treedef.children[n_args:])
-        _check_like("tangents", _name_of(self), tangent_tree, primal_tree, avals[n : 2 * n], avals[:n])
+        _check_like("tangents", name_of(self), tangent_tree, primal_tree, avals[n : 2 * n], avals[:n])
         value_tree, aux_tree = self._value_and_aux(out_tree)
         n_value = value_tree.num_leaves
         wrt = _float_positions(fgraph, n)
@@ -316,7 +317,7 @@ class _Staged(_Composite):
             for (s, d), v in zip(res_avals, split.unknown.inputs[:n_res], strict=False)
         ):
             raise ValueError(
-                f"{_name_of(self)}: the residuals do not belong to this function and these "
+                f"{name_of(self)}: the residuals do not belong to this function and these "
                 "primals; call the function returned with the arguments it was made for"
             )
         inputs = list(fgraph.inputs[:n]) + list(split.unknown.inputs) + list(fgraph.inputs[n:])
@@ -330,7 +331,7 @@ class _Linearize(_Staged):
         if apply:
             tree = TreeDef("tuple", treedef.children[n_args + 1 :])
             r = treedef.children[n_args].num_leaves
-            _check_like("tangents", _name_of(self), tree, primal_tree, avals[n + r :], avals[:n])
+            _check_like("tangents", name_of(self), tree, primal_tree, avals[n + r :], avals[:n])
         return primal_tree, avals[:n]
 
     def _derive(self, fgraph, n, seed_avals, n_value):
@@ -353,7 +354,7 @@ class _Vjp(_Staged):
         if apply:
             tree = treedef.children[n_args + 1]
             r = treedef.children[n_args].num_leaves
-            _check_like("cotangents", _name_of(self), tree, value_tree, avals[n + r :], value_avals)
+            _check_like("cotangents", name_of(self), tree, value_tree, avals[n + r :], value_avals)
         return value_tree, value_avals
 
     def _derive(self, fgraph, n, seed_avals, n_value):

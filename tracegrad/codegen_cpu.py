@@ -37,7 +37,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import backends, blas_threads, cache, cpu_loops, donation, fusion, ir, passes, progress, render, scalars
+from . import backends, cpu_loops, fusion, ir, passes, render
+from .fusion import donation, scalars
+from .runtime import blas_threads, cache, progress
 from . import primitives as P
 from .fusion import (
     Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
@@ -158,7 +160,7 @@ class _KernelWriter:
         bufs = [op.buffer for op in loop.ops if isinstance(op, Load)]
         bufs += [s.buffer for s in loop.stores] + [red.buffer for red in loop.reductions]
         bufs += [scan.buffer for scan in loop.scans]
-        self.arrays = fusion._unique(bufs)
+        self.arrays = fusion.unique(bufs)
         self.arg = {id(b): f"b{k}" for k, b in enumerate(self.arrays)}
         self.header = Lines()
         if self.r:

@@ -29,7 +29,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import cache, config, fusion, ir, passes, progress, render
+from . import config, fusion, ir, passes, render
+from .runtime import cache, progress
 from . import cuda_device as dev
 from . import primitives as P
 from .cuda_kernels import DEVICE_FUNCTIONS, Kernels, LoopWriter, library_source, matmul_kernel

@@ -19,8 +19,10 @@ import numpy as np
 from . import ir
 from . import primitives as P
 from .ir import Graph, Var
-from .trace import Tracer, _lift, to_var, trace, user_source
-from .transforms import loops
+from .trace import Tracer, _lift, to_var, trace
+from .tracing.source import user_source
+from .transforms import loops, packing
+from .transforms import scan as scans
 from .tree import flatten, leaf_paths, unflatten
 
 __all__ = ["cond", "fori_loop", "scan", "while_loop"]
@@ -112,7 +114,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
     y_tree = _second_child(traced.out_tree)
     with ir.source_location(user_source()):
         consts = traced.capture_vars(builder)
-        results = loops.scan(consts, init_vars, x_vars, body=graph, length=length,
+        results = scans.scan(consts, init_vars, x_vars, body=graph, length=length,
                              reverse=reverse)
     assert len(consts) == n_consts
     carry = unflatten(init_tree, _wrap(results[:n_carry], builder))
@@ -227,7 +229,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
             dict(cond=pred.graph, body=step.graph, n_cond_consts=len(cc), n_body_consts=len(bc)),
             ir.current_source(),
         )
-        results = loops.unpack(packed, _avals_of(init_vars))
+        results = packing.unpack(packed, _avals_of(init_vars))
     return unflatten(tree, _wrap(results, builder))
 
 

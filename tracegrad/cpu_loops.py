@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import cache
+from .runtime import cache
 from .fusion import FusedLoop
 
 
@@ -63,7 +63,7 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
         "# A tracegrad scan driver: the loop over the steps of a scan, calling the body's kernels.",
         "import numpy as np",
         "from numba import njit",
-        "from tracegrad import cache as _cache",
+        "from tracegrad.runtime import cache as _cache",
         "",
     ]
     for j, call in enumerate(calls):

@@ -24,14 +24,15 @@ import numpy as np
 from . import ir
 from . import primitives as P
 from .errors import TracingError
-from .trace import Tracer, inline_graph, to_var, trace, user_source
+from .trace import Tracer, inline_graph, to_var, trace
+from .tracing.source import user_source
 from .tree import TreeDef, flatten, path_step, unflatten
 
 
 class custom_vjp:
     """Decorator: give `fun` a hand-written reverse-mode rule with `defvjp(fwd, bwd)`."""
 
-    _capture_children = ("fun", "fwd", "bwd")  # what the capture walk follows (see capture.py)
+    _capture_children = ("fun", "fwd", "bwd")  # what the capture walk follows (see tracing/scope.py)
 
     def __init__(self, fun: Callable):
         functools.update_wrapper(self, fun)

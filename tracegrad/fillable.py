@@ -29,7 +29,8 @@ import numpy as np
 
 from . import ir
 from .errors import TracingError
-from .trace import Tracer, _call, _user_line, _writes_into_subscript
+from .trace import Tracer, _call
+from .tracing.source import user_line, writes_into_subscript
 
 _INTERNAL = (
     os.path.dirname(os.path.abspath(__file__)),
@@ -89,7 +90,7 @@ class Fillable(np.ndarray):
         if root is not None and np.ndarray.__getattribute__(root, "_tg_tracer") is not None:
             raise TracingError(
                 "this array is a view (a slice, a reshape, a transpose) of an array that a traced "
-                f"value was written into after the view was taken{_user_line()}\nThe view would "
+                f"value was written into after the view was taken{user_line()}\nThe view would "
                 "show the old contents. Take the view after the write (or index the array itself)."
             )
         return self.view(np.ndarray)
@@ -102,7 +103,7 @@ class Fillable(np.ndarray):
         if np.ndarray.__getattribute__(self, "_tg_root") is not None:
             raise TracingError(
                 "a traced value cannot be written into a view (a slice, a reshape, a transpose) "
-                f"of an array made with np.zeros, np.ones, ...{_user_line()}\nWrite into the "
+                f"of an array made with np.zeros, np.ones, ...{user_line()}\nWrite into the "
                 "array itself: y[i, 1:] = v rather than row = y[i]; row[1:] = v."
             )
         if ir.active_builder() is None:
@@ -112,7 +113,7 @@ class Fillable(np.ndarray):
             )
         if self.dtype.kind not in "biuf":
             raise TypeError(
-                f"cannot write a traced value into an array of dtype {self.dtype}{_user_line()}"
+                f"cannot write a traced value into an array of dtype {self.dtype}{user_line()}"
             )
         data = self.view(np.ndarray).copy()
         tracer = _call(lambda: _const(data))
@@ -160,19 +161,19 @@ class Fillable(np.ndarray):
         ):
             raise TracingError(
                 f"np.{name}.{method} with out= is not supported on arrays that hold traced "
-                f"values{_user_line()}\nWrite the result as y = np.{name}(...) instead."
+                f"values{user_line()}\nWrite the result as y = np.{name}(...) instead."
             )
         if (
             np.ndarray.__getattribute__(self, "_tg_root") is not None
             and np.ndarray.__getattribute__(self, "_tg_tracer") is None
-            and _writes_into_subscript()
+            and writes_into_subscript()
         ):
             # y[1:3] += v: Python writes the result back with y[1:3] = result, next
             return getattr(self._tg_promote_copy(), _IN_PLACE[name])(_traced_form(inputs[1]))
         tracer = self._tg_promote()
         updated = getattr(tracer, _IN_PLACE[name])(_traced_form(inputs[1]))
         if updated is NotImplemented:
-            raise TracingError(f"np.{name} cannot update this array in place{_user_line()}")
+            raise TracingError(f"np.{name} cannot update this array in place{user_line()}")
         return self
 
     def __array_function__(self, func, types, args, kwargs):
@@ -382,5 +383,5 @@ def _refuse_traced_shape(name: str):
         )
     raise TracingError(
         f"np.{name} cannot take a traced value: the result's shape would depend on it"
-        f"{_user_line()}\n{hint}"
+        f"{user_line()}\n{hint}"
     )

@@ -362,7 +362,7 @@ class Builder:
         self.nodes: list[Node] = []
         self.captures: list[tuple[Any, Var]] = []  # (value of an outer builder, inner input)
         self._captured: dict[int, Var] = {}
-        # a top-level trace: what the function reads from outside (capture.Scope), and the
+        # a top-level trace: what the function reads from outside (tracing.scope.Scope), and the
         # inputs that stand for the arrays among it
         self.scope: Any = None
         self.hidden_vars: list[Var] = []

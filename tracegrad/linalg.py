@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import blas_threads, ir
+from . import ir
+from .runtime import blas_threads
 from . import primitives as P
 from .errors import TracingError
 from .ir import Var

@@ -8,11 +8,6 @@ ordinary values just runs; `bool()` of a traced value raises a `TracingError`.
 
 from __future__ import annotations
 
-import ast
-import linecache
-import math
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +15,10 @@ import numpy as np
 
 from . import ir
 from . import primitives as P
-from .capture import Scope, check_random_sources, refuse_array_subclass, snapshot_random_sources
+from .tracing.reads import check_random_sources, refuse_array_subclass, snapshot_random_sources
+from .tracing.messages import Unknowable, function_name, unsupported
+from .tracing.scope import Scope
+from .tracing.source import user_line, user_source
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
 from .numpy_api import (
@@ -29,76 +27,8 @@ from .numpy_api import (
 from .numpy_arrays import add_at, put_along_axis, set_regions
 from .tree import TreeDef, flatten, unflatten
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 
-
-def user_frame():
-    """The innermost stack frame outside tracegrad and NumPy: the user's line."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith((_PACKAGE_DIR, _NUMPY_DIR)):
-            return frame
-        frame = frame.f_back
-    return None
-
-
-def user_source() -> str | None:
-    frame = user_frame()
-    if frame is None:
-        return None
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-
-
-def _user_ast() -> ast.Module | None:
-    """The user's current line, parsed (None when there is none, or it is not a whole statement)."""
-    frame = user_frame()
-    if frame is None:
-        return None
-    try:
-        return ast.parse(linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip())
-    except SyntaxError:
-        return None
-
-
-def _writes_into_subscript() -> bool:
-    """Whether the user's current line assigns to a subscript (`y[i] = ...`, `y[i] += ...`)."""
-    tree = _user_ast()
-    statement = tree.body[0] if tree is not None and tree.body else None
-    if not isinstance(statement, (ast.Assign, ast.AugAssign)):
-        return False
-    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-    return any(isinstance(t, ast.Subscript) for t in targets)
-
-
-def _line_has(node_type: type) -> bool:
-    """Whether the user's current line contains a node of this kind (a subscript...)."""
-    tree = _user_ast()
-    return tree is not None and any(isinstance(n, node_type) for n in ast.walk(tree))
-
-
-def _line_calls(names: tuple[str, ...]) -> bool:
-    """Whether the user's current line calls a function with one of these names (np.array...)."""
-    tree = _user_ast()
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Call):
-            f = node.func
-            if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) in names:
-                return True
-    return False
-
-
-def _user_line() -> str:
-    frame = user_frame()
-    if frame is None:
-        return ""
-    code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
-    return f"\n  at {where}" + (f": {code}" if code else "")
-
-
-class Tracer:
+class Tracer(Unknowable):
     """A traced array: shape and dtype are known, the values are not.
 
     Writes (`y[0] = a`, `y[1:] += b`, `x *= 2`) are functional: the tracer then stands for a new
@@ -144,7 +74,7 @@ class Tracer:
         if builder is not self.builder:
             raise TracingError(
                 f"{what}: the array belongs to an enclosing traced function; a transformed "
-                f"function cannot write into it{_user_line()}\nWrite into a copy (y = y.copy()) "
+                f"function cannot write into it{user_line()}\nWrite into a copy (y = y.copy()) "
                 "or return the new value."
             )
 
@@ -156,7 +86,7 @@ class Tracer:
             if view.index is None:
                 raise TracingError(
                     f"{what}: writing into a reshaped, transposed or broadcast view of a traced "
-                    f"array is not supported{_user_line()}\nWrite into the array itself, or into "
+                    f"array is not supported{user_line()}\nWrite into the array itself, or into "
                     "a copy (z = x.reshape(...).copy())."
                 )
             view.base._assign(view.index, new)
@@ -194,13 +124,13 @@ class Tracer:
         if result.shape != self.shape:
             raise ValueError(
                 f"non-broadcastable output operand with shape {self.shape} doesn't match the "
-                f"broadcast shape {result.shape}{_user_line()}"
+                f"broadcast shape {result.shape}{user_line()}"
             )
         if result.dtype != self.dtype:
             if not np.can_cast(result.dtype, self.dtype, casting="same_kind"):
                 raise TypeError(
                     f"Cannot cast ufunc output from dtype('{result.dtype}') to dtype"
-                    f"('{self.dtype}') with casting rule 'same_kind'{_user_line()}"
+                    f"('{self.dtype}') with casting rule 'same_kind'{user_line()}"
                 )
             result = result.astype(self.dtype)
         self._write(_lift(result, self.builder), f"x {op[2:-2]}= value")
@@ -230,68 +160,6 @@ class Tracer:
     def __repr__(self) -> str:
         return f"Tracer<{self.ir_var.type}>"
 
-    # ---- values that cannot be known while tracing
-    def _concrete(self, what: str):
-        if _writes_into_subscript():
-            raise TracingError(
-                "tracegrad cannot write a traced value into this NumPy array: it was made "
-                "outside the traced function (a global, a closure variable, an argument's "
-                f"attribute), so it cannot hold one.{_user_line()}\nMake the array inside the "
-                "function: y = np.zeros(n) (or np.ones, np.empty, np.full, np.copy(a), "
-                "np.zeros_like(a)) and then y[...] = ... work as in NumPy."
-            )
-        raise TracingError(
-            f"tracegrad cannot {what} a traced value: its value is not known while tracing."
-            f"{_user_line()}\nInstead of Python control flow on traced values use "
-            "np.where(condition, a, b) to choose elementwise, tg.cond(pred, true_fun, false_fun, "
-            "*operands) to run one of two functions, or tg.while_loop(cond_fun, body_fun, init) "
-            "for a loop that runs until a traced condition fails; or pass the value as a static "
-            "argument (static_argnums)."
-        )
-
-    def __bool__(self):
-        self._concrete("branch on (bool() of)")
-
-    def __float__(self):
-        _math_call_error()
-        self._concrete("convert to float")
-
-    def __int__(self):
-        _math_call_error()
-        self._concrete("convert to int")
-
-    def __index__(self):
-        _math_call_error()
-        self._concrete("use as an index")
-
-    def __complex__(self):
-        self._concrete("convert to complex")
-
-    def item(self, *args):
-        self._concrete("read a Python number from (.item())")
-
-    def tolist(self):
-        self._concrete("convert to a list (.tolist())")
-
-    def __array__(self, *args, **kwargs):
-        hint = ""
-        if _line_calls(("array", "asarray", "asanyarray", "full", "zeros", "ones", "empty")):
-            hint = (
-                " NumPy's array constructors do not pass traced values to tracegrad: build the "
-                "array with np.stack([a, b, ...]) (or np.full_like(x, a, shape=...) for a fill)."
-            )
-        elif _line_has(ast.Subscript):
-            hint = (
-                " A NumPy array cannot be indexed by a traced value (NumPy does not pass the "
-                "indices to tracegrad, not even through np.take): make the array a traced value "
-                "first, for example by passing it as an argument of the transformed function."
-            )
-        raise TracingError(
-            "tracegrad cannot convert a traced value to a NumPy array while tracing."
-            f"{_user_line()}\nCall np.* functions on it directly (they are traced), and convert "
-            f"results outside the decorated function.{hint}"
-        )
-
     def __len__(self) -> int:
         if self.ndim == 0:
             raise TypeError("len() of a 0-d traced value")
@@ -316,28 +184,28 @@ class Tracer:
             return None
         if method != "__call__":
             raise TracingError(
-                f"np.{name}.{method} is not supported on traced values{_user_line()}\n"
+                f"np.{name}.{method} is not supported on traced values{user_line()}\n"
                 f"Use the equivalent function (e.g. np.sum for np.add.reduce)."
             )
         for key in ("out", "where"):
             if key in kwargs:
-                raise TracingError(f"np.{name}(..., {key}=...) is not supported on traced values{_user_line()}")
+                raise TracingError(f"np.{name}(..., {key}=...) is not supported on traced values{user_line()}")
         dtype = kwargs.pop("dtype", None)
         if kwargs:
-            raise TracingError(f"np.{name}: unsupported arguments {sorted(kwargs)}{_user_line()}")
+            raise TracingError(f"np.{name}: unsupported arguments {sorted(kwargs)}{user_line()}")
         handler = UFUNCS.get(name)
         if handler is None:
-            _unsupported(f"np.{name}")
+            unsupported(f"np.{name}")
         result = _call(handler, *inputs)
         return result.astype(dtype) if dtype is not None else result
 
     def __array_function__(self, func, types, args, kwargs):
-        name = _function_name(func)
+        name = function_name(func)
         if name in _WRITES_INTO:  # np.put_along_axis(a, ...): a is written, in place
             return _write_into(name, args, kwargs)
         handler = FUNCTIONS.get(name)
         if handler is None:
-            _unsupported(f"np.{name}")
+            unsupported(f"np.{name}")
         result = _call(handler, *args, **kwargs)
         if name in _VIEWS and isinstance(result, Tracer) and args and isinstance(args[0], Tracer):
             rest = args[1:]
@@ -464,7 +332,7 @@ def _write_into(name: str, args, kwargs):
     if not isinstance(target, Tracer):
         raise TracingError(
             f"np.{name} cannot write traced values into a NumPy array made outside the traced "
-            f"function{_user_line()}\nMake the array inside the function: y = np.zeros(n) (or "
+            f"function{user_line()}\nMake the array inside the function: y = np.zeros(n) (or "
             f"np.copy(a), np.zeros_like(a)) and then np.{name}(y, ...) works as in NumPy."
         )
     target._check_writable(f"np.{name}")
@@ -540,7 +408,7 @@ def operand(x: Any, builder: Builder):
 
 def _hidden_input(x: np.ndarray, builder: Builder) -> Var | None:
     """An array the function read from outside its arguments (a global, a closure variable...):
-    an input of the top-level graph, read afresh on every call (see capture.py), or None when
+    an input of the top-level graph, read afresh on every call (see tracing/scope.py), or None when
     `x` is not such an array (it is then a constant)."""
     root = builder
     while root.parent is not None:
@@ -599,100 +467,6 @@ def _arg(a: Any, builder: Builder):
     if isinstance(a, (list, tuple)):
         return type(a)(_arg(x, builder) for x in a)
     return a
-
-
-# What to use instead of NumPy functions that have no traced version, by meaning. Names not listed
-# get a plain "not supported yet": NumPy dispatches only real NumPy functions here, so the name is
-# never a typo, and a spelling guess would only mislead.
-_INSTEAD = {
-    "matrix_transpose": "np.swapaxes(x, -1, -2) or x.mT",
-    "permute_dims": "np.transpose",
-    "concat": "np.concatenate",
-    "vecdot": "np.sum(a * b, axis=-1)",
-    "nanmax": "np.max(np.where(x != x, -np.inf, x)) (NaN != NaN)",
-    "nanmin": "np.min(np.where(x != x, np.inf, x)) (NaN != NaN)",
-    "nanprod": "np.prod(np.where(x != x, 1.0, x)) (NaN != NaN)",
-    # as many indices as nonzero elements: a shape that depends on the values
-    "nonzero": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
-    "argwhere": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
-    "flatnonzero": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
-}
-
-
-def _unsupported(name: str):
-    instead = _INSTEAD.get(name.removeprefix("np."))
-    hint = f"Use {instead} instead. " if instead else ""
-    raise TracingError(
-        f"{name} is not supported on traced values yet{_user_line()}\n{hint}"
-        "The supported functions are listed in docs/api.md."
-    )
-
-
-# Python's math functions and their NumPy twins (traced); math's own work on Python numbers only.
-_MATH_TWINS = {
-    "acos": "arccos", "acosh": "arccosh", "asin": "arcsin", "asinh": "arcsinh", "atan": "arctan",
-    "atan2": "arctan2", "atanh": "arctanh", "pow": "power", "fsum": "sum",
-}
-
-
-def _math_call_error() -> None:
-    """If the user's line is calling a `math` function on this traced value, say which np.*
-    function to use instead (math.exp(x) asks the tracer for a float: it cannot be a number)."""
-    frame = user_frame()
-    if frame is None:
-        return
-    name = _called_math_function(frame)
-    if name is None:
-        return
-    twin = _MATH_TWINS.get(name, name)
-    supported = twin in FUNCTIONS or twin in UFUNCS
-    if supported:
-        advice = f"use its NumPy twin np.{twin}, which works on traced values"
-    elif hasattr(np, twin):
-        advice = f"its NumPy twin np.{twin} is not supported on traced values yet"
-    else:
-        advice = "NumPy has no twin of it that tracegrad supports"
-    raise TracingError(
-        f"math.{name} works on Python numbers only and cannot take a traced value: {advice}."
-        f"{_user_line()}"
-    )
-
-
-def _called_math_function(frame) -> str | None:
-    """The name of the `math` function called by the frame's current instruction: the call's
-    source span (Python >= 3.11 records it per instruction) names the callee, looked up in the
-    frame's namespaces without running anything. None when it is not a `math` function."""
-    try:
-        line, end_line, col, end_col = list(frame.f_code.co_positions())[frame.f_lasti // 2]
-        lines = [linecache.getline(frame.f_code.co_filename, n) for n in range(line, end_line + 1)]
-        lines[-1] = lines[-1][:end_col]
-        lines[0] = lines[0][col:]
-        call = ast.parse("".join(lines).strip(), mode="eval").body
-    except (AttributeError, IndexError, TypeError, ValueError, SyntaxError):
-        return None
-    if not isinstance(call, ast.Call):
-        return None
-    names, callee = [], call.func
-    while isinstance(callee, ast.Attribute):
-        names.insert(0, callee.attr)
-        callee = callee.value
-    if not isinstance(callee, ast.Name):
-        return None
-    namespaces = (frame.f_locals, frame.f_globals, frame.f_builtins)
-    obj = next((ns[callee.id] for ns in namespaces if callee.id in ns), None)
-    for name in names:
-        obj = getattr(obj, name, None)
-    name = getattr(obj, "__name__", None)
-    return name if isinstance(name, str) and getattr(math, name, None) is obj else None
-
-
-def _function_name(func) -> str:
-    module = getattr(func, "__module__", "numpy") or "numpy"
-    name = func.__name__
-    for sub in ("linalg", "fft"):  # numpy.linalg.solve -> linalg.solve
-        if module.startswith(f"numpy.{sub}"):
-            return f"{sub}.{name}"
-    return name
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import tree as _tree
-from .tree import TreeDef, register_pytree_node
+from .tree import TreeDef
+from .tree_nodes import register_pytree_node
 
 __all__ = [
     "TreeDef",

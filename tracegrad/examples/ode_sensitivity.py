@@ -21,7 +21,7 @@ import tracegrad as tg
 from tracegrad.examples._common import (
     Printer, check_plot_path, check_positive, header, new_figure, resolve_backend, save,
 )
-from tracegrad.transforms import loops
+from tracegrad.transforms import scan
 
 NAME = "ode-sensitivity"
 DESCRIPTION = ("d(final energy)/d(initial state, spring parameters) of a 1,000-step Verlet "
@@ -87,7 +87,7 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     q0, p0 = initial_state(size)
     k, beta = 1.5, 0.8
     ir = tg.make_ir(final_energy, static_argnums=4)(q0, p0, k, beta, steps)
-    rolled = [node for node in ir.nodes if node.prim is loops.scan_p]
+    rolled = [node for node in ir.nodes if node.prim is scan.scan_p]
     if rolled:
         out(f"  the loop was rolled: {len(ir.nodes)} IR nodes, a scan of "
             f"{rolled[0].params['length']} steps over a body of "

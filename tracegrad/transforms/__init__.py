@@ -5,7 +5,10 @@
 - `partial_eval`: splitting a graph into what is known now and what waits for tangents or
   cotangents (linearize, vjp);
 - `remat`: checkpointing, recomputing a function's internals in the backward pass;
-- `custom_jvp`: user-written forward-mode rules.
+- `custom_jvp`: user-written forward-mode rules;
+- `loops` (loop, while, cond), `scan`: structured control flow as primitives holding graphs,
+  with their rules; `packing`: their several results in one value; `bodies`: what the rules
+  share about the graphs they hold; `rolling`: repeated iterations of a Python loop as one scan.
 
 Each takes graphs and returns graphs; none of them runs anything.
 """

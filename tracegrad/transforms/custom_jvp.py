@@ -26,7 +26,8 @@ from ..autodiff import adjoint
 from ..custom import positional
 from ..errors import TracingError
 from ..ir import Graph
-from ..trace import Tracer, _lift, to_var, trace, user_source
+from ..trace import Tracer, _lift, to_var, trace
+from ..tracing.source import user_source
 from ..tree import TreeDef, flatten, unflatten
 
 
@@ -52,7 +53,7 @@ class custom_jvp:
     tangents. Reverse mode (grad, vjp, hessian...) uses the rule's transpose.
     """
 
-    _capture_children = ("fun", "jvp")  # what the capture walk follows (see capture.py)
+    _capture_children = ("fun", "jvp")  # what the capture walk follows (see tracing/scope.py)
 
     def __init__(self, fun: Callable):
         if not callable(fun):

@@ -11,6 +11,9 @@ ordinary primitives, so autodiff, batching and fusion need to know nothing about
 cotangent of the packed value is assembled from the results' cotangents by the adjoints of those
 slices, and the views cost nothing in the compiled backends.
 
+This module holds `loop`, `while` and `cond`; `scan` is in scan.py, the packing in packing.py,
+what the rules share about bodies in bodies.py.
+
 - `scan`: `consts, init, xs -> final carries, stacked ys`; the body maps
   `(consts, carries, x slices) -> (carries, y slices)`. With `save`, the carry each step started
   from is stacked after the ys (what the reverse pass needs). `fori_loop` is a scan over the index.
@@ -43,353 +46,17 @@ from ..autodiff import adjoint
 from ..interpreter import evaluate
 from ..ir import Builder, Graph, Var
 from ..primitives import Kind, Primitive
-
-Aval = tuple[tuple[int, ...], np.dtype]
-
-
-# ----------------------------------------------------------------------------------------------
-# Packing several results into one value
-
-
-def avals(vars_: Sequence[Var]) -> list[Aval]:
-    return [(v.shape, v.dtype) for v in vars_]
-
-
-def pack_dtype(layout: Sequence[Aval]) -> np.dtype:
-    return np.result_type(*[d for _, d in layout]) if layout else np.dtype(np.float64)
-
-
-def pack_size(layout: Sequence[Aval]) -> int:
-    return int(sum(int(np.prod(s, dtype=np.int64)) for s, _ in layout))
-
-
-def unpack(packed: Var, layout: Sequence[Aval]) -> list[Var]:
-    """The results packed into `packed`, as values of their own shapes and dtypes."""
-    out, offset = [], 0
-    for shape, dtype in layout:
-        n = int(np.prod(shape, dtype=np.int64))
-        piece = P.slice_(packed, ((offset, offset + n, 1),))
-        out.append(P.convert(P.reshape(piece, shape), dtype))
-        offset += n
-    return out
-
-
-def pack(values: Sequence[Var], dtype: np.dtype) -> Var:
-    """The inverse of `unpack` (used by batching rules to lay results out per example)."""
-    flat = [P.convert(P.reshape(v, (v.size,)), dtype) for v in values]
-    if not flat:
-        return P.const(0, (0,), dtype)
-    return P.concatenate(flat, 0)
-
-
-def packed_views(packed: np.ndarray, layout: Sequence[Aval]) -> list[np.ndarray]:
-    """Views of a packed array, one per result (writable when `packed` is): not converted."""
-    views, offset = [], 0
-    for shape, _ in layout:
-        n = int(np.prod(shape, dtype=np.int64))
-        views.append(packed[offset : offset + n].reshape(shape))
-        offset += n
-    return views
-
-
-def pack_into(values: Sequence, layout: Sequence[Aval], packed: np.ndarray | None = None):
-    """`values` (host arrays of `layout`) written into `packed` (a new array if None)."""
-    if packed is None:
-        packed = np.empty(pack_size(layout), pack_dtype(layout))
-    for view, v in zip(packed_views(packed, layout), values, strict=True):
-        view[...] = v
-    return packed
-
-
-def unpack_arrays(packed: np.ndarray, layout: Sequence[Aval]) -> list[np.ndarray]:
-    return [
-        np.asarray(view, dtype=dtype)
-        for view, (_, dtype) in zip(packed_views(packed, layout), layout, strict=True)
-    ]
-
-
-def _check_avals(what: str, got: Sequence[Aval], want: Sequence[Aval]) -> None:
-    if len(got) != len(want) or any(
-        tuple(gs) != tuple(ws) or np.dtype(gd) != np.dtype(wd)
-        for (gs, gd), (ws, wd) in zip(got, want, strict=False)
-    ):
-        shown = lambda avs: ", ".join(ir.type_str(s, d) for s, d in avs)
-        raise ir.IRError(f"{what}: expected ({shown(want)}), got ({shown(got)})")
-
-
-# ----------------------------------------------------------------------------------------------
-# scan
-
-
-def _scan_layout(body: Graph, length: int, n_carry: int, save: bool, n_consts: int) -> list[Aval]:
-    carries = avals(body.outputs[:n_carry])
-    ys = [((length,) + s, d) for s, d in avals(body.outputs[n_carry:])]
-    saved = [((length,) + s, d) for s, d in avals(body.inputs[n_consts : n_consts + n_carry])]
-    return carries + ys + (saved if save else [])
-
-
-def scan_layout(params: dict) -> list[Aval]:
-    return _scan_layout(
-        params["body"], params["length"], params["n_carry"], params["save"], params["n_consts"]
-    )
-
-
-def _scan_infer(shapes, dtypes, p):
-    body, n_consts, n_carry, length = p["body"], p["n_consts"], p["n_carry"], p["length"]
-    given = list(zip(shapes, dtypes, strict=True))
-    xs = given[n_consts + n_carry :]
-    if any(len(s) == 0 or s[0] != length for s, _ in xs):
-        raise ir.IRError(f"scan: every xs must have {length} rows, got {[s for s, _ in xs]}")
-    slices = [(s[1:], d) for s, d in xs]
-    _check_avals("scan body inputs", avals(body.inputs), given[: n_consts + n_carry] + slices)
-    _check_avals(
-        "scan body carries", avals(body.outputs[:n_carry]), given[n_consts : n_consts + n_carry]
-    )
-    layout = scan_layout(p)
-    return (pack_size(layout),), pack_dtype(layout)
-
-
-def run_scan(run_body: Callable, args: Sequence, *, body: Graph, length: int, reverse: bool,
-             n_consts: int, n_carry: int, save: bool, packed: np.ndarray | None = None):
-    """The scan loop over host arrays, with `run_body(list of arrays) -> list of arrays` running
-    one step (the interpreter, or a compiled program). Returns the packed results."""
-    layout = _scan_layout(body, length, n_carry, save, n_consts)
-    if packed is None:
-        packed = np.empty(pack_size(layout), pack_dtype(layout))
-    views = packed_views(packed, layout)
-    n_ys = len(body.outputs) - n_carry
-    final, ys, saved = views[:n_carry], views[n_carry : n_carry + n_ys], views[n_carry + n_ys :]
-    consts = list(args[:n_consts])
-    carry = list(args[n_consts : n_consts + n_carry])
-    xs = args[n_consts + n_carry :]
-    for t in range(length - 1, -1, -1) if reverse else range(length):
-        for view, c in zip(saved, carry if save else (), strict=True):
-            view[t] = c
-        outs = run_body(consts + carry + [x[t, ...] for x in xs])
-        carry = list(outs[:n_carry])
-        for view, y in zip(ys, outs[n_carry:], strict=True):
-            view[t] = y
-    for view, c in zip(final, carry, strict=True):
-        view[...] = c
-    return packed
-
-
-def _interpreted(graph: Graph) -> Callable:
-    return lambda arrays: evaluate(graph, arrays)
-
-
-def _scan_impl(*args, **params):
-    return run_scan(_interpreted(params["body"]), args, **params)
-
-
-def with_saved_outputs(body: Graph, n_consts: int, n_carry: int) -> Graph:
-    """The body whose extra y outputs are the carries each step starts from (what `save` adds)."""
-    return Graph(body.inputs, body.nodes, body.outputs + body.inputs[n_consts : n_consts + n_carry])
-
-
-def scan(consts, init, xs, *, body: Graph, length: int, reverse: bool = False,
-         save: bool = False) -> list[Var]:
-    """Emit a scan node; returns its results (final carries, stacked ys, saved carries)."""
-    params = dict(body=body, length=int(length), reverse=bool(reverse), n_consts=len(consts),
-                  n_carry=len(init), save=bool(save))
-    packed = P.emit(scan_p, *consts, *init, *xs, **params)
-    return unpack(packed, scan_layout(params))
-
-
-def _floats(vars_: Sequence[Var]) -> list[int]:
-    return [i for i, v in enumerate(vars_) if P.is_float(v.dtype)]
-
-
-def _scan_adjoint(ct, out, *inputs, body, length, reverse, n_consts, n_carry, save):
-    consts = list(inputs[:n_consts])
-    init = list(inputs[n_consts : n_consts + n_carry])
-    xs = list(inputs[n_consts + n_carry :])
-    if save:  # saved carries are ys like the others
-        body, save = with_saved_outputs(body, n_consts, n_carry), False
-    n_ys = len(body.outputs) - n_carry
-    layout = _scan_layout(body, length, n_carry, False, n_consts)
-    cts = unpack(ct, layout)
-    ct_final, ct_ys = cts[:n_carry], cts[n_carry:]
-    # the forward again, saving the carries: shared with the primal scan (one forward runs)
-    fwd = scan(consts, init, xs, body=body, length=length, reverse=reverse, save=True)
-    saved = fwd[n_carry + n_ys :]
-
-    f_consts = _floats(consts)
-    f_carry = _floats(init)
-    f_xs = _floats(xs)
-    f_ys = _floats(body.outputs[n_carry:])
-    rev_body = _reverse_body(body, n_consts, n_carry, f_consts, f_carry, f_xs, f_ys)
-    rev = scan(
-        consts,
-        [ct_final[i] for i in f_carry] + [P.zeros_like(consts[i]) for i in f_consts],
-        xs + saved + [ct_ys[i] for i in f_ys],
-        body=rev_body, length=length, reverse=not reverse,
-    )
-    ct_init = dict(zip(f_carry, rev[: len(f_carry)], strict=True))
-    ct_consts = dict(zip(f_consts, rev[len(f_carry) : len(f_carry) + len(f_consts)], strict=True))
-    ct_xs = dict(zip(f_xs, rev[len(f_carry) + len(f_consts) :], strict=True))
-    return (
-        tuple(ct_consts.get(i) for i in range(n_consts))
-        + tuple(ct_init.get(i) for i in range(n_carry))
-        + tuple(ct_xs.get(i) for i in range(len(xs)))
-    )
-
-
-def _reverse_body(body: Graph, n_consts: int, n_carry: int, f_consts, f_carry, f_xs, f_ys) -> Graph:
-    """One step of the reverse scan.
-
-    inputs: consts | carries: ct of the carries (floats), accumulated ct of the consts (floats) |
-    xs: x slices, the carries this step started from, ct of the y slices (floats);
-    outputs: ct of the carries one step earlier, accumulated ct of the consts | ys: ct of x.
-    """
-    b_consts = body.inputs[:n_consts]
-    b_carry = body.inputs[n_consts : n_consts + n_carry]
-    b_xs = body.inputs[n_consts + n_carry :]
-    wrt = [i for i in f_consts] + [n_consts + i for i in f_carry]
-    wrt += [n_consts + n_carry + i for i in f_xs]
-    of = [i for i in f_carry] + [n_carry + i for i in f_ys]
-    vjp = adjoint(body, wrt, of, seed_ones=False, label=None)
-
-    builder = Builder()
-    new = lambda v: builder.new_input(v.shape, v.dtype)
-    consts = [new(v) for v in b_consts]
-    ct_carry = [new(b_carry[i]) for i in f_carry]
-    acc = [new(b_consts[i]) for i in f_consts]
-    x_in = [new(v) for v in b_xs]
-    carry_in = [new(v) for v in b_carry]
-    ct_y = [new(body.outputs[n_carry + i]) for i in f_ys]
-    with ir.building(builder):
-        outs = ir.inline(builder, vjp, consts + carry_in + x_in + ct_carry + ct_y)
-        grads = outs[len(body.outputs) :]
-        g_consts = grads[: len(f_consts)]
-        g_carry = grads[len(f_consts) : len(f_consts) + len(f_carry)]
-        g_xs = grads[len(f_consts) + len(f_carry) :]
-        new_acc = [P.add(a, g) for a, g in zip(acc, g_consts, strict=True)]
-    return builder.graph(g_carry + new_acc + g_xs)
-
-
-def _batch_axis_to(x: Var, axis: int) -> Var:
-    """Move the batch axis (axis 0) of `x` to `axis`."""
-    perm = list(range(1, x.ndim))
-    perm.insert(axis, 0)
-    return P.transpose(x, perm)
-
-
-def _batched_flags(graph: Graph, flags: Sequence[bool]) -> list[bool]:
-    """Which outputs of `graph` depend on the inputs marked in `flags` (what batching batches)."""
-    batched = {v for v, f in zip(graph.inputs, flags, strict=True) if f}
-    for node in graph.nodes:
-        if any(v in batched for v in node.inputs):
-            batched.add(node.out)
-    return [v in batched for v in graph.outputs]
-
-
-def batched_body(graph: Graph, flags: Sequence[bool], size: int, out_flags: Sequence[bool]) -> Graph:
-    """`graph` with a batch axis on the inputs in `flags`; the outputs in `out_flags` batched
-    (broadcast if they do not depend on a batched input), the others as they are."""
-    builder = Builder()
-    for v, f in zip(graph.inputs, flags, strict=True):
-        builder.new_input(((size,) if f else ()) + v.shape, v.dtype)
-    with ir.building(builder):
-        outs = P.batch_inline(graph, builder.inputs, list(flags), size)
-        outputs = []
-        for (v, b), want in zip(outs, out_flags, strict=True):
-            if want and not b:
-                v = P._batched(v, False, size)
-            outputs.append(v)
-    return builder.graph(outputs)
-
-
-def carry_flags(graph: Graph, fixed: Sequence[bool], carry: Sequence[bool], start: int) -> list[bool]:
-    """The carries (graph inputs and outputs `start`...) that are batched once the loop runs:
-    batched initially, or made batched by a step (a fixed point)."""
-    carry = list(carry)
-    while True:
-        flags = list(fixed[:start]) + carry + list(fixed[start + len(carry) :])
-        out = _batched_flags(graph, flags)[: len(carry)]
-        new = [a or b for a, b in zip(carry, out, strict=True)]
-        if new == carry:
-            return carry
-        carry = new
-
-
-def truth(p: Var) -> Var:
-    """A predicate as a bool value (nonzero is true)."""
-    return p if p.dtype == np.bool_ else P.compare(P.ne_p, p, P.const(0, (), p.dtype))
-
-
-def select_rows(mask: Var, new: Var, old: Var) -> Var:
-    """Per example (axis 0): `new` where the bool vector `mask` holds, else `old`."""
-    size = mask.shape[0]
-    wide = P.broadcast_to(P.reshape(mask, (size,) + (1,) * (old.ndim - 1)), old.shape)
-    return P.where(wide, new, old)
-
-
-def _repack_batched(pieces: Sequence[Var], layout: Sequence[Aval], size: int,
-                    stacked: Sequence[bool]) -> Var:
-    """Pieces with their batch axis at 0 (or at 1 for stacked results) -> (size, packed)."""
-    dtype = pack_dtype(layout)
-    rows = []
-    for v, is_stacked in zip(pieces, stacked, strict=True):
-        if is_stacked:
-            v = P.transpose(v, [1, 0] + list(range(2, v.ndim)))
-        rows.append(P.convert(P.reshape(v, (size, v.size // size)), dtype))
-    if not rows:
-        return P.const(0, (size, 0), dtype)
-    return P.concatenate(rows, 1)
-
-
-def _scan_batch(size, inputs, batched, *, body, length, reverse, n_consts, n_carry, save):
-    if save:
-        body = with_saved_outputs(body, n_consts, n_carry)
-    n_ys = len(body.outputs) - n_carry
-    consts = list(inputs[:n_consts])
-    init = list(inputs[n_consts : n_consts + n_carry])
-    xs = list(inputs[n_consts + n_carry :])
-    b_consts = list(batched[:n_consts])
-    b_xs = list(batched[n_consts + n_carry :])
-    b_carry = carry_flags(body, b_consts + [False] * n_carry + b_xs,
-                          batched[n_consts : n_consts + n_carry], n_consts)
-    init = [P._batched(v, b, size) if f else v
-            for v, f, b in zip(init, b_carry, batched[n_consts : n_consts + n_carry], strict=True)]
-    xs = [_batch_axis_to(x, 1) if b else x for x, b in zip(xs, b_xs, strict=True)]
-    flags = b_consts + b_carry + b_xs
-    out_flags = b_carry + [True] * n_ys
-    new_body = batched_body(body, flags, size, out_flags)
-    results = scan(consts, init, xs, body=new_body, length=length, reverse=reverse)
-    results = [r if f else P._batched(r, False, size) for r, f in zip(results[:n_carry], b_carry,
-                                                                      strict=True)] + results[n_carry:]
-    layout = _scan_layout(body, length, n_carry, False, n_consts)
-    return _repack_batched(results, layout, size, [False] * n_carry + [True] * n_ys)
-
-
-def _scan_compiled(node, compile):
-    params = node.params
-    run_body = compile(params["body"])
-    layout = scan_layout(params)
-    dtype = pack_dtype(layout)
-    driver = getattr(run_body, "scan_driver", None)
-    fast = None
-    if driver is not None and all(d == dtype for _, d in layout):
-        fast = driver(params["n_consts"], params["n_carry"], params["save"])
-    if fast is None:  # the body program called once per step
-        return lambda *args: run_scan(run_body, args, **params)
-    n_consts, n_carry = params["n_consts"], params["n_carry"]
-
-    def run(*args):  # the whole loop in one compiled call
-        args = [a if a.flags.c_contiguous else np.array(a, order="C") for a in map(np.asarray, args)]
-        packed = np.empty(pack_size(layout), dtype)
-        fast(args[:n_consts], args[n_consts : n_consts + n_carry], args[n_consts + n_carry :],
-             packed_views(packed, layout), params["length"], params["reverse"])
-        return packed
-
-    return run
-
-
-scan_p = P._register(
-    Primitive("scan", Kind.CONTROL, _scan_impl, _scan_infer, _scan_adjoint, _scan_batch,
-              run_compiled=_scan_compiled)
+from .bodies import (
+    batched_body,
+    carry_flags,
+    floats,
+    interpreted,
+    repack_batched,
+    select_rows,
+    truth,
 )
+from .packing import Aval, avals, check_avals, pack, pack_dtype, pack_into, pack_size, unpack
+from .scan import scan_p
 
 
 # ----------------------------------------------------------------------------------------------
@@ -401,8 +68,8 @@ def _loop_infer(shapes, dtypes, p):
     if shapes[0] != () or not np.issubdtype(dtypes[0], np.integer):
         raise ir.IRError(f"loop: the trip count must be an integer scalar, got {dtypes[0]}{shapes[0]}")
     given = list(zip(shapes[1:], dtypes[1:], strict=True))
-    _check_avals("loop body inputs", avals(body.inputs), given)
-    _check_avals("loop body outputs", avals(body.outputs), given[n_consts:])
+    check_avals("loop body inputs", avals(body.inputs), given)
+    check_avals("loop body outputs", avals(body.outputs), given[n_consts:])
     layout = avals(body.outputs)
     return (pack_size(layout),), pack_dtype(layout)
 
@@ -430,7 +97,7 @@ def loop_vjp(n: Var, consts, init, ct, body: Graph) -> tuple:
     the carry of step k from `init` (k steps of an inner loop)."""
     n_consts, n_carry = len(consts), len(init)
     ct_final = unpack(ct, avals(body.outputs))
-    f_consts, f_carry = _floats(consts), _floats(init)
+    f_consts, f_carry = floats(consts), floats(init)
     wrt = list(f_consts) + [n_consts + i for i in f_carry]
     vjp = adjoint(body, wrt, [i for i in f_carry], seed_ones=False, label=None)
 
@@ -460,7 +127,7 @@ def loop_vjp(n: Var, consts, init, ct, body: Graph) -> tuple:
 
 
 def _loop_impl(*args, body, n_consts):
-    return run_loop(_interpreted(body), args, body=body, n_consts=n_consts)
+    return run_loop(interpreted(body), args, body=body, n_consts=n_consts)
 
 
 def _loop_batch(size, inputs, batched, *, body, n_consts):
@@ -483,7 +150,7 @@ def _loop_batch(size, inputs, batched, *, body, n_consts):
         new_body = batched_body(body, b_consts + b_carry, size, b_carry)
         res = loop(n, consts, init, body=new_body)
         res = [r if f else P._batched(r, False, size) for r, f in zip(res, b_carry, strict=True)]
-    return _repack_batched(res, avals(body.outputs), size, [False] * n_carry)
+    return repack_batched(res, avals(body.outputs), size, [False] * n_carry)
 
 
 def _counted_body(body: Graph, n_consts: int, b_consts, size: int, int_dtype) -> Graph:
@@ -524,9 +191,9 @@ def _while_infer(shapes, dtypes, p):
     cond, body, n_cc, n_bc = p["cond"], p["body"], p["n_cond_consts"], p["n_body_consts"]
     given = list(zip(shapes, dtypes, strict=True))
     carry = given[n_cc + n_bc :]
-    _check_avals("while predicate inputs", avals(cond.inputs), given[:n_cc] + carry)
-    _check_avals("while body inputs", avals(body.inputs), given[n_cc:])
-    _check_avals("while body outputs", avals(body.outputs), carry)
+    check_avals("while predicate inputs", avals(cond.inputs), given[:n_cc] + carry)
+    check_avals("while body inputs", avals(body.inputs), given[n_cc:])
+    check_avals("while body outputs", avals(body.outputs), carry)
     if cond.outputs[0].shape != ():
         raise ir.IRError(f"while: the predicate must be a scalar, got {cond.outputs[0].type}")
     layout = avals(body.outputs)
@@ -549,12 +216,12 @@ def run_while(run_cond: Callable, run_body: Callable, args: Sequence, *, cond: G
 
 
 def _while_impl(*args, cond, body, n_cond_consts, n_body_consts):
-    return run_while(_interpreted(cond), _interpreted(body), args, cond=cond, body=body,
+    return run_while(interpreted(cond), interpreted(body), args, cond=cond, body=body,
                      n_cond_consts=n_cond_consts, n_body_consts=n_body_consts)
 
 
 def _count_impl(*args, cond, body, n_cond_consts, n_body_consts):
-    return run_while(_interpreted(cond), _interpreted(body), args, cond=cond, body=body,
+    return run_while(interpreted(cond), interpreted(body), args, cond=cond, body=body,
                      n_cond_consts=n_cond_consts, n_body_consts=n_body_consts, count=True)
 
 
@@ -599,7 +266,7 @@ def _while_batch(size, inputs, batched, *, cond, body, n_cond_consts, n_body_con
     packed = P.emit(while_p, *cc, *cc, *bc, *init, cond=any_cond, body=masked_body,
                     n_cond_consts=n_cc, n_body_consts=n_cc + n_bc)
     res = unpack(packed, avals(masked_body.outputs))
-    return _repack_batched(res, avals(body.outputs), size, [False] * n_carry)
+    return repack_batched(res, avals(body.outputs), size, [False] * n_carry)
 
 
 def _while_compiled(node, compile, count=False):
@@ -639,10 +306,10 @@ def _cond_infer(shapes, dtypes, p):
         raise ir.IRError(f"cond: the predicate must be a scalar, got shape {shapes[0]}")
     given = list(zip(shapes[1:], dtypes[1:], strict=True))
     for g in p["branches"]:
-        _check_avals("cond branch inputs", avals(g.inputs), given)
+        check_avals("cond branch inputs", avals(g.inputs), given)
     first = avals(p["branches"][0].outputs)
     for g in p["branches"][1:]:
-        _check_avals("cond branch outputs", avals(g.outputs), first)
+        check_avals("cond branch outputs", avals(g.outputs), first)
     return (pack_size(first),), pack_dtype(first)
 
 
@@ -677,7 +344,7 @@ def _branch_vjp(g: Graph, ct_layout: Sequence[Aval], f_in: Sequence[int], f_out:
 
 def _cond_adjoint(ct, out, pred, *operands, branches):
     layout = avals(branches[0].outputs)
-    f_in = _floats(operands)
+    f_in = floats(operands)
     f_out = [j for j, (_, d) in enumerate(layout) if P.is_float(d)]
     if not f_in:
         return (None,) * (1 + len(operands))
@@ -696,14 +363,14 @@ def _cond_batch(size, inputs, batched, *, branches):
         new = tuple(batched_body(g, flags, size, [True] * len(layout)) for g in branches)
         packed = P.emit(cond_p, pred, *operands, branches=new)
         res = unpack(packed, avals(new[0].outputs))
-        return _repack_batched(res, layout, size, [False] * len(layout))
+        return repack_batched(res, layout, size, [False] * len(layout))
     # a predicate per example: both branches run, and each example selects its own result
     results = []
     for g in branches:
         outs = P.batch_inline(g, operands, flags, size)
         results.append([P._batched(v, b, size) for v, b in outs])
     chosen = [select_rows(truth(pred), t, f) for f, t in zip(results[0], results[1], strict=True)]
-    return _repack_batched(chosen, layout, size, [False] * len(layout))
+    return repack_batched(chosen, layout, size, [False] * len(layout))
 
 
 def _cond_compiled(node, compile):

@@ -23,7 +23,8 @@ from .. import primitives as P
 from ..autodiff import adjoint
 from ..errors import TracingError
 from ..ir import Graph, Var
-from ..trace import Tracer, _lift, to_var, trace, user_source
+from ..trace import Tracer, _lift, to_var, trace
+from ..tracing.source import user_source
 from ..tree import flatten, unflatten
 
 
@@ -55,7 +56,7 @@ class checkpoint:
     Arguments at `static_argnums` are passed as they are (not traced).
     """
 
-    _capture_children = ("fun",)  # what the capture walk follows (see capture.py)
+    _capture_children = ("fun",)  # what the capture walk follows (see tracing/scope.py)
 
     def __init__(self, fun: Callable, static_argnums: int | Sequence[int] = ()):
         if not callable(fun):

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import primitives as P
 from ..ir import Builder, Graph, Node, Var, building, freeze, source_location
-from . import loops
+from . import scan as scans
 
 MIN_REPEATS = 4
 MIN_NODES = 64
@@ -322,7 +322,7 @@ def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) ->
             rows = P.slice_(value, tuple(window))  # every iteration's window, along `axis`
             rows = P.transpose(rows, [axis] + [a for a in range(rows.ndim) if a != axis])
             xs.append(P.reshape(rows, (repeats,) + block[k].out.shape))
-        results = loops.scan(plan.consts, [plan.init[k] for k in carried], xs, body=body,
+        results = scans.scan(plan.consts, [plan.init[k] for k in carried], xs, body=body,
                              length=repeats)
         finals = dict(zip(carried, results[: len(carried)], strict=True))
         ys = dict(zip(stacked, results[len(carried) :], strict=True))

@@ -18,9 +18,9 @@ import threading
 import time
 from collections.abc import Iterator
 
-from . import config
-from .errors import TracingError
-from .ir import Graph
+from .. import config
+from ..errors import TracingError
+from ..ir import Graph
 
 log = logging.getLogger("tracegrad")
 

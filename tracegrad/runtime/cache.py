@@ -43,7 +43,7 @@ import types
 from dataclasses import dataclass
 import contextlib
 
-from . import config
+from .. import config
 
 log = logging.getLogger("tracegrad")
 
@@ -111,7 +111,7 @@ def salt(parts: tuple[str, ...]) -> str:
     """A hash of everything besides its source that a kernel's machine code depends on."""
     import numba
 
-    from . import __version__
+    from .. import __version__
 
     key = "|".join(parts)
     if key not in _salt_cache:

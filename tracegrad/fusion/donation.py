@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .fusion import (
+from .steps import (
     Buffer,
     FusedLoop,
     Load,

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from . import backends, config, ir
-from .capture import Captured
-from .ir import Graph
-from .tree import TreeDef, unflatten
+from .. import backends, config, ir
+from ..tracing.guards import Captured
+from ..ir import Graph
+from ..tree import TreeDef, unflatten
 
 MAX_PROGRAMS = 512
 # The programs held in memory also keep their constants and the snapshots their guards compare
@@ -76,7 +76,7 @@ class Signature:
 
 
 def _plain(typed: tuple) -> Any:
-    """One entry of a static key (api._typed: a (type, value) pair, nested for tuples and lists)
+    """One entry of a static key (_typed below: a (type, value) pair, nested for tuples and lists)
     as the value the user passed."""
     kind, value = typed
     return tuple(_plain(v) for v in value) if kind in (tuple, list) else value
@@ -94,7 +94,7 @@ class CompiledCall:
     backend: str
     # (name, hook) for the last outputs of `run`: cotangents that hooks observe (tg.tap)
     hooks: list[tuple[str, Callable]]
-    # what the traced function read from outside its arguments (see capture.py)
+    # what the traced function read from outside its arguments (see tracing/scope.py)
     captured: Captured = field(default_factory=lambda: Captured([], []))
 
     def __post_init__(self):
@@ -131,7 +131,7 @@ def _debug_nans() -> bool:
 
 
 def _nan_report(graph: Graph, arrays: list[np.ndarray]) -> str:
-    from . import interpreter
+    from .. import interpreter
 
     node = interpreter.nan_origin(graph, arrays)
     if node is None:
@@ -342,3 +342,37 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
         return outs[0] if single else unflatten(tree, outs)
 
     return call
+
+
+class _Instance:
+    """A static `self` in a cache key: by identity, without keeping the object alive (its
+    attributes are guarded, so an object that reuses the id finds a program that is current)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, obj: Any):
+        self.id = id(obj)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Instance and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(("instance", self.id))
+
+    def __repr__(self) -> str:
+        return f"<object at {self.id:#x}>"
+
+
+def static_key(static: tuple, static_self: bool = False) -> tuple:
+    """Static arguments with their types: `2` and `2.0` are equal and hash alike, but a program
+    traced with one computes in another dtype than with the other. A method's static `self`
+    (static_self) is keyed by its type and identity."""
+    if static_self:
+        return ((type(static[0]), _Instance(static[0])), *(_typed(s) for s in static[1:]))
+    return tuple(_typed(s) for s in static)
+
+
+def _typed(value: Any) -> Any:
+    if type(value) in (tuple, list):
+        return (type(value), tuple(_typed(v) for v in value))
+    return (type(value), value)

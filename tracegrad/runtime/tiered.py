@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from . import config, interpreter
-from .errors import BackendError
-from .ir import Graph
+from .. import config, interpreter
+from ..errors import BackendError
+from ..ir import Graph
 from .program import _generation, fresh_flags, fresh_outputs
 
 log = logging.getLogger("tracegrad")

@@ -9,7 +9,7 @@ When an entry may be used. Its file name starts with a hash of everything known 
 the transform and its options, the code of the transformed function (bytecode, constants, names,
 file and line table), the argument signature (tree, shapes, dtypes, static arguments), the
 backend and its variant, and the versions of tracegrad (the hash of its source), NumPy and
-Python. The entry then lists the guards of the program (capture.py): every value the function
+Python. The entry then lists the guards of the program (tracing/guards.py): every value the function
 can reach by name, each recorded with a digest that does not depend on the process (code objects
 by their contents, user classes by their methods' code, modules and library functions by name,
 numbers and strings by value, arrays read while tracing by their bytes, hidden-input arrays by
@@ -31,23 +31,32 @@ checks (owner only).
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import io
 import logging
 import os
 import pickle
-import sys
-import types
 from typing import Any
 
 import numpy as np
 
-from . import config, ir
-from . import primitives as P
-from .capture import Captured, Path, _Guard, _is_library_module, _ref
-from .ir import Graph, Node, Var
-from .tree import TreeDef
+from .. import config, ir
+from .. import primitives as P
+from ..tracing.guards import Captured, Guard, Path, ref
+from ..ir import Graph, Node, Var
+from ..tree import TreeDef
+from .digests import (
+    PLAIN,
+    NotStable,
+    expected_of,
+    guard_digest,
+    hash_parts,
+    package_hash,
+    spec_text,
+    static_text,
+    stored_expected,
+    tree_text,
+)
 
 log = logging.getLogger("tracegrad")
 
@@ -56,10 +65,6 @@ MAGIC = b"tracegrad-program\n"
 PER_KEY = 8  # entries kept per prefix (one function and signature), the most recent
 MAX_FILES = 4096  # entries kept in all, the most recently used
 MAX_CONST_BYTES = 16 * 2**20  # programs holding more constant bytes are not persisted
-
-
-class _NotStable(Exception):
-    """A value with no digest that means the same in another process."""
 
 
 def enabled() -> bool:
@@ -76,211 +81,12 @@ def programs_dir() -> str | None:
     return path if cache._safe_dir(path, create=True) else None
 
 
-# ----------------------------------------------------------------------------------------------
-# Digests that mean the same in every process
-
-
-def _h(*parts: Any) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part if isinstance(part, bytes) else repr(part).encode())
-        h.update(b"\x00")
-    return h.hexdigest()[:32]
-
-
-def code_digest(code: types.CodeType) -> str:
-    consts = tuple(
-        ("code", code_digest(c)) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c))
-        for c in code.co_consts
-    )
-    lines = getattr(code, "co_linetable", None) or getattr(code, "co_lnotab", b"")
-    return _h(
-        code.co_name, code.co_filename, code.co_firstlineno, code.co_argcount,
-        code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags, code.co_names,
-        code.co_varnames, code.co_freevars, code.co_cellvars, consts, code.co_code, lines,
-    )
-
-
-def _qualified(obj: Any) -> tuple[str, str]:
-    return (getattr(obj, "__module__", None) or "?", getattr(obj, "__qualname__", None) or repr(obj))
-
-
-def _class_digest(cls: type) -> str:
-    if _is_library_module(cls.__module__):
-        return _h("type", *_qualified(cls))
-    members = []
-    for c in cls.__mro__:
-        if _is_library_module(c.__module__):
-            members.append(("base", *_qualified(c)))
-            continue
-        for name, value in sorted(vars(c).items()):
-            if name in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"):
-                continue
-            members.append((c.__qualname__, name, _member_digest(value)))
-    return _h("class", *_qualified(cls), tuple(members))
-
-
-def _member_digest(value: Any) -> Any:
-    if isinstance(value, (staticmethod, classmethod)):
-        value = value.__func__
-    if isinstance(value, types.FunctionType):
-        return ("function", code_digest(value.__code__))
-    if isinstance(value, property):
-        return ("property", *(_member_digest(f) for f in (value.fget, value.fset, value.fdel)))
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
-        return ("value", type(value).__name__, repr(value))
-    return ("object", type(value).__qualname__)
-
-
-def _identity_digest(obj: Any) -> str:
-    """A digest for a value the program is guarded on by identity."""
-    if isinstance(obj, types.CodeType):
-        return _h("code", code_digest(obj))
-    if isinstance(obj, types.ModuleType):
-        return _h("module", obj.__name__)
-    if isinstance(obj, type):
-        return _class_digest(obj)
-    if isinstance(obj, types.FunctionType):
-        if _is_library_module(obj.__module__):
-            return _h("library function", *_qualified(obj))
-        return _function_digest(obj, 0)
-    if isinstance(obj, (types.BuiltinFunctionType, np.ufunc)) or callable(obj):
-        module = getattr(obj, "__module__", None) or getattr(type(obj), "__module__", None)
-        if _is_library_module(module):
-            return _h("library callable", module, getattr(obj, "__qualname__", None) or getattr(obj, "__name__", ""))
-    raise _NotStable(type(obj).__qualname__)
-
-
-_PLAIN = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice, range)
-
-
-def _function_digest(fun: types.FunctionType, depth: int) -> str:
-    """A user function reached a second time (guarded by identity there): its code and what it
-    closes over and defaults to, which no other guard covers on that path. Its globals are
-    walked where the function was first reached."""
-    if depth > 4:
-        raise _NotStable("functions nested too deep")
-    parts = []
-    for cell in fun.__closure__ or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
-            parts.append(("empty",))
-            continue
-        if isinstance(value, types.FunctionType) and not _is_library_module(value.__module__):
-            parts.append(("function", _function_digest(value, depth + 1)))
-        else:
-            parts.append(_value_text(value))
-    defaults = _value_text(tuple(fun.__defaults__ or ()))
-    kwdefaults = _value_text(tuple(sorted((fun.__kwdefaults__ or {}).items())))
-    return _h("function", *_qualified(fun), code_digest(fun.__code__), tuple(parts), defaults, kwdefaults)
-
-
-def _value_text(value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(_value_text(v) for v in value))
-    if isinstance(value, _PLAIN + (np.generic, np.dtype)):
-        return (type(value).__qualname__, repr(value))
-    raise _NotStable(type(value).__qualname__)
-
-
-def guard_digest(kind: str, expected: Any) -> str:
-    """The digest of a guard's expected value (for identity guards: the object itself)."""
-    if kind == "value":
-        return _h("value", _value_text(expected))
-    if kind == "identity":
-        return _identity_digest(expected)
-    if kind == "length":
-        return _h("length", expected[0].__qualname__, expected[1])
-    if kind == "keys":
-        return _h("keys", _value_text(tuple(expected)))
-    if kind == "array":
-        shape, dtype = expected
-        return _h("array", tuple(shape), np.dtype(dtype).str)
-    if kind == "content":
-        data = np.ascontiguousarray(expected)
-        return _h("content", data.shape, data.dtype.str, hashlib.sha256(data.view(np.uint8)).hexdigest())
-    raise _NotStable(kind)
-
-
-def _expected_of(kind: str, value: Any) -> Any:
-    """What a guard of `kind` expects, made from the value found now (capture._refreshed)."""
-    if kind == "value":
-        return value
-    if kind == "identity":
-        return value
-    if kind == "length":
-        return (type(value), len(value))
-    if kind == "keys":
-        if type(value) is not dict:
-            raise _NotStable("keys")
-        return tuple(value)
-    if kind == "array":
-        if type(value) is not np.ndarray:
-            raise _NotStable("array")
-        return (value.shape, value.dtype)
-    if kind == "content":
-        if type(value) is not np.ndarray:
-            raise _NotStable("content")
-        return value
-    raise _NotStable(kind)
-
-
-def _stored_expected(kind: str, expected: Any) -> Any:
-    if kind == "identity":
-        value = expected()
-        if value is None:
-            raise _NotStable("a collected object")
-        return value
-    return expected
-
-
-@functools.lru_cache(maxsize=1)
-def _package_hash() -> str:
-    """The source of tracegrad (its version may not change between two edits)."""
-    from . import __version__, cache
-
-    root = os.path.dirname(os.path.abspath(__file__))
-    files = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in ("examples", "__pycache__"))
-        files += [os.path.join(folder, n) for n in sorted(names) if n.endswith(".py")]
-    return _h(__version__, cache.source_hash(files), np.__version__, sys.version)
-
-
-def _spec_text(spec: Any) -> Any:
-    """api.Transformed.spec with its code objects and types as digests."""
-    if isinstance(spec, tuple):
-        return tuple(_spec_text(s) for s in spec)
-    if isinstance(spec, types.CodeType):
-        return ("code", code_digest(spec))
-    if isinstance(spec, type):
-        return ("type", _class_digest(spec))
-    if isinstance(spec, _PLAIN):
-        return (type(spec).__name__, repr(spec))
-    return ("object", _identity_digest(spec))
-
-
-def _tree_text(tree: TreeDef) -> Any:
-    return (tree.kind, tuple(_tree_text(c) for c in tree.children), _value_text(tuple(tree.keys)))
-
-
-def _static_text(static_key: tuple) -> Any:
-    def typed(entry):
-        kind, value = entry
-        if kind in (tuple, list):
-            return (kind.__name__, tuple(typed(v) for v in value))
-        return (kind.__qualname__, _value_text(value))
-
-    return tuple(typed(e) for e in static_key)
-
-
 def prefix(key: tuple) -> str:
-    """The part of an entry's name known before tracing (raises _NotStable)."""
+    """The part of an entry's name known before tracing (raises NotStable)."""
     spec, backend_name, variant, sig = key
-    return _h(
-        FORMAT, _package_hash(), _spec_text(spec), backend_name, repr(variant),
-        _tree_text(sig.treedef), sig.avals, _static_text(sig.static),
+    return hash_parts(
+        FORMAT, package_hash(), spec_text(spec), backend_name, repr(variant),
+        tree_text(sig.treedef), sig.avals, static_text(sig.static),
     )
 
 
@@ -294,9 +100,9 @@ def _check_param(value: Any) -> None:
             _check_param(v)
     elif isinstance(value, np.ndarray):
         if value.dtype.hasobject:
-            raise _NotStable("an object array")
-    elif not isinstance(value, _PLAIN + (np.generic, np.dtype)):
-        raise _NotStable(f"a {type(value).__name__} parameter")
+            raise NotStable("an object array")
+    elif not isinstance(value, PLAIN + (np.generic, np.dtype)):
+        raise NotStable(f"a {type(value).__name__} parameter")
 
 
 def _graph_data(graph: Graph) -> tuple:
@@ -317,7 +123,7 @@ def _graph_data(graph: Graph) -> tuple:
         args = tuple(index[v] for v in node.inputs)
         nodes.append((node.prim.name, args, dict(node.params), define(node.out), node.source))
     if const_bytes > MAX_CONST_BYTES:
-        raise _NotStable("large constants")
+        raise NotStable("large constants")
     return inputs, tuple(nodes), tuple(index[v] for v in graph.outputs)
 
 
@@ -385,9 +191,9 @@ def save(fun: Any, static: tuple, key: tuple, graph: Graph, out_tree: TreeDef, h
     try:
         head = prefix(key)
         if any(isinstance(r, np.ndarray) for r in captured.readers):
-            raise _NotStable("a held view")
+            raise NotStable("a held view")
         guards = tuple(
-            (_path_data(g.path), g.kind, guard_digest(g.kind, _stored_expected(g.kind, g.expected)))
+            (_path_data(g.path), g.kind, guard_digest(g.kind, stored_expected(g.kind, g.expected)))
             for g in captured.guards
         )
         readers = tuple(_path_data(r) for r in captured.readers)
@@ -395,7 +201,7 @@ def save(fun: Any, static: tuple, key: tuple, graph: Graph, out_tree: TreeDef, h
             (FORMAT, head, guards, readers, _graph_data(graph), _tree_data(out_tree)),
             protocol=pickle.HIGHEST_PROTOCOL,
         )
-    except Exception as why:  # _NotStable, or a value whose digest cannot be taken
+    except Exception as why:  # NotStable, or a value whose digest cannot be taken
         log.debug("tracegrad: not persisting a program (%s)", why)
         return False
     directory = programs_dir()
@@ -403,7 +209,7 @@ def save(fun: Any, static: tuple, key: tuple, graph: Graph, out_tree: TreeDef, h
         return False
     import tempfile
 
-    name = f"{head}-{_h(guards)[:16]}.tgp"
+    name = f"{head}-{hash_parts(guards)[:16]}.tgp"
     data = MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".tgp")
@@ -430,7 +236,7 @@ def load(fun: Any, static: tuple, key: tuple) -> tuple[Graph, TreeDef, Captured]
         return None
     try:
         head = prefix(key)
-    except _NotStable:
+    except NotStable:
         return None
     directory = programs_dir()
     if directory is None:
@@ -491,16 +297,16 @@ def _match(entry: tuple, fun: Any, static: tuple) -> tuple[Graph, TreeDef, Captu
     for path, kind, digest in guards:
         try:
             value = path.read(fun, static)
-            expected = _expected_of(kind, value)
+            expected = expected_of(kind, value)
             if guard_digest(kind, expected) != digest:
                 return None
         except Exception:
             return None
         if kind == "identity":
-            expected = _ref(value)
+            expected = ref(value)
         elif kind == "content":
             expected = np.array(value, copy=True)
-        made.append(_Guard(path, kind, expected))
+        made.append(Guard(path, kind, expected))
     captured = Captured(made, readers)
     if captured.read(fun, static) is None:
         return None

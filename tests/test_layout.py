@@ -1,0 +1,269 @@
+"""The package's layout reads in pipeline order: its imports flow one way, down the pipeline.
+
+Every module's imports are read with `ast` (nothing is imported). Two rules:
+
+- no cycle among module-level imports (an import inside a function runs when the function is
+  called, after every module has loaded: such a lazy import may go back up the graph, not up the
+  pipeline);
+- no module imports a module of a later stage of the pipeline (`STAGES`, in order), lazily or
+  not, except the few listed in `UPWARD`, each with its reason.
+
+Imports under `if TYPE_CHECKING:` are for annotations only and are not counted.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "tracegrad"
+
+# The stages in pipeline order; a module belongs to the stage of the longest prefix that names
+# it (a package's prefix covers its submodules). Modules of one stage may import each other.
+STAGES: list[tuple[str, tuple[str, ...]]] = [
+    # what every stage uses: errors, the TRACEGRAD_* variables, pytrees
+    ("base", ("errors", "config", "tree", "tree_nodes", "tree_util")),
+    ("ir", ("ir",)),
+    # services the compiled stages call while they build and run kernels; they import nothing
+    # later than the IR (runtime/__init__.py says so), so the primitive table (host kernels) and
+    # the traced linear algebra (BLAS threads) may use them
+    (
+        "runtime services",
+        ("runtime.cache", "runtime.progress", "runtime.blas_threads", "runtime.host_kernels"),
+    ),
+    # the primitive table, and the reference executor that runs its NumPy facet over a graph
+    ("primitives", ("primitives", "interpreter")),
+    # tracing: tracers, captured values, the traced NumPy namespace, user-facing helpers that
+    # trace (custom rules, debugging prints, array constructors)
+    (
+        "trace",
+        (
+            "trace",
+            "tracing",
+            "capture",
+            "numpy",
+            "numpy_api",
+            "numpy_arrays",
+            "linalg",
+            "fillable",
+            "constructors",
+            "custom",
+            "debugging",
+        ),
+    ),
+    # graph-to-graph transforms: the adjoint, forward mode, batching, loops and their user API
+    ("autodiff", ("autodiff", "transforms", "control_flow")),
+    ("passes", ("passes",)),
+    ("fusion", ("fusion",)),
+    # code generation and the backends it implements (backends.py: the interface, the numpy one)
+    (
+        "codegen",
+        (
+            "render",
+            "codegen_cpu",
+            "codegen_cuda",
+            "cuda_kernels",
+            "cuda_device",
+            "cpu_loops",
+            "vmath",
+            "backends",
+        ),
+    ),
+    # the program store and its drivers
+    ("runtime", ("runtime",)),
+    # the public API: the transforms and how a call reaches its program
+    ("api", ("", "api", "api_transforms", "calls", "checking", "dask")),
+    ("cli", ("cli", "examples", "__main__")),
+]
+
+# Imports that go up the pipeline, each with why; (importer, imported) as module names.
+UPWARD: dict[tuple[str, str], str] = {
+    # tracegrad.__version__ is defined in the package's __init__ (the public API); the disk
+    # caches read it, when they first make a key, into the salt of their entries
+    ("tracegrad.runtime.cache", "tracegrad"): "tracegrad.__version__",
+    ("tracegrad.runtime.digests", "tracegrad"): "tracegrad.__version__",
+}
+
+# Module-level import cycles that exist today, as the set of modules on the cycle.
+CYCLES_ALLOWED: dict[frozenset[str], str] = {
+    # The traced NumPy namespace is assembled from three modules that share helpers:
+    # numpy_arrays and linalg import numpy_api's helpers at the top, and numpy_api imports
+    # their FUNCTIONS tables at its bottom (after its own helpers are defined).
+    frozenset({"tracegrad.numpy_api", "tracegrad.numpy_arrays"}): "one namespace in 3 files",
+    frozenset({"tracegrad.numpy_api", "tracegrad.linalg"}): "one namespace in 3 files",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = ["tracegrad", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The tracegrad modules an import statement loads (a package's submodule when it names
+    one: `from . import ir` loads tracegrad.ir)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        if node.level:
+            package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+            base = package.split(".")
+            base = base[: len(base) - (node.level - 1)]
+            source = ".".join(base + ([node.module] if node.module else []))
+        else:
+            source = node.module or ""
+        names = [
+            f"{source}.{a.name}" if f"{source}.{a.name}" in MODULES else source for a in node.names
+        ]
+    found = []
+    for name in names:
+        while name and name not in MODULES:
+            name = name.rpartition(".")[0]
+        if name.startswith("tracegrad") and name != module:
+            found.append(name)
+    return found
+
+
+def imports(module: str) -> tuple[set[str], set[str]]:
+    """(modules imported at module level, modules imported inside functions)."""
+    tree = ast.parse(MODULES[module].read_text())
+    top: set[str] = set()
+    lazy: set[str] = set()
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child, in_function)
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            (lazy if in_function else top).update(_targets(module, node))
+        inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(tree, False)
+    return top, lazy
+
+
+GRAPH = {m: imports(m) for m in MODULES}
+
+
+def stage(module: str) -> int:
+    best, best_len = None, -1
+    for index, (_, prefixes) in enumerate(STAGES):
+        for prefix in prefixes:
+            full = f"tracegrad.{prefix}" if prefix else "tracegrad"
+            if (module == full or module.startswith(full + ".")) and len(full) > best_len:
+                best, best_len = index, len(full)
+    if best is None:
+        raise AssertionError(f"{module} has no stage: add it (or its package) to STAGES")
+    return best
+
+
+def test_every_module_has_a_stage():
+    for module in MODULES:
+        stage(module)
+
+
+def test_no_module_imports_a_later_stage():
+    found = []
+    for module, (top, lazy) in GRAPH.items():
+        for target in sorted(top | lazy):
+            if stage(target) > stage(module) and (module, target) not in UPWARD:
+                how = "at module level" if target in top else "inside a function"
+                found.append(
+                    f"{module} ({STAGES[stage(module)][0]}) imports {target} "
+                    f"({STAGES[stage(target)][0]}) {how}"
+                )
+    assert not found, "imports up the pipeline:\n" + "\n".join(found)
+
+
+def test_the_known_upward_imports_still_exist():
+    """An entry of UPWARD that no longer happens is removed from the list."""
+    for module, target in UPWARD:
+        top, lazy = GRAPH[module]
+        assert target in top | lazy, f"{module} no longer imports {target}: drop it from UPWARD"
+
+
+def _cycles() -> list[list[str]]:
+    """The strongly connected components of the module-level import graph with more than one
+    module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(GRAPH[v][0]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            connect(v)
+    return components
+
+
+def test_no_import_cycle():
+    allowed = set().union(*CYCLES_ALLOWED) if CYCLES_ALLOWED else set()
+    for component in _cycles():
+        # a component may hold only the allowed cycles: each of its edges is on one of them
+        edges = {(a, b) for a in component for b in GRAPH[a][0] if b in component}
+        unexplained = [
+            (a, b) for a, b in edges if not any({a, b} <= cycle for cycle in CYCLES_ALLOWED)
+        ]
+        assert set(component) <= allowed and not unexplained, (
+            f"module-level import cycle among {', '.join(component)}; edges not on a known "
+            f"cycle: {unexplained}"
+        )
+
+
+def test_the_checker_sees_imports():
+    """The reader of imports finds what it must, so that the tests above can fail."""
+    top, _ = GRAPH["tracegrad.autodiff"]
+    assert {"tracegrad.ir", "tracegrad.primitives"} <= top
+    top, lazy = GRAPH["tracegrad.primitives"]  # the scatter-add's compiled loop, when first run
+    assert "tracegrad.runtime.host_kernels" in lazy - top
+    top, _ = GRAPH["tracegrad.runtime.tiered"]
+    assert "tracegrad.runtime.program" in top
+    assert stage("tracegrad.codegen_cpu") > stage("tracegrad.fusion") > stage("tracegrad.ir")
+    assert stage("tracegrad.runtime.program") > stage("tracegrad.codegen_cpu")
+
+
+@pytest.mark.parametrize("package", ["calls", "cli", "runtime", "tracing", "transforms"])
+def test_each_subpackage_says_where_it_stands(package):
+    """A subpackage's docstring names its place in the pipeline."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text()))
+    assert doc, f"tracegrad/{package}/__init__.py has no docstring"
+    assert "stage" in doc.lower() or "pipeline" in doc.lower(), (
+        f"tracegrad/{package}/__init__.py's docstring does not say where it stands in the pipeline"
+    )

@@ -1,0 +1,487 @@
+"""`Transformed`: a function under a transform, and the path of its calls to a compiled program.
+
+Called on arrays, a `Transformed` splits its arguments into static values and traced leaves,
+keys the program store by (transform, backend, signature), and on a miss traces, transforms,
+optimises and compiles; called on tracers (inside another trace), it inlines the graph it derives.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import autodiff, backends, ir, passes
+from .. import primitives as P
+from ..tracing.scope import Scope
+from ..ir import Graph
+from ..runtime import program_cache, progress, tiered
+from ..runtime.program import (
+    _MISS,
+    CompiledCall,
+    Signature,
+    _BoundedDict,
+    _cheap_signature,
+    _configure_logging,
+    _fast_call,
+    _generation,
+    _last_signature,
+    _log_enabled,
+    _programs,
+    _trace_counts,
+    aval,
+    log,
+    static_key,
+    variant,
+)
+from ..trace import CallArgs, Tracer, inline_graph, trace
+from ..transforms import forward, rolling
+from ..tree import LEAF, TreeDef, flatten, replace_leaves, tuple_of, unflatten
+from ..tree_nodes import is_user_node_type
+from .arguments import as_array, check_argnums, int_tuple, leaf_names
+
+GUARD_RETRACE_WARNING = 8  # traces caused by changed captured values before a warning
+
+
+_guard_retraces: _BoundedDict = _BoundedDict()
+
+
+def spec_of(fun: Callable) -> Any:
+    """What identifies a function in the program store. A Python function is identified by its
+    code, not by the function object: the values it reads from outside (closure, globals,
+    defaults) are guarded or passed as hidden inputs (tracing/scope.py), so lambdas made afresh in a
+    loop share one program, and the store keeps no user function (nor its closure) alive."""
+    if isinstance(fun, Transformed):
+        return fun.spec
+    if isinstance(fun, types.FunctionType):
+        return fun.__code__
+    if isinstance(fun, types.MethodType):
+        return ("method", spec_of(fun.__func__))
+    if isinstance(fun, functools.partial):
+        return ("partial", spec_of(fun.func), len(fun.args), tuple(fun.keywords))
+    inner = getattr(type(fun), "_capture_children", None)
+    if inner:  # tracegrad's own callables (custom_vjp): identified by what they wrap
+        return (
+            type(fun),
+            *(spec_of(getattr(fun, a)) if callable(getattr(fun, a, None)) else None for a in inner),
+        )
+    module = getattr(type(fun), "__module__", "") or ""
+    if module.split(".")[0] in ("numpy", "builtins", "scipy", "math"):
+        return fun  # a library function: lives as long as its module
+    return ("object", type(fun))  # a callable object: its attributes are guarded
+
+
+def name_of(fun: Callable) -> str:
+    if isinstance(fun, Transformed):
+        return f"{fun.kind}({name_of(fun.fun)})"
+    return getattr(fun, "__qualname__", getattr(fun, "__name__", repr(fun)))
+
+
+class Transformed:
+    """A function under a transform. Call it like the original function."""
+
+    _capture_children = ("fun",)  # what the capture walk follows (see tracing/scope.py)
+    # Set on the variants made for methods (`_method`): `self` is argument 0 and argnums count
+    # after it (_self_shift = 1); a `self` that is not a pytree is static, keyed by identity.
+    _self_shift = 0
+    _static_self = False
+
+    def __init__(
+        self,
+        fun: Callable,
+        kind: str,
+        argnums: int | tuple[int, ...] = 0,
+        has_aux: bool = False,
+        static_argnums: int | Sequence[int] = (),
+        backend: str | None = None,
+        taps: bool = False,
+    ):
+        if not callable(fun):
+            raise TypeError(f"{kind} expects a function, got {type(fun).__name__}")
+        check_argnums(argnums, kind)
+        if isinstance(argnums, (int, np.integer)):
+            argnums = int(argnums)  # a NumPy integer is an int: one gradient, not a tuple of one
+        else:
+            argnums = tuple(int(a) for a in argnums)
+        self.fun, self.kind, self.argnums, self.has_aux = fun, kind, argnums, has_aux
+        if taps and kind not in ("grad", "value_and_grad"):
+            raise ValueError("taps=True is for grad and value_and_grad")
+        self.taps = bool(taps)
+        self.static_argnums = int_tuple(static_argnums, "static_argnums")
+        self.backend = backend
+        if backend is not None:
+            backends.get_backend(backend)  # fail early on a bad name
+        functools.update_wrapper(self, fun, updated=())
+        _configure_logging()
+        self._fast_calls: dict[tuple, Callable] = {}  # cheap signature -> cached call
+
+    @property
+    def spec(self) -> tuple:
+        return (
+            self.kind,
+            spec_of(self.fun),
+            self.argnums,
+            self.has_aux,
+            self.static_argnums,
+            self.taps,
+        )
+
+    @property
+    def trace_count(self) -> int:
+        """How many times this transform of this function (of its code: lambdas made afresh
+        from one line count together) has been traced to a new program for its backend."""
+        return _trace_counts.get((self.spec, backends.get_backend(self.backend).name), 0)
+
+    def __repr__(self) -> str:
+        return f"<tracegrad {name_of(self)}>"
+
+    def __get__(self, obj, objtype=None):  # decorating methods
+        if obj is None:
+            return self
+        return _Bound(self._method(is_user_node_type(type(obj))), obj)
+
+    def _method(self, pytree_self: bool) -> Transformed:
+        """This transform for a method called through an instance, `obj.method(*args)`: `self`
+        comes first and argnums/static_argnums count the arguments after it (`@tg.grad` on
+        `def loss(self, w)` differentiates `w`). A `self` that is a pytree (a registered class,
+        a namedtuple, a dataclass) is traced and not differentiated; any other `self` is a static
+        argument keyed by identity, whose attributes are read at call time (tracing/scope.py). Made
+        once per transform and kind of `self`; a transform of a transform shifts all the way in."""
+        methods = self.__dict__.setdefault("_methods", {})
+        variant = methods.get(pytree_self)
+        if variant is None:
+            variant = copy.copy(self)
+            variant._bind_self(pytree_self)
+            variant._fast_calls, variant._methods = {}, {}
+            methods[pytree_self] = variant
+        return variant
+
+    def _bind_self(self, pytree_self: bool) -> None:
+        """On a fresh copy (`_method`): shift the per-argument options past `self`. A transform
+        with options of its own per positional argument (vmap's in_axes) extends this."""
+        if isinstance(self.argnums, int):
+            self.argnums += 1
+        else:
+            self.argnums = tuple(a + 1 for a in self.argnums)
+        shifted = tuple(s + 1 for s in self.static_argnums)
+        self.static_argnums = shifted if pytree_self else (0, *shifted)
+        self._self_shift, self._static_self = 1, not pytree_self
+        if isinstance(self.fun, Transformed):
+            self.fun = self.fun._method(pytree_self)
+
+    # ---- calling
+    def __call__(self, *args, **kwargs):
+        if not kwargs:
+            fast = self._fast_calls.get(_cheap_signature(args))
+            if fast is not None:
+                out = fast(self, args)
+                if out is not _MISS:
+                    return out
+        self._check_call(args)
+        if ir.active_builder() is not None:
+            return self._inline(args, kwargs)
+        return self._execute(args, kwargs)
+
+    def _check_call(self, args: tuple) -> None:
+        shift = self._self_shift  # messages count the arguments as the caller wrote them
+        where = " after self" if shift else ""
+        for i in self.static_argnums:
+            if i >= len(args):
+                raise ValueError(
+                    f"static_argnums {i - shift} is out of range: {name_of(self)} was called "
+                    f"with {len(args) - shift} positional argument(s){where}"
+                )
+        if self.kind == "jit":
+            return
+        for i in int_tuple(self.argnums, "argnums"):
+            if i >= len(args):
+                raise ValueError(
+                    f"argnums {i - shift} is out of range: {name_of(self)} was called with "
+                    f"{len(args) - shift} positional argument(s){where}; argnums counts from 0 "
+                    "(keyword arguments are never differentiated)"
+                )
+            if i in self.static_argnums:
+                raise ValueError(f"argument {i - shift} cannot be both differentiated and static")
+
+    def _split(self, args: tuple, kwargs: dict | None = None):
+        """(static values, positions of the traced arguments, their leaves, their tree). Keyword
+        arguments are traced too: one dict (sorted by name) after the positional arguments."""
+        static = tuple(args[i] for i in self.static_argnums)
+        shift = self._self_shift  # messages count a method's arguments after self
+        for i, s in zip(self.static_argnums, static, strict=True):
+            if i == 0 and self._static_self:
+                continue  # keyed by identity (static_key)
+            try:
+                hash(s)
+            except TypeError:
+                raise TypeError(
+                    f"static argument {i - shift} of {name_of(self)} must be hashable, got "
+                    f"{type(s).__name__}; pass arrays as ordinary (traced) arguments"
+                ) from None
+        dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+        positions = [i for i in range(len(args)) if i not in self.static_argnums]
+        for i, a in zip(positions, dynamic, strict=True):
+            if a is None:
+                raise TypeError(
+                    f"argument {i - shift} of {name_of(self)} is None; tracegrad traces arrays "
+                    f"and numbers. Mark it static with static_argnums=({i - shift},) or leave it "
+                    "out."
+                )
+        if kwargs:
+            dynamic += (dict(sorted(kwargs.items())),)
+        leaves, treedef = flatten(dynamic)
+        return static, positions, leaves, treedef
+
+    def _wrap_args(self, static: tuple, positions: list[int]):
+        """The traced arguments (a tuple, the keyword arguments' dict last if any) -> the call."""
+
+        def wrap(dynamic: tuple) -> tuple | CallArgs:
+            full: list[Any] = [None] * (len(static) + len(positions))
+            for i, s in zip(self.static_argnums, static, strict=True):
+                full[i] = s
+            for i, d in zip(positions, dynamic, strict=False):  # + the kwargs dict
+                full[i] = d
+            if len(dynamic) > len(positions):
+                return CallArgs(tuple(full), dynamic[-1])
+            return tuple(full)
+
+        return wrap
+
+    def _execute(self, args: tuple, kwargs: dict | None = None):
+        static, positions, leaves, treedef = self._split(args, kwargs)
+        arrays = self._arrays(leaves, treedef, positions)
+        backend = backends.get_backend(self.backend)
+        avals = [aval(a) for a in arrays]
+        if backend.name != "cuda" and any(not isinstance(a, np.ndarray) for a in arrays):
+            raise TypeError(
+                f"{name_of(self)} got a GPU (device) array but runs on the {backend.name!r} "
+                "backend; pass backend='cuda', or copy the array to the host first"
+            )
+        sig = Signature(
+            treedef, tuple((s, d.str) for s, d in avals), static_key(static, self._static_self)
+        )
+        key = (self.spec, backend.name, variant(backend), sig)
+        program = _programs.get(key)
+        hidden = None if program is None else program.captured.read(self, static)
+        if hidden is None:  # persisted by an earlier process (program_cache.py)?
+            stored = program_cache.load(self, static, key)
+            if stored is not None:
+                graph, out_tree, captured = stored
+                run = tiered.compile(backend, graph, name_of(self))
+                program = CompiledCall(graph, out_tree, run, backend.name, [], captured)
+                _programs.put(key, program)
+                hidden = captured.read(self, static)
+        if hidden is None:
+            names = leaf_names(treedef, positions, self._self_shift)
+            why = None if program is None else program.captured.why(self, static)
+            self._note_retrace(sig, names, why)
+            with progress.compiling(name_of(self)):
+                scope = Scope.of(self, static)
+                graph, out_tree, captures = self.build(avals, treedef, static, positions, scope)
+                assert not captures, "a top-level trace cannot capture values"
+                graph, hooks = passes.extract_hooks(passes.optimize(graph))
+                captured = scope.finish(self, static)
+                run = tiered.compile(backend, graph, name_of(self))
+                program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured)
+                _programs.put(key, program)
+                program_cache.save(self, static, key, graph, out_tree, hooks, captured)
+                counted = (self.spec, backend.name)
+                _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
+                hidden = captured.read(self, static)
+                if hidden is None:  # cannot happen unless a guard is flaky: use what was traced
+                    hidden = [v for _, v in scope.hidden]
+                if not kwargs:
+                    self._remember_fast_call(args, program)
+                return program(arrays + hidden)  # the first call compiles the kernels
+        if not kwargs:
+            self._remember_fast_call(args, program)
+        return program(arrays + hidden)
+
+    def _remember_fast_call(self, args: tuple, program: CompiledCall) -> None:
+        """A path for the next calls with the same cheap signature (positional floats and
+        arrays): no flattening, no signature, no program lookup. A method with a static `self`
+        and no other static argument gets one per instance (keyed by identity, as its program:
+        the guards read `self` again on every call)."""
+        if self._static_self and self.static_argnums == (0,):
+            cheap = _cheap_signature(args[1:])
+            cheap = None if cheap is None else (id(args[0]), cheap)
+        elif self.static_argnums:
+            return
+        else:
+            cheap = _cheap_signature(args)
+        if cheap is None:
+            return
+        if len(self._fast_calls) >= 64:
+            self._fast_calls.clear()
+        self._fast_calls[cheap] = _fast_call(program, self.backend, _generation[0])
+
+    def _note_retrace(self, sig: Signature, names: list[str], why: str | None) -> None:
+        old = _last_signature.get(self.spec)
+        _last_signature[self.spec] = sig
+        if why is not None:
+            _guard_retraces[self.spec] = count = _guard_retraces.get(self.spec, 0) + 1
+            if count == GUARD_RETRACE_WARNING:
+                log.warning(
+                    "tracegrad: %s was traced %d times because a value it reads from outside "
+                    "its arguments keeps changing (last: %s). Pass that value as an argument.",
+                    name_of(self),
+                    count,
+                    why,
+                )
+        if _log_enabled("retrace") and (old is not None or why is not None):
+            reason = why if why is not None else sig.describe_change(old, names)
+            log.info("re-tracing %s because %s", name_of(self), reason)
+
+    def _arrays(self, leaves: list, treedef: TreeDef, positions: list[int]) -> list[np.ndarray]:
+        """The call's leaves as arrays; names for the error message only when one is bad."""
+        arrays = []
+        for leaf in leaves:
+            if type(leaf) is np.ndarray and leaf.dtype.kind in "fiub":  # the common case, fast
+                arrays.append(leaf)
+            elif type(leaf) is float:
+                arrays.append(np.asarray(leaf))
+            else:
+                name = leaf_names(treedef, positions, self._self_shift)[len(arrays)]
+                arrays.append(as_array(leaf, name, name_of(self)))
+        return arrays
+
+    def _inline(self, args: tuple, kwargs: dict | None = None):
+        static, positions, leaves, treedef = self._split(args, kwargs)
+        names = leaf_names(treedef, positions, self._self_shift)
+        avals = []
+        for leaf, name in zip(leaves, names, strict=True):
+            if isinstance(leaf, Tracer):
+                avals.append((leaf.shape, leaf.dtype))
+            else:
+                avals.append(aval(as_array(leaf, name, name_of(self))))
+        graph, out_tree, captures = self.build(avals, treedef, static, positions)
+        outs = inline_graph(graph, leaves, captures)
+        return unflatten(out_tree, outs)
+
+    # ---- deriving the graph
+    def build(self, avals, treedef: TreeDef, static: tuple, positions: list[int], scope=None):
+        """Trace and transform: (graph with flat outputs, their tree, captured tracers). With a
+        `scope` (top-level calls), arrays read from outside the arguments become hidden inputs,
+        after the arguments' leaves."""
+        wrap = self._wrap_args(static, positions)
+        fgraph, out_tree, captures = trace(self.fun, avals, treedef, wrap, scope)
+        fgraph = passes.smooth_idioms(fgraph)  # before autodiff: stable softplus idioms
+        rolled = rolling.roll_loops(fgraph)  # repeated iterations of Python loops: one scan
+        if rolled is not fgraph:  # the rows of stacked results read back one by one: merged
+            fgraph = passes.simplify(rolled, lower=False)
+        if self.kind == "jit":
+            return fgraph, out_tree, captures
+        wrt, wrt_tree = self._wrt(treedef, positions, fgraph)
+        value_tree, aux_tree, n_value = self._split_output(out_tree, fgraph)
+        if self.kind in ("grad", "value_and_grad"):
+            # this differentiation owns the function's taps: their hooks fire with its cotangents
+            graph = autodiff.adjoint(fgraph, wrt, [0], seed_ones=True, taps=True)
+            n_out, n_wrt = len(fgraph.outputs), len(wrt)
+            value, aux = graph.outputs[:1], graph.outputs[1:n_out]
+            grads = graph.outputs[n_out : n_out + n_wrt]
+            if self.kind == "grad":
+                outputs = list(grads) + list(aux)
+                tree = tuple_of(wrt_tree, aux_tree) if self.has_aux else wrt_tree
+            else:
+                outputs = list(value) + list(aux) + list(grads)
+                head = tuple_of(value_tree, aux_tree) if self.has_aux else value_tree
+                tree = tuple_of(head, wrt_tree)
+            if self.taps:
+                names = [node.params["name"] for node in autodiff.tap_nodes(fgraph)]
+                outputs += list(graph.outputs[n_out + n_wrt :])
+                tree = tuple_of(tree, TreeDef("dict", tuple(LEAF for _ in names), tuple(names)))
+            return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
+        # jacobian: one jacobian per (value leaf, wrt leaf); aux outputs are not differentiated
+        # (jacfwd: by forward mode, one batched tangent per input element)
+        derive = forward.jacfwd if self.kind == "jacfwd" else autodiff.jacobian
+        graph = derive(fgraph, wrt, n_value)
+        n_out = len(fgraph.outputs)
+        jacs = list(graph.outputs[n_out:])
+        outputs = jacs + list(graph.outputs[n_value:n_out])
+        tree = replace_leaves(value_tree, lambda: wrt_tree)
+        if self.has_aux:
+            tree = tuple_of(tree, aux_tree)
+        return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
+
+    def _wrt(self, treedef: TreeDef, positions: list[int], fgraph: Graph):
+        """Flat input positions to differentiate, and the tree the gradients come back in."""
+        arg_trees = treedef.children
+        offsets = np.cumsum([0] + [t.num_leaves for t in arg_trees])
+        argnums = int_tuple(self.argnums, "argnums")
+        wrt, trees = [], []
+        names = leaf_names(treedef, positions, self._self_shift)
+        for i in argnums:
+            k = positions.index(i)
+            trees.append(arg_trees[k])
+            for j in range(offsets[k], offsets[k + 1]):
+                var = fgraph.inputs[j]
+                if not P.is_float(var.dtype):
+                    raise TypeError(
+                        f"{name_of(self)}: cannot differentiate with respect to {names[j]}, "
+                        f"which has dtype {var.dtype}; only float arrays have derivatives. "
+                        "Convert it with .astype(np.float64), or leave it out of argnums."
+                    )
+                wrt.append(j)
+        tree = trees[0] if isinstance(self.argnums, int) else tuple_of(*trees)
+        return wrt, tree
+
+    def _split_output(self, out_tree: TreeDef, fgraph: Graph):
+        """(value tree, aux tree, number of value leaves), checking what the transform needs."""
+        name = name_of(self)
+        if self.has_aux:
+            if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
+                raise TypeError(
+                    f"{name} has has_aux=True, so the function must return a pair "
+                    f"(output, aux); it returned {out_tree}"
+                )
+            value_tree, aux_tree = out_tree.children
+        else:
+            value_tree, aux_tree = out_tree, TreeDef("tuple")
+        n_value = value_tree.num_leaves
+        if self.kind in ("grad", "value_and_grad"):
+            out = fgraph.outputs[0] if n_value else None
+            if value_tree.kind != "leaf" or out is None or out.shape != ():
+                shape = (
+                    out.shape if value_tree.kind == "leaf" and out is not None else str(value_tree)
+                )
+                raise TypeError(
+                    f"{name} needs a function that returns a scalar (0-d) value, but it returned "
+                    f"{shape}. Reduce it (e.g. .sum() or np.mean), or use tg.jacobian."
+                )
+            if not P.is_float(out.dtype):
+                raise TypeError(
+                    f"{name}: the output has dtype {out.dtype}; only float outputs have derivatives"
+                )
+        return value_tree, aux_tree, n_value
+
+
+class _Bound:
+    """A transform reached through an instance (`obj.loss`): calls `method(obj, *args)`, with
+    the cached-call path of a static `self` (see Transformed._remember_fast_call)."""
+
+    __slots__ = ("method", "obj")
+    _capture_children = ("method", "obj")  # what the capture walk follows (see tracing/scope.py)
+
+    def __init__(self, method: Transformed, obj: Any):
+        self.method, self.obj = method, obj
+
+    def __call__(self, *args, **kwargs):
+        method, obj = self.method, self.obj
+        if not kwargs and method._static_self:
+            fast = method._fast_calls.get((id(obj), _cheap_signature(args)))
+            if fast is not None:
+                out = fast(method, args, (obj,))
+                if out is not _MISS:
+                    return out
+        return method(obj, *args, **kwargs)
+
+    @property
+    def trace_count(self) -> int:
+        return self.method.trace_count
+
+    def __repr__(self) -> str:
+        return f"<tracegrad {name_of(self.method)} bound to {type(self.obj).__name__}>"

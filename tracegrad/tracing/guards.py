@@ -1,0 +1,218 @@
+"""The guard of a compiled program: paths to the values it reads, and the check run per call.
+
+A `Path` reaches a value from the call's roots (the transformed function, its static arguments);
+a `Guard` records what the value must still be; `Captured` holds a program's guards and the
+readers of its hidden inputs, compiled into one small Python function.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Path:
+    root: str  # "fun" or "static"
+    root_index: int
+    steps: tuple[tuple[str, Any], ...] = ()
+    label: str = ""  # the value as the user's code names it: "X", "params['W']", "self.c"
+    context: str = "{}"  # where that name lives: "global {}", "closure variable {} of loss"
+
+    @property
+    def description(self) -> str:
+        return self.context.format(repr(self.label) if self.label else "")
+
+    def hop(self, kind: str, key: Any) -> Path:
+        """One more step, under the same name (a method's function, a wrapped function)."""
+        return Path(
+            self.root, self.root_index, (*self.steps, (kind, key)), self.label, self.context
+        )
+
+    def item(self, key: Any) -> Path:
+        step = Path(self.root, self.root_index, (*self.steps, ("item", key)))
+        return Path(step.root, step.root_index, step.steps, f"{self.label}[{key!r}]", self.context)
+
+    def attr(self, name: str) -> Path:
+        label = f"{self.label}.{name}" if self.label else name
+        return Path(
+            self.root, self.root_index, (*self.steps, ("getattr", name)), label, self.context
+        )
+
+    def named(self, steps: tuple[tuple[str, Any], ...], label: str, context: str) -> Path:
+        """Steps into a function's namespace: the value gets the name it has there."""
+        return Path(self.root, self.root_index, (*self.steps, *steps), label, context)
+
+    def read(self, fun: Any, static: tuple) -> Any:
+        value = fun if self.root == "fun" else static[self.root_index]
+        for kind, key in self.steps:
+            if kind in ("attr", "getattr"):
+                value = getattr(value, key)
+            elif kind == "item":
+                value = value[key]
+            else:
+                value = value.__closure__[key].cell_contents
+        return value
+
+
+@dataclass
+class Guard:
+    path: Path
+    kind: str  # "value", "identity", "code", "length", "keys", "array", "held_base", "content"
+    expected: Any = None
+
+
+def ref(value: Any):
+    """A weak reference where the type allows one (so a guard does not keep a user's object
+    alive), else the object itself."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return lambda: value
+
+
+class Captured:
+    """Checks that a program still computes what the function computes now, and reads its
+    hidden inputs. `read(fun, static)` returns the hidden inputs' current arrays, or None when a
+    guard fails (the caller traces again; `why(fun, static)` says what changed)."""
+
+    def __init__(self, guards: list[Guard], readers: list[Path | np.ndarray]):
+        self.guards, self.readers = guards, readers
+        # snapshots, and the arrays behind held views (a program keeps them alive)
+        self.nbytes = sum(g.expected.nbytes for g in guards if g.kind == "content") + sum(
+            (r if r.base is None else r.base).nbytes for r in readers if isinstance(r, np.ndarray)
+        )
+        self.read = _compile(guards, readers)
+
+    @property
+    def empty(self) -> bool:
+        return not self.guards and not self.readers
+
+    def why(self, fun: Any, static: tuple) -> str:
+        for guard in self.guards:
+            try:
+                value = guard.path.read(fun, static)
+            except Exception:
+                return f"{guard.path.description} is gone"
+            if not _passes(guard, value):
+                return f"{guard.path.description} changed{_change(guard, value)}"
+        return "a captured value changed"
+
+
+def _change(guard: Guard, value: Any) -> str:
+    if guard.kind == "value":
+        return f" ({guard.expected!r} -> {value!r})"
+    if guard.kind == "array":
+        shape, dtype = guard.expected
+        if isinstance(value, np.ndarray):
+            return f" (an array {dtype}{list(shape)} -> {value.dtype}{list(value.shape)})"
+        return f" (an array -> a {type(value).__name__})"
+    if guard.kind == "content":
+        return " (its contents, which were read while tracing)"
+    return ""
+
+
+def _same_value(expected: Any, value: Any) -> bool:
+    if type(value) is not type(expected):
+        return False
+    if value is expected:
+        return True
+    try:
+        if isinstance(expected, (float, np.floating)) and expected != expected:
+            return bool(value != value)
+        return bool(value == expected)
+    except Exception:
+        return False
+
+
+def _passes(guard: Guard, value: Any) -> bool:
+    kind, expected = guard.kind, guard.expected
+    if kind == "value":
+        return _same_value(expected, value)
+    if kind == "identity":
+        return value is expected()
+    if kind == "length":
+        return type(value) is expected[0] and len(value) == expected[1]
+    if kind == "keys":
+        return type(value) is dict and tuple(value) == expected
+    if kind == "array":
+        return type(value) is np.ndarray and (value.shape, value.dtype) == expected
+    if kind == "content":
+        return (
+            type(value) is np.ndarray
+            and value.shape == expected.shape
+            and value.dtype == expected.dtype
+            and bool(np.array_equal(value, expected, equal_nan=expected.dtype.kind in "fc"))
+        )
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def _no_guards(fun, static):
+    return []
+
+
+def _step(base: str, kind: str, key: Any) -> str:
+    if kind == "attr":
+        return f"{base}.{key}"
+    if kind == "getattr":
+        return f"_getattr({base}, {key!r})"
+    if kind == "item":
+        return f"{base}[{key!r}]"
+    return f"{base}.__closure__[{key}].cell_contents"  # "cell"
+
+
+def _compile(guards: list[Guard], readers: list[Path | np.ndarray]) -> Callable:
+    """One generated function that checks every guard and returns the hidden inputs. Each value
+    on the way is read once (paths share their prefixes: `fun.fun.__globals__`)."""
+    if not guards and not readers:
+        return _no_guards
+    ns: dict[str, Any] = {"_getattr": getattr, "_passes": _passes, "_ndarray": np.ndarray}
+    lines = ["def read(fun, static):", "    try:"]
+    names: dict[str, str] = {}
+
+    def local(path: Path) -> str:
+        text = "fun" if path.root == "fun" else f"static[{path.root_index}]"
+        name = text
+        for kind, key in path.steps:
+            text = _step(text, kind, key)
+            if text not in names:
+                names[text] = f"v{len(names)}"
+                lines.append(f"        {names[text]} = {_step(name, kind, key)}")
+            name = names[text]
+        return name
+
+    for i, guard in enumerate(guards):
+        v, kind, expected = local(guard.path), guard.kind, guard.expected
+        ns[f"G{i}"] = guard
+        if kind == "identity":
+            ns[f"E{i}"] = expected
+            lines.append(f"        if {v} is not E{i}(): return None")
+        elif kind == "value" and isinstance(expected, (str, bool, int, type(None))):
+            ns[f"E{i}"], ns[f"T{i}"] = expected, type(expected)
+            lines.append(f"        if type({v}) is not T{i} or {v} != E{i}: return None")
+        elif kind == "array":
+            ns[f"E{i}"] = expected
+            lines.append(
+                f"        if type({v}) is not _ndarray or ({v}.shape, {v}.dtype) != E{i}: return None"
+            )
+        elif kind == "length":
+            ns[f"T{i}"], ns[f"N{i}"] = expected
+            lines.append(f"        if type({v}) is not T{i} or len({v}) != N{i}: return None")
+        else:
+            lines.append(f"        if not _passes(G{i}, {v}): return None")
+    out = []
+    for j, reader in enumerate(readers):
+        if isinstance(reader, Path):
+            out.append(local(reader))
+        else:
+            ns[f"H{j}"] = reader
+            out.append(f"H{j}")
+    lines.append(f"        return [{', '.join(out)}]")
+    lines.append("    except Exception:")
+    lines.append("        return None")
+    exec(compile("\n".join(lines) + "\n", "<tracegrad guard>", "exec"), ns)
+    return ns["read"]

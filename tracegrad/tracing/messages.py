@@ -1,0 +1,187 @@
+"""What tracing says when the user's code asks a traced value for something a trace cannot give.
+
+- `Unknowable`, a base of `Tracer`: `bool()`, `float()`, `.item()`, `np.asarray(...)` of a traced
+  value, whose value is not known while tracing, raise a `TracingError` naming the user's line
+  and what to write instead (`np.where`, `tg.cond`, `tg.while_loop`, static arguments);
+- NumPy functions with no traced version (`unsupported`), and `math` functions called on a
+  traced value, say what to use instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import math
+
+import numpy as np
+
+from ..errors import TracingError
+from ..numpy_api import FUNCTIONS, UFUNCS
+from .source import line_calls, line_has, user_frame, user_line, writes_into_subscript
+
+# What to use instead of NumPy functions that have no traced version, by meaning. Names not listed
+# get a plain "not supported yet": NumPy dispatches only real NumPy functions here, so the name is
+# never a typo, and a spelling guess would only mislead.
+_INSTEAD = {
+    "matrix_transpose": "np.swapaxes(x, -1, -2) or x.mT",
+    "permute_dims": "np.transpose",
+    "concat": "np.concatenate",
+    "vecdot": "np.sum(a * b, axis=-1)",
+    "nanmax": "np.max(np.where(x != x, -np.inf, x)) (NaN != NaN)",
+    "nanmin": "np.min(np.where(x != x, np.inf, x)) (NaN != NaN)",
+    "nanprod": "np.prod(np.where(x != x, 1.0, x)) (NaN != NaN)",
+    # as many indices as nonzero elements: a shape that depends on the values
+    "nonzero": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
+    "argwhere": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
+    "flatnonzero": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
+}
+
+
+def unsupported(name: str):
+    instead = _INSTEAD.get(name.removeprefix("np."))
+    hint = f"Use {instead} instead. " if instead else ""
+    raise TracingError(
+        f"{name} is not supported on traced values yet{user_line()}\n{hint}"
+        "The supported functions are listed in docs/api.md."
+    )
+
+
+# Python's math functions and their NumPy twins (traced); math's own work on Python numbers only.
+_MATH_TWINS = {
+    "acos": "arccos",
+    "acosh": "arccosh",
+    "asin": "arcsin",
+    "asinh": "arcsinh",
+    "atan": "arctan",
+    "atan2": "arctan2",
+    "atanh": "arctanh",
+    "pow": "power",
+    "fsum": "sum",
+}
+
+
+def math_call_error() -> None:
+    """If the user's line is calling a `math` function on this traced value, say which np.*
+    function to use instead (math.exp(x) asks the tracer for a float: it cannot be a number)."""
+    frame = user_frame()
+    if frame is None:
+        return
+    name = _called_math_function(frame)
+    if name is None:
+        return
+    twin = _MATH_TWINS.get(name, name)
+    supported = twin in FUNCTIONS or twin in UFUNCS
+    if supported:
+        advice = f"use its NumPy twin np.{twin}, which works on traced values"
+    elif hasattr(np, twin):
+        advice = f"its NumPy twin np.{twin} is not supported on traced values yet"
+    else:
+        advice = "NumPy has no twin of it that tracegrad supports"
+    raise TracingError(
+        f"math.{name} works on Python numbers only and cannot take a traced value: {advice}."
+        f"{user_line()}"
+    )
+
+
+def _called_math_function(frame) -> str | None:
+    """The name of the `math` function called by the frame's current instruction: the call's
+    source span (Python >= 3.11 records it per instruction) names the callee, looked up in the
+    frame's namespaces without running anything. None when it is not a `math` function."""
+    try:
+        line, end_line, col, end_col = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+        lines = [linecache.getline(frame.f_code.co_filename, n) for n in range(line, end_line + 1)]
+        lines[-1] = lines[-1][:end_col]
+        lines[0] = lines[0][col:]
+        call = ast.parse("".join(lines).strip(), mode="eval").body
+    except (AttributeError, IndexError, TypeError, ValueError, SyntaxError):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    names, callee = [], call.func
+    while isinstance(callee, ast.Attribute):
+        names.insert(0, callee.attr)
+        callee = callee.value
+    if not isinstance(callee, ast.Name):
+        return None
+    namespaces = (frame.f_locals, frame.f_globals, frame.f_builtins)
+    obj = next((ns[callee.id] for ns in namespaces if callee.id in ns), None)
+    for name in names:
+        obj = getattr(obj, name, None)
+    name = getattr(obj, "__name__", None)
+    return name if isinstance(name, str) and getattr(math, name, None) is obj else None
+
+
+def function_name(func) -> str:
+    module = getattr(func, "__module__", "numpy") or "numpy"
+    name = func.__name__
+    for sub in ("linalg", "fft"):  # numpy.linalg.solve -> linalg.solve
+        if module.startswith(f"numpy.{sub}"):
+            return f"{sub}.{name}"
+    return name
+
+
+class Unknowable:
+    """A base of `Tracer`: what a traced value cannot be asked, its value unknown while tracing."""
+
+    __slots__ = ()
+
+    def _concrete(self, what: str):
+        if writes_into_subscript():
+            raise TracingError(
+                "tracegrad cannot write a traced value into this NumPy array: it was made "
+                "outside the traced function (a global, a closure variable, an argument's "
+                f"attribute), so it cannot hold one.{user_line()}\nMake the array inside the "
+                "function: y = np.zeros(n) (or np.ones, np.empty, np.full, np.copy(a), "
+                "np.zeros_like(a)) and then y[...] = ... work as in NumPy."
+            )
+        raise TracingError(
+            f"tracegrad cannot {what} a traced value: its value is not known while tracing."
+            f"{user_line()}\nInstead of Python control flow on traced values use "
+            "np.where(condition, a, b) to choose elementwise, tg.cond(pred, true_fun, false_fun, "
+            "*operands) to run one of two functions, or tg.while_loop(cond_fun, body_fun, init) "
+            "for a loop that runs until a traced condition fails; or pass the value as a static "
+            "argument (static_argnums)."
+        )
+
+    def __bool__(self):
+        self._concrete("branch on (bool() of)")
+
+    def __float__(self):
+        math_call_error()
+        self._concrete("convert to float")
+
+    def __int__(self):
+        math_call_error()
+        self._concrete("convert to int")
+
+    def __index__(self):
+        math_call_error()
+        self._concrete("use as an index")
+
+    def __complex__(self):
+        self._concrete("convert to complex")
+
+    def item(self, *args):
+        self._concrete("read a Python number from (.item())")
+
+    def tolist(self):
+        self._concrete("convert to a list (.tolist())")
+
+    def __array__(self, *args, **kwargs):
+        hint = ""
+        if line_calls(("array", "asarray", "asanyarray", "full", "zeros", "ones", "empty")):
+            hint = (
+                " NumPy's array constructors do not pass traced values to tracegrad: build the "
+                "array with np.stack([a, b, ...]) (or np.full_like(x, a, shape=...) for a fill)."
+            )
+        elif line_has(ast.Subscript):
+            hint = (
+                " A NumPy array cannot be indexed by a traced value (NumPy does not pass the "
+                "indices to tracegrad, not even through np.take): make the array a traced value "
+                "first, for example by passing it as an argument of the transformed function."
+            )
+        raise TracingError(
+            "tracegrad cannot convert a traced value to a NumPy array while tracing."
+            f"{user_line()}\nCall np.* functions on it directly (they are traced), and convert "
+            f"results outside the decorated function.{hint}"
+        )

@@ -1,0 +1,330 @@
+"""The scope of a trace: what a function can reach by name, walked before it is traced.
+
+The walk follows the names in the function's code through the user functions, objects and
+containers it reaches (`MAX_DEPTH`, `MAX_ITEMS`, `MAX_ENTRIES` bound it) and records guards and
+reachable arrays; while tracing, a reachable array used in the computation becomes a hidden
+input; after it, `Scope.finish` makes the program's `Captured` guard.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .guards import Captured, Guard, Path, ref
+from .reads import generator_types, global_random, is_library_module
+
+MAX_DEPTH = 6  # how far through objects and containers the walk goes
+
+
+MAX_ITEMS = 64  # containers longer than this are compared as a whole (lists, dicts of scalars)
+
+
+MAX_ENTRIES = 4000  # a walk that reaches more values than this stops and guards identities
+
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice, range)
+
+
+_KEY_STEPS = frozenset({"fun", "fwd", "bwd", "__func__", "func"})
+
+
+def _in_key(path: Path) -> bool:
+    """The transformed function itself, and what it wraps: the program store's key already
+    names their code and types (calls.transformed.spec_of), so they need no guard."""
+    return path.root == "fun" and all(k == "attr" and n in _KEY_STEPS for k, n in path.steps)
+
+
+def _code_names(code: types.CodeType, into: set[str]) -> None:
+    into.update(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _code_names(const, into)
+
+
+@dataclass
+class _Reachable:
+    array: np.ndarray
+    path: Path
+    direct: bool = False  # used as an operand of the traced computation
+    viewed: bool = False  # a view of it was used: the program holds that view
+
+
+@dataclass
+class Scope:
+    """The values a function can reach by name, found before it is traced."""
+
+    guards: list[Guard] = field(default_factory=list)
+    arrays: dict[int, _Reachable] = field(default_factory=dict)  # id(array) -> where it is
+    owners: dict[int, list[_Reachable]] = field(default_factory=dict)  # id(memory owner) -> arrays
+    hidden: list[tuple[_Reachable | None, np.ndarray]] = field(default_factory=list)
+    _hidden_ids: dict[int, int] = field(default_factory=dict)
+    # random-number generators the function can reach (see `random_sources`), and the names
+    # its code uses
+    generators: list[tuple[str, Any]] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+
+    @staticmethod
+    def of(fun: Any, static: tuple) -> Scope:
+        """Walk what `fun` (and the static arguments) can reach by name."""
+        names: set[str] = set()
+        for _ in range(4):  # the names grow as functions are found: walk until they settle
+            known = len(names)
+            scope = Scope()
+            _Walker(scope, names).walk_roots(fun, static)
+            if len(names) == known:
+                break
+        scope.names = names
+        return scope
+
+    def random_sources(self) -> list[tuple[str, Any]]:
+        """(description, generator) for each random-number generator whose numbers the traced
+        function could draw: the generators it reaches by name, and NumPy's global one when its
+        code names `random` (np.random.normal...). A draw while tracing would be baked into the
+        program as a constant: `check_random_sources` refuses it."""
+        sources = list(self.generators)
+        glob = global_random(imported="random" in self.names)
+        if glob is not None and ("random" in self.names or any(glob is g for _, g in sources)):
+            sources.append(("NumPy's global random generator (np.random.*)", glob))
+        return sources
+
+    # ---- used while tracing
+    def hidden_input(self, value: np.ndarray) -> int | None:
+        """If `value` is (a view of) a reachable array, the index of the hidden input that
+        stands for it (created on first use), else None: the value is a constant."""
+        index = self._hidden_ids.get(id(value))
+        if index is not None:
+            return index
+        entry = self.arrays.get(id(value))
+        if entry is not None:
+            entry.direct = True
+        else:
+            owner = value if value.base is None else value.base
+            viewed = [
+                e for e in self.owners.get(id(owner), ()) if np.may_share_memory(e.array, value)
+            ]
+            if not viewed:
+                return None
+            for e in viewed:
+                e.viewed = True
+        self._hidden_ids[id(value)] = len(self.hidden)
+        self.hidden.append((entry, value))
+        return len(self.hidden) - 1
+
+    def finish(self, fun: Any, static: tuple) -> Captured:
+        """The guards and hidden-input readers of the program traced with this scope.
+
+        Guarded values are read again now: what the trace itself changed (a call counter the
+        function increments) is the value the next call must find, or every call would trace."""
+        guards = [_refreshed(g, fun, static) for g in self.guards]
+        for entry in self.arrays.values():
+            if entry.viewed:  # rebinding it would leave the held view behind
+                guards.append(Guard(entry.path, "identity", ref(entry.array)))
+            elif not entry.direct:  # NumPy may have read it while tracing
+                guards.append(Guard(entry.path, "content", np.array(entry.array, copy=True)))
+        readers: list[Path | np.ndarray] = []
+        for entry, value in self.hidden:
+            if entry is not None:
+                readers.append(entry.path)
+                guards.append(Guard(entry.path, "array", (value.shape, value.dtype)))
+            else:
+                readers.append(value)  # a view, held: its array is guarded by identity
+        return Captured(guards, readers)
+
+
+def _refreshed(guard: Guard, fun: Any, static: tuple) -> Guard:
+    try:
+        value = guard.path.read(fun, static)
+    except Exception:
+        return guard
+    if guard.kind == "value" and isinstance(value, _SCALARS + (np.generic, np.dtype)):
+        return Guard(guard.path, "value", value)
+    if guard.kind == "identity":
+        return Guard(guard.path, "identity", ref(value))
+    if guard.kind == "length" and type(value) in (list, tuple):
+        return Guard(guard.path, "length", (type(value), len(value)))
+    if guard.kind == "keys" and type(value) is dict:
+        return Guard(guard.path, "keys", tuple(value))
+    return guard
+
+
+class _Walker:
+    def __init__(self, scope: Scope, names: set[str]):
+        self.scope, self.names = scope, names
+        self.seen: set[int] = set()
+        self.count = 0
+
+    def walk_roots(self, fun: Any, static: tuple) -> None:
+        self.visit(fun, Path("fun", 0, (), "", "the function"), 0)
+        for j, value in enumerate(static):
+            self.visit(value, Path("static", j, (), f"arg{j}", "static argument {}"), 0)
+
+    def guard(self, path: Path, kind: str, expected: Any = None) -> None:
+        self.scope.guards.append(Guard(path, kind, expected))
+
+    def visit(self, value: Any, path: Path, depth: int) -> None:
+        self.count += 1
+        t = type(value)
+        if isinstance(value, (*_SCALARS, np.generic, np.dtype)):
+            self.guard(path, "value", value)
+            return
+        if self.count > MAX_ENTRIES or depth > MAX_DEPTH or id(value) in self.seen:
+            self.guard(path, "identity", ref(value))
+            return
+        self.seen.add(id(value))
+        # a generator's method: from numpy.random import normal
+        owner = getattr(value, "__self__", None)
+        random_types = generator_types()
+        if isinstance(owner, random_types) and not isinstance(value, random_types):
+            value, path = owner, path.hop("attr", "__self__")
+        if isinstance(value, random_types):
+            self.scope.generators.append((f"the generator {path.description}", value))
+            self.guard(path, "identity", ref(value))
+        elif isinstance(value, np.ndarray):
+            self._array(value, path)
+        elif t in (tuple, list):
+            self._sequence(value, path, depth)
+        elif t is dict:
+            self._dict(value, path, depth)
+        elif isinstance(value, types.ModuleType):
+            self.guard(path, "identity", ref(value))
+            if not is_library_module(value.__name__):
+                self._attributes(value, path, depth, only_names=True)
+        elif isinstance(value, types.FunctionType):
+            self._function(value, path, depth)
+        elif isinstance(value, types.MethodType):
+            self.visit(value.__func__, path.hop("attr", "__func__"), depth + 1)
+            self.visit(value.__self__, path.hop("attr", "__self__"), depth + 1)
+        elif isinstance(value, functools.partial):
+            self.guard(path, "value", (type(value), len(value.args), tuple(value.keywords)))
+            self.visit(value.func, path.hop("attr", "func"), depth + 1)
+            for i, arg in enumerate(value.args):
+                self.visit(arg, path.hop("attr", "args").item(i), depth + 1)
+            for k, arg in value.keywords.items():
+                self.visit(arg, path.hop("attr", "keywords").item(k), depth + 1)
+        elif getattr(t, "_capture_children", None) is not None:
+            self._object(value, path, depth)
+        elif isinstance(value, type) or is_library_module(getattr(t, "__module__", None)):
+            self.guard(path, "identity", ref(value))
+        else:
+            self._object(value, path, depth)
+
+    # ---- kinds of values
+    def _array(self, value: np.ndarray, path: Path) -> None:
+        scope = self.scope
+        if id(value) in scope.arrays:
+            return
+        entry = _Reachable(value, path)
+        scope.arrays[id(value)] = entry
+        owner = value if value.base is None else value.base
+        scope.owners.setdefault(id(owner), []).append(entry)
+
+    def _sequence(self, value: list | tuple, path: Path, depth: int) -> None:
+        if not value and type(value) is list:
+            return  # an empty list is taken for an accumulator (hooks append to one): unread
+        if len(value) > MAX_ITEMS and all(isinstance(v, _SCALARS) for v in value):
+            self.guard(path, "value", tuple(value) if type(value) is tuple else list(value))
+            return
+        self.guard(path, "length", (type(value), len(value)))
+        for i, item in enumerate(value[: MAX_ITEMS * 4]):
+            self.visit(item, path.item(i), depth + 1)
+
+    def _dict(self, value: dict, path: Path, depth: int) -> None:
+        if not value:
+            return  # likewise an empty dict
+        self.guard(path, "keys", tuple(value))
+        for key, item in list(value.items())[: MAX_ITEMS * 4]:
+            if isinstance(key, (str, int, float, bool, tuple)):
+                self.visit(item, path.item(key), depth + 1)
+
+    def _function(self, fun: types.FunctionType, path: Path, depth: int) -> None:
+        if is_library_module(getattr(fun, "__module__", None)):
+            self.guard(path, "identity", ref(fun))
+            return
+        code = fun.__code__
+        if not _in_key(path):
+            self.guard(path.hop("attr", "__code__"), "identity", ref(code))
+        own: set[str] = set()
+        _code_names(code, own)
+        self.names |= own
+        name = fun.__name__
+        for g in sorted(own):
+            if g in fun.__globals__:
+                value = fun.__globals__[g]
+                where = path.named((("attr", "__globals__"), ("item", g)), g, "global {}")
+                self.visit(value, where, depth + 1)
+        for i, var in enumerate(code.co_freevars):
+            cell = fun.__closure__[i]
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell: the variable is assigned later
+                continue
+            where = path.named((("cell", i),), var, f"closure variable {{}} of {name}")
+            self.visit(value, where, depth + 1)
+        params = code.co_varnames[code.co_posonlyargcount : code.co_argcount]
+        defaults = fun.__defaults__ or ()
+        for i, value in enumerate(defaults):
+            label = (
+                params[len(params) - len(defaults) + i] if len(params) >= len(defaults) else str(i)
+            )
+            where = path.named(
+                (("attr", "__defaults__"), ("item", i)), label, f"default argument {{}} of {name}"
+            )
+            self.visit(value, where, depth + 1)
+        for key, value in (fun.__kwdefaults__ or {}).items():
+            where = path.named(
+                (("attr", "__kwdefaults__"), ("item", key)), key, f"default argument {{}} of {name}"
+            )
+            self.visit(value, where, depth + 1)
+
+    def _object(self, value: Any, path: Path, depth: int) -> None:
+        """A user object: its type, the children it names (tracegrad's own callables), its
+        functions, and its attributes whose names the traced code uses."""
+        if not _in_key(path):
+            self.guard(path.hop("attr", "__class__"), "identity", ref(type(value)))
+        children = getattr(type(value), "_capture_children", None)
+        if children is not None:
+            for attr in children:
+                child = getattr(value, attr, None)
+                if child is not None:
+                    self.visit(child, path.hop("attr", attr), depth + 1)
+            return
+        wrapped = getattr(value, "__wrapped__", None)
+        if wrapped is not None:
+            self.visit(wrapped, path.hop("getattr", "__wrapped__"), depth + 1)
+        self._attributes(value, path, depth, only_names=False)
+
+    def _attributes(self, value: Any, path: Path, depth: int, only_names: bool) -> None:
+        instance = getattr(value, "__dict__", None)
+        instance = instance if isinstance(instance, dict) else {}
+        # the class's own (or inherited) __call__, looked up without binding it
+        call = next(
+            (vars(c)["__call__"] for c in type(value).__mro__ if "__call__" in vars(c)), None
+        )
+        if not only_names and isinstance(call, types.FunctionType):
+            self.visit(call, path.hop("attr", "__class__").hop("getattr", "__call__"), depth + 1)
+        for name in sorted(self.names):
+            if name.startswith("__"):
+                continue
+            if name in instance:
+                child = instance[name]
+            elif not only_names and hasattr(type(value), name):
+                child = getattr(type(value), name)
+                if isinstance(child, property):  # not run here; what its getter reads is
+                    if isinstance(child.fget, types.FunctionType):
+                        _code_names(child.fget.__code__, self.names)
+                    continue
+                if isinstance(child, (staticmethod, classmethod)):
+                    continue
+                if hasattr(type(child), "__get__") and not isinstance(child, types.FunctionType):
+                    try:  # a slot or another descriptor: the value is the instance's
+                        child = getattr(value, name)
+                    except AttributeError:
+                        continue
+            else:
+                continue
+            self.visit(child, path.attr(name), depth + 1)

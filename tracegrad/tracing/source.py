@@ -1,0 +1,79 @@
+"""The user's line: where a traced operation was written, for the IR's comments and for errors."""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+import sys
+
+import numpy as np
+
+# frames in tracegrad and NumPy are not the user's
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+
+def user_frame():
+    """The innermost stack frame outside tracegrad and NumPy: the user's line."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith((_PACKAGE_DIR, _NUMPY_DIR)):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def user_source() -> str | None:
+    frame = user_frame()
+    if frame is None:
+        return None
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _user_ast() -> ast.Module | None:
+    """The user's current line, parsed (None when there is none, or it is not a whole statement)."""
+    frame = user_frame()
+    if frame is None:
+        return None
+    try:
+        return ast.parse(linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip())
+    except SyntaxError:
+        return None
+
+
+def writes_into_subscript() -> bool:
+    """Whether the user's current line assigns to a subscript (`y[i] = ...`, `y[i] += ...`)."""
+    tree = _user_ast()
+    statement = tree.body[0] if tree is not None and tree.body else None
+    if not isinstance(statement, (ast.Assign, ast.AugAssign)):
+        return False
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    return any(isinstance(t, ast.Subscript) for t in targets)
+
+
+def line_has(node_type: type) -> bool:
+    """Whether the user's current line contains a node of this kind (a subscript...)."""
+    tree = _user_ast()
+    return tree is not None and any(isinstance(n, node_type) for n in ast.walk(tree))
+
+
+def line_calls(names: tuple[str, ...]) -> bool:
+    """Whether the user's current line calls a function with one of these names (np.array...)."""
+    tree = _user_ast()
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) in names:
+                return True
+    return False
+
+
+def user_line() -> str:
+    frame = user_frame()
+    if frame is None:
+        return ""
+    code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    return f"\n  at {where}" + (f": {code}" if code else "")
