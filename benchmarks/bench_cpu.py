@@ -95,7 +95,10 @@ def effective_cores() -> float:
     """How many cores this process really gets now: 2 busy processes vs 1."""
     code = "import time\nt=time.perf_counter()\ns=0\nfor i in range(3*10**6): s+=i\nprint(time.perf_counter()-t)"
     one = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout)
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     two = max(float(p.communicate()[0]) for p in procs)
     return round(2 * one / two, 2)
 
@@ -202,14 +205,21 @@ def w1_floors(x) -> dict:
     costs = {}
 
     def best(vm, ufunc) -> float:
-        t = interleaved({"vmath": lambda: vm(sample, out), "numpy": lambda: ufunc(sample, out=out)}, 15)
+        t = interleaved(
+            {"vmath": lambda: vm(sample, out), "numpy": lambda: ufunc(sample, out=out)}, 15
+        )
         return min(t.values()) / sample.size
 
     for name in ("exp", "tanh"):
         costs[name] = best(vmath_loop(getattr(vmath, f"{name}_{suffix}")), getattr(np, name))
     sc = vmath_loop2(getattr(vmath, f"sincos_{suffix}"))
-    t = interleaved({"vmath": lambda: sc(sample, out, out2),
-                     "numpy": lambda: (np.sin(sample, out=out), np.cos(sample, out=out2))}, 15)
+    t = interleaved(
+        {
+            "vmath": lambda: sc(sample, out, out2),
+            "numpy": lambda: (np.sin(sample, out=out), np.cos(sample, out=out2)),
+        },
+        15,
+    )
     costs["sincos"] = min(t.values()) / sample.size
     return {
         "copy_GBps": bandwidth / 1e9,
@@ -267,8 +277,15 @@ def w2_case(batch: int, dtype, rounds: int) -> dict:
     r = np.random.default_rng(1)
     X = r.standard_normal((batch, 256)).astype(dtype)
     Y = r.standard_normal((batch, 10)).astype(dtype)
-    params = tuple(a.astype(dtype) for a in (r.standard_normal((256, 512)) * 0.05, r.standard_normal(512) * 0.1,
-                                            r.standard_normal((512, 10)) * 0.05, r.standard_normal(10) * 0.1))
+    params = tuple(
+        a.astype(dtype)
+        for a in (
+            r.standard_normal((256, 512)) * 0.05,
+            r.standard_normal(512) * 0.1,
+            r.standard_normal((512, 10)) * 0.05,
+            r.standard_normal(10) * 0.1,
+        )
+    )
     grad = tg.grad(mlp, backend="cpu")
     for got, want in zip(grad(params, X, Y), mlp_numpy(params, X, Y), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-3 if dtype == np.float32 else 1e-9, atol=1e-6)
@@ -404,11 +421,14 @@ def w3_case(n: int, rounds: int) -> dict:
     if torch is not None:
         xt = torch.from_numpy(x)
         c["PyTorch eager (torch.func.hessian)"] = lambda: torch.func.hessian(
-            lambda v: torch.sum(v**3) + torch.sum(v[:-1] * v[1:]))(xt)
+            lambda v: torch.sum(v**3) + torch.sum(v[:-1] * v[1:])
+        )(xt)
     if autograd is not None and n <= 100:
         ah = autograd.hessian(lambda v: anp.sum(v**3) + anp.sum(v[:-1] * v[1:]))
         slow["HIPS autograd"] = lambda: ah(x)
-    times = interleaved(c, rounds, inner=inner) | interleaved(slow, max(3, rounds // 3), inner=inner)
+    times = interleaved(c, rounds, inner=inner) | interleaved(
+        slow, max(3, rounds // 3), inner=inner
+    )
     return {"n": n, "times": times}
 
 
@@ -420,7 +440,10 @@ def bench_w4(rounds: int) -> dict:
     g = tg.grad(lambda w, x, b: (w * x + b - 5.0) ** 2, backend="cpu")
     gn = tg.grad(lambda w, x, b: (w * x + b - 5.0) ** 2, backend="numpy")
     assert float(g(2.0, 3.0, 1.0)) == 12.0
-    c = {"tracegrad cpu": lambda: g(2.0, 3.0, 1.0), "tracegrad numpy (interpreter)": lambda: gn(2.0, 3.0, 1.0)}
+    c = {
+        "tracegrad cpu": lambda: g(2.0, 3.0, 1.0),
+        "tracegrad numpy (interpreter)": lambda: gn(2.0, 3.0, 1.0),
+    }
     if jax is not None:
         jg = jax.jit(jax.grad(lambda w, x, b: (w * x + b - 5.0) ** 2))
         c["JAX jit"] = lambda: jg(2.0, 3.0, 1.0).block_until_ready()
@@ -501,8 +524,14 @@ NUMBA_START = textwrap.dedent(
 
 
 def bench_w5(n1: int, n2: int, repeats: int) -> dict:
-    runs = [json.loads(subprocess.run([sys.executable, "-c", NUMBA_START], capture_output=True,
-                                      text=True).stdout) for _ in range(repeats)]
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", NUMBA_START], capture_output=True, text=True
+            ).stdout
+        )
+        for _ in range(repeats)
+    ]
     out = {"numba": {k: float(np.median([r[k] for r in runs])) for k in runs[0]}}
     for workload, size in (("W1", n1), ("W2", n2)):
         cold, warm = [], []
@@ -510,14 +539,26 @@ def bench_w5(n1: int, n2: int, repeats: int) -> dict:
             with tempfile.TemporaryDirectory() as directory:
                 env = dict(os.environ, TRACEGRAD_CACHE_DIR=os.path.join(directory, "cache"))
                 for store in (cold, warm):
-                    done = subprocess.run([sys.executable, "-c", FIRST_CALL, workload, str(size)],
-                                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+                    done = subprocess.run(
+                        [sys.executable, "-c", FIRST_CALL, workload, str(size)],
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        cwd=ROOT,
+                        timeout=600,
+                    )
                     if done.returncode:
                         raise RuntimeError(done.stderr)
                     store.append(json.loads(done.stdout.strip().splitlines()[-1]))
                 # and a profile of the warm first call
-                done = subprocess.run([sys.executable, "-c", FIRST_CALL, workload, str(size), "profile"],
-                                      capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+                done = subprocess.run(
+                    [sys.executable, "-c", FIRST_CALL, workload, str(size), "profile"],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    cwd=ROOT,
+                    timeout=600,
+                )
                 profile = json.loads(done.stdout.strip().splitlines()[-1])
         out[workload] = {
             kind: {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
@@ -532,8 +573,10 @@ def bench_w5(n1: int, n2: int, repeats: int) -> dict:
 
 
 def table(title: str, times: dict, reference: str | None = None) -> list[str]:
-    lines = [f"| {title} | median | " + (f"vs {reference} |" if reference else "|"),
-             "|---|---:|" + ("---:|" if reference else "")]
+    lines = [
+        f"| {title} | median | " + (f"vs {reference} |" if reference else "|"),
+        "|---|---:|" + ("---:|" if reference else ""),
+    ]
     for name, t in sorted(times.items(), key=lambda kv: kv[1]):
         cells = f"| {name} | {ms(t)} |"
         if reference:
@@ -559,16 +602,24 @@ def report(results: dict) -> tuple[str, list[str]]:
             f"Floors: memory traffic {ms(fl['bytes_floor'])} (read x, write the gradient at the measured "
             f"one-thread copy bandwidth, {fl['copy_GBps']:.1f} GB/s); transcendental functions "
             f"{ms(fl['transcendental_floor'])} (best ns/element: "
-            + ", ".join(f"{k} {v:.2f}" for k, v in fl["ns_per_element"].items()) + ", one thread)."
+            + ", ".join(f"{k} {v:.2f}" for k, v in fl["ns_per_element"].items())
+            + ", one thread)."
         )
         L.append("")
         ref = t["Numba by hand, math.* (value+grad)"]
         r1 = t["tracegrad cpu value_and_grad"] / ref
         r2 = t["tracegrad cpu value_and_grad"] / t["tracegrad cpu grad"]
-        targets.append(f"| W1 {row['dtype']}: value_and_grad vs hand-fused Numba (math.*) | ≤ 1.1x | "
-                       f"{r1:.2f}x ({ms(t['tracegrad cpu value_and_grad'])} vs {ms(ref)}) | {verdict(r1 <= 1.1)} |")
-        targets.append(f"| W1 {row['dtype']}: value_and_grad vs grad | ≤ 1.1x | {r2:.2f}x | {verdict(r2 <= 1.1)} |")
-    L += ["### W2: MLP loss mean((tanh(X@W1 + b1)@W2 + b2 - Y)²), gradient of all four parameters", ""]
+        targets.append(
+            f"| W1 {row['dtype']}: value_and_grad vs hand-fused Numba (math.*) | ≤ 1.1x | "
+            f"{r1:.2f}x ({ms(t['tracegrad cpu value_and_grad'])} vs {ms(ref)}) | {verdict(r1 <= 1.1)} |"
+        )
+        targets.append(
+            f"| W1 {row['dtype']}: value_and_grad vs grad | ≤ 1.1x | {r2:.2f}x | {verdict(r2 <= 1.1)} |"
+        )
+    L += [
+        "### W2: MLP loss mean((tanh(X@W1 + b1)@W2 + b2 - Y)²), gradient of all four parameters",
+        "",
+    ]
     for row in results["W2"]:
         t = row["times"]
         L += [f"**{row['dtype']}** (X {row['batch']}x256, W1 256x512, W2 512x10)", ""]
@@ -579,8 +630,10 @@ def report(results: dict) -> tuple[str, list[str]]:
         else:
             best = "NumPy by hand"
         r = t["tracegrad cpu grad"] / t[best]
-        targets.append(f"| W2 {row['dtype']}: vs the faster of JAX and torch.compile ({best}) | ≤ 1.1x | "
-                       f"{r:.2f}x ({ms(t['tracegrad cpu grad'])} vs {ms(t[best])}) | {verdict(r <= 1.1)} |")
+        targets.append(
+            f"| W2 {row['dtype']}: vs the faster of JAX and torch.compile ({best}) | ≤ 1.1x | "
+            f"{r:.2f}x ({ms(t['tracegrad cpu grad'])} vs {ms(t[best])}) | {verdict(r <= 1.1)} |"
+        )
     L += ["### W3: hessian of sum(x³) + sum(x[:-1]·x[1:])", ""]
     jax_notes = {100: 33e-6, 1000: 0.54e-3}
     for row in results["W3"]:
@@ -589,30 +642,52 @@ def report(results: dict) -> tuple[str, list[str]]:
         jx = t.get("JAX jit", jax_notes.get(row["n"]))
         src = "JAX jit, this run" if "JAX jit" in t else "JAX from PERF-NOTES"
         r = t["tracegrad cpu"] / jx
-        targets.append(f"| W3 n = {row['n']}: vs {src} | ≤ 2x | {r:.2f}x ({ms(t['tracegrad cpu'])} vs {ms(jx)}) | "
-                       f"{verdict(r <= 2)} |")
+        targets.append(
+            f"| W3 n = {row['n']}: vs {src} | ≤ 2x | {r:.2f}x ({ms(t['tracegrad cpu'])} vs {ms(jx)}) | "
+            f"{verdict(r <= 2)} |"
+        )
     w4 = results["W4"]
-    L += ["### W4: one cached call of grad((w·x + b - 5)²) on Python floats", ""] + table("candidate", w4) + [""]
-    targets.append(f"| W4: cached call | < 5 µs | {ms(w4['tracegrad cpu'])} | {verdict(w4['tracegrad cpu'] < 5e-6)} |")
+    L += (
+        ["### W4: one cached call of grad((w·x + b - 5)²) on Python floats", ""]
+        + table("candidate", w4)
+        + [""]
+    )
+    targets.append(
+        f"| W4: cached call | < 5 µs | {ms(w4['tracegrad cpu'])} | {verdict(w4['tracegrad cpu'] < 5e-6)} |"
+    )
     w5 = dict(results["W5"])
     numba_start = w5.pop("numba")
-    L += ["### W5: first call in a fresh process (subprocess), without and with the disk cache", "",
-          "The first call includes importing Numba and its start-up: in a fresh process "
-          f"`import numba` alone takes {ms(numba_start['import'])} here, and the registries Numba "
-          f"loads before it compiles or loads any cached function {ms(numba_start['refresh'])} more.",
-          "", "| workload | cache | import tracegrad | first call | second call |", "|---|---|---:|---:|---:|"]
+    L += [
+        "### W5: first call in a fresh process (subprocess), without and with the disk cache",
+        "",
+        "The first call includes importing Numba and its start-up: in a fresh process "
+        f"`import numba` alone takes {ms(numba_start['import'])} here, and the registries Numba "
+        f"loads before it compiles or loads any cached function {ms(numba_start['refresh'])} more.",
+        "",
+        "| workload | cache | import tracegrad | first call | second call |",
+        "|---|---|---:|---:|---:|",
+    ]
     profiles = {}
     for workload, kinds in w5.items():
         profiles[workload] = kinds["warm profile"]
         for kind, r in ((k, kinds[k]) for k in ("cold", "warm")):
-            L.append(f"| {workload} | {'empty' if kind == 'cold' else 'populated'} | {ms(r['import'])} | "
-                     f"{ms(r['first'])} | {ms(r['second'])} |")
+            L.append(
+                f"| {workload} | {'empty' if kind == 'cold' else 'populated'} | {ms(r['import'])} | "
+                f"{ms(r['first'])} | {ms(r['second'])} |"
+            )
             limit = 1.5 if kind == "cold" else 0.2
-            targets.append(f"| W5 {workload} first call, {'cold' if kind == 'cold' else 'warm disk cache'} | "
-                           f"< {limit} s | {r['first']:.2f} s | {verdict(r['first'] < limit)} |")
-    L += ["", "Where a warm first call's time goes (cProfile, cumulative, one run; the numba rows "
-          "overlap: its start-up happens inside its first load):", "",
-          "| part | " + " | ".join(profiles) + " |", "|---|" + "---:|" * len(profiles)]
+            targets.append(
+                f"| W5 {workload} first call, {'cold' if kind == 'cold' else 'warm disk cache'} | "
+                f"< {limit} s | {r['first']:.2f} s | {verdict(r['first'] < limit)} |"
+            )
+    L += [
+        "",
+        "Where a warm first call's time goes (cProfile, cumulative, one run; the numba rows "
+        "overlap: its start-up happens inside its first load):",
+        "",
+        "| part | " + " | ".join(profiles) + " |",
+        "|---|" + "---:|" * len(profiles),
+    ]
     for part in next(iter(profiles.values())):
         L.append(f"| {part} | " + " | ".join(ms(p[part]) for p in profiles.values()) + " |")
     L.append("")
@@ -623,7 +698,10 @@ def report(results: dict) -> tuple[str, list[str]]:
 def notes(results: dict) -> list[str]:
     w5 = results["W5"]
     numba_start = w5["numba"]["import"] + w5["numba"]["refresh"]
-    ours = {w: sum(v for k, v in w5[w]["warm profile"].items() if not k.startswith("numba")) for w in ("W1", "W2")}
+    ours = {
+        w: sum(v for k, v in w5[w]["warm profile"].items() if not k.startswith("numba"))
+        for w in ("W1", "W2")
+    }
     w2 = {row["dtype"]: row["times"] for row in results["W2"]}
     serial_vs_parallel = ", ".join(
         f"{d} {t['tracegrad cpu grad'] / t['tracegrad cpu, loops on all threads next to BLAS']:.2f}x"
@@ -700,7 +778,9 @@ COMPILE = False
 def main(argv=None) -> None:
     global COMPILE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, few rounds, no RESULTS.md")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes, few rounds, no RESULTS.md"
+    )
     parser.add_argument("--no-torch-compile", action="store_true")
     parser.add_argument("--notes", default="", help="text added under the section title")
     args = parser.parse_args(argv)
@@ -727,7 +807,11 @@ def main(argv=None) -> None:
                 versions.append(f"{mod.__name__} {version(mod.__name__)}")
             except Exception:
                 versions.append(mod.__name__)
-    missing = [name for name, mod in (("JAX", jax), ("PyTorch", torch), ("autograd", autograd)) if mod is None]
+    missing = [
+        name
+        for name, mod in (("JAX", jax), ("PyTorch", torch), ("autograd", autograd))
+        if mod is None
+    ]
     head = [
         SECTION,
         "",

@@ -71,8 +71,13 @@ def timed(fun) -> float:
 
 
 def start_cluster(workers: int):
-    cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", silence_logs=logging.CRITICAL)
+    cluster = distributed.LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        silence_logs=logging.CRITICAL,
+    )
     return cluster, distributed.Client(cluster, set_as_default=False)
 
 
@@ -88,7 +93,8 @@ def gradients(rows: int, chunk: int, rounds: int, backend: str) -> tuple[list[di
                 distributed.wait([Xd, yd])
             g = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend=backend)
             candidates[f"tracegrad.dask, {n} worker process{'es' if n > 1 else ''}"] = (
-                lambda g=g, Xd=Xd, yd=yd: g(w, Xd, yd))
+                lambda g=g, Xd=Xd, yd=yd: g(w, Xd, yd)
+            )
         Xm, ym = dask.compute(X, y, scheduler="threads")
         local = tg.grad(nll, backend=backend)
         candidates["tracegrad, one process (no Dask)"] = lambda: local(w, Xm, ym)
@@ -101,8 +107,16 @@ def gradients(rows: int, chunk: int, rounds: int, backend: str) -> tuple[list[di
         for _ in range(rounds):
             for name, call in candidates.items():
                 times[name].append(timed(call))
-        rows_out = [{"name": name, "median": statistics.median(ts), "min": min(ts),
-                     "first": first[name], "difference": agree[name]} for name, ts in times.items()]
+        rows_out = [
+            {
+                "name": name,
+                "median": statistics.median(ts),
+                "min": min(ts),
+                "first": first[name],
+                "difference": agree[name],
+            }
+            for name, ts in times.items()
+        ]
         overhead = call_overhead(clusters[2][1], backend, rounds)
     finally:
         for cluster, client in clusters.values():
@@ -120,9 +134,16 @@ def call_overhead(client, backend: str, rounds: int) -> dict:
     w = 0.1 * np.ones(FEATURES)
     g = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend=backend)
     g(w, Xd, yd)
-    parts: dict[str, list[float]] = {k: [] for k in (
-        "whole call", "checks and graph (client)", "scatter the parameters to every worker",
-        "submit, run 20 chunk tasks and the sums, gather", "one trivial task, for scale")}
+    parts: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "whole call",
+            "checks and graph (client)",
+            "scatter the parameters to every worker",
+            "submit, run 20 chunk tasks and the sums, gather",
+            "one trivial task, for scale",
+        )
+    }
     for _ in range(max(rounds, 5)):
         parts["whole call"].append(timed(lambda: g(w, Xd, yd)))
         start = time.perf_counter()
@@ -143,21 +164,32 @@ def call_overhead(client, backend: str, rounds: int) -> dict:
         parts["submit, run 20 chunk tasks and the sums, gather"].append(time.perf_counter() - start)
         future.release()
         parts["one trivial task, for scale"].append(
-            timed(lambda: client.submit(int, 1, pure=False).result()))
+            timed(lambda: client.submit(int, 1, pure=False).result())
+        )
     return {k: statistics.median(v) for k, v in parts.items()}
 
 
 def report(rows: int, chunk: int, results: list[dict], overhead: dict, backend: str) -> str:
     single = next(r["median"] for r in results if "one process" in r["name"])
-    lines = [f"### One gradient of the logistic loss, {rows:,} x {FEATURES} float64, "
-             f"{rows // chunk} chunks of {chunk:,} rows, backend {backend}", "",
-             "| candidate | median | fastest | vs one process | first call | max relative difference |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"### One gradient of the logistic loss, {rows:,} x {FEATURES} float64, "
+        f"{rows // chunk} chunks of {chunk:,} rows, backend {backend}",
+        "",
+        "| candidate | median | fastest | vs one process | first call | max relative difference |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
-        lines.append(f"| {r['name']} | {r['median'] * 1e3:.0f} ms | {r['min'] * 1e3:.0f} ms | "
-                     f"{r['median'] / single:.2f}x | {r['first']:.2f} s | {r['difference']:.1e} |")
-    lines += ["", "### The fixed cost of a call: 20 chunks of 100 rows on 2 worker processes "
-              "(medians)", "", "| part | ms |", "|---|---:|"]
+        lines.append(
+            f"| {r['name']} | {r['median'] * 1e3:.0f} ms | {r['min'] * 1e3:.0f} ms | "
+            f"{r['median'] / single:.2f}x | {r['first']:.2f} s | {r['difference']:.1e} |"
+        )
+    lines += [
+        "",
+        "### The fixed cost of a call: 20 chunks of 100 rows on 2 worker processes (medians)",
+        "",
+        "| part | ms |",
+        "|---|---:|",
+    ]
     for name, seconds in overhead.items():
         lines.append(f"| {name} | {seconds * 1e3:.1f} |")
     return "\n".join(lines)
@@ -192,10 +224,12 @@ def main() -> None:
     tables = report(args.rows, args.chunk, results, overhead, args.backend)
     print(tables)
     if args.write:
-        head = (f"{SECTION}\n\n`benchmarks/bench_dask.py --rows {args.rows}`, "
-                f"{datetime.date.today().isoformat()}, {platform.processor() or platform.machine()}, "
-                f"{os.cpu_count()} cores (load average {load:.1f} at the start: a shared machine), "
-                f"Dask {dask.__version__}, {args.rounds} interleaved rounds.\n")
+        head = (
+            f"{SECTION}\n\n`benchmarks/bench_dask.py --rows {args.rows}`, "
+            f"{datetime.date.today().isoformat()}, {platform.processor() or platform.machine()}, "
+            f"{os.cpu_count()} cores (load average {load:.1f} at the start: a shared machine), "
+            f"Dask {dask.__version__}, {args.rounds} interleaved rounds.\n"
+        )
         notes = ""
         if args.notes:
             with open(args.notes) as fh:

@@ -107,8 +107,10 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as np
 t1 = time.perf_counter()
 """
-    + WORKLOADS.replace("np.where(rng.uniform(size=500) < 0.5, -1.0, 1.0)",
-                        "__import__('numpy').where(rng.uniform(size=500) < 0.5, -1.0, 1.0)")
+    + WORKLOADS.replace(
+        "np.where(rng.uniform(size=500) < 0.5, -1.0, 1.0)",
+        "__import__('numpy').where(rng.uniform(size=500) < 0.5, -1.0, 1.0)",
+    )
     + """
 import numpy
 rng = numpy.random.default_rng(0)
@@ -171,8 +173,9 @@ print(json.dumps(out))
 def run_json(python: str, code: str, args: list[str], env: dict) -> dict:
     # `python -c` puts the working folder first on sys.path: run where the tracegrad to measure is
     where = env.get("PYTHONPATH") or tempfile.gettempdir()
-    done = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, env=env,
-                          cwd=where, timeout=900)
+    done = subprocess.run(
+        [python, "-c", code, *args], capture_output=True, text=True, env=env, cwd=where, timeout=900
+    )
     if done.returncode:
         raise RuntimeError(f"{python} {args} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -181,7 +184,12 @@ def run_json(python: str, code: str, args: list[str], env: dict) -> dict:
 def base_env(pycache: str, tracegrad_root: str | None) -> dict:
     env = dict(os.environ, PYTHONPYCACHEPREFIX=pycache)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    for name in ("TRACEGRAD_TIERED", "TRACEGRAD_PROGRAM_CACHE", "TRACEGRAD_CACHE_DIR", "TRACEGRAD_BACKEND"):
+    for name in (
+        "TRACEGRAD_TIERED",
+        "TRACEGRAD_PROGRAM_CACHE",
+        "TRACEGRAD_CACHE_DIR",
+        "TRACEGRAD_BACKEND",
+    ):
         env.pop(name, None)
     if tracegrad_root is not None:
         env["PYTHONPATH"] = tracegrad_root
@@ -191,7 +199,9 @@ def base_env(pycache: str, tracegrad_root: str | None) -> dict:
 def export_revision(rev: str, into: str) -> str:
     """The tracegrad package of git revision `rev`, extracted into `into`."""
     os.makedirs(into, exist_ok=True)
-    archive = subprocess.run(["git", "archive", rev, "tracegrad"], cwd=ROOT, capture_output=True, check=True)
+    archive = subprocess.run(
+        ["git", "archive", rev, "tracegrad"], cwd=ROOT, capture_output=True, check=True
+    )
     subprocess.run(["tar", "-x", "-C", into], input=archive.stdout, check=True)
     return into
 
@@ -207,10 +217,20 @@ def first_calls(rounds: int, jax_python: str | None, before: str | None) -> dict
     for label, root in roots.items():
         configs.append((f"{label}, empty kernel cache", "cold", root, {}))
         configs.append((f"{label}, warm disk cache", "warm", root, {}))
-    configs.append(("tracegrad, empty cache, TRACEGRAD_TIERED=0", "cold", ROOT, {"TRACEGRAD_TIERED": "0"}))
-    configs.append(("tracegrad, warm cache, TRACEGRAD_TIERED=0", "warm", ROOT, {"TRACEGRAD_TIERED": "0"}))
-    configs.append(("tracegrad, warm cache, no persisted programs", "warm", ROOT,
-                    {"TRACEGRAD_PROGRAM_CACHE": "0"}))
+    configs.append(
+        ("tracegrad, empty cache, TRACEGRAD_TIERED=0", "cold", ROOT, {"TRACEGRAD_TIERED": "0"})
+    )
+    configs.append(
+        ("tracegrad, warm cache, TRACEGRAD_TIERED=0", "warm", ROOT, {"TRACEGRAD_TIERED": "0"})
+    )
+    configs.append(
+        (
+            "tracegrad, warm cache, no persisted programs",
+            "warm",
+            ROOT,
+            {"TRACEGRAD_PROGRAM_CACHE": "0"},
+        )
+    )
     if jax_python:
         configs.append(("JAX jit (no compilation cache)", "jax", None, {}))
     samples: dict = {name: {"W1": [], "MLP": []} for name, *_ in configs}
@@ -224,7 +244,9 @@ def first_calls(rounds: int, jax_python: str | None, before: str | None) -> dict
                         got = run_json(jax_python, JAX_FIRST, [workload], env)
                     else:
                         env = base_env(pycache, root) | extra
-                        env["TRACEGRAD_CACHE_DIR"] = os.path.join(work, f"cache-{r}-{len(samples[name][workload])}-{abs(hash(name))}")
+                        env["TRACEGRAD_CACHE_DIR"] = os.path.join(
+                            work, f"cache-{r}-{len(samples[name][workload])}-{abs(hash(name))}"
+                        )
                         if kind == "warm":  # filled by an earlier process that compiled
                             run_json(sys.executable, TRACEGRAD_FIRST, [workload, "fill"], env)
                         got = run_json(sys.executable, TRACEGRAD_FIRST, [workload], env)
@@ -237,8 +259,10 @@ def first_calls(rounds: int, jax_python: str | None, before: str | None) -> dict
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return {
-        name: {w: {k: float(np.median([s[k] for s in runs])) for k in ("import", "first", "total")}
-               for w, runs in per.items()}
+        name: {
+            w: {k: float(np.median([s[k] for s in runs])) for k in ("import", "first", "total")}
+            for w, runs in per.items()
+        }
         for name, per in samples.items()
     }
 
@@ -274,7 +298,9 @@ def thin_mlp(rounds: int, jax_python: str | None, cases: list[tuple[int, str]]) 
             got = run_json(jax_python, JAX_THIN, [",".join(prepared), "15"], env)
             for case, t in got.items():
                 out[case]["JAX"].append(t)
-    return {case: {k: float(np.median(v)) for k, v in per.items() if v} for case, per in out.items()}
+    return {
+        case: {k: float(np.median(v)) for k, v in per.items() if v} for case, per in out.items()
+    }
 
 
 def ms(t: float) -> str:
@@ -282,20 +308,34 @@ def ms(t: float) -> str:
 
 
 def report(first: dict, thin: dict, jax_note: str) -> str:
-    lines = [SECTION, "",
-             f"`benchmarks/bench_first_call.py`, {datetime.date.today()}, {platform.machine()}, "
-             f"{os.cpu_count()} cores; medians of fresh subprocesses, interleaved. {jax_note}", ""]
-    for workload, title in (("W1", "W1's gradient, 1,000 float64"),
-                            ("MLP", "the mlp example's value_and_grad (2-16-16-1, 500 points)")):
-        lines += [f"### First call in a fresh process: {title}", "",
-                  "| configuration | import | first call | total |", "|---|---:|---:|---:|"]
+    lines = [
+        SECTION,
+        "",
+        f"`benchmarks/bench_first_call.py`, {datetime.date.today()}, {platform.machine()}, "
+        f"{os.cpu_count()} cores; medians of fresh subprocesses, interleaved. {jax_note}",
+        "",
+    ]
+    for workload, title in (
+        ("W1", "W1's gradient, 1,000 float64"),
+        ("MLP", "the mlp example's value_and_grad (2-16-16-1, 500 points)"),
+    ):
+        lines += [
+            f"### First call in a fresh process: {title}",
+            "",
+            "| configuration | import | first call | total |",
+            "|---|---:|---:|---:|",
+        ]
         for name, per in first.items():
             m = per[workload]
             lines.append(f"| {name} | {ms(m['import'])} | {ms(m['first'])} | {ms(m['total'])} |")
         lines.append("")
     if thin:
-        lines += ["### Thin MLP 10-64-64-1, value_and_grad, per step", "",
-                  "| N, dtype | tracegrad cpu | JAX jit | tracegrad / JAX |", "|---|---:|---:|---:|"]
+        lines += [
+            "### Thin MLP 10-64-64-1, value_and_grad, per step",
+            "",
+            "| N, dtype | tracegrad cpu | JAX jit | tracegrad / JAX |",
+            "|---|---:|---:|---:|",
+        ]
         for case, per in thin.items():
             n, d = case.split(":")
             tgt, jt = per.get("tracegrad"), per.get("JAX")
@@ -316,7 +356,7 @@ def write_section(text: str) -> None:
         existing = start.group(0)
         # keep the hand-written analysis after the generated tables
         keep = existing.split(marker, 1)[1] if marker in existing else ""
-        new = old[: start.start()] + body + marker + keep + old[start.end():]
+        new = old[: start.start()] + body + marker + keep + old[start.end() :]
     else:
         new = old.rstrip() + "\n\n" + body + marker + "\n"
     with open(RESULTS, "w", encoding="utf-8") as f:
@@ -334,13 +374,19 @@ def main() -> None:
     rounds = 1 if args.quick else args.rounds
     jax_python, note = args.jax_python, f"JAX from `{args.jax_python}`."
     try:
-        version = subprocess.run([jax_python, "-c", "import jax; print(jax.__version__)"],
-                                 capture_output=True, text=True, timeout=120)
+        version = subprocess.run(
+            [jax_python, "-c", "import jax; print(jax.__version__)"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if version.returncode:
             raise OSError(version.stderr.strip().splitlines()[-1])
         note = f"JAX {version.stdout.strip()} in `{jax_python}`."
     except (OSError, IndexError, subprocess.SubprocessError) as exc:
-        print(f"JAX is not available at {jax_python} ({exc}): its rows are skipped", file=sys.stderr)
+        print(
+            f"JAX is not available at {jax_python} ({exc}): its rows are skipped", file=sys.stderr
+        )
         jax_python, note = None, "JAX not installed: no JAX rows."
     first = first_calls(rounds, jax_python, args.before)
     cases = [(n, d) for d in ("float64", "float32") for n in (2048, 16384)]

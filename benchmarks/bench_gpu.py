@@ -112,12 +112,14 @@ def make_data(size: dict):
     n, d, h, c = size["mlp"]
     return {
         "x1": rng.uniform(-2, 2, size["w1"]).astype(np.float32),
-        "mlp": [(rng.normal(size=(d, h)) / np.sqrt(d)).astype(np.float32),  # W1
-                np.zeros(h, np.float32),  # b1
-                (rng.normal(size=(h, c)) / np.sqrt(h)).astype(np.float32),  # W2
-                np.zeros(c, np.float32),  # b2
-                rng.normal(size=(n, d)).astype(np.float32),  # X
-                rng.normal(size=(n, c)).astype(np.float32)],  # Y
+        "mlp": [
+            (rng.normal(size=(d, h)) / np.sqrt(d)).astype(np.float32),  # W1
+            np.zeros(h, np.float32),  # b1
+            (rng.normal(size=(h, c)) / np.sqrt(h)).astype(np.float32),  # W2
+            np.zeros(c, np.float32),  # b2
+            rng.normal(size=(n, d)).astype(np.float32),  # X
+            rng.normal(size=(n, c)).astype(np.float32),
+        ],  # Y
         "x3": rng.normal(size=size["w3"]),
     }
 
@@ -142,8 +144,14 @@ def bench_tracegrad(data, size, rows: list) -> dict:
     t_copy = median_time(lambda: dst.copy_to_device(src), sync, reps, budget)
     bandwidth = 2 * src.nbytes / t_copy
     floor = 2 * src.nbytes / bandwidth  # W1 reads x and writes its gradient
-    rows.append(("copy x -> y (device to device)", "floor", t_copy,
-                 f"{bandwidth / 1e9:.3g} GB/s (read + written)"))
+    rows.append(
+        (
+            "copy x -> y (device to device)",
+            "floor",
+            t_copy,
+            f"{bandwidth / 1e9:.3g} GB/s (read + written)",
+        )
+    )
     results["floor"] = floor
 
     x = cuda.to_device(data["x1"])
@@ -157,23 +165,47 @@ def bench_tracegrad(data, size, rows: list) -> dict:
     got = g(x).copy_to_host()[sample]
     ref = tg.grad(lambda x: w1(x, np), backend="numpy")(data["x1"][sample].astype(np.float64))
     err = float(np.max(np.abs(got - ref) / np.maximum(1.0, np.abs(ref))))
-    rows.append(("W1 grad, f32", "tracegrad cuda", t_g,
-                 f"{t_g / floor:.2f}x floor; first call {compile_g:.2f} s; max rel err {err:.1e}"))
-    rows.append(("W1 value_and_grad, f32", "tracegrad cuda", t_vg,
-                 f"{t_vg / floor:.2f}x floor; first call {compile_vg:.2f} s"))
+    rows.append(
+        (
+            "W1 grad, f32",
+            "tracegrad cuda",
+            t_g,
+            f"{t_g / floor:.2f}x floor; first call {compile_g:.2f} s; max rel err {err:.1e}",
+        )
+    )
+    rows.append(
+        (
+            "W1 value_and_grad, f32",
+            "tracegrad cuda",
+            t_vg,
+            f"{t_vg / floor:.2f}x floor; first call {compile_vg:.2f} s",
+        )
+    )
     results["w1"] = (t_g, t_vg)
 
     params = [cuda.to_device(a) for a in data["mlp"]]
-    mg = tg.grad(lambda W1, b1, W2, b2, X, Y: mlp_loss(W1, b1, W2, b2, X, Y, np),
-                 argnums=(0, 1, 2, 3), backend="cuda")
+    mg = tg.grad(
+        lambda W1, b1, W2, b2, X, Y: mlp_loss(W1, b1, W2, b2, X, Y, np),
+        argnums=(0, 1, 2, 3),
+        backend="cuda",
+    )
     compile_m = first_call(lambda: mg(*params), sync)
     t_m = median_time(lambda: mg(*params), sync, reps, budget)
     got = mg(*params)[0].copy_to_host()
-    ref = tg.grad(lambda W1, b1, W2, b2, X, Y: mlp_loss(W1, b1, W2, b2, X, Y, np),
-                  argnums=(0, 1, 2, 3), backend="numpy")(*[a.astype(np.float64) for a in data["mlp"]])[0]
+    ref = tg.grad(
+        lambda W1, b1, W2, b2, X, Y: mlp_loss(W1, b1, W2, b2, X, Y, np),
+        argnums=(0, 1, 2, 3),
+        backend="numpy",
+    )(*[a.astype(np.float64) for a in data["mlp"]])[0]
     err = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30))
-    rows.append(("W2 MLP grad, f32", "tracegrad cuda", t_m,
-                 f"first call {compile_m:.2f} s; max err {err:.1e} (of max |grad|)"))
+    rows.append(
+        (
+            "W2 MLP grad, f32",
+            "tracegrad cuda",
+            t_m,
+            f"first call {compile_m:.2f} s; max err {err:.1e} (of max |grad|)",
+        )
+    )
     results["w2"] = t_m
 
     x3 = cuda.to_device(data["x3"])
@@ -184,8 +216,14 @@ def bench_tracegrad(data, size, rows: list) -> dict:
     n = data["x3"].size
     expected = np.diag(6 * data["x3"]) + np.diag(np.ones(n - 1), 1) + np.diag(np.ones(n - 1), -1)
     err = float(np.max(np.abs(H - expected)))
-    rows.append((f"W3 hessian n={n}, f64", "tracegrad cuda", t_h,
-                 f"first call {compile_h:.2f} s; max abs err {err:.1e}"))
+    rows.append(
+        (
+            f"W3 hessian n={n}, f64",
+            "tracegrad cuda",
+            t_h,
+            f"first call {compile_h:.2f} s; max abs err {err:.1e}",
+        )
+    )
     results["w3"] = t_h
     return results
 
@@ -215,8 +253,11 @@ def bench_jax(data, size, rows: list, floor: float) -> None:
         t = median_time(lambda fn=fn: jax.block_until_ready(fn(x)), lambda: None, reps, budget)
         rows.append((name, "JAX jit", t, f"{t / floor:.2f}x floor; first call {compile_t:.2f} s"))
     params = [jax.device_put(a, gpus[0]) for a in data["mlp"]]
-    mg = jax.jit(jax.grad(lambda W1, b1, W2, b2, X, Y: mlp_loss(W1, b1, W2, b2, X, Y, jnp),
-                          argnums=(0, 1, 2, 3)))
+    mg = jax.jit(
+        jax.grad(
+            lambda W1, b1, W2, b2, X, Y: mlp_loss(W1, b1, W2, b2, X, Y, jnp), argnums=(0, 1, 2, 3)
+        )
+    )
     first_call(lambda: jax.block_until_ready(mg(*params)), lambda: None)
     t = median_time(lambda: jax.block_until_ready(mg(*params)), lambda: None, reps, budget)
     rows.append(("W2 MLP grad, f32", "JAX jit", t, ""))
@@ -259,8 +300,7 @@ def bench_torch(data, size, rows: list, floor: float) -> None:
     t = median_time(mlp_grad, sync, reps, budget)
     rows.append(("W2 MLP grad, f32", "PyTorch eager", t, ""))
     x3 = torch.tensor(data["x3"], device="cuda")
-    hess = lambda: torch.autograd.functional.hessian(lambda v: w3(v, torch), x3,
-                                                     vectorize=True)
+    hess = lambda: torch.autograd.functional.hessian(lambda v: w3(v, torch), x3, vectorize=True)
     first_call(hess, sync)
     t = median_time(hess, sync, reps, budget)
     rows.append((f"W3 hessian n={data['x3'].size}, f64", "PyTorch eager", t, ""))
@@ -293,12 +333,16 @@ def verdict(results: dict, rows: list) -> list[str]:
     t_g, t_vg = results["w1"]
     for name, t in (("grad", t_g), ("value_and_grad", t_vg)):
         ratio = t / results["floor"]
-        out.append(f"W1 {name}: {ratio:.2f}x the copy floor (target 1.3x): "
-                   + ("met" if ratio <= 1.3 else "NOT met"))
+        out.append(
+            f"W1 {name}: {ratio:.2f}x the copy floor (target 1.3x): "
+            + ("met" if ratio <= 1.3 else "NOT met")
+        )
     jax_t = next((t for w, impl, t, _ in rows if w == "W1 grad, f32" and impl == "JAX jit"), None)
     if jax_t is not None:
-        out.append(f"W1 grad vs JAX: {t_g / jax_t:.2f}x JAX's time (target <= 1): "
-                   + ("met" if t_g <= jax_t else "NOT met"))
+        out.append(
+            f"W1 grad vs JAX: {t_g / jax_t:.2f}x JAX's time (target <= 1): "
+            + ("met" if t_g <= jax_t else "NOT met")
+        )
     else:
         out.append("W1 grad vs JAX: JAX did not run")
     return out
@@ -316,15 +360,20 @@ def main(argv=None) -> int:
     bench_torch(data, size, rows, results["floor"])
     import numba
 
-    header = (f"### {'Smoke run (tiny sizes: not a measurement)' if args.smoke else 'GPU run'}: "
-              f"{datetime.date.today()}, {device}; {platform.machine()}, numba {numba.__version__}, "
-              f"python {platform.python_version()}")
+    header = (
+        f"### {'Smoke run (tiny sizes: not a measurement)' if args.smoke else 'GPU run'}: "
+        f"{datetime.date.today()}, {device}; {platform.machine()}, numba {numba.__version__}, "
+        f"python {platform.python_version()}"
+    )
     notes = verdict(results, rows) + ([args.note] if args.note else [])
     text = table(rows, header) + "\n" + "\n".join(f"- {line}" for line in notes) + "\n"
     out = args.out
     if out is None:
-        out = (os.path.join(tempfile.gettempdir(), "tracegrad_gpu_smoke.md") if args.smoke
-               else os.path.join(HERE, "gpu_results.md"))
+        out = (
+            os.path.join(tempfile.gettempdir(), "tracegrad_gpu_smoke.md")
+            if args.smoke
+            else os.path.join(HERE, "gpu_results.md")
+        )
     with open(out, "w", encoding="utf-8") as f:
         f.write(text)
     print(text)

@@ -101,10 +101,16 @@ def child(program: str, steps: int) -> dict:
 
 def measure(program: str, steps: int) -> dict:
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, TRACEGRAD_CACHE_DIR=cache, TRACEGRAD_TIERED="0",
-                   TRACEGRAD_PROGRAM_CACHE="0")
-        out = subprocess.run([sys.executable, __file__, "--child", program, str(steps)],
-                             env=env, capture_output=True, text=True, check=True)
+        env = dict(
+            os.environ, TRACEGRAD_CACHE_DIR=cache, TRACEGRAD_TIERED="0", TRACEGRAD_PROGRAM_CACHE="0"
+        )
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", program, str(steps)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -149,7 +155,9 @@ def main() -> None:
         print(json.dumps(child(args.child[0], int(args.child[1]))))
         return
     counts = (1, 10, 1000) if args.quick else (1, 10, 100, 1000)
-    print("| program | K | IR nodes | kernel source chars | first call (cold) s | next call ms | per step us |")
+    print(
+        "| program | K | IR nodes | kernel source chars | first call (cold) s | next call ms | per step us |"
+    )
     print("|---|---|---|---|---|---|---|")
     rows = [("shifted", k) for k in counts] + [("leapfrog-plain", k) for k in counts]
     rows += [("leapfrog-fori", k) for k in (10, 10_000)]
@@ -157,11 +165,15 @@ def main() -> None:
     for program, k in rows:
         r = measure(program, k)
         results[(program, k)] = r
-        print(f"| {program} | {k} | {r['ir_nodes']} | {r['source_chars']} | {r['first_s']:.2f} | "
-              f"{r['run_s'] * 1e3:.2f} | {r['run_s'] / k * 1e6:.2f} |", flush=True)
+        print(
+            f"| {program} | {k} | {r['ir_nodes']} | {r['source_chars']} | {r['first_s']:.2f} | "
+            f"{r['run_s'] * 1e3:.2f} | {r['run_s'] / k * 1e6:.2f} |",
+            flush=True,
+        )
     if os.path.exists(args.jax):
-        out = subprocess.run([args.jax, "-c", JAX_CODE, "10", "10000"], capture_output=True,
-                             text=True)
+        out = subprocess.run(
+            [args.jax, "-c", JAX_CODE, "10", "10000"], capture_output=True, text=True
+        )
         if out.returncode == 0:
             jax = {int(k): v for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
             print()
@@ -169,10 +181,14 @@ def main() -> None:
             print("|---|---|---|---|---|")
             for k in (10, 10_000):
                 ours = results[("leapfrog-fori", k)]
-                print(f"| tracegrad tg.fori_loop | {k} | {ours['first_s']:.2f} | "
-                      f"{ours['run_s'] * 1e3:.2f} | {ours['run_s'] / k * 1e6:.2f} |")
-                print(f"| JAX lax.fori_loop | {k} | {jax[k]['first_s']:.2f} | "
-                      f"{jax[k]['run_s'] * 1e3:.2f} | {jax[k]['run_s'] / k * 1e6:.2f} |")
+                print(
+                    f"| tracegrad tg.fori_loop | {k} | {ours['first_s']:.2f} | "
+                    f"{ours['run_s'] * 1e3:.2f} | {ours['run_s'] / k * 1e6:.2f} |"
+                )
+                print(
+                    f"| JAX lax.fori_loop | {k} | {jax[k]['first_s']:.2f} | "
+                    f"{jax[k]['run_s'] * 1e3:.2f} | {jax[k]['run_s'] / k * 1e6:.2f} |"
+                )
         else:
             print("JAX run failed:", out.stderr[-500:])
     else:

@@ -55,7 +55,9 @@ def main() -> None:
                 t2 = time.perf_counter()
                 fn(x)
                 first = f"{time.perf_counter() - t2:.2f}"
-            print(f"| {name} | {k} | {nodes} | {len(source)} | {len(source) / k:.0f} | {t1 - t0:.2f} | {first} |")
+            print(
+                f"| {name} | {k} | {nodes} | {len(source)} | {len(source) / k:.0f} | {t1 - t0:.2f} | {first} |"
+            )
 
 
 if __name__ == "__main__":

@@ -90,12 +90,18 @@ def per_example(d: int, h: int, batch: int = 256) -> dict:
     for i in (0, batch - 1):  # the same numbers as the loop
         ref = one(params, xs[i], ys[i])
         assert all(np.allclose(got[k][i], ref[k], rtol=1e-12, atol=1e-14) for k in ref)
-    times = median_times({
-        "vmap(grad)": lambda: batched(params, xs, ys),
-        "loop of grad": lambda: [one(params, xs[i], ys[i]) for i in range(batch)],
-    })
-    return {"mlp": f"{d}-{h}-{h}-1", "batch": batch, **times,
-            "speedup": times["loop of grad"] / times["vmap(grad)"]}
+    times = median_times(
+        {
+            "vmap(grad)": lambda: batched(params, xs, ys),
+            "loop of grad": lambda: [one(params, xs[i], ys[i]) for i in range(batch)],
+        }
+    )
+    return {
+        "mlp": f"{d}-{h}-{h}-1",
+        "batch": batch,
+        **times,
+        "speedup": times["loop of grad"] / times["vmap(grad)"],
+    }
 
 
 def tall_jacobian() -> dict:
@@ -148,9 +154,13 @@ def checkpoint_memory(n: int = 10**6) -> dict:
     assert np.allclose(plain(x), saved(x), rtol=1e-12, atol=1e-14)
     without, with_ = peak_memory(plain, x), peak_memory(saved, x)
     times = median_times({"without": lambda: plain(x), "with": lambda: saved(x)}, rounds=3, inner=1)
-    return {"n": n, "8 blocks of 4 steps; peak bytes without checkpoint": without,
-            "with checkpoint": with_, "memory ratio": without / with_,
-            "time with / without": times["with"] / times["without"]}
+    return {
+        "n": n,
+        "8 blocks of 4 steps; peak bytes without checkpoint": without,
+        "with checkpoint": with_,
+        "memory ratio": without / with_,
+        "time with / without": times["with"] / times["without"],
+    }
 
 
 PEER_SCRIPT = textwrap.dedent(
@@ -201,7 +211,9 @@ def peers(python: str, sizes) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--peer", help="a Python interpreter with JAX installed")
     args = parser.parse_args()
     sizes = [(8, 16), (32, 64)]

@@ -34,7 +34,9 @@ def main(old: str, new: str, rounds: int = 5) -> None:
     results: dict[str, list[tuple[float, float]]] = {old: [], new: []}
     for _ in range(rounds):
         for where in (old, new):
-            text = subprocess.run([sys.executable, "-c", CHILD], cwd=where, capture_output=True, text=True, check=True).stdout
+            text = subprocess.run(
+                [sys.executable, "-c", CHILD], cwd=where, capture_output=True, text=True, check=True
+            ).stdout
             a, b = map(float, text.split())
             results[where].append((a, b))
     for where, rows in results.items():

@@ -17,10 +17,14 @@ def run(graph: ir.Graph, args: Sequence[np.ndarray], backend: str = "numpy") -> 
     key = (graph.fingerprint(), backend)
     if key not in _compiled:
         _compiled[key] = backends.get_backend(backend).compile(passes.optimize(graph))
-    return _compiled[key]([np.asarray(a, dtype=v.dtype) for a, v in zip(args, graph.inputs, strict=True)])
+    return _compiled[key](
+        [np.asarray(a, dtype=v.dtype) for a, v in zip(args, graph.inputs, strict=True)]
+    )
 
 
-def build(avals: Sequence[tuple[tuple[int, ...], np.dtype]], body: Callable[..., ir.Var]) -> ir.Graph:
+def build(
+    avals: Sequence[tuple[tuple[int, ...], np.dtype]], body: Callable[..., ir.Var]
+) -> ir.Graph:
     """A graph whose inputs have the given shapes/dtypes and whose one output is `body(*inputs)`."""
     builder = ir.Builder()
     with ir.building(builder):
@@ -37,7 +41,7 @@ def weighted_sum(v: ir.Var, weights: np.ndarray) -> ir.Var:
 def gradient_graph(graph: ir.Graph, wrt: Sequence[int]) -> ir.Graph:
     """Outputs: the gradients of the scalar output 0 with respect to inputs `wrt`."""
     adj = autodiff.adjoint(graph, wrt, [0], seed_ones=True)
-    return ir.verify(ir.Graph(adj.inputs, adj.nodes, adj.outputs[len(graph.outputs):]))
+    return ir.verify(ir.Graph(adj.inputs, adj.nodes, adj.outputs[len(graph.outputs) :]))
 
 
 def directional(graph: ir.Graph, directions: Sequence[np.ndarray]) -> ir.Graph:
@@ -53,8 +57,12 @@ def directional(graph: ir.Graph, directions: Sequence[np.ndarray]) -> ir.Graph:
     return ir.verify(builder.graph([total]))
 
 
-def finite_differences(f: Callable[[list[np.ndarray]], float], args: list[np.ndarray],
-                       wrt: Sequence[int], eps: float = 1e-6) -> list[np.ndarray]:
+def finite_differences(
+    f: Callable[[list[np.ndarray]], float],
+    args: list[np.ndarray],
+    wrt: Sequence[int],
+    eps: float = 1e-6,
+) -> list[np.ndarray]:
     """Central differences of the scalar f with respect to args[wrt], in float64."""
     grads = []
     for i in wrt:

@@ -81,7 +81,12 @@ def test_grad_over_dict_of_parameters_has_the_same_structure(rng, backend):
 def test_lists_and_nested_tuples(backend):
     f = lambda xs: xs[0] * xs[1][0] + xs[1][1]
     g = tg.grad(f, backend=backend)([2.0, (3.0, 4.0)])
-    assert isinstance(g, list) and float(g[0]) == 3.0 and float(g[1][0]) == 2.0 and float(g[1][1]) == 1.0
+    assert (
+        isinstance(g, list)
+        and float(g[0]) == 3.0
+        and float(g[1][0]) == 2.0
+        and float(g[1][1]) == 1.0
+    )
 
 
 # ---- jacobian, hessian, higher order
@@ -234,16 +239,22 @@ def test_custom_vjp_wrong_cotangent_shape():
 def test_where_does_not_leak_nan_from_the_untaken_branch(branch, backend):
     f = lambda x: np.sum(np.where(x > 0.5, branch(x), 0.0))
     x = np.array([0.0, 0.75])
-    for order, transform in enumerate([tg.grad(f, backend=backend), tg.hessian(f, backend=backend)]):
+    for order, transform in enumerate(
+        [tg.grad(f, backend=backend), tg.hessian(f, backend=backend)]
+    ):
         out = transform(x)
         assert np.all(np.isfinite(out)), (order, out)
         assert out.flat[0] == 0.0
 
 
 def test_where_sqrt_gradient_exact_values(backend):
-    g = tg.grad(lambda x: np.sum(np.where(x > 0, np.sqrt(x), 0.0)), backend=backend)(np.array([0.0, 4.0]))
+    g = tg.grad(lambda x: np.sum(np.where(x > 0, np.sqrt(x), 0.0)), backend=backend)(
+        np.array([0.0, 4.0])
+    )
     np.testing.assert_array_equal(g, [0.0, 0.25])
-    third = tg.jacobian(tg.hessian(lambda x: np.sum(np.where(x > 0, np.sqrt(x), 0.0))), backend=backend)
+    third = tg.jacobian(
+        tg.hessian(lambda x: np.sum(np.where(x > 0, np.sqrt(x), 0.0))), backend=backend
+    )
     assert np.all(np.isfinite(third(np.array([0.0, 4.0]))))
 
 

@@ -194,9 +194,9 @@ def test_adjoint_nodes_carry_the_line_they_differentiate():
     backward = adj.nodes[len(builder.nodes) :]
     assert {n.source for n in backward if n.prim is not P.const_p} == {"grad model.py:4"}
     unlabelled = autodiff.adjoint(builder.graph([y]), [0], [0], seed_ones=True, label=None)
-    assert {n.source for n in unlabelled.nodes[len(builder.nodes) :] if n.prim is not P.const_p} == {
-        "model.py:4"
-    }
+    assert {
+        n.source for n in unlabelled.nodes[len(builder.nodes) :] if n.prim is not P.const_p
+    } == {"model.py:4"}
 
 
 def test_a_differentiable_primitive_without_an_adjoint_rule_is_named():
@@ -251,6 +251,8 @@ def test_many_reads_of_one_array_give_one_scatter_add(rng, count):
             P.mul(ir.inline(ir.current_builder(), _outputs(adj, 1), [x])[0], P.const(direction))
         ),
     )
-    (second,) = interpreter.evaluate(_outputs(autodiff.adjoint(hvp, [0], [0], seed_ones=True), 1), args)
+    (second,) = interpreter.evaluate(
+        _outputs(autodiff.adjoint(hvp, [0], [0], seed_ones=True), 1), args
+    )
     (fd2,) = finite_differences(interpret_scalar(hvp), args, [0])
     np.testing.assert_allclose(second, fd2, rtol=1e-6, atol=1e-8)

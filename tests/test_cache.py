@@ -130,8 +130,14 @@ CHILD = textwrap.dedent(
 
 def run_child(directory, extra_env=None):
     env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(directory), **(extra_env or {}))
-    return subprocess.Popen([sys.executable, "-c", CHILD], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def result(proc) -> dict:
@@ -161,7 +167,9 @@ def test_damaged_compiled_code_is_compiled_again(tmp_path):
     np.testing.assert_allclose(r["value"], [np.cos(1) - np.sin(1)] * 3)
 
 
-def test_the_disk_cache_is_trimmed_to_its_size_limit_least_recently_used_first(tmp_path, monkeypatch):
+def test_the_disk_cache_is_trimmed_to_its_size_limit_least_recently_used_first(
+    tmp_path, monkeypatch
+):
     directory = tmp_path / "kernels"
     (directory / "__pycache__").mkdir(parents=True)
     now = 1_000_000.0
@@ -175,7 +183,9 @@ def test_the_disk_cache_is_trimmed_to_its_size_limit_least_recently_used_first(t
     left = sorted(p.name for p in directory.glob("k_*.py"))
     assert deleted == 3 and left == ["k_3.py", "k_4.py"]
     assert sorted(p.name for p in (directory / "__pycache__").iterdir()) == [
-        "k_3.kernel-1.nbc", "k_4.kernel-1.nbc"]
+        "k_3.kernel-1.nbc",
+        "k_4.kernel-1.nbc",
+    ]
     # entries used within the hour are kept even above the limit
     monkeypatch.setenv("TRACEGRAD_CACHE_MAX_MB", "0.1")
     assert cache.trim(str(directory), now=now) == 1

@@ -55,8 +55,9 @@ def test_a_memory_error_while_running_stays_a_memory_error(cached_program, caplo
 
     program._namespace["_empty"] = out_of_memory  # the driver's allocation of the result
     program._bind()
-    with caplog.at_level(logging.WARNING, logger="tracegrad"), pytest.raises(
-        MemoryError, match="no room for the result"
+    with (
+        caplog.at_level(logging.WARNING, logger="tracegrad"),
+        pytest.raises(MemoryError, match="no room for the result"),
     ):
         program([np.ones(5)])
     assert "compiling it again" not in caplog.text

@@ -198,8 +198,7 @@ def test_parameters_in_a_global_dict_and_a_module(backend):
     config.rate = 2.0
     ns = {"np": np, "params": {"W": np.ones(2), "b": 1.0}, "config": config}
     exec(
-        "def loss(w):\n"
-        "    return np.sum(w * params['W'] * config.X) * config.rate + params['b']",
+        "def loss(w):\n    return np.sum(w * params['W'] * config.X) * config.rate + params['b']",
         ns,
     )
     vg = tg.value_and_grad(ns["loss"], backend=backend)
@@ -218,8 +217,7 @@ def test_parameters_in_a_global_dict_and_a_module(backend):
 def test_helper_functions_are_followed(backend):
     ns = {"np": np, "X": np.ones(2)}
     exec(
-        "def helper(w):\n    return w * X\n"
-        "def loss(w):\n    return np.sum(helper(w))",
+        "def helper(w):\n    return w * X\ndef loss(w):\n    return np.sum(helper(w))",
         ns,
     )
     g = tg.jit(tg.grad(ns["loss"]), backend=backend)
@@ -248,10 +246,16 @@ def test_transforms_called_inside_a_trace_and_arrays_passed_by_keyword(backend):
 
 def test_traced_values_passed_by_keyword(backend):
     x, hi = np.array([0.5, -1.0, 2.0]), np.array([1.0, 0.0, 1.0])
-    np.testing.assert_array_equal(tg.jit(lambda x, h: np.clip(x, a_max=h), backend=backend)(x, hi), [0.5, -1, 1])
-    np.testing.assert_array_equal(tg.jit(lambda x, h: np.clip(x, max=h), backend=backend)(x, hi), [0.5, -1, 1])
+    np.testing.assert_array_equal(
+        tg.jit(lambda x, h: np.clip(x, a_max=h), backend=backend)(x, hi), [0.5, -1, 1]
+    )
+    np.testing.assert_array_equal(
+        tg.jit(lambda x, h: np.clip(x, max=h), backend=backend)(x, hi), [0.5, -1, 1]
+    )
     assert tg.jit(lambda x, h: np.dot(a=x, b=h), backend=backend)(x, hi) == 2.5
-    g = tg.grad(lambda x, h: np.sum(np.clip(x, a_min=None, a_max=h)), argnums=1, backend=backend)(x, hi)
+    g = tg.grad(lambda x, h: np.sum(np.clip(x, a_min=None, a_max=h)), argnums=1, backend=backend)(
+        x, hi
+    )
     np.testing.assert_array_equal(g, [0.0, 0.0, 1.0])
 
 

@@ -27,7 +27,8 @@ def call(capsys, *argv: str) -> tuple[int, str, str]:
 def model(tmp_path, monkeypatch):
     """A user's file, as `tracegrad ir` would meet it."""
     path = tmp_path / "model.py"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         import numpy as np
         import tracegrad as tg
 
@@ -60,7 +61,8 @@ def model(tmp_path, monkeypatch):
 
         if __name__ == "__main__":
             raise SystemExit("not when imported")
-        """))
+        """)
+    )
     monkeypatch.chdir(tmp_path)
     return path
 
@@ -99,18 +101,22 @@ def test_run_on_the_default_backend(capsys):
 
 
 def test_run_shows_progress_and_a_summary(capsys):
-    status, out, _ = call(capsys, "run", "linear-regression", "--backend", "numpy",
-                          "--size", "50", "--steps", "40")
+    status, out, _ = call(
+        capsys, "run", "linear-regression", "--backend", "numpy", "--size", "50", "--steps", "40"
+    )
     assert status == 0
     steps = [line for line in out.splitlines() if line.startswith("  step ")]
     assert len(steps) == 11 and "first step" in steps[0] and "steps/s" in steps[-1]
-    summary = [line for line in out.splitlines() if line.startswith("linear-regression: 40 steps in")]
+    summary = [
+        line for line in out.splitlines() if line.startswith("linear-regression: 40 steps in")
+    ]
     assert len(summary) == 1 and "final loss" in summary[0]
 
 
 def test_run_quiet_prints_nothing(capsys):
-    status, out, err = call(capsys, "run", "mlp", "--backend", "numpy", "--size", "20",
-                            "--steps", "5", "--quiet")
+    status, out, err = call(
+        capsys, "run", "mlp", "--backend", "numpy", "--size", "20", "--steps", "5", "--quiet"
+    )
     assert (status, out, err) == (0, "", "")
 
 
@@ -122,16 +128,30 @@ def test_run_help_says_what_size_and_steps_mean(capsys):
     assert "newton: --size: dimensions (10)" in out
 
 
-@pytest.mark.parametrize(("argv", "message", "hint"), [
-    (["run", "basic"], "no example called 'basic'; did you mean basics?", "tracegrad examples"),
-    (["run", "basics", "--steps", "3"], "the basics example takes no --steps", "leave out --steps"),
-    (["run", "mlp", "--backend", "tpu"], "unknown backend 'tpu'; choose one of numpy, cpu, cuda",
-     "tracegrad doctor"),
-    (["run", "mlp", "--size", "0"], "--size must be an integer of at least 4", ""),
-    (["run", "newton", "--steps", "-1"], "--steps must be an integer of at least 1", ""),
-    (["run", "basics", "--plot", "x.png"], "the basics example draws no plot", "leave out --plot"),
-    (["run", "newton", "--plot", "no/such/folder/x.png"], "folder", ""),
-])
+@pytest.mark.parametrize(
+    ("argv", "message", "hint"),
+    [
+        (["run", "basic"], "no example called 'basic'; did you mean basics?", "tracegrad examples"),
+        (
+            ["run", "basics", "--steps", "3"],
+            "the basics example takes no --steps",
+            "leave out --steps",
+        ),
+        (
+            ["run", "mlp", "--backend", "tpu"],
+            "unknown backend 'tpu'; choose one of numpy, cpu, cuda",
+            "tracegrad doctor",
+        ),
+        (["run", "mlp", "--size", "0"], "--size must be an integer of at least 4", ""),
+        (["run", "newton", "--steps", "-1"], "--steps must be an integer of at least 1", ""),
+        (
+            ["run", "basics", "--plot", "x.png"],
+            "the basics example draws no plot",
+            "leave out --plot",
+        ),
+        (["run", "newton", "--plot", "no/such/folder/x.png"], "folder", ""),
+    ],
+)
 def test_run_usage_errors_exit_2_with_one_line_and_a_hint(capsys, argv, message, hint):
     status, out, err = call(capsys, *argv)
     assert status == 2 and out == ""
@@ -168,8 +188,9 @@ def test_plot_without_matplotlib_is_one_line_and_a_hint(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     status, _, err = call(capsys, "run", "newton", "--plot", "newton.png")
     assert status == 1
-    assert err.splitlines()[0] == ("tracegrad: error: --plot needs matplotlib, an optional "
-                                   "dependency that is not installed")
+    assert err.splitlines()[0] == (
+        "tracegrad: error: --plot needs matplotlib, an optional dependency that is not installed"
+    )
     assert "python3 -m pip install matplotlib" in err
 
 
@@ -189,7 +210,9 @@ def test_version(capsys):
 
 
 def test_ir_prints_the_traced_and_the_adjoint_graph(capsys, model):
-    status, out, err = call(capsys, "ir", "model.py:loss", "--args", "f64[3],f64[5,3],f64[5]", "--grad")
+    status, out, err = call(
+        capsys, "ir", "model.py:loss", "--args", "f64[3],f64[5,3],f64[5]", "--grad"
+    )
     assert status == 0, err
     headers = [line for line in out.splitlines() if line.startswith("# ")]
     assert headers == [
@@ -213,8 +236,9 @@ def test_ir_hessian(capsys, model):
 
 
 def test_ir_static_arguments_and_argnums(capsys, model):
-    status, out, _ = call(capsys, "ir", "model.py:power", "--args", "f32[2],static:3", "--grad",
-                          "--argnums", "0")
+    status, out, _ = call(
+        capsys, "ir", "model.py:power", "--args", "f32[2],static:3", "--grad", "--argnums", "0"
+    )
     assert status == 0
     assert "# power(f32[2], static 3): the traced IR (optimised)" in out
     assert "f32[2]" in out and "f64" not in out
@@ -231,20 +255,47 @@ def test_ir_of_a_module_on_the_path(capsys):
     assert status == 0 and "slice" in out
 
 
-@pytest.mark.parametrize(("argv", "message", "status"), [
-    (["ir", "model.py:branchy", "--args", "2.0"], "TracingError: tracegrad cannot branch on", 1),
-    (["ir", "model.py:loss", "--args", "f64[3],f64[4,3],f64[5]"], "ShapeError", 1),
-    (["ir", "model.py:los", "--args", "2.0"], "model.py has no 'los'", 2),
-    (["ir", "model.py:loss", "--args", "f64[3]"], "does not take the 1 argument(s) that --args gives", 2),
-    (["ir", "model.py:loss", "--args", "q[3],f64[2],f64[2]"], "unknown dtype 'q'", 2),
-    (["ir", "model.py:loss", "--args", "f64[3,f64[2],f64[2]"], "cannot read the --args item", 2),
-    (["ir", "model.py:energy", "--args", "f64[2]", "--grad", "--argnums", "3"], "--argnums 3 is out of range", 2),
-    (["ir", "model.py:energy", "--args", "f64[2]", "--grad", "--argnums", "x"], "--argnums takes whole numbers", 2),
-    (["ir", "model.py:energy", "--args", "f64[2]", "--kernels", "--backend", "tpu"], "unknown backend 'tpu'", 2),
-    (["ir", "nofile.py:f"], "no such file: nofile.py", 2),
-    (["ir", "model.py"], "expected FILE.py:FUNCTION", 2),
-    (["ir", "no_such_module_here:f"], "cannot import module 'no_such_module_here'", 2),
-])
+@pytest.mark.parametrize(
+    ("argv", "message", "status"),
+    [
+        (
+            ["ir", "model.py:branchy", "--args", "2.0"],
+            "TracingError: tracegrad cannot branch on",
+            1,
+        ),
+        (["ir", "model.py:loss", "--args", "f64[3],f64[4,3],f64[5]"], "ShapeError", 1),
+        (["ir", "model.py:los", "--args", "2.0"], "model.py has no 'los'", 2),
+        (
+            ["ir", "model.py:loss", "--args", "f64[3]"],
+            "does not take the 1 argument(s) that --args gives",
+            2,
+        ),
+        (["ir", "model.py:loss", "--args", "q[3],f64[2],f64[2]"], "unknown dtype 'q'", 2),
+        (
+            ["ir", "model.py:loss", "--args", "f64[3,f64[2],f64[2]"],
+            "cannot read the --args item",
+            2,
+        ),
+        (
+            ["ir", "model.py:energy", "--args", "f64[2]", "--grad", "--argnums", "3"],
+            "--argnums 3 is out of range",
+            2,
+        ),
+        (
+            ["ir", "model.py:energy", "--args", "f64[2]", "--grad", "--argnums", "x"],
+            "--argnums takes whole numbers",
+            2,
+        ),
+        (
+            ["ir", "model.py:energy", "--args", "f64[2]", "--kernels", "--backend", "tpu"],
+            "unknown backend 'tpu'",
+            2,
+        ),
+        (["ir", "nofile.py:f"], "no such file: nofile.py", 2),
+        (["ir", "model.py"], "expected FILE.py:FUNCTION", 2),
+        (["ir", "no_such_module_here:f"], "cannot import module 'no_such_module_here'", 2),
+    ],
+)
 def test_ir_errors(capsys, model, argv, message, status):
     """Mistakes in the command line exit with 2; a function that cannot be traced with 1."""
     code, out, err = call(capsys, *argv)
@@ -259,7 +310,9 @@ def test_ir_tracing_error_names_the_line_and_the_fix(capsys, model):
 
 
 def test_ir_kernels(capsys, model):
-    status, out, err = call(capsys, "ir", "model.py:energy", "--args", "f64[4]", "--grad", "--kernels")
+    status, out, err = call(
+        capsys, "ir", "model.py:energy", "--args", "f64[4]", "--grad", "--kernels"
+    )
     if hasattr(tg, "make_kernels"):
         assert status == 0, err
         assert "# generated kernels" in out
@@ -277,30 +330,46 @@ def test_ir_kernels_with_a_stand_in_generator(capsys, model, monkeypatch):
         return lambda *args: f"# kernel source for {len(args)} arguments"
 
     monkeypatch.setattr(tg, "make_kernels", make_kernels, raising=False)
-    status, out, _ = call(capsys, "ir", "model.py:energy", "--args", "f64[4]", "--kernels",
-                          "--backend", "cpu")
+    status, out, _ = call(
+        capsys, "ir", "model.py:energy", "--args", "f64[4]", "--kernels", "--backend", "cpu"
+    )
     assert status == 0 and out.rstrip().endswith("# kernel source for 1 arguments")
     assert seen["backend"] == "cpu"
 
 
 def test_parse_args_spec():
-    values, static = cli.parse_args_spec("f64[3], f32[2,4], [5], f64[], i32[2], bool[1], 2.0, 3, "
-                                         "static:(1, 2), static:'tanh', f16")
+    values, static = cli.parse_args_spec(
+        "f64[3], f32[2,4], [5], f64[], i32[2], bool[1], 2.0, 3, static:(1, 2), static:'tanh', f16"
+    )
     assert static == (8, 9)
     kinds = [(np.asarray(v).shape, np.asarray(v).dtype) for v in values[:6]]
-    assert kinds == [((3,), np.float64), ((2, 4), np.float32), ((5,), np.float64),
-                     ((), np.float64), ((2,), np.int32), ((1,), np.bool_)]
+    assert kinds == [
+        ((3,), np.float64),
+        ((2, 4), np.float32),
+        ((5,), np.float64),
+        ((), np.float64),
+        ((2,), np.int32),
+        ((1,), np.bool_),
+    ]
     assert values[6:10] == [2.0, 3.0, (1, 2), "tanh"]
     assert values[10].dtype == np.float16 and values[10].shape == ()
     assert np.all((values[0] >= 0.5) & (values[0] < 1.5))
     assert cli.parse_args_spec("") == ([], ())
 
 
-@pytest.mark.parametrize(("spec", "why"), [
-    ("f64[3", "no closing ]"), ("x64[3]", "unknown dtype"), ("f64[a]", "whole numbers"),
-    ("f64[-1]", "negative"), ("hello", "neither an array type"), ("f64[2],,f64[2]", "empty"),
-    ("static:oops(", "not a Python literal"), ("True", "neither"),
-])
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("f64[3", "no closing ]"),
+        ("x64[3]", "unknown dtype"),
+        ("f64[a]", "whole numbers"),
+        ("f64[-1]", "negative"),
+        ("hello", "neither an array type"),
+        ("f64[2],,f64[2]", "empty"),
+        ("static:oops(", "not a Python literal"),
+        ("True", "neither"),
+    ],
+)
 def test_parse_args_spec_errors(spec, why):
     with pytest.raises(cli.CLIError, match="cannot read the --args item") as info:
         cli.parse_args_spec(spec)
@@ -360,7 +429,9 @@ def test_cuda_devices_never_raises():
 
 def test_cuda_devices_are_listed(monkeypatch):
     cuda = pytest.importorskip("numba.cuda")
-    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)  # conftest sets it on GPU-less machines
+    monkeypatch.delenv(
+        "NUMBA_ENABLE_CUDASIM", raising=False
+    )  # conftest sets it on GPU-less machines
 
     class Device:
         def __init__(self, id, name, cc):
@@ -368,8 +439,9 @@ def test_cuda_devices_are_listed(monkeypatch):
             if name is not None:
                 self.name = name
 
-    monkeypatch.setattr(cuda, "gpus", [Device(0, b"NVIDIA H200", (9, 0)), Device(1, None, ())],
-                        raising=False)
+    monkeypatch.setattr(
+        cuda, "gpus", [Device(0, b"NVIDIA H200", (9, 0)), Device(1, None, ())], raising=False
+    )
     devices, why = cli.doctor.cuda_devices()
     assert devices == ["0: NVIDIA H200, compute capability 9.0", "1: unnamed device"] and why == ""
     monkeypatch.setattr(cuda, "gpus", [], raising=False)
@@ -377,8 +449,12 @@ def test_cuda_devices_are_listed(monkeypatch):
 
 
 def test_doctor_shows_the_cache(capsys, monkeypatch):
-    monkeypatch.setattr(tg, "cache_info", lambda: {"directory": "/tmp/tg", "entries": 3, "bytes": 2048},
-                        raising=False)
+    monkeypatch.setattr(
+        tg,
+        "cache_info",
+        lambda: {"directory": "/tmp/tg", "entries": 3, "bytes": 2048},
+        raising=False,
+    )
     status, out, _ = call(capsys, "doctor")
     assert status == 0
     assert "/tmp/tg" in out and "2.0 KiB (2,048 bytes)" in out
@@ -395,7 +471,9 @@ def test_cache_without_a_disk_cache(capsys, monkeypatch):
 
 def test_cache_info_and_clear(capsys, monkeypatch):
     cleared = []
-    monkeypatch.setattr(tg, "cache_info", lambda: {"directory": "/tmp/tg", "bytes": 10}, raising=False)
+    monkeypatch.setattr(
+        tg, "cache_info", lambda: {"directory": "/tmp/tg", "bytes": 10}, raising=False
+    )
     monkeypatch.setattr(tg, "clear_cache", lambda: cleared.append(1), raising=False)
     status, out, _ = call(capsys, "cache", "info")
     assert status == 0 and "directory  /tmp/tg" in out and "10 B" in out
@@ -455,7 +533,9 @@ def test_cache_list_describes_a_cuda_program(capsys, fresh_disk_cache):
     _, fun = fresh_disk_cache
     tg.grad(fun, backend="cuda")(np.ones(5))
     status, out, _ = call(capsys, "cache", "list")
-    rows = [line for line in out.splitlines() if line.startswith("  ") and line.split()[1] == "cuda"]
+    rows = [
+        line for line in out.splitlines() if line.startswith("  ") and line.split()[1] == "cuda"
+    ]
     assert status == 0 and len(rows) == 1
     assert "a graph of" in rows[0] and "loop[5]" in rows[0] and "from test_cli.py:" in rows[0]
 
@@ -480,27 +560,36 @@ def exit_status(capsys, *argv: str) -> int:
     return status
 
 
-@pytest.mark.parametrize("argv", [
-    [],
-    ["no-such-command"],
-    ["examples", "--bogus"],
-    ["run"],
-    ["run", "mlp", "--size", "0"],
-    ["run", "mlp", "--steps", "many"],
-    ["ir"],
-    ["ir", "nofile.py:f"],
-    ["ir", "tracegrad.examples.newton:rosenbrock", "--args", "f64[3"],
-    ["doctor", "--bogus"],
-    ["cache"],
-    ["cache", "show"],
-], ids=lambda argv: " ".join(argv) or "(nothing)")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["no-such-command"],
+        ["examples", "--bogus"],
+        ["run"],
+        ["run", "mlp", "--size", "0"],
+        ["run", "mlp", "--steps", "many"],
+        ["ir"],
+        ["ir", "nofile.py:f"],
+        ["ir", "tracegrad.examples.newton:rosenbrock", "--args", "f64[3"],
+        ["doctor", "--bogus"],
+        ["cache"],
+        ["cache", "show"],
+    ],
+    ids=lambda argv: " ".join(argv) or "(nothing)",
+)
 def test_usage_mistakes_exit_2_in_every_subcommand(capsys, argv):
     assert exit_status(capsys, *argv) == 2
 
 
 def test_usage_exit_status_from_the_shell():
-    done = subprocess.run([sys.executable, "-m", "tracegrad", "run", "mlp", "--size", "0"],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "tracegrad", "run", "mlp", "--size", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("tracegrad: error: --size must be an integer of at least 4")
 
@@ -515,8 +604,13 @@ def test_cli_doc_states_the_exit_statuses():
 
 
 def test_python_m_tracegrad():
-    done = subprocess.run([sys.executable, "-m", "tracegrad", "examples"], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "tracegrad", "examples"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     assert "basics" in done.stdout and "newton" in done.stdout
 

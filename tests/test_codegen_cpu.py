@@ -32,7 +32,9 @@ def test_source_names_ir_values_and_user_lines():
     assert "# %2 = neg %0" in text and "test_codegen_cpu.py:" in text  # node, values, user line
     assert "= _vm.sincos_f64(v0)" in text  # sin and cos of one value in one call
     assert "grad test_codegen_cpu.py:" in text  # adjoint nodes say where they come from
-    assert "for c in range(first, last):" in text and "if finish:" in text and "# ---- driver" in text
+    assert (
+        "for c in range(first, last):" in text and "if finish:" in text and "# ---- driver" in text
+    )
     assert "iteration space [5] (sizes are arguments)" in text
     compile(text.split("# ---- driver")[0], "<kernels>", "exec")  # valid Python
 
@@ -117,7 +119,14 @@ def test_parallel_loops_agree_with_serial_ones(monkeypatch):
 
     def f(x):  # every reduction placement: all axes, a suffix, axis 0, a middle axis
         e = np.exp(np.sin(x))
-        return e.sum(), e.sum(axis=(1, 2)), e.max(axis=0), e.min(axis=1), np.prod(e, axis=(0, 2)), e * 2
+        return (
+            e.sum(),
+            e.sum(axis=(1, 2)),
+            e.max(axis=0),
+            e.min(axis=1),
+            np.prod(e, axis=(0, 2)),
+            e * 2,
+        )
 
     x = np.random.default_rng(0).uniform(-1, 1, size=(7, 3, 5))
     graph, program = compile_cpu(tg.jit(f), x)
@@ -127,7 +136,9 @@ def test_parallel_loops_agree_with_serial_ones(monkeypatch):
 
 
 def test_matmul_programs_run_their_loops_serially():
-    _, program = compile_cpu(tg.grad(lambda w, x: np.sum(np.tanh(x @ w))), np.ones((300, 300)), np.ones((400, 300)))
+    _, program = compile_cpu(
+        tg.grad(lambda w, x: np.sum(np.tanh(x @ w))), np.ones((300, 300)), np.ones((400, 300))
+    )
     assert not any(call.parallel for call in program.calls.values())
 
 
@@ -152,11 +163,16 @@ def test_non_contiguous_zero_d_and_empty_inputs():
 def test_nan_and_integer_semantics_match_numpy():
     backend = "cpu"
     x = np.array([1.0, np.nan, -2.0, 3.0])
-    f = tg.jit(lambda x: (np.maximum(x, 0.0), np.minimum(0.0, x), np.max(x), np.min(x[::2])), backend=backend)
+    f = tg.jit(
+        lambda x: (np.maximum(x, 0.0), np.minimum(0.0, x), np.max(x), np.min(x[::2])),
+        backend=backend,
+    )
     for got, want in zip(f(x), f.fun(x), strict=True):
         np.testing.assert_array_equal(got, want)
     i = np.array([2**31 - 1, 5, -7], dtype=np.int32)
-    g = tg.jit(lambda i: (i + i, i * 3, i > 0, (i > 0).astype(np.float32), np.sum(i)), backend=backend)
+    g = tg.jit(
+        lambda i: (i + i, i * 3, i > 0, (i > 0).astype(np.float32), np.sum(i)), backend=backend
+    )
     for got, want in zip(g(i), g.fun(i), strict=True):
         np.testing.assert_array_equal(got, want)  # (the IR keeps a sum of int32 in int32)
 
@@ -202,7 +218,9 @@ def test_node_with_every_template_compiles():
                 if prim.kind is not P.Kind.ELEMENTWISE or prim is P.convert_p:
                     continue
                 if prim.operands == "bool":
-                    args = [P.compare(P.gt_p, x, 0.0), P.compare(P.gt_p, y, 0.0)][: 1 if prim.name == "not" else 2]
+                    args = [P.compare(P.gt_p, x, 0.0), P.compare(P.gt_p, y, 0.0)][
+                        : 1 if prim.name == "not" else 2
+                    ]
                 elif prim.operands == "integer":
                     arity = max(int(c) for c in "012" if f"{{{c}}}" in prim.scalar) + 1
                     ints = [P.convert(P.mul(v, 100.0), np.int16) for v in (x, y)]
@@ -216,7 +234,11 @@ def test_node_with_every_template_compiles():
                     outs.append(P.emit(prim, x, name="x"))
                     continue
                 else:
-                    arity = max(int(c) for c in "012" if f"{{{c}}}" in prim.scalar) + 1 if isinstance(prim.scalar, str) else 1
+                    arity = (
+                        max(int(c) for c in "012" if f"{{{c}}}" in prim.scalar) + 1
+                        if isinstance(prim.scalar, str)
+                        else 1
+                    )
                     args = [x, y][:arity]
                 outs.append(P.emit(prim, *args))
             outs.append(P.convert(x, np.int32))
@@ -229,7 +251,9 @@ def test_node_with_every_template_compiles():
         got = backends.get_backend("cpu").compile(passes.optimize(graph))([a, b])
         for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype
-            np.testing.assert_allclose(g, w, rtol=1e-5 if dtype == np.float32 else 1e-13, equal_nan=True)
+            np.testing.assert_allclose(
+                g, w, rtol=1e-5 if dtype == np.float32 else 1e-13, equal_nan=True
+            )
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])

@@ -82,13 +82,23 @@ def test_missing_numba_cuda_is_reported_not_raised(monkeypatch):
 
 
 def test_launch_configuration_comes_from_device_properties():
-    cfg = cuda_device.config_from_properties(sms=132, max_threads_per_block=1024,
-                                             max_threads_per_sm=2048, warp=32,
-                                             shared_bytes=48 * 1024, name="test device")
+    cfg = cuda_device.config_from_properties(
+        sms=132,
+        max_threads_per_block=1024,
+        max_threads_per_sm=2048,
+        warp=32,
+        shared_bytes=48 * 1024,
+        name="test device",
+    )
     assert (cfg.threads, cfg.blocks, cfg.mm_threads, cfg.mm_blocks) == (256, 132 * 8, 16, 264)
-    small = cuda_device.config_from_properties(sms=2, max_threads_per_block=512,
-                                               max_threads_per_sm=1024, warp=32,
-                                               shared_bytes=16 * 1024, name="small")
+    small = cuda_device.config_from_properties(
+        sms=2,
+        max_threads_per_block=512,
+        max_threads_per_sm=1024,
+        warp=32,
+        shared_bytes=16 * 1024,
+        name="small",
+    )
     assert (small.threads, small.blocks) == (128, 16)
     if cuda_device.simulated():
         assert cuda_device.launch_config() == cuda_device.SIMULATOR_CONFIG
@@ -100,12 +110,15 @@ def test_launch_configuration_comes_from_device_properties():
 
 def test_device_arrays_in_device_arrays_out_without_host_copies(transfers, rng):
     x = rng.normal(size=(4, 6))
-    f = tg.value_and_grad(lambda x: np.sum(np.tanh(x @ x.T) * np.sin(x).sum(axis=1)), backend="cuda")
+    f = tg.value_and_grad(
+        lambda x: np.sum(np.tanh(x @ x.T) * np.sin(x).sum(axis=1)), backend="cuda"
+    )
     value, grad = f(cuda.to_device(x))
     assert cuda_device.is_device_array(value) and cuda_device.is_device_array(grad)
     assert transfers["in"] == 0 and transfers["out"] == 0  # not even between kernels
-    ref_value, ref_grad = tg.value_and_grad(lambda x: np.sum(np.tanh(x @ x.T) * np.sin(x).sum(axis=1)),
-                                            backend="numpy")(x)
+    ref_value, ref_grad = tg.value_and_grad(
+        lambda x: np.sum(np.tanh(x @ x.T) * np.sin(x).sum(axis=1)), backend="numpy"
+    )(x)
     assert value.shape == () and grad.shape == (4, 6)
     close(value, ref_value)
     close(grad, ref_grad)
@@ -184,8 +197,11 @@ def test_kernel_launch_configurations_are_made_once_without_occupancy_warnings(m
 
         def __getitem__(self, config):
             Kernel.made += 1
-            warnings.warn("Grid size 1 will likely result in GPU under-utilization due to low "
-                          "occupancy.", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                "Grid size 1 will likely result in GPU under-utilization due to low occupancy.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             return lambda *args: (config, args)
 
     class DeviceFunction:
@@ -222,8 +238,10 @@ def test_strided_device_inputs_are_read_in_place(rng):
     d = cuda.to_device(x)[1::2, ::3]  # a non-contiguous view
     f = lambda a: np.sum(np.sin(a) * a, axis=0)
     close(tg.jit(f, backend="cuda")(d), f(x[1::2, ::3]))
-    close(tg.grad(lambda a: np.sum(f(a)), backend="cuda")(d),
-          tg.grad(lambda a: np.sum(f(a)), backend="numpy")(x[1::2, ::3]))
+    close(
+        tg.grad(lambda a: np.sum(f(a)), backend="cuda")(d),
+        tg.grad(lambda a: np.sum(f(a)), backend="numpy")(x[1::2, ::3]),
+    )
 
 
 def test_zero_d_and_empty_values(rng):
@@ -243,8 +261,9 @@ REDUCTIONS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
 @pytest.mark.parametrize("op", sorted(REDUCTIONS))
-@pytest.mark.parametrize("shape, axis", [((37,), None), ((3, 37), 1), ((40, 3), 0),
-                                         ((2, 3, 5), (0, 2)), ((4, 5), None)])
+@pytest.mark.parametrize(
+    "shape, axis", [((37,), None), ((3, 37), 1), ((40, 3), 0), ((2, 3, 5), (0, 2)), ((4, 5), None)]
+)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_reductions_match_numpy(op, shape, axis, dtype, rng):
     x = rng.uniform(0.5, 1.5, size=shape).astype(dtype)
@@ -271,16 +290,21 @@ def test_reductions_combine_across_blocks_and_propagate_nan(rng):
     n = 3 * cfg.threads * cfg.blocks + 5
     x = rng.normal(size=(2, n))
     for fun in REDUCTIONS.values():
-        close(tg.jit(lambda x, fun=fun: fun(x * 0.5, axis=1), backend="cuda")(x), fun(x * 0.5, axis=1))
+        close(
+            tg.jit(lambda x, fun=fun: fun(x * 0.5, axis=1), backend="cuda")(x), fun(x * 0.5, axis=1)
+        )
     x[1, n // 2] = np.nan
     got = tg.jit(lambda x: (np.max(x, axis=1), np.min(x), np.sum(x, axis=1)), backend="cuda")(x)
-    assert not np.isnan(got[0][0]) and np.isnan(got[0][1]) and np.isnan(got[1]) and np.isnan(got[2][1])
+    assert (
+        not np.isnan(got[0][0]) and np.isnan(got[0][1]) and np.isnan(got[1]) and np.isnan(got[2][1])
+    )
 
 
 def test_integer_reductions(rng):
     x = rng.integers(-50, 50, size=(3, 20))
-    got = tg.jit(lambda x: (np.sum(x, axis=1), np.max(x), np.min(x, axis=0), np.sum(x > 0)),
-                 backend="cuda")(x)
+    got = tg.jit(
+        lambda x: (np.sum(x, axis=1), np.max(x), np.min(x, axis=0), np.sum(x > 0)), backend="cuda"
+    )(x)
     want = (np.sum(x, axis=1), np.max(x), np.min(x, axis=0), np.sum(x > 0))
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype
@@ -291,11 +315,18 @@ def test_integer_reductions(rng):
 # Matrix products
 
 
-@pytest.mark.parametrize("a_shape, b_shape", [
-    ((5, 7), (7, 3)), ((2, 3, 4), (2, 4, 5)), ((3, 4), (2, 4, 5)), ((4,), (4, 3)), ((3, 4), (4,)),
-    ((2, 40), (40, 3)),  # few tiles, long k: k is split across blocks
-    ((9, 6), (6, 10)),  # several tiles, ragged edges
-])
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [
+        ((5, 7), (7, 3)),
+        ((2, 3, 4), (2, 4, 5)),
+        ((3, 4), (2, 4, 5)),
+        ((4,), (4, 3)),
+        ((3, 4), (4,)),
+        ((2, 40), (40, 3)),  # few tiles, long k: k is split across blocks
+        ((9, 6), (6, 10)),  # several tiles, ragged edges
+    ],
+)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_matmul_values_and_gradients(a_shape, b_shape, dtype, rng):
     a = rng.normal(size=a_shape).astype(dtype)
@@ -320,8 +351,10 @@ def test_transposed_and_strided_matmul_operands(rng):
     a, b = rng.normal(size=(6, 4)), rng.normal(size=(5, 6))
     close(tg.jit(lambda a, b: a.T @ b.T, backend="cuda")(a, b), a.T @ b.T)
     d = cuda.to_device(rng.normal(size=(8, 10)))
-    close(tg.jit(lambda x: x @ x.T, backend="cuda")(d[::2, 1::3]),
-          host(d)[::2, 1::3] @ host(d)[::2, 1::3].T)
+    close(
+        tg.jit(lambda x: x @ x.T, backend="cuda")(d[::2, 1::3]),
+        host(d)[::2, 1::3] @ host(d)[::2, 1::3].T,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -387,7 +420,10 @@ def test_program_source_without_a_device_uses_a_reference_configuration(monkeypa
 
 def test_classic_gpu_example_gradient_is_zero_at_the_minimum():
     assert tg.grad(lambda x: (x**2 - 4) ** 2, backend="cuda")(2.0) == 0.0
-    assert host(tg.grad(lambda x: (x**2 - 4) ** 2, backend="cuda")(cuda.to_device(np.array(2.0)))) == 0.0
+    assert (
+        host(tg.grad(lambda x: (x**2 - 4) ** 2, backend="cuda")(cuda.to_device(np.array(2.0))))
+        == 0.0
+    )
 
 
 def test_mlp_example_matches_the_reference():
@@ -415,27 +451,62 @@ def _corpus():
         return np.mean((np.tanh(X @ W1 + b1) @ W2 + b2 - Y) ** 2)
 
     def everything(x, y):
-        terms = [np.sin(x), np.cos(x), np.tan(x), np.arcsin(x / 4), np.arccos(x / 4), np.arctan(x),
-                 np.sinh(x), np.cosh(x), np.tanh(x), np.exp(x), np.expm1(x), np.log(y),
-                 np.log1p(y), np.sqrt(y), np.abs(x), np.sign(x), np.maximum(x, y),
-                 np.minimum(x, y), np.where(x > y, x, y), x**-2, x**7, y**x, x / y, -x,
-                 np.where((x > 0) & ~(y < 1) | (x == y), 1.0, 0.0) + (x != y),
-                 (x >= y) * 1.0 + (x <= y), x.astype(np.int32) + x.astype(np.float32),
-                 np.prod(x) + np.max(x, axis=0) + np.min(y)]
+        terms = [
+            np.sin(x),
+            np.cos(x),
+            np.tan(x),
+            np.arcsin(x / 4),
+            np.arccos(x / 4),
+            np.arctan(x),
+            np.sinh(x),
+            np.cosh(x),
+            np.tanh(x),
+            np.exp(x),
+            np.expm1(x),
+            np.log(y),
+            np.log1p(y),
+            np.sqrt(y),
+            np.abs(x),
+            np.sign(x),
+            np.maximum(x, y),
+            np.minimum(x, y),
+            np.where(x > y, x, y),
+            x**-2,
+            x**7,
+            y**x,
+            x / y,
+            -x,
+            np.where((x > 0) & ~(y < 1) | (x == y), 1.0, 0.0) + (x != y),
+            (x >= y) * 1.0 + (x <= y),
+            x.astype(np.int32) + x.astype(np.float32),
+            np.prod(x) + np.max(x, axis=0) + np.min(y),
+        ]
         return sum(np.sum(t) for t in terms)
 
     out = []
     for dt in (f64, f32):
         x = rng.uniform(0.5, 1.0, size=(4, 3)).astype(dt)
         out.append((tg.value_and_grad(w1), (np.ones(1000, dt),)))
-        out.append((tg.value_and_grad(mlp, argnums=(0, 1, 2, 3)),
-                    tuple(np.ones(s, dt) for s in ((16, 32), (32,), (32, 3), (3,), (64, 16), (64, 3)))))
+        out.append(
+            (
+                tg.value_and_grad(mlp, argnums=(0, 1, 2, 3)),
+                tuple(np.ones(s, dt) for s in ((16, 32), (32,), (32, 3), (3,), (64, 16), (64, 3))),
+            )
+        )
         out.append((tg.grad(everything, argnums=(0, 1)), (x, x + 1)))
-        out.append((tg.hessian(lambda x: np.sum(x**3) + np.sum(x[:-1] * x[1:])), (np.ones(20, dt),)))
-        out.append((tg.jit(lambda a, b: (a @ b, np.sum(a, axis=0), a.T[::-1].reshape(-1))),
-                    (np.ones((2, 3, 300), dt), np.ones((2, 300, 4), dt))))
+        out.append(
+            (tg.hessian(lambda x: np.sum(x**3) + np.sum(x[:-1] * x[1:])), (np.ones(20, dt),))
+        )
+        out.append(
+            (
+                tg.jit(lambda a, b: (a @ b, np.sum(a, axis=0), a.T[::-1].reshape(-1))),
+                (np.ones((2, 3, 300), dt), np.ones((2, 300, 4), dt)),
+            )
+        )
         out.append((tg.grad(lambda x: np.sum(np.sin(x[::2, ::-3]) ** 2)), (np.ones((7, 4), dt),)))
-    out.append((tg.jit(lambda x: (np.sum(x, axis=1), np.max(x), x > 3)), (np.ones((3, 5), np.int64),)))
+    out.append(
+        (tg.jit(lambda x: (np.sum(x, axis=1), np.max(x), x > 3)), (np.ones((3, 5), np.int64),))
+    )
     return out
 
 
@@ -459,21 +530,32 @@ def compile_corpus_for_a_gpu() -> int:
         buffers = {b.name: b for b in list(program.plan.buffers) + list(program.scratch)}
         for _, kernels in program.steps:
             for launch in kernels.launches:
-                sig = tuple(array(buffers[a].dtype, max(1, len(buffers[a].shape))) for a in launch.args)
+                sig = tuple(
+                    array(buffers[a].dtype, max(1, len(buffers[a].shape))) for a in launch.args
+                )
                 cuda.compile_ptx(getattr(module, launch.kernel).py_func, sig, cc=(8, 0))
                 count += 1
     library = cache._exec_module("ptxlib", cuda_kernels.library_source("test"))
     for rank in range(1, cuda_kernels.MAX_RANK + 1):
-        cuda.compile_ptx(getattr(library, f"copy{rank}").py_func,
-                         (array(np.float32, rank), array(np.float32, rank)), cc=(8, 0))
+        cuda.compile_ptx(
+            getattr(library, f"copy{rank}").py_func,
+            (array(np.float32, rank), array(np.float32, rank)),
+            cc=(8, 0),
+        )
     cuda.compile_ptx(library.fill1.py_func, (array(np.float64, 1), types.float64), cc=(8, 0))
     return count + cuda_kernels.MAX_RANK + 1
 
 
 def test_kernels_compile_for_a_real_gpu():
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, __file__, "--ptx"], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--ptx"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
     if proc.returncode == 77:
         pytest.skip(f"cannot compile for a GPU here: {proc.stdout.strip()}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -496,12 +578,26 @@ if __name__ == "__main__" and sys.argv[1:] == ["--ptx"]:
 def test_gpu_check_script_runs_in_smoke_mode(tmp_path):
     out = tmp_path / "gpu.md"
     env = dict(os.environ, GPU_CHECK_OUT=str(out))
-    proc = subprocess.run(["bash", os.path.join(ROOT, "benchmarks", "gpu_check.sh"), "--smoke"],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    proc = subprocess.run(
+        ["bash", os.path.join(ROOT, "benchmarks", "gpu_check.sh"), "--smoke"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = out.read_text(encoding="utf-8")
-    for row in ("copy x -> y", "W1 grad, f32", "W1 value_and_grad, f32", "W2 MLP grad, f32",
-                "W3 hessian", "JAX", "PyTorch", "tests on the cuda backend: 3 passed, 0 failed"):
+    for row in (
+        "copy x -> y",
+        "W1 grad, f32",
+        "W1 value_and_grad, f32",
+        "W2 MLP grad, f32",
+        "W3 hessian",
+        "JAX",
+        "PyTorch",
+        "tests on the cuda backend: 3 passed, 0 failed",
+    ):
         assert row in text, (row, text)
 
 
@@ -520,12 +616,23 @@ def test_random_programs_agree_with_the_interpreter_on_cuda():
 
     examples = int(os.environ.get("TRACEGRAD_FUZZ_EXAMPLES", 40))  # more: a longer hunt
 
-    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(shape=fuzz.shape_strategy, code=st.integers(0, 63),
-           ops=st.lists(fuzz.op_strategy, min_size=2, max_size=7),
-           dtype=st.sampled_from([np.float64, np.float64, np.float32]), gradient=st.booleans(),
-           layout=st.integers(0, 3), seed=st.integers(0, 1000), on_device=st.booleans())
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(
+        shape=fuzz.shape_strategy,
+        code=st.integers(0, 63),
+        ops=st.lists(fuzz.op_strategy, min_size=2, max_size=7),
+        dtype=st.sampled_from([np.float64, np.float64, np.float32]),
+        gradient=st.booleans(),
+        layout=st.integers(0, 3),
+        seed=st.integers(0, 1000),
+        on_device=st.booleans(),
+    )
     def check(shape, code, ops, dtype, gradient, layout, seed, on_device):
         graph = fuzz.build_graph(shape, code, ops, np.dtype(dtype), gradient)
         args = fuzz._inputs(graph, np.random.default_rng(seed), layout)
@@ -548,14 +655,18 @@ def _device_like(a: np.ndarray):
     base = a.base if a.base is not None and a.base.flags.c_contiguous else None
     if base is None or a.ndim != base.ndim:
         return cuda.to_device(np.ascontiguousarray(a))
-    index = tuple(slice(None, None, s // b) if s > 0 else slice(None, None, -(abs(s) // b))
-                  for s, b in zip(a.strides, base.strides, strict=True))
+    index = tuple(
+        slice(None, None, s // b) if s > 0 else slice(None, None, -(abs(s) // b))
+        for s, b in zip(a.strides, base.strides, strict=True)
+    )
     view = cuda.to_device(base)[index]
     assert view.shape == a.shape, (view.shape, a.shape)
     return view
 
 
-@pytest.mark.skipif(not cuda_device.simulated(), reason="checks a workaround in Numba's CUDA simulator")
+@pytest.mark.skipif(
+    not cuda_device.simulated(), reason="checks a workaround in Numba's CUDA simulator"
+)
 def test_simulated_threads_of_a_block_share_one_shared_array():
     """With the simulator's shared-array lookup under a lock (it raced, rarely: a block's
     threads could get different arrays), every thread sees every other thread's writes."""

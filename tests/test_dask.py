@@ -25,7 +25,9 @@ import pytest
 import tracegrad as tg
 from tracegrad.tree import flatten
 
-da = pytest.importorskip("dask.array", reason='the dask extra is not installed: pip install -e ".[dask]"')
+da = pytest.importorskip(
+    "dask.array", reason='the dask extra is not installed: pip install -e ".[dask]"'
+)
 distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 import tracegrad.dask as tgd  # noqa: E402
@@ -45,8 +47,13 @@ def cluster():
     # the CUDA simulator runs each simulated GPU thread as a Python thread with a 0.1 ms switch
     # interval; together they once slowed one simulated kernel in a worker to over ten minutes.
     with dask.config.set({"distributed.worker.profile.enabled": False}):
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=":0", silence_logs=logging.ERROR)
+        cluster = distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.ERROR,
+        )
     try:
         yield cluster
     finally:
@@ -104,8 +111,12 @@ def logistic_data(dtype=np.float64, rows=ROWS, features=FEATURES, seed=0):
 
 
 def mlp_params(rng):
-    return {"W1": 0.5 * rng.standard_normal((FEATURES, 4)), "b1": 0.1 * rng.standard_normal(4),
-            "W2": 0.5 * rng.standard_normal(4), "b2": np.array(0.3)}
+    return {
+        "W1": 0.5 * rng.standard_normal((FEATURES, 4)),
+        "b1": 0.1 * rng.standard_normal(4),
+        "W2": 0.5 * rng.standard_normal(4),
+        "b2": np.array(0.3),
+    }
 
 
 def chunked(*arrays, chunk=CHUNK):
@@ -121,8 +132,11 @@ def assert_trees_close(got, expected, rtol):
         np.testing.assert_allclose(g, e, rtol=rtol, atol=rtol * float(np.abs(e).max() + 1))
 
 
-TRANSFORMS = [("value_and_grad", tgd.value_and_grad, tg.value_and_grad),
-              ("grad", tgd.grad, tg.grad), ("hessian", tgd.hessian, tg.hessian)]
+TRANSFORMS = [
+    ("value_and_grad", tgd.value_and_grad, tg.value_and_grad),
+    ("grad", tgd.grad, tg.grad),
+    ("hessian", tgd.hessian, tg.hessian),
+]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -132,8 +146,9 @@ TRANSFORMS = [("value_and_grad", tgd.value_and_grad, tg.value_and_grad),
 def test_logistic_regression_equals_one_machine(client, backend):
     w, X, y = logistic_data()
     Xd, yd = client.persist(chunked(X, y))
-    got = tgd.value_and_grad(nll, argnums=0, data_argnums=(1, 2), client=client,
-                             backend=backend)(w, Xd, yd)
+    got = tgd.value_and_grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend=backend)(
+        w, Xd, yd
+    )
     assert_trees_close(got, tg.value_and_grad(nll, backend=backend)(w, X, y), rtol=1e-10)
 
 
@@ -141,8 +156,9 @@ def test_logistic_regression_grad_and_hessian_equal_one_machine(client):
     w, X, y = logistic_data()
     Xd, yd = client.persist(chunked(X, y))
     for _, distributed_transform, local_transform in TRANSFORMS[1:]:
-        got = distributed_transform(nll, argnums=0, data_argnums=(1, 2), client=client,
-                                    backend="numpy")(w, Xd, yd)
+        got = distributed_transform(
+            nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy"
+        )(w, Xd, yd)
         expected = local_transform(nll, backend="numpy")(w, X, y)
         assert_trees_close(got, expected, rtol=1e-10)
 
@@ -153,22 +169,27 @@ def test_mlp_with_dict_parameters_equals_one_machine(client, rng):
     params = mlp_params(rng)
     Xd, yd = chunked(X, y)
     for _, distributed_transform, local_transform in TRANSFORMS:
-        got = distributed_transform(mlp_loss, argnums=0, data_argnums=(1, 2), client=client,
-                                    backend="numpy")(params, Xd, yd)
+        got = distributed_transform(
+            mlp_loss, argnums=0, data_argnums=(1, 2), client=client, backend="numpy"
+        )(params, Xd, yd)
         expected = local_transform(mlp_loss, backend="numpy")(params, X, y)
         assert_trees_close(got, expected, rtol=1e-10)
-    hessian = tgd.hessian(mlp_loss, argnums=0, data_argnums=(1, 2), client=client,
-                          backend="numpy")(params, Xd, yd)
+    hessian = tgd.hessian(mlp_loss, argnums=0, data_argnums=(1, 2), client=client, backend="numpy")(
+        params, Xd, yd
+    )
     assert list(hessian) == list(params) and list(hessian["W1"]) == list(params)
     assert hessian["W1"]["b1"].shape == (FEATURES, 4, 4)
 
 
 def test_float32_stays_float32_and_is_summed_in_float64(client):
     w, X, y = logistic_data(np.float32)
-    value, g = tgd.value_and_grad(nll, argnums=0, data_argnums=(1, 2), client=client,
-                                  backend="numpy")(w, *chunked(X, y))
+    value, g = tgd.value_and_grad(
+        nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy"
+    )(w, *chunked(X, y))
     assert value.dtype == g.dtype == np.float32
-    exact_value, exact_g = tg.value_and_grad(nll, backend="numpy")(*(a.astype(np.float64) for a in (w, X, y)))
+    exact_value, exact_g = tg.value_and_grad(nll, backend="numpy")(
+        *(a.astype(np.float64) for a in (w, X, y))
+    )
     np.testing.assert_allclose(value, exact_value, rtol=1e-5)
     np.testing.assert_allclose(g, exact_g, rtol=1e-4, atol=1e-4 * np.abs(exact_g).max())
 
@@ -180,9 +201,12 @@ def test_uneven_chunks_and_two_parameter_arguments(client):
     def with_bias(w, X, b, y):
         return nll(w, X, y) + np.sum(X[:, 0] * b)
 
-    Xd, yd = [da.from_array(a, chunks=((100, 100, 40), *[(n,) for n in a.shape[1:]])) for a in (X, y)]
-    got = tgd.grad(with_bias, argnums=(0, 2), data_argnums=(1, 3), client=client,
-                   backend="numpy")(w, Xd, b, yd)
+    Xd, yd = [
+        da.from_array(a, chunks=((100, 100, 40), *[(n,) for n in a.shape[1:]])) for a in (X, y)
+    ]
+    got = tgd.grad(with_bias, argnums=(0, 2), data_argnums=(1, 3), client=client, backend="numpy")(
+        w, Xd, b, yd
+    )
     expected = tg.grad(with_bias, argnums=(0, 2), backend="numpy")(w, X, b, y)
     assert_trees_close(got, expected, rtol=1e-10)
 
@@ -191,7 +215,8 @@ def test_data_chunked_along_other_axes_is_joined_into_whole_rows(client):
     w, X, y = logistic_data()
     Xd = da.from_array(X, chunks=(CHUNK, 2))
     got = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy")(
-        w, Xd, da.from_array(y, chunks=CHUNK))
+        w, Xd, da.from_array(y, chunks=CHUNK)
+    )
     np.testing.assert_allclose(got, tg.grad(nll, backend="numpy")(w, X, y), rtol=1e-10)
 
 
@@ -255,8 +280,10 @@ class RecordChunkTasks(SchedulerPlugin):
     def transition(self, key, start, finish, *args, **kwargs):
         if finish == "processing" and str(key).startswith("tracegrad-chunk-"):
             ts = self.scheduler.tasks[key]
-            self.tasks[str(key)] = (sorted(str(d.key) for d in ts.dependencies),
-                                    len(pickle.dumps(ts.run_spec)))
+            self.tasks[str(key)] = (
+                sorted(str(d.key) for d in ts.dependencies),
+                len(pickle.dumps(ts.run_spec)),
+            )
 
 
 def test_parameters_are_scattered_once_per_call_not_embedded_in_tasks(cluster, client, monkeypatch):
@@ -293,23 +320,29 @@ def test_parameters_are_scattered_once_per_call_not_embedded_in_tasks(cluster, c
 def test_each_worker_compiles_once_for_many_calls(client):
     w, X, y = logistic_data()
     Xd, yd = client.persist(chunked(X, y))  # four chunks of one shape: one program per worker
-    value_and_grad = tgd.value_and_grad(squared_error, argnums=0, data_argnums=(1, 2),
-                                        client=client, backend="cpu")
+    value_and_grad = tgd.value_and_grad(
+        squared_error, argnums=0, data_argnums=(1, 2), client=client, backend="cpu"
+    )
     value_and_grad(w, Xd, yd)
     after_one = value_and_grad.worker_trace_counts()
     assert sum(after_one.values()) >= 1 and max(after_one.values()) == 1
     for step in range(5):
         value_and_grad(w + 0.1 * step, Xd, yd)
     # a new tgd transform of the same function finds the workers' programs too
-    tgd.value_and_grad(squared_error, argnums=0, data_argnums=(1, 2), client=client,
-                       backend="cpu")(w, Xd, yd)
+    tgd.value_and_grad(squared_error, argnums=0, data_argnums=(1, 2), client=client, backend="cpu")(
+        w, Xd, yd
+    )
     after_seven = value_and_grad.worker_trace_counts()
     # never a second trace on a worker (one that had no chunk yet may have traced its first)
     assert set(after_seven) == set(after_one) and max(after_seven.values()) == 1
     assert all(after_seven[worker] >= count for worker, count in after_one.items())
     per_worker = client.run(tgd.trace_counts)
-    assert all(count <= 1 for counts in per_worker.values() for name, count in counts.items()
-               if name.startswith("value_and_grad(squared_error)"))
+    assert all(
+        count <= 1
+        for counts in per_worker.values()
+        for name, count in counts.items()
+        if name.startswith("value_and_grad(squared_error)")
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -321,12 +354,16 @@ def test_a_failing_chunk_names_its_index_rows_and_worker(client):
     Xd, yd = chunked(X, y)
     spoiled = Xd.map_blocks(drop_a_column_of_chunk_2, dtype=X.dtype)
     grad = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy")
-    with pytest.raises(tgd.ChunkError, match=r"chunk 2 of 4 \(rows 120:180\) failed on worker tcp://") as info:
+    with pytest.raises(
+        tgd.ChunkError, match=r"chunk 2 of 4 \(rows 120:180\) failed on worker tcp://"
+    ) as info:
         grad(w, spoiled, yd)
     assert "ShapeError" in str(info.value) and info.value.error_type == "ShapeError"
     assert (info.value.index, info.value.rows) == (2, (120, 180))
     # the same on threads, without a cluster
-    with pytest.raises(tgd.ChunkError, match=r"chunk 2 of 4 \(rows 120:180\) failed on this process"):
+    with pytest.raises(
+        tgd.ChunkError, match=r"chunk 2 of 4 \(rows 120:180\) failed on this process"
+    ):
         tgd.grad(nll, argnums=0, data_argnums=(1, 2), backend="numpy")(w, spoiled, yd)
 
 
@@ -352,21 +389,30 @@ def test_misaligned_row_chunks_are_refused(no_work):
 def test_dask_and_plain_data_cannot_be_mixed(no_work):
     w, X, y = logistic_data()
     grad = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=no_work)
-    with pytest.raises(TypeError, match=r"must all be dask arrays, but argument 2 is a numpy.ndarray"):
+    with pytest.raises(
+        TypeError, match=r"must all be dask arrays, but argument 2 is a numpy.ndarray"
+    ):
         grad(w, da.from_array(X, chunks=(60, 5)), y)
     with pytest.raises(TypeError, match=r"must be dask arrays chunked along axis 0.*from_array"):
         grad(w, X, y)
-    with pytest.raises(TypeError, match=r"argument 0 holds a dask array but is not in data_argnums"):
+    with pytest.raises(
+        TypeError, match=r"argument 0 holds a dask array but is not in data_argnums"
+    ):
         grad(da.from_array(w), *chunked(X, y))
 
 
 def test_a_loss_that_is_not_one_scalar_per_chunk_is_refused(no_work):
     w, X, y = logistic_data()
-    per_row = tgd.grad(lambda w, X, y: (X @ w - y) ** 2, argnums=0, data_argnums=(1, 2), client=no_work)
-    with pytest.raises(TypeError, match=r"one float scalar per chunk .* of 60 rows it returned shape \(60,\)"):
+    per_row = tgd.grad(
+        lambda w, X, y: (X @ w - y) ** 2, argnums=0, data_argnums=(1, 2), client=no_work
+    )
+    with pytest.raises(
+        TypeError, match=r"one float scalar per chunk .* of 60 rows it returned shape \(60,\)"
+    ):
         per_row(w, *chunked(X, y))
-    pair = tgd.value_and_grad(lambda w, X, y: (np.sum(X @ w), np.sum(y)), argnums=0,
-                              data_argnums=(1, 2), client=no_work)
+    pair = tgd.value_and_grad(
+        lambda w, X, y: (np.sum(X @ w), np.sum(y)), argnums=0, data_argnums=(1, 2), client=no_work
+    )
     with pytest.raises(TypeError, match="it returned 2 values"):
         pair(w, *chunked(X, y))
 
@@ -401,7 +447,9 @@ def test_bad_input_on_threads_touches_no_data():
     with pytest.raises(ValueError, match="row chunks"):
         tgd.grad(nll, argnums=0, data_argnums=(1, 2))(w, Xd, da.from_array(y, chunks=80))
     with pytest.raises(TypeError, match="one float scalar per chunk"):
-        tgd.grad(lambda w, X, y: X @ w, argnums=0, data_argnums=(1, 2))(w, Xd, da.from_array(y, chunks=60))
+        tgd.grad(lambda w, X, y: X @ w, argnums=0, data_argnums=(1, 2))(
+            w, Xd, da.from_array(y, chunks=60)
+        )
     assert made == []
 
 
@@ -410,20 +458,25 @@ def test_bad_input_on_threads_touches_no_data():
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
 
 
 def test_import_tracegrad_does_not_import_dask():
-    done = run_python("import sys, tracegrad, tracegrad.cli, tracegrad.examples.distributed_logreg\n"
-                      "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    done = run_python(
+        "import sys, tracegrad, tracegrad.cli, tracegrad.examples.distributed_logreg\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
 
 def test_without_dask_the_import_says_how_to_install_it():
-    done = run_python("import sys\nsys.modules['dask'] = None\nimport tracegrad\n"
-                      "try:\n    import tracegrad.dask\nexcept ImportError as e:\n    print(e)\n")
+    done = run_python(
+        "import sys\nsys.modules['dask'] = None\nimport tracegrad\n"
+        "try:\n    import tracegrad.dask\nexcept ImportError as e:\n    print(e)\n"
+    )
     assert done.returncode == 0, done.stderr
     assert 'pip install -e ".[dask]"' in done.stdout
 
@@ -438,7 +491,10 @@ def test_the_example_converges_to_the_one_machine_newton_solution(client):
     result = example.run(backend="numpy", rows=4000, workers=2, client=client, quiet=True)
     assert result["converged"] and result["iterations"] <= 10
     X, y = (a.compute() for a in example.make_data(4000, result["chunk_rows"]))
-    vg, hessian = tg.value_and_grad(example.nll, backend="numpy"), tg.hessian(example.nll, backend="numpy")
+    vg, hessian = (
+        tg.value_and_grad(example.nll, backend="numpy"),
+        tg.hessian(example.nll, backend="numpy"),
+    )
     w = np.zeros(example.FEATURES)
     value, g = vg(w, X, y)
     assert result["losses"][0] == pytest.approx(float(value) / 4000, rel=1e-12)
@@ -453,8 +509,9 @@ def test_the_example_converges_to_the_one_machine_newton_solution(client):
 def test_the_example_from_the_command_line_without_a_cluster(capsys):
     from tracegrad import cli
 
-    status = cli.main(["run", "distributed-logreg", "--workers", "0", "--rows", "2000",
-                       "--backend", "numpy"])
+    status = cli.main(
+        ["run", "distributed-logreg", "--workers", "0", "--rows", "2000", "--backend", "numpy"]
+    )
     out, err = capsys.readouterr()
     assert status == 0, out + err
     assert "no cluster: Dask's threaded scheduler in this process" in out
@@ -475,8 +532,9 @@ def test_a_worker_killed_during_a_call_still_gives_the_answer(client):
     slow = Xd.map_blocks(slow_rows, dtype=X.dtype)  # 8 chunks of 0.3 s each: ~1.2 s a worker
     expected = tg.value_and_grad(nll, backend="numpy")(w, X, y)
     pids = client.run(os.getpid)
-    value_and_grad = tgd.value_and_grad(nll, argnums=0, data_argnums=(1, 2), client=client,
-                                        backend="numpy")
+    value_and_grad = tgd.value_and_grad(
+        nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy"
+    )
     with ThreadPoolExecutor(1) as pool:
         call = pool.submit(value_and_grad, w, slow, yd)
         victim = None

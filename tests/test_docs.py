@@ -36,7 +36,9 @@ DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 UPDATE_HINT = "regenerate with: python3 tests/test_docs.py --update"
 
-SUPPORTED_START = "<!-- supported-functions:start (generated from tracegrad.numpy_api.SUPPORTED) -->"
+SUPPORTED_START = (
+    "<!-- supported-functions:start (generated from tracegrad.numpy_api.SUPPORTED) -->"
+)
 SUPPORTED_END = "<!-- supported-functions:end -->"
 
 
@@ -58,8 +60,12 @@ def blocks(text: str) -> list[Block]:
     for block, following in itertools.pairwise(found):
         between = text[block.end : following.start]
         # only the closing fence, blank lines and the next opening fence in between
-        if block.tag == "python" and following.tag == "output" and between.count("```") == 2 \
-                and not between.replace("```output", "").replace("```", "").strip():
+        if (
+            block.tag == "python"
+            and following.tag == "output"
+            and between.count("```") == 2
+            and not between.replace("```output", "").replace("```", "").strip()
+        ):
             block.output = following
     return found
 
@@ -100,8 +106,17 @@ def supported_section() -> str:
     """The generated Markdown list of supported NumPy names."""
     names = [f"`np.{name}`" for name in SUPPORTED]
     special = [f"`scipy.special.{name}`" for name in SCIPY_SPECIAL]
-    return "\n".join([SUPPORTED_START, "", ", ".join(names), "", "With SciPy installed: "
-                      + ", ".join(special) + ".", "", SUPPORTED_END])
+    return "\n".join(
+        [
+            SUPPORTED_START,
+            "",
+            ", ".join(names),
+            "",
+            "With SciPy installed: " + ", ".join(special) + ".",
+            "",
+            SUPPORTED_END,
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -141,9 +156,15 @@ def test_python_blocks_run_and_print_their_output(path):
         if expected != actual:
             import difflib
 
-            diff = "\n".join(difflib.unified_diff(
-                expected.splitlines(), actual.splitlines(), "documented", "printed now", lineterm=""
-            ))
+            diff = "\n".join(
+                difflib.unified_diff(
+                    expected.splitlines(),
+                    actual.splitlines(),
+                    "documented",
+                    "printed now",
+                    lineterm="",
+                )
+            )
             pytest.fail(
                 f"{path.relative_to(ROOT)}: python block {number} (line {block.line}) printed "
                 f"something other than its output block:\n{diff}\n{UPDATE_HINT}",
@@ -166,7 +187,9 @@ def test_every_public_name_is_in_the_api_reference():
 
 def test_supported_numpy_functions_list_is_current():
     api = (ROOT / "docs" / "api.md").read_text()
-    assert supported_section() in api, f"docs/api.md: the supported-function list is stale; {UPDATE_HINT}"
+    assert supported_section() in api, (
+        f"docs/api.md: the supported-function list is stale; {UPDATE_HINT}"
+    )
 
 
 def test_relative_links_resolve():
@@ -175,7 +198,9 @@ def test_relative_links_resolve():
         for target, _ in link.findall(path.read_text()):
             if "://" in target or target.startswith("mailto:"):
                 continue
-            assert (path.parent / target).exists(), f"{path.relative_to(ROOT)} links to missing {target}"
+            assert (path.parent / target).exists(), (
+                f"{path.relative_to(ROOT)} links to missing {target}"
+            )
 
 
 def test_readme_quick_start_is_the_two_commands():
@@ -194,7 +219,8 @@ def test_ci_runs_what_the_readme_says():
     lint = "python3 -m ruff check tracegrad tests benchmarks"
     assert f"`{lint}`" in readme
     steps = [
-        line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        line
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
         if line.startswith("python3 ")
     ]
     assert steps == ['python3 -m pip install -e ".[test]"', lint, "python3 -m pytest"]
@@ -239,7 +265,9 @@ def test_the_readme_ir_command_is_run_on_the_shipped_file():
 def test_every_documented_ir_command_runs_on_the_shipped_file(capsys):
     from tracegrad import cli
 
-    commands = [c for path in DOC_FILES for c in shell_commands(path) if " ir examples/model.py" in c]
+    commands = [
+        c for path in DOC_FILES for c in shell_commands(path) if " ir examples/model.py" in c
+    ]
     assert len(commands) >= 4  # README, getting started, three in docs/cli.md
     cwd = os.getcwd()
     os.chdir(ROOT)
@@ -262,7 +290,9 @@ def test_readme_names_every_environment_variable():
 
 
 def test_block_parser_pairs_output_blocks():
-    text = "x\n```python\nprint(1)\n```\n\n```output\n1\n```\n```py\nno\n```\n```python\npass\n```\n"
+    text = (
+        "x\n```python\nprint(1)\n```\n\n```output\n1\n```\n```py\nno\n```\n```python\npass\n```\n"
+    )
     found = blocks(text)
     assert [b.tag for b in found] == ["python", "output", "py", "python"]
     assert found[0].output is found[1] and found[3].output is None

@@ -9,7 +9,8 @@ import pytest
 import tracegrad
 
 MODULES = sorted(
-    m.name for m in pkgutil.walk_packages(tracegrad.__path__, "tracegrad.")
+    m.name
+    for m in pkgutil.walk_packages(tracegrad.__path__, "tracegrad.")
     # __main__ runs the command when imported; the cuda modules and dask need optional packages
     if m.name != "tracegrad.__main__"
     and not m.name.startswith(("tracegrad.codegen_cuda", "tracegrad.cuda_", "tracegrad.dask"))
@@ -17,9 +18,24 @@ MODULES = sorted(
 
 
 # the transforms whose docstrings must show an example (the style: a public API shows one, run here)
-TRANSFORMS = ("grad", "value_and_grad", "jacobian", "hessian", "jit", "vmap", "jvp", "vjp",
-              "linearize", "jacfwd", "jacrev", "hvp", "stop_gradient", "tap", "make_ir",
-              "check_grad")
+TRANSFORMS = (
+    "grad",
+    "value_and_grad",
+    "jacobian",
+    "hessian",
+    "jit",
+    "vmap",
+    "jvp",
+    "vjp",
+    "linearize",
+    "jacfwd",
+    "jacrev",
+    "hvp",
+    "stop_gradient",
+    "tap",
+    "make_ir",
+    "check_grad",
+)
 
 
 @pytest.mark.parametrize("name", TRANSFORMS)
@@ -31,4 +47,6 @@ def test_the_transforms_show_an_example(name):
 def test_docstring_examples(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0, f"{result.failed} docstring example(s) of {name} failed (output above)"
+    assert result.failed == 0, (
+        f"{result.failed} docstring example(s) of {name} failed (output above)"
+    )

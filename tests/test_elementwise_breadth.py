@@ -10,12 +10,42 @@ import pytest
 
 import tracegrad as tg
 
-UNARY = ["arcsinh", "arctanh", "cbrt", "floor", "ceil", "trunc", "rint", "fix", "round", "isfinite",
-         "isnan", "isinf", "signbit", "deg2rad", "rad2deg", "radians", "degrees", "sinc", "nan_to_num"]
-BINARY = ["arctan2", "hypot", "copysign", "floor_divide", "mod", "remainder", "fmod", "logaddexp2",
-          "heaviside"]
+UNARY = [
+    "arcsinh",
+    "arctanh",
+    "cbrt",
+    "floor",
+    "ceil",
+    "trunc",
+    "rint",
+    "fix",
+    "round",
+    "isfinite",
+    "isnan",
+    "isinf",
+    "signbit",
+    "deg2rad",
+    "rad2deg",
+    "radians",
+    "degrees",
+    "sinc",
+    "nan_to_num",
+]
+BINARY = [
+    "arctan2",
+    "hypot",
+    "copysign",
+    "floor_divide",
+    "mod",
+    "remainder",
+    "fmod",
+    "logaddexp2",
+    "heaviside",
+]
 
-A = np.concatenate([np.linspace(-3, 3, 13), [0.0, -0.0, 2.5, -2.5, 0.5, -1.5, np.nan, np.inf, -np.inf]])
+A = np.concatenate(
+    [np.linspace(-3, 3, 13), [0.0, -0.0, 2.5, -2.5, 0.5, -1.5, np.nan, np.inf, -np.inf]]
+)
 B = np.concatenate([np.linspace(2.5, -2.0, 13), [1.0, -1.0, 2.0, -2.0, 0.0, 1.5, 1.0, 2.0, np.inf]])
 
 
@@ -49,7 +79,16 @@ def test_integer_operands_keep_numpys_dtypes(backend):
     a, b = np.array([7, -7, 5, 0, -3]), np.array([3, 3, -2, 5, -3])
 
     def f(a, b):
-        return np.fmod(a, b), a % b, a // b, np.floor(a), np.trunc(a), np.rint(a), np.isnan(a), np.round(a)
+        return (
+            np.fmod(a, b),
+            a % b,
+            a // b,
+            np.floor(a),
+            np.trunc(a),
+            np.rint(a),
+            np.isnan(a),
+            np.round(a),
+        )
 
     for g, e in zip(tg.jit(f, backend=backend)(a, b), f(a, b), strict=True):
         assert g.dtype == e.dtype
@@ -96,14 +135,19 @@ def test_sinc_is_smooth_at_zero():
     d1 = tg.grad(lambda x: np.sinc(x), backend="numpy")
     d2 = tg.grad(d1, backend="numpy")
     assert float(d1(0.0)) == 0.0
-    np.testing.assert_allclose(d2(0.0), -np.pi**2 / 3, rtol=1e-12)
-    np.testing.assert_allclose(tg.jit(np.sinc, backend="numpy")(np.array([0.0, 1e-4, 0.5])),
-                               np.sinc(np.array([0.0, 1e-4, 0.5])), rtol=1e-15)
+    np.testing.assert_allclose(d2(0.0), -(np.pi**2) / 3, rtol=1e-12)
+    np.testing.assert_allclose(
+        tg.jit(np.sinc, backend="numpy")(np.array([0.0, 1e-4, 0.5])),
+        np.sinc(np.array([0.0, 1e-4, 0.5])),
+        rtol=1e-15,
+    )
 
 
 def test_rounding_has_zero_gradient_and_operators_work(backend):
     x = np.array([0.3, 1.7, -2.2])
-    g = tg.grad(lambda x: np.sum(np.floor(x) + np.ceil(x) + np.rint(x) + np.trunc(x) + x), backend=backend)
+    g = tg.grad(
+        lambda x: np.sum(np.floor(x) + np.ceil(x) + np.rint(x) + np.trunc(x) + x), backend=backend
+    )
     np.testing.assert_array_equal(g(x), np.ones(3))
 
     def ops(x):
@@ -121,8 +165,16 @@ def test_scipy_special_ufuncs(backend, dtype):
     p = np.array([0.01, 0.3, 0.5, 0.9], dtype=dtype)
 
     def f(x, p):
-        return (special.expit(x), special.logit(p), special.erf(x), special.erfc(x), special.ndtr(x),
-                special.log_ndtr(x), special.xlogy(p, x[-4:] + 1), special.xlog1py(p, p))
+        return (
+            special.expit(x),
+            special.logit(p),
+            special.erf(x),
+            special.erfc(x),
+            special.ndtr(x),
+            special.log_ndtr(x),
+            special.xlogy(p, x[-4:] + 1),
+            special.xlog1py(p, p),
+        )
 
     rtol = 1e-12 if dtype == np.float64 else 2e-6
     with warnings.catch_warnings():
@@ -137,7 +189,9 @@ def test_scipy_special_derivatives():
     special = pytest.importorskip("scipy.special")
     x = np.array([-30.0, -21.0, -19.0, -3.0, 0.0, 2.0, 9.0])
     g = tg.grad(lambda x: np.sum(special.log_ndtr(x)), backend="numpy")(x)
-    np.testing.assert_allclose(g, np.exp(-(x**2) / 2) / np.sqrt(2 * np.pi) / special.ndtr(x), rtol=1e-9)
+    np.testing.assert_allclose(
+        g, np.exp(-(x**2) / 2) / np.sqrt(2 * np.pi) / special.ndtr(x), rtol=1e-9
+    )
     for f in (special.erf, special.erfc, special.expit, lambda v: special.xlogy(v, v + 2.0)):
         total = lambda v, f=f: np.sum(f(v) * np.linspace(0.5, 1.5, v.size))
         v = np.array([-1.2, -0.1, 0.4, 1.3])

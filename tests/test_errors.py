@@ -28,11 +28,14 @@ def test_bad_argnums_values():
         tg.grad(lambda x: x, argnums=-1)
 
 
-@pytest.mark.parametrize("name, call", [
-    ("np.linalg.eig", lambda x: np.sum(np.linalg.eig(x)[0])),
-    ("np.unique", lambda x: np.sum(np.unique(x))),
-    ("np.fft.fft", lambda x: np.sum(np.fft.fft(x).real)),
-])
+@pytest.mark.parametrize(
+    "name, call",
+    [
+        ("np.linalg.eig", lambda x: np.sum(np.linalg.eig(x)[0])),
+        ("np.unique", lambda x: np.sum(np.unique(x))),
+        ("np.fft.fft", lambda x: np.sum(np.fft.fft(x).real)),
+    ],
+)
 def test_unsupported_numpy_function_says_so_plainly(name, call):
     """NumPy dispatches only its real functions to tracers, so the name is no typo: no spelling
     guess (np.linalg.solve once suggested np.absolute), just what is not supported yet."""
@@ -45,7 +48,9 @@ def test_unsupported_numpy_function_says_so_plainly(name, call):
 
 
 def test_unsupported_function_with_a_traced_equivalent_names_it():
-    with pytest.raises(tg.TracingError, match=r"(?s)np.nanmax is not supported.*Use np.max\(np.where"):
+    with pytest.raises(
+        tg.TracingError, match=r"(?s)np.nanmax is not supported.*Use np.max\(np.where"
+    ):
         tg.jit(lambda x: np.nanmax(x))(np.ones(3))
     with pytest.raises(tg.TracingError, match=r"(?s)np.matrix_transpose.*Use np.swapaxes"):
         tg.jit(lambda x: np.matrix_transpose(x))(np.ones((2, 3)))
@@ -62,8 +67,14 @@ def test_math_function_on_a_traced_value_names_its_numpy_twin(name):
     assert f"math.{name} works on Python numbers only" in message
     assert f"use its NumPy twin np.{name}" in message and "test_errors.py" in message
     with pytest.raises(tg.TracingError, match=rf"math.{name} .*np.{name}"):
-        tg.grad(lambda x: math.exp(0.5) * fun(  # a call over two lines, after another
-            x + 1.0))(0.5)
+        tg.grad(
+            lambda x: (
+                math.exp(0.5)
+                * fun(  # a call over two lines, after another
+                    x + 1.0
+                )
+            )
+        )(0.5)
 
 
 def test_math_functions_with_a_differently_named_twin():
@@ -85,7 +96,10 @@ def test_float_of_a_traced_value_is_not_taken_for_a_math_call():
 
     with pytest.raises(tg.TracingError) as info:
         tg.grad(lambda x: math.exp(1.0) * float(x))(0.5)
-    assert "cannot convert to float" in str(info.value) and "math." not in str(info.value).split("\n")[0]
+    assert (
+        "cannot convert to float" in str(info.value)
+        and "math." not in str(info.value).split("\n")[0]
+    )
 
 
 def test_shape_mismatch_names_both_shapes_and_the_line():
@@ -98,7 +112,9 @@ def test_shape_mismatch_names_both_shapes_and_the_line():
         tg.jit(lambda a: a @ a)(np.ones((2, 3)))
 
 
-@pytest.mark.parametrize("bad", ["text", None, object(), {1, 2}], ids=["str", "None", "object", "set"])
+@pytest.mark.parametrize(
+    "bad", ["text", None, object(), {1, 2}], ids=["str", "None", "object", "set"]
+)
 def test_non_array_arguments(bad):
     with pytest.raises(TypeError, match="argument 0"):
         tg.grad(lambda x: x)(bad)
@@ -191,7 +207,9 @@ def test_debug_nans_points_at_the_line_that_made_the_nan(monkeypatch, backend):
     with pytest.raises(FloatingPointError, match=r"`log` at test_errors.py:\d+"):
         tg.jit(f, backend=backend)(np.array([0.0, 4.0]))
     # without NaNs in the results nothing is raised
-    tg.grad(lambda x: np.sum(np.where(x > 0, np.sqrt(x), 0.0)), backend=backend)(np.array([0.0, 4.0]))
+    tg.grad(lambda x: np.sum(np.where(x > 0, np.sqrt(x), 0.0)), backend=backend)(
+        np.array([0.0, 4.0])
+    )
 
 
 def test_item_and_tolist_on_a_traced_value():

@@ -106,14 +106,18 @@ def test_gaussian_process_newton_converges_with_exact_derivatives():
     result = run("gaussian-process", size=12, steps=25)
     assert result["converged"] and len(result["history"]) < 20
     assert result["grad_error"] < 1e-6 and result["hessian_error"] < 1e-6
-    assert all(b <= a + 1e-12 for a, b in zip(result["history"], result["history"][1:], strict=False))  # descends
+    assert all(
+        b <= a + 1e-12 for a, b in zip(result["history"], result["history"][1:], strict=False)
+    )  # descends
 
 
 def test_lennard_jones_reaches_the_known_minimum():
     result = run("lennard-jones")
     assert result["converged"] and result["pairs"] == 78
     assert abs(result["energy"] - (-44.326801)) < 1e-6
-    assert abs(result["derivative"] - result["finite_difference"]) < 1e-5 * abs(result["finite_difference"])
+    assert abs(result["derivative"] - result["finite_difference"]) < 1e-5 * abs(
+        result["finite_difference"]
+    )
 
 
 def test_ode_sensitivity_rolls_the_loop_and_matches_finite_differences():
@@ -164,7 +168,9 @@ def test_custom_gradient_checks():
     assert result["ok"]
     assert np.isinf(result["results"]["naive"]["value"])
     for key in ("shifted", "custom"):
-        np.testing.assert_allclose(result["results"][key]["gradient"], result["reference"][1], rtol=1e-10)
+        np.testing.assert_allclose(
+            result["results"][key]["gradient"], result["reference"][1], rtol=1e-10
+        )
     assert result["checks"]["shifted"] == result["checks"]["custom"] == "passed"
     assert result["checks"]["wrong"].startswith("GradientCheckError")
 
@@ -188,12 +194,19 @@ def test_every_example_has_the_interface(name):
     assert (ROOT / "examples" / f"{module.__name__.rsplit('.', 1)[1]}.py").is_file()
 
 
-SMALL = {"linear-regression": {"size": 20, "steps": 20}, "mlp": {"size": 20, "steps": 20},
-         "newton": {"size": 2, "steps": 30}, "gradient-flow": {"size": 16, "steps": 3},
-         "higher-order": {"size": 3}, "custom-gradient": {"size": 3},
-         "gaussian-process": {"size": 6, "steps": 3}, "lennard-jones": {"steps": 3},
-         "embedding-classifier": {"size": 20, "steps": 3}, "ode-sensitivity": {"size": 4, "steps": 40},
-         "distributed-logreg": {"rows": 2000, "workers": 0}}
+SMALL = {
+    "linear-regression": {"size": 20, "steps": 20},
+    "mlp": {"size": 20, "steps": 20},
+    "newton": {"size": 2, "steps": 30},
+    "gradient-flow": {"size": 16, "steps": 3},
+    "higher-order": {"size": 3},
+    "custom-gradient": {"size": 3},
+    "gaussian-process": {"size": 6, "steps": 3},
+    "lennard-jones": {"steps": 3},
+    "embedding-classifier": {"size": 20, "steps": 3},
+    "ode-sensitivity": {"size": 4, "steps": 40},
+    "distributed-logreg": {"rows": 2000, "workers": 0},
+}
 
 
 @pytest.mark.parametrize("name", examples.names())
@@ -204,7 +217,9 @@ def test_quiet_prints_nothing_and_loud_ends_with_a_summary(name, capsys):
     run(name, quiet=False, **SMALL.get(name, {}))
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[1] == "backend: numpy"
-    assert any(line.startswith((f"{name}: ", "Newton", "gradient descent")) for line in lines), lines
+    assert any(line.startswith((f"{name}: ", "Newton", "gradient descent")) for line in lines), (
+        lines
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in examples.names() if not examples.load(n).PLOT])
@@ -269,7 +284,9 @@ def test_progress_prints_about_ten_lines_and_a_summary(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 12  # step 1, steps 10..100, the summary
     assert "first step" in lines[0] and "steps/s" in lines[1]
-    assert lines[-1].startswith("demo: 100 steps in ") and lines[-1].endswith("final loss 0.01; fine")
+    assert lines[-1].startswith("demo: 100 steps in ") and lines[-1].endswith(
+        "final loss 0.01; fine"
+    )
     assert timing["seconds"] >= timing["first_step_seconds"] >= 0
 
 
@@ -307,8 +324,10 @@ def test_progress_times_the_compiling_step_apart_wherever_it_falls(capsys, monke
     assert "first step: 0.001 s, its programs were already compiled" in lines[0]
     assert "1,000 steps/s (+1 tracing and compiling)" in lines[1]
     assert "1,000 steps/s" in lines[2] and "tracing" not in lines[2]
-    assert lines[-1] == ("demo: 10 steps in 5.01 s: 1,000 steps/s over the 9 that ran compiled "
-                         "programs, 1 step with tracing and compiling took 5.000 s; final loss 1")
+    assert lines[-1] == (
+        "demo: 10 steps in 5.01 s: 1,000 steps/s over the 9 that ran compiled "
+        "programs, 1 step with tracing and compiling took 5.000 s; final loss 1"
+    )
     assert timing["compiled_steps"] == 1 and timing["steps_per_second"] == pytest.approx(1000)
 
 
@@ -322,9 +341,11 @@ def test_progress_says_when_nothing_was_compiled(capsys, monkeypatch):
     progress.done()
     lines = capsys.readouterr().out.splitlines()
     assert "with tracing and compiling" not in lines[0]
-    assert lines[-1] == ("demo: 3 steps in 1.50 s: 2 steps/s over the 3 that ran compiled "
-                         "programs, nothing traced or compiled (the programs were cached); "
-                         "final loss 2")
+    assert lines[-1] == (
+        "demo: 3 steps in 1.50 s: 2 steps/s over the 3 that ran compiled "
+        "programs, nothing traced or compiled (the programs were cached); "
+        "final loss 2"
+    )
 
 
 def test_newton_reports_what_it_measured(capsys):
@@ -362,7 +383,10 @@ def test_resolve_backend_defaults_to_the_fastest():
 def test_example_file_runs_as_a_script():
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "basics.py"), "--backend", "numpy"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     assert "basics: 7 of 7 derivatives match" in done.stdout

@@ -41,7 +41,9 @@ def test_every_primitive_has_the_facets_of_its_kind(prim):
         assert P.MONOIDS[prim.monoid.name] is prim.monoid  # the plan finds it by name
         assert prim.index_map is None
     elif prim.kind is Kind.SHAPE:
-        assert isinstance(prim.index_map, P.IndexMap), f"{prim.name}: a shape primitive needs an index map"
+        assert isinstance(prim.index_map, P.IndexMap), (
+            f"{prim.name}: a shape primitive needs an index map"
+        )
         m = prim.index_map
         assert m is P.OWN_STEP or (m.through is None) != (m.pieces is None), prim.name
         assert not m.view or m.through is not None, f"{prim.name}: a view maps indices"
@@ -79,7 +81,9 @@ MONOID_DTYPES = [
 
 
 @pytest.mark.parametrize(
-    ("monoid", "dtype"), MONOID_DTYPES, ids=[f"{m.name}-{np.dtype(d).name}" for m, d in MONOID_DTYPES]
+    ("monoid", "dtype"),
+    MONOID_DTYPES,
+    ids=[f"{m.name}-{np.dtype(d).name}" for m, d in MONOID_DTYPES],
 )
 def test_monoid_identity_and_step_agree_with_numpy(monoid, dtype):
     rng = np.random.default_rng(0)
@@ -151,7 +155,10 @@ INDEX_EXAMPLES = {
     "transpose": (lambda x: P.transpose(x, (2, 0, 1)), (2, 3, 4)),
     "slice": (lambda x: P.slice_(x, ((1, 4, 2), (3, -1, -1))), (5, 4)),
     "reshape": (lambda x: P.reshape(x, (1, 3, 1, 2)), (3, 2)),
-    "unslice": (lambda x: P.emit(P.unslice_p, x, shape=(6, 3), index=((4, 0, -1), (0, 3, 1))), (4, 3)),
+    "unslice": (
+        lambda x: P.emit(P.unslice_p, x, shape=(6, 3), index=((4, 0, -1), (0, 3, 1))),
+        (4, 3),
+    ),
     "concatenate": (lambda a, b: P.concatenate([a, b], 1), (2, 3), (2, 2)),
 }
 
@@ -185,8 +192,10 @@ def test_index_map_reads_what_numpy_computes(name):
                 windows = [ax for ax in piece.axes if isinstance(ax, P.Window)]
                 if all(not w.guard or 0 <= w.base.offset < w.length for w in windows):
                     at = tuple(
-                        min(max(ax.base.offset, 0), ax.length - 1) if isinstance(ax, P.Window)
-                        else ax.offset for ax in piece.axes
+                        min(max(ax.base.offset, 0), ax.length - 1)
+                        if isinstance(ax, P.Window)
+                        else ax.offset
+                        for ax in piece.axes
                     )
                     got = inputs[piece.input][at]
                     break
@@ -354,8 +363,9 @@ def test_a_new_scan_is_one_table_entry(backend):
     prim = P._scan_prim("running_max_for_test", P.MAX, adjoint=None)
     try:
         x = np.array([[0.5, -1.0, 2.0, np.nan, 3.0], [1.0, 4.0, -2.0, 0.0, 5.0]])
-        graph = build([(x.shape, np.dtype(np.float64))],
-                      lambda v: P.cumulative(prim, P.mul(v, 2.0), 1))
+        graph = build(
+            [(x.shape, np.dtype(np.float64))], lambda v: P.cumulative(prim, P.mul(v, 2.0), 1)
+        )
         (got,) = run(graph, [x], backend)
         np.testing.assert_array_equal(got, np.maximum.accumulate(x * 2.0, axis=1))
     finally:
@@ -366,8 +376,9 @@ def test_the_plans_reference_evaluates_a_scan():
     from helpers import build
 
     x = np.linspace(-1.0, 1.0, 24).reshape(2, 3, 4)
-    graph = build([(x.shape, np.dtype(np.float64))],
-                  lambda v: P.cumulative(P.cumsum_p, P.mul(v, v), 1))
+    graph = build(
+        [(x.shape, np.dtype(np.float64))], lambda v: P.cumulative(P.cumsum_p, P.mul(v, v), 1)
+    )
     plan = fusion.plan(graph)
     (loop,) = plan.loops
     assert loop.shape == (2, 4, 3) and [s.op for s in loop.scans] == ["sum"]  # scanned axis last

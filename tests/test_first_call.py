@@ -24,8 +24,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(code: str, env: dict) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, **env}, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -71,7 +77,11 @@ def test_import_defers_what_a_first_gradient_does_not_need():
         """,
         {"TRACEGRAD_TIERED": "1"},
     )
-    assert out.splitlines() == [" ".join(["False"] * 8), "False", "True True tracegrad.checking True"]
+    assert out.splitlines() == [
+        " ".join(["False"] * 8),
+        "False",
+        "True True tracegrad.checking True",
+    ]
 
 
 def test_lazy_names_are_the_public_api():
@@ -177,8 +187,14 @@ def test_process_exits_cleanly_while_compiling():
         out = tg.grad(lambda x: np.sum(np.sin(x) * x), backend="cpu")(np.ones(5))
         print(float(out.sum()))
     """
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "TRACEGRAD_TIERED": "1"}, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "TRACEGRAD_TIERED": "1"},
+        timeout=300,
+    )
     assert done.returncode == 0 and done.stderr == ""
     assert float(done.stdout) == pytest.approx(5 * (np.sin(1.0) + np.cos(1.0)), rel=1e-12)
 

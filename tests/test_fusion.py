@@ -28,7 +28,9 @@ def agrees(fun, *args):
     graph = graph_of(fun, *args)
     arrays = [np.asarray(a) for a in flatten(args)[0]]
     plan = fusion.plan(graph)
-    for got, want in zip(fusion.evaluate(plan, arrays), interpreter.evaluate(graph, arrays), strict=True):
+    for got, want in zip(
+        fusion.evaluate(plan, arrays), interpreter.evaluate(graph, arrays), strict=True
+    ):
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
     return plan
@@ -49,8 +51,12 @@ def w3(x):
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((8, 4))
-PARAMS = (rng.standard_normal((4, 6)), rng.standard_normal(6), rng.standard_normal((6, 3)),
-          rng.standard_normal(3))
+PARAMS = (
+    rng.standard_normal((4, 6)),
+    rng.standard_normal(6),
+    rng.standard_normal((6, 3)),
+    rng.standard_normal(3),
+)
 Y = rng.standard_normal((8, 3))
 
 
@@ -110,8 +116,11 @@ def test_values_read_at_other_points_come_from_an_earlier_loop():
 
 
 def test_loop_invariant_values_have_low_depth():
-    plan = plan_of(tg.jit(lambda x, y: np.exp(x)[:, None] * y), rng.standard_normal(5),
-                   rng.standard_normal((5, 7)))
+    plan = plan_of(
+        tg.jit(lambda x, y: np.exp(x)[:, None] * y),
+        rng.standard_normal(5),
+        rng.standard_normal((5, 7)),
+    )
     loop = plan.loops[-1]
     depth = {op.id: op.depth for op in loop.ops}
     loads = [op for op in loop.ops if isinstance(op, Load)]
@@ -154,7 +163,11 @@ def test_plans_compute_what_graphs_compute(fun, shapes):
 @pytest.mark.parametrize("kind", ["grad", "hessian"])
 def test_plans_of_derivatives(kind):
     def f(x):
-        return np.sum(np.tanh(x @ x.T) * np.cos(x[:, :1])) + np.max(x) + np.sum(x[1:] / (1 + x[:-1] ** 2))
+        return (
+            np.sum(np.tanh(x @ x.T) * np.cos(x[:, :1]))
+            + np.max(x)
+            + np.sum(x[1:] / (1 + x[:-1] ** 2))
+        )
 
     transform = tg.grad(f) if kind == "grad" else tg.hessian(f)
     agrees(transform, rng.standard_normal((3, 4)))
@@ -178,7 +191,9 @@ def test_fusion_is_backend_neutral():
         source = path.read_text(encoding="utf-8")
         assert "import numba" not in source and "from numba" not in source, path.name
     ops = plan_of(tg.jit(np.sin), np.ones(2)).loops[0].ops
-    assert [type(op).__name__ for op in ops] == ["Load", "Compute"] and ops[1].node.prim.name == "sin"
+    assert [type(op).__name__ for op in ops] == ["Load", "Compute"] and ops[
+        1
+    ].node.prim.name == "sin"
 
 
 def test_identity_seeds_can_be_computed_instead_of_read():
@@ -192,7 +207,9 @@ def test_identity_seeds_can_be_computed_instead_of_read():
     np.testing.assert_array_equal(fusion.evaluate(computed, x)[0], fusion.evaluate(read, x)[0])
     eye = tg.jit(lambda x: np.eye(4) * x)
     plan = fusion.plan(graph_of(eye, np.ones(4)), computed_identity=True)
-    np.testing.assert_array_equal(fusion.evaluate(plan, [np.arange(4.0)])[0], np.eye(4) * np.arange(4.0))
+    np.testing.assert_array_equal(
+        fusion.evaluate(plan, [np.arange(4.0)])[0], np.eye(4) * np.arange(4.0)
+    )
 
 
 def test_long_elementwise_chains_are_split_into_loops_of_bounded_depth(monkeypatch):

@@ -61,7 +61,9 @@ def _apply(op, pool: list, draw) -> ir.Var | None:
     if kind == "reduce":
         if x.ndim == 0:
             return None
-        subsets = [s for r in range(1, x.ndim + 1) for s in itertools.combinations(range(x.ndim), r)]
+        subsets = [
+            s for r in range(1, x.ndim + 1) for s in itertools.combinations(range(x.ndim), r)
+        ]
         axes = subsets[op[2] % len(subsets)]
         prim = REDUCE[op[3] % len(REDUCE)]
         if prim in (P.reduce_max_p, P.reduce_min_p) and x.size == 0:
@@ -80,7 +82,9 @@ def _apply(op, pool: list, draw) -> ir.Var | None:
         step = [1, 2, -1, -2][op[3] % 4]
         s = slice(op[4] % (n + 1), None, step) if step > 0 else slice(None, None, step)
         start, stop, step = s.indices(n)
-        index = tuple((start, stop, step) if a == axis else (0, d, 1) for a, d in enumerate(x.shape))
+        index = tuple(
+            (start, stop, step) if a == axis else (0, d, 1) for a, d in enumerate(x.shape)
+        )
         if step < 0 and stop < 0:
             index = tuple((a, -1, c) if c < 0 else (a, b, c) for a, b, c in index)
         return P.slice_(x, index)
@@ -104,9 +108,27 @@ def _apply(op, pool: list, draw) -> ir.Var | None:
 
 
 op_strategy = st.tuples(
-    st.sampled_from(["unary", "unary", "binary", "binary", "reduce", "reduce", "transpose",
-                     "slice", "slice", "reshape", "concat", "matmul", "matmul"]),
-    st.integers(0, 50), st.integers(0, 50), st.integers(0, 50), st.integers(0, 50),
+    st.sampled_from(
+        [
+            "unary",
+            "unary",
+            "binary",
+            "binary",
+            "reduce",
+            "reduce",
+            "transpose",
+            "slice",
+            "slice",
+            "reshape",
+            "concat",
+            "matmul",
+            "matmul",
+        ]
+    ),
+    st.integers(0, 50),
+    st.integers(0, 50),
+    st.integers(0, 50),
+    st.integers(0, 50),
 )
 shape_strategy = st.sampled_from([0, 1, 2, 2, 3, 3]).flatmap(
     lambda rank: st.tuples(*[st.sampled_from([1, 2, 2, 3, 3, 4, 4, 0])] * rank)
@@ -116,7 +138,7 @@ shape_strategy = st.sampled_from([0, 1, 2, 2, 3, 3]).flatmap(
 def _other_shape(shape: tuple[int, ...], code: int) -> tuple[int, ...]:
     """A shape that broadcasts against `shape`: some axes set to 1, some leading ones dropped."""
     out = tuple(1 if (code >> a) & 1 else d for a, d in enumerate(shape))
-    return out[(code >> 4) % (len(out) + 1):]
+    return out[(code >> 4) % (len(out) + 1) :]
 
 
 def build_graph(shape, code, ops, dtype, gradient: bool):
@@ -167,8 +189,13 @@ def _compare(got, want, dtype):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * max(1.0, scale) * 8)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(
     shape=shape_strategy,
     code=st.integers(0, 63),
@@ -178,7 +205,9 @@ def _compare(got, want, dtype):
     layout=st.integers(0, 3),
     seed=st.integers(0, 1000),
 )
-def test_random_programs_agree_with_the_interpreter(shape, code, ops, dtype, gradient, layout, seed):
+def test_random_programs_agree_with_the_interpreter(
+    shape, code, ops, dtype, gradient, layout, seed
+):
     graph = build_graph(shape, code, ops, np.dtype(dtype), gradient)
     rng = np.random.default_rng(seed)
     args = _inputs(graph, rng, layout)

@@ -75,7 +75,9 @@ def update() -> None:
             old = path.read_text() if path.exists() else None
             if text != old:
                 path.write_text(text)
-                print(f"{'updated' if old is not None else 'wrote'} {path.relative_to(HERE.parent)}")
+                print(
+                    f"{'updated' if old is not None else 'wrote'} {path.relative_to(HERE.parent)}"
+                )
 
 
 if __name__ == "__main__":

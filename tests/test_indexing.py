@@ -15,9 +15,19 @@ MASK = np.array([True, False, True, False])
 def forms(x, i):
     """Every indexing form, with a traced index array `i` and static ones."""
     return (
-        x[i], x[:, i], x[1:3, [0, 5]], x[[0, 1], [2, 3]], x[MASK], x[i[:2], 1], x[None][0, :, [1, 2]],
-        x[..., i[:3]], x[0, :, None][[1, 2]], x[MASK[:, None] & (np.arange(6) > 2)],
-        np.take(x, i), np.take(x, [1, 4], axis=1), np.take(x, i, axis=0),
+        x[i],
+        x[:, i],
+        x[1:3, [0, 5]],
+        x[[0, 1], [2, 3]],
+        x[MASK],
+        x[i[:2], 1],
+        x[None][0, :, [1, 2]],
+        x[..., i[:3]],
+        x[0, :, None][[1, 2]],
+        x[MASK[:, None] & (np.arange(6) > 2)],
+        np.take(x, i),
+        np.take(x, [1, 4], axis=1),
+        np.take(x, i, axis=0),
         np.take_along_axis(x, np.array([[0, 1], [2, 3], [4, 5], [5, 0]]), axis=1),
         np.take_along_axis(x, np.array([[3], [0], [1], [2], [3], [0]]).T, axis=0),
     )
@@ -79,7 +89,9 @@ def test_batched_indices_and_data(backend):
     data = np.stack([X, X * 2, -X])
     both = tg.vmap(lambda x, i: x[i], backend=backend)(data, idx)
     np.testing.assert_array_equal(both, np.stack([data[b][idx[b]] for b in range(3)]))
-    shared = tg.vmap(lambda x, i: np.take(x, i, axis=0)[:, 1:3], in_axes=(None, 0), backend=backend)(X, idx)
+    shared = tg.vmap(
+        lambda x, i: np.take(x, i, axis=0)[:, 1:3], in_axes=(None, 0), backend=backend
+    )(X, idx)
     np.testing.assert_array_equal(shared, np.stack([X[i, 1:3] for i in idx]))
     per_example = tg.vmap(tg.grad(lambda x, i: np.sum(np.sin(x[i]))), backend=backend)(data, idx)
     for b in range(3):
@@ -109,11 +121,15 @@ def test_scatter_add_matches_numpys_add_at():
     from tracegrad.primitives import _scatter_add_impl
 
     rng = np.random.default_rng(3)
-    for shape, axis, index_shape in [((5, 3), 0, (7,)), ((2, 6, 3), 1, (4, 2)), ((4,), 0, (9,)),
-                                     ((3, 4), 1, (5,))]:
+    for shape, axis, index_shape in [
+        ((5, 3), 0, (7,)),
+        ((2, 6, 3), 1, (4, 2)),
+        ((4,), 0, (9,)),
+        ((3, 4), 1, (5,)),
+    ]:
         idx = rng.integers(-shape[axis], shape[axis], index_shape)
         for dtype in (np.float64, np.float32, np.int64):
-            v = (rng.normal(size=shape[:axis] + index_shape + shape[axis + 1:]) * 10).astype(dtype)
+            v = (rng.normal(size=shape[:axis] + index_shape + shape[axis + 1 :]) * 10).astype(dtype)
             want = np.zeros(shape, dtype)
             np.add.at(want, (slice(None),) * axis + (idx,), v)
             got = _scatter_add_impl(v, idx, axis, shape)
@@ -130,14 +146,22 @@ def test_compiled_scatter_add_equals_the_reference_bit_for_bit():
     from tracegrad.primitives import _scatter_add_impl
 
     rng = np.random.default_rng(4)
-    for shape, axis, index_shape in [((60, 16), 0, (600, 8)), ((2, 6, 3), 1, (4, 2)), ((4,), 0, (9,)),
-                                     ((3, 4), 1, (5,)), ((5, 2), 0, ())]:
+    for shape, axis, index_shape in [
+        ((60, 16), 0, (600, 8)),
+        ((2, 6, 3), 1, (4, 2)),
+        ((4,), 0, (9,)),
+        ((3, 4), 1, (5,)),
+        ((5, 2), 0, ()),
+    ]:
         idx = rng.integers(-shape[axis], shape[axis], index_shape)
         for dtype in (np.float64, np.float32):
-            v = rng.normal(size=shape[:axis] + index_shape + shape[axis + 1:]).astype(dtype)
-            np.testing.assert_array_equal(host_kernels.scatter_add(v, idx, axis, shape),
-                                          _scatter_add_impl(v, idx, axis, shape))
+            v = rng.normal(size=shape[:axis] + index_shape + shape[axis + 1 :]).astype(dtype)
+            np.testing.assert_array_equal(
+                host_kernels.scatter_add(v, idx, axis, shape),
+                _scatter_add_impl(v, idx, axis, shape),
+            )
     ct = np.broadcast_to(rng.normal(size=(600, 1, 16)), (600, 8, 16))  # a broadcast cotangent
     idx = rng.integers(0, 60, (600, 8))
-    np.testing.assert_array_equal(host_kernels.scatter_add(ct, idx, 0, (60, 16)),
-                                  _scatter_add_impl(ct, idx, 0, (60, 16)))
+    np.testing.assert_array_equal(
+        host_kernels.scatter_add(ct, idx, 0, (60, 16)), _scatter_add_impl(ct, idx, 0, (60, 16))
+    )

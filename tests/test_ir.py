@@ -121,10 +121,17 @@ def test_the_printer_writes_one_typed_line_per_node():
         "  return %2, %1",
         "}",
     ]
-    assert ir.format_graph(graph, sources=False).splitlines()[1] == "  %1:f64[3] = reduce_sum[axes=(0,)] %0"
+    assert (
+        ir.format_graph(graph, sources=False).splitlines()[1]
+        == "  %1:f64[3] = reduce_sum[axes=(0,)] %0"
+    )
     assert repr(graph) == "<Graph 1 inputs, 2 nodes, 2 outputs>"
     dot = graph.to_dot()
-    assert dot.startswith("digraph") and f"v{x.id} -> v{s.id};" in dot and f"v{s.id} -> v{y.id};" in dot
+    assert (
+        dot.startswith("digraph")
+        and f"v{x.id} -> v{s.id};" in dot
+        and f"v{s.id} -> v{y.id};" in dot
+    )
     assert graph._repr_html_().count("<tr>") == 1 + 1 + 2 + 1  # header, input, nodes, return
 
 
@@ -247,7 +254,9 @@ def test_verifier_checks_the_graphs_that_nodes_hold():
         if ok:
             assert ir.verify(graph) is graph
         else:
-            with pytest.raises(IRError, match=r"holds a broken graph in 'graph'(.|\n)*before it is"):
+            with pytest.raises(
+                IRError, match=r"holds a broken graph in 'graph'(.|\n)*before it is"
+            ):
                 ir.verify(graph)
 
 

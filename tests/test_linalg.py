@@ -23,9 +23,19 @@ def everything(a, b):
     sign, logdet = np.linalg.slogdet(a)
     w, v = np.linalg.eigh(s)
     return (
-        np.linalg.solve(a, b), np.linalg.solve(a[0], b[0, :, 0]), np.linalg.inv(a), np.linalg.det(a),
-        sign, logdet, np.linalg.cholesky(s), w, np.abs(v), np.linalg.eigvalsh(s),
-        np.linalg.matrix_power(a, 3), np.linalg.matrix_power(a[0], -2), np.linalg.matrix_power(a, 0),
+        np.linalg.solve(a, b),
+        np.linalg.solve(a[0], b[0, :, 0]),
+        np.linalg.inv(a),
+        np.linalg.det(a),
+        sign,
+        logdet,
+        np.linalg.cholesky(s),
+        w,
+        np.abs(v),
+        np.linalg.eigvalsh(s),
+        np.linalg.matrix_power(a, 3),
+        np.linalg.matrix_power(a[0], -2),
+        np.linalg.matrix_power(a, 0),
     )
 
 
@@ -51,7 +61,9 @@ SCALARS = {
     "cholesky": lambda a: np.sum(np.linalg.cholesky(spd(a)) * W),
     "eigvalsh": lambda a: np.sum(np.linalg.eigvalsh(a + a.T) ** 3),
     "eigh vectors": lambda a: np.sum(np.linalg.eigh(a + a.T)[1][:, 1:3] ** 4),
-    "matrix_power": lambda a: np.sum(np.linalg.matrix_power(a, 3) * W) + np.sum(np.linalg.matrix_power(a, -2)),
+    "matrix_power": lambda a: (
+        np.sum(np.linalg.matrix_power(a, 3) * W) + np.sum(np.linalg.matrix_power(a, -2))
+    ),
 }
 
 
@@ -77,8 +89,12 @@ def test_first_and_second_derivatives(name):
 def test_gradients_on_the_compiled_backends(backend):
     a = A[0]
     total = lambda a: sum(f(a) for f in SCALARS.values())
-    np.testing.assert_allclose(tg.grad(total, backend=backend)(a), tg.grad(total, backend="numpy")(a),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        tg.grad(total, backend=backend)(a),
+        tg.grad(total, backend="numpy")(a),
+        rtol=1e-10,
+        atol=1e-10,
+    )
 
 
 X = np.linspace(0, 3, 8)
@@ -97,7 +113,9 @@ def gp_nll(theta):
 def test_gaussian_process_hessian(backend):
     theta = np.array([0.1, -0.2, -1.0])
     h = tg.hessian(gp_nll, backend=backend)(theta)
-    np.testing.assert_allclose(h, _fd(tg.grad(gp_nll, backend="numpy"), theta, 1e-5), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        h, _fd(tg.grad(gp_nll, backend="numpy"), theta, 1e-5), rtol=1e-6, atol=1e-7
+    )
     np.testing.assert_allclose(h, h.T, atol=1e-12)
 
 
@@ -133,8 +151,9 @@ def test_solves_with_a_cholesky_factor_are_triangular(backend):
     np.testing.assert_allclose(value, gp_nll_slogdet(theta), rtol=1e-12)
     np.testing.assert_allclose(grad, _fd(gp_nll_slogdet, theta, 1e-6), rtol=1e-6, atol=1e-8)
     h = tg.hessian(gp_nll_slogdet, backend="numpy")(theta)
-    np.testing.assert_allclose(h, _fd(tg.grad(gp_nll_slogdet, backend="numpy"), theta, 1e-5),
-                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        h, _fd(tg.grad(gp_nll_slogdet, backend="numpy"), theta, 1e-5), rtol=1e-6, atol=1e-7
+    )
 
 
 def test_triangular_solves_batched_and_without_scipy(monkeypatch):

@@ -28,8 +28,9 @@ def fd_grad(f, x, eps=1e-6):
 
 
 def close(a, b, tol):
-    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol,
-                               atol=tol)
+    np.testing.assert_allclose(
+        np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol, atol=tol
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -68,8 +69,14 @@ def test_scan_value_gradient_hessian(backend, dtype):
     gx, gw = tg.grad(scan_model, argnums=(0, 1), backend=backend)(x, w)
     assert gx.dtype == dtype
     x64 = x.astype(np.float64)
-    close(gx, fd_grad(lambda z: scan_model_python(z, 0.8), x64), 1e-6 if dtype == np.float64 else 2e-4)
-    close(gw, fd_grad(lambda v: scan_model_python(x64, v), np.float64(0.8)), 1e-6 if dtype == np.float64 else 2e-4)
+    close(
+        gx, fd_grad(lambda z: scan_model_python(z, 0.8), x64), 1e-6 if dtype == np.float64 else 2e-4
+    )
+    close(
+        gw,
+        fd_grad(lambda v: scan_model_python(x64, v), np.float64(0.8)),
+        1e-6 if dtype == np.float64 else 2e-4,
+    )
     if dtype == np.float64:
         h = tg.hessian(scan_model, backend=backend)(x, w)
         g = tg.grad(scan_model, backend="numpy")
@@ -149,8 +156,16 @@ def test_fori_loop_leapfrog_gradient(backend, dtype):
     gq, gk = tg.grad(leapfrog, argnums=(0, 2), backend=backend)(q, p, k, 30)
     assert gq.dtype == dtype
     tol = 1e-6 if dtype == np.float64 else 5e-3
-    close(gq, fd_grad(lambda z: leapfrog(z, p.astype(np.float64), 1.5, 30), q.astype(np.float64)), tol)
-    close(gk, fd_grad(lambda v: leapfrog(q.astype(np.float64), p.astype(np.float64), v, 30), np.float64(1.5)), tol)
+    close(
+        gq, fd_grad(lambda z: leapfrog(z, p.astype(np.float64), 1.5, 30), q.astype(np.float64)), tol
+    )
+    close(
+        gk,
+        fd_grad(
+            lambda v: leapfrog(q.astype(np.float64), p.astype(np.float64), v, 30), np.float64(1.5)
+        ),
+        tol,
+    )
 
 
 def test_fori_loop_uses_the_index(backend):
@@ -240,20 +255,24 @@ def test_cond_differentiates_the_branch_taken(backend, dtype):
     close(tg.grad(piecewise, backend=backend)(-x), 3 * x.astype(np.float64) ** 2, TOL[dtype])
     if dtype == np.float64:
         close(tg.hessian(piecewise, backend=backend)(-x), np.diag(-6 * x), 1e-9)
-        d3 = tg.grad(tg.grad(tg.grad(lambda t: piecewise(np.array([1.0, 0.25]) * t))),
-                     backend=backend)
+        d3 = tg.grad(
+            tg.grad(tg.grad(lambda t: piecewise(np.array([1.0, 0.25]) * t))), backend=backend
+        )
         close(d3(0.4), -2 * (np.cos(0.4) + 0.25**3 * np.cos(0.1)), 1e-9)
 
 
 def test_cond_with_captured_values_and_pytrees(backend):
     def f(x, w):
-        out = tg.cond(w > 1.0, lambda a: {"u": a * w, "v": a.sum()},
-                      lambda a: {"u": a - w, "v": w * 1.0}, x)
+        out = tg.cond(
+            w > 1.0, lambda a: {"u": a * w, "v": a.sum()}, lambda a: {"u": a - w, "v": w * 1.0}, x
+        )
         return (out["u"] ** 2).sum() + out["v"]
 
     x = np.array([1.0, 2.0])
     for w in (0.5, 2.0):
-        python = lambda z, w=w: ((z * w) ** 2).sum() + z.sum() if w > 1 else ((z - w) ** 2).sum() + w
+        python = lambda z, w=w: (
+            ((z * w) ** 2).sum() + z.sum() if w > 1 else ((z - w) ** 2).sum() + w
+        )
         close(tg.grad(f, backend=backend)(x, w), fd_grad(python, x), 1e-6)
 
 
@@ -306,7 +325,9 @@ def test_a_carry_that_changes_dtype_is_refused_with_the_fix():
     def f(x):
         return tg.scan(lambda c, _: (c.astype(np.float32), None), x, None, length=3)[0]
 
-    with pytest.raises(TypeError, match=r"carry.*starts as f64\[2\] but one step makes it f32\[2\]"):
+    with pytest.raises(
+        TypeError, match=r"carry.*starts as f64\[2\] but one step makes it f32\[2\]"
+    ):
         tg.jit(f)(np.ones(2))
 
 
@@ -349,6 +370,7 @@ def test_a_compiled_loop_called_from_several_threads_at_once():
         def step(c, _):
             s = np.sum(np.sin(c))  # a reduction: scratch inside the loop
             return c * 0.9 + s * 0.01, s
+
         return tg.scan(step, x, None, length=50)
 
     fn = tg.jit(f, backend="cpu")

@@ -38,7 +38,8 @@ def test_committed_notebooks_have_no_outputs(path):
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, (
                 f"{path.name}: cell {i} holds outputs; strip them (Jupyter: Edit > Clear Outputs "
-                "of All Cells, or `jupyter nbconvert --clear-output --inplace`)")
+                "of All Cells, or `jupyter nbconvert --clear-output --inplace`)"
+            )
     assert "widgets" not in notebook.metadata
 
 
@@ -68,12 +69,19 @@ def test_notebook_runs_in_a_jupyter_kernel(path):
     notebook = read(path)
     env = {k: v for k, v in os.environ.items() if k != "TRACEGRAD_BACKEND"}  # the default backend
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     client.execute(env=env)  # raises CellExecutionError, naming the cell, on any error
     assert not outputs(notebook, "error")
-    complaints = [o.text for o in outputs(notebook, "stream") if o.name == "stderr"
-                  and ("Warning" in o.text or "Error" in o.text)]
+    complaints = [
+        o.text
+        for o in outputs(notebook, "stream")
+        if o.name == "stderr" and ("Warning" in o.text or "Error" in o.text)
+    ]
     assert not complaints, f"{path.name} printed warnings or errors: {complaints}"
     text = shown(notebook)
     topic = next(t for t in EXPECTED if t in path.name)

@@ -80,13 +80,21 @@ def _samples(name, dtype, rng, n=3000):
     fi = np.finfo(dtype)
     if name == "exp2":
         top = float(fi.maxexp)
-        x = np.concatenate([rng.uniform(-top - 20, top + 1, n), rng.uniform(-1, 1, n),
-                            [1000.5, -1000.3, 1000.25, -999.75, 0.5, -0.5]])
+        x = np.concatenate(
+            [
+                rng.uniform(-top - 20, top + 1, n),
+                rng.uniform(-1, 1, n),
+                [1000.5, -1000.3, 1000.25, -999.75, 0.5, -0.5],
+            ]
+        )
     else:
-        x = np.concatenate([np.exp(rng.uniform(np.log(float(fi.smallest_normal)),
-                                               np.log(float(fi.max)), n)),
-                            rng.uniform(0.5, 2, n),
-                            [0.1, 0.3, 7.0, 1e-300 if dtype == F64 else 1e-30]])
+        x = np.concatenate(
+            [
+                np.exp(rng.uniform(np.log(float(fi.smallest_normal)), np.log(float(fi.max)), n)),
+                rng.uniform(0.5, 2, n),
+                [0.1, 0.3, 7.0, 1e-300 if dtype == F64 else 1e-30],
+            ]
+        )
     return x.astype(dtype)
 
 
@@ -108,8 +116,9 @@ def _check_accuracy(backend, dtype, rng, slack):
 
 def test_the_reported_values_are_exact(backend):
     x = np.array([1000.0, 8.0, 3.0])
-    log10, log2, exp2 = tg.jit(lambda v: (np.log10(v[0]), np.log2(v[1]), np.exp2(v[2])),
-                               backend=backend)(x)
+    log10, log2, exp2 = tg.jit(
+        lambda v: (np.log10(v[0]), np.log2(v[1]), np.exp2(v[2])), backend=backend
+    )(x)
     assert (log10, log2, exp2) == (3.0, 3.0, 8.0)
 
 
@@ -224,8 +233,11 @@ def test_big_and_negative_integer_exponents_of_integers_act_as_numpys(backend):
         np.testing.assert_array_equal(tg.jit(lambda v, n=n: v**n, backend=backend)(k), k**n)
     with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
         tg.jit(lambda v: v**-2, backend=backend)(k)
-    np.testing.assert_allclose(tg.jit(lambda v: v**70, backend=backend)(np.array([1.01, -1.01])),
-                               np.array([1.01, -1.01]) ** 70, rtol=2e-16)
+    np.testing.assert_allclose(
+        tg.jit(lambda v: v**70, backend=backend)(np.array([1.01, -1.01])),
+        np.array([1.01, -1.01]) ** 70,
+        rtol=2e-16,
+    )
 
 
 def test_integer_power_derivatives(backend):
@@ -254,17 +266,20 @@ def _prod_derivatives(x: np.ndarray, order: int) -> np.ndarray:
 
 
 # one shape, so that each transform compiles once
-PROD_POINTS = np.array([
-    [2.0, 0.0, 3.0, -1.5],  # one zero
-    [0.0, 4.0, 0.0, 5.0],  # two zeros
-    [0.0, 0.0, 0.0, 0.0],  # all zero
-    [1.5, -2.0, 0.5, 3.0],  # none
-])
+PROD_POINTS = np.array(
+    [
+        [2.0, 0.0, 3.0, -1.5],  # one zero
+        [0.0, 4.0, 0.0, 5.0],  # two zeros
+        [0.0, 0.0, 0.0, 0.0],  # all zero
+        [1.5, -2.0, 0.5, 3.0],  # none
+    ]
+)
 
 
 def test_prod_gradient_at_a_zero_is_the_product_of_the_others(backend):
-    np.testing.assert_array_equal(tg.grad(np.prod, backend=backend)(np.array([2.0, 0.0, 3.0])),
-                                  [0.0, 6.0, 0.0])
+    np.testing.assert_array_equal(
+        tg.grad(np.prod, backend=backend)(np.array([2.0, 0.0, 3.0])), [0.0, 6.0, 0.0]
+    )
 
 
 def test_prod_derivatives_are_exact_at_zeros_to_third_order(backend):
@@ -285,8 +300,10 @@ def test_prod_gradient_along_axes_with_keepdims_and_float32(backend):
     for dtype in (F64, F32):
         xd = x.astype(dtype)
         # along axis 1, weighted per row: row r's gradient is w_r times its own product-of-others
-        g1 = tg.grad(lambda v, dt=dtype: np.sum(w.astype(dt) * np.prod(v, axis=1, keepdims=True).T),
-                     backend=backend)(xd)
+        g1 = tg.grad(
+            lambda v, dt=dtype: np.sum(w.astype(dt) * np.prod(v, axis=1, keepdims=True).T),
+            backend=backend,
+        )(xd)
         want1 = np.stack([w[0, r] * _prod_derivatives(x[r], 1) for r in range(4)])
         assert g1.dtype == dtype
         np.testing.assert_allclose(g1, want1, rtol=1e-6 if dtype == F32 else 1e-15)
@@ -331,7 +348,8 @@ def test_std_along_an_axis_of_length_one(backend):
     np.testing.assert_array_equal(tg.grad(f, backend=backend)(x), np.zeros((3, 1)))
     np.testing.assert_array_equal(tg.hessian(f, backend=backend)(x), np.zeros((3, 1, 3, 1)))
     g32 = tg.grad(lambda v: np.sum(np.std(v, axis=1, keepdims=True)), backend=backend)(
-        x.astype(F32))
+        x.astype(F32)
+    )
     assert g32.dtype == F32
     np.testing.assert_array_equal(g32, np.zeros((3, 1), F32))
 
@@ -354,8 +372,9 @@ def test_std_of_constant_data_has_derivative_zero_at_its_kink(backend):
     np.testing.assert_array_equal(tg.hessian(np.std, backend=backend)(x), np.zeros((4, 4)))
     # var is smooth there: its derivatives are the ordinary ones
     np.testing.assert_array_equal(tg.grad(np.var, backend=backend)(x), np.zeros(4))
-    np.testing.assert_allclose(tg.hessian(np.var, backend=backend)(x),
-                               (np.eye(4) - 1 / 4) * 2 / 4, rtol=1e-15, atol=1e-17)
+    np.testing.assert_allclose(
+        tg.hessian(np.var, backend=backend)(x), (np.eye(4) - 1 / 4) * 2 / 4, rtol=1e-15, atol=1e-17
+    )
 
 
 def test_std_keeps_numpys_values_at_the_edges(backend):
@@ -403,13 +422,15 @@ def test_softplus_idioms_have_exact_derivatives_at_zero(backend, name):
     z = np.array([-3.0, -0.5, 0.0, 0.5, 3.0])
     zs = sign * z  # log-sigmoid(z) = -softplus(-z)
     s = _sigmoid(zs)
-    np.testing.assert_allclose(tg.jit(f, backend=backend)(z), sign * np.logaddexp(0, zs),
-                               rtol=1e-15)
+    np.testing.assert_allclose(
+        tg.jit(f, backend=backend)(z), sign * np.logaddexp(0, zs), rtol=1e-15
+    )
     derivatives = [s, s * (1 - s), s * (1 - s) * (1 - 2 * s)]  # of softplus at zs
     for n, want in enumerate(derivatives, start=1):
         got = nth_derivative(f, n, backend)(z)
-        np.testing.assert_allclose(got, sign ** (n + 1) * want, rtol=1e-14, atol=1e-16,
-                                   err_msg=f"order {n}")
+        np.testing.assert_allclose(
+            got, sign ** (n + 1) * want, rtol=1e-14, atol=1e-16, err_msg=f"order {n}"
+        )
     assert tg.hessian(f, backend=backend)(0.0) == sign * 0.25
 
 
@@ -425,8 +446,9 @@ def test_near_idioms_are_left_alone(backend):
     f = lambda z, y: np.maximum(z, 0) + np.log1p(np.exp(-np.abs(y)))
     text = str(tg.make_ir(tg.value_and_grad(f))(0.0, 0.0))
     assert "softplus" not in text and "maximum" in text
-    np.testing.assert_allclose(tg.jit(f, backend=backend)(1.5, -0.5),
-                               1.5 + np.log1p(np.exp(-0.5)), rtol=1e-15)
+    np.testing.assert_allclose(
+        tg.jit(f, backend=backend)(1.5, -0.5), 1.5 + np.log1p(np.exp(-0.5)), rtol=1e-15
+    )
     g = lambda z: np.maximum(z, 1.0) + np.log1p(np.exp(-np.abs(z)))
     assert "softplus" not in str(tg.make_ir(g)(0.0))
 
@@ -468,8 +490,9 @@ def test_newton_on_stable_logistic_regression_converges_quadratically(backend):
 
     def loss(w):
         z = X @ w
-        return np.mean(np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z))) - y * z) + \
-            0.5 * lam * np.sum(w * w)
+        return np.mean(
+            np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z))) - y * z
+        ) + 0.5 * lam * np.sum(w * w)
 
     grad, hessian = tg.grad(loss, backend=backend), tg.hessian(loss, backend=backend)
     w_star = _reference_optimum(X, y, lam)

@@ -47,11 +47,14 @@ def _check_all(fun, args, backend, argnums=None, order=1):
 
     def weighted(*a):
         results = fun(*a) if several else (fun(*a),)
-        return sum(np.sum(r * np.linspace(0.5, 1.5, np.size(r)).reshape(np.shape(r)) * (i + 1.0))
-                   for i, r in enumerate(results))
+        return sum(
+            np.sum(r * np.linspace(0.5, 1.5, np.size(r)).reshape(np.shape(r)) * (i + 1.0))
+            for i, r in enumerate(results)
+        )
 
-    assert tg.check_grad(weighted, *args, argnums=argnums, backend=backend, order=order,
-                         rtol=1e-5, atol=1e-6)
+    assert tg.check_grad(
+        weighted, *args, argnums=argnums, backend=backend, order=order, rtol=1e-5, atol=1e-6
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -64,8 +67,12 @@ MATRIX_ORDS = [None, "fro", "f", 1, -1, np.inf, -np.inf]
 @pytest.mark.parametrize("ord", VECTOR_ORDS, ids=str)
 def test_vector_norms_of_every_order(ord, backend):
     def f(x):
-        return (np.linalg.norm(x[0], ord), np.linalg.norm(x, ord, axis=1),
-                np.linalg.norm(x, ord, axis=0, keepdims=True), np.linalg.norm(x, ord, axis=(-1,)))
+        return (
+            np.linalg.norm(x[0], ord),
+            np.linalg.norm(x, ord, axis=1),
+            np.linalg.norm(x, ord, axis=0, keepdims=True),
+            np.linalg.norm(x, ord, axis=(-1,)),
+        )
 
     _check_all(f, (X3[0],), backend, argnums=(0,), order=2 if ord in (3, 0.5) else 1)
 
@@ -73,8 +80,11 @@ def test_vector_norms_of_every_order(ord, backend):
 @pytest.mark.parametrize("ord", MATRIX_ORDS, ids=str)
 def test_matrix_norms_of_every_order(ord, backend):
     def f(x):
-        out = (np.linalg.norm(x, ord, axis=(1, 2)), np.linalg.norm(x, ord, axis=(2, 0)),
-               np.linalg.norm(x, ord, axis=(0, -1), keepdims=True))
+        out = (
+            np.linalg.norm(x, ord, axis=(1, 2)),
+            np.linalg.norm(x, ord, axis=(2, 0)),
+            np.linalg.norm(x, ord, axis=(0, -1), keepdims=True),
+        )
         return out + (np.linalg.norm(x[0], ord),)
 
     _check_all(f, (X3,), backend, argnums=(0,))
@@ -89,24 +99,33 @@ def test_zero_order_norm_counts_nonzeros_and_has_no_gradient(backend):
 
 def test_integer_input_norms_are_float(backend):
     i = np.array([[3, -4], [1, 2]])
-    _check_all(lambda v: (np.linalg.norm(v), np.linalg.norm(v, 1), np.linalg.norm(v, np.inf, axis=1)),
-               (i,), backend)
+    _check_all(
+        lambda v: (np.linalg.norm(v), np.linalg.norm(v, 1), np.linalg.norm(v, np.inf, axis=1)),
+        (i,),
+        backend,
+    )
 
 
 @pytest.mark.parametrize("ord", [2, -2, "nuc"], ids=str)
 def test_norms_from_singular_values_equal_numpys(ord):
-    for call in (lambda x: np.linalg.norm(x, ord), lambda x: np.linalg.norm(x, ord, axis=(1, 0)),
-                 lambda x: np.linalg.norm(x[None], ord, axis=(1, 2), keepdims=True)):
+    for call in (
+        lambda x: np.linalg.norm(x, ord),
+        lambda x: np.linalg.norm(x, ord, axis=(1, 0)),
+        lambda x: np.linalg.norm(x[None], ord, axis=(1, 2), keepdims=True),
+    ):
         np.testing.assert_allclose(tg.jit(call, backend="numpy")(X), call(X), rtol=1e-13)
 
 
-@pytest.mark.parametrize("call", [
-    lambda x: np.linalg.norm(x[0], "fro"),  # no string order for vectors
-    lambda x: np.linalg.norm(x, "nuc", axis=1),
-    lambda x: np.linalg.norm(x, 3, axis=(0, 1)),  # no such matrix norm
-    lambda x: np.linalg.norm(x, 1, axis=(1, 1)),  # duplicate axes
-    lambda x: np.linalg.norm(x[None], 1),  # three axes
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: np.linalg.norm(x[0], "fro"),  # no string order for vectors
+        lambda x: np.linalg.norm(x, "nuc", axis=1),
+        lambda x: np.linalg.norm(x, 3, axis=(0, 1)),  # no such matrix norm
+        lambda x: np.linalg.norm(x, 1, axis=(1, 1)),  # duplicate axes
+        lambda x: np.linalg.norm(x[None], 1),  # three axes
+    ],
+)
 def test_invalid_norms_fail_as_numpy_fails(call):
     with pytest.raises(ValueError) as numpy_error:
         call(X)
@@ -124,9 +143,18 @@ B_NAN = np.array([np.nan, 2.0, 1.0, -1.0, np.nan, 0.25])
 
 def test_fmax_fmin_ignore_nan_as_numpy_does(backend):
     def f(a, b, i):
-        return (np.fmax(a, b), np.fmin(a, b), np.fmax(a, 0.0), np.fmin(b, np.nan), np.fmax(np.nan, a),
-                np.fmax(a.astype(np.float32), b.astype(np.float32)), np.fmin(a, 2),
-                np.fmax(i, i[::-1]), np.fmin(i, 2), np.fmax(i, 2.5))
+        return (
+            np.fmax(a, b),
+            np.fmin(a, b),
+            np.fmax(a, 0.0),
+            np.fmin(b, np.nan),
+            np.fmax(np.nan, a),
+            np.fmax(a.astype(np.float32), b.astype(np.float32)),
+            np.fmin(a, 2),
+            np.fmax(i, i[::-1]),
+            np.fmin(i, 2),
+            np.fmax(i, 2.5),
+        )
 
     _check_all(f, (A_NAN, B_NAN, np.array([3, 0, 5, 1, 9, 2])), backend)
 
@@ -136,7 +164,9 @@ def test_fmax_fmin_gradient_goes_to_the_operand_that_is_not_nan(ufunc, backend):
     a, b = A_NAN[:4], B_NAN[:4]  # no place where both are NaN
     w = np.array([1.0, 2.0, 3.0, 4.0])
     grads = tg.grad(lambda p, q: np.sum(ufunc(p, q) * w), argnums=(0, 1), backend=backend)(a, b)
-    expected = finite_differences(lambda args: np.sum(ufunc(*args) * w), [a.copy(), b.copy()], [0, 1])
+    expected = finite_differences(
+        lambda args: np.sum(ufunc(*args) * w), [a.copy(), b.copy()], [0, 1]
+    )
     for g, e, operand in zip(grads, expected, (a, b), strict=True):
         e = np.where(np.isnan(operand), 0.0, e)  # a NaN operand gets nothing
         np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
@@ -149,10 +179,19 @@ def test_fmax_fmin_gradient_goes_to_the_operand_that_is_not_nan(ufunc, backend):
 
 def test_fortran_order_reshape_ravel_flatten(backend):
     def f(x):
-        return (np.reshape(x, (4, 6), order="F"), x.reshape(6, 4, order="F"), x.reshape((3, 8), order="f"),
-                np.ravel(x, order="F"), x.ravel("F"), x.flatten("F"), x[0, 0].flatten(order="A"),
-                np.ravel(x[0, 0], "K"), np.reshape(x, (-1, 2), order="F"),
-                x[:1, :1].reshape((1, 4), order="A"), np.reshape(x.T, (4, 6), "F"))
+        return (
+            np.reshape(x, (4, 6), order="F"),
+            x.reshape(6, 4, order="F"),
+            x.reshape((3, 8), order="f"),
+            np.ravel(x, order="F"),
+            x.ravel("F"),
+            x.flatten("F"),
+            x[0, 0].flatten(order="A"),
+            np.ravel(x[0, 0], "K"),
+            np.reshape(x, (-1, 2), order="F"),
+            x[:1, :1].reshape((1, 4), order="A"),
+            np.reshape(x.T, (4, 6), "F"),
+        )
 
     _check_all(f, (X3,), backend, argnums=(0,))
 
@@ -162,18 +201,24 @@ def test_orders_that_follow_the_memory_layout_are_refused(layout):
     """NumPy reads a Fortran-order array column by column under 'A' and 'K': a traced value has
     no layout, so those orders are refused where the layout would change the answer."""
     x = np.asarray(X3[0], order=layout)
-    for call in (lambda x: x.flatten(order="A"), lambda x: np.ravel(x, "K"),
-                 lambda x: x.reshape((4, 3), order="A")):
+    for call in (
+        lambda x: x.flatten(order="A"),
+        lambda x: np.ravel(x, "K"),
+        lambda x: x.reshape((4, 3), order="A"),
+    ):
         with pytest.raises(TracingError, match="memory layout"):
             tg.jit(call)(x)
 
 
-@pytest.mark.parametrize("call, error", [
-    (lambda x: np.reshape(x, (4, 6), order="K"), ValueError),
-    (lambda x: x.reshape(24, order="X"), ValueError),
-    (lambda x: np.ravel(x, order="Z"), ValueError),
-    (lambda x: np.reshape(x, (4, 6), order=1), TypeError),
-])
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda x: np.reshape(x, (4, 6), order="K"), ValueError),
+        (lambda x: x.reshape(24, order="X"), ValueError),
+        (lambda x: np.ravel(x, order="Z"), ValueError),
+        (lambda x: np.reshape(x, (4, 6), order=1), TypeError),
+    ],
+)
 def test_orders_numpy_refuses_are_refused(call, error):
     with pytest.raises(error):
         call(X3)
@@ -196,9 +241,24 @@ def test_bitwise_operators_on_integers(dtype, backend):
         p[1], q[2] = -3, -1
 
     def f(a, b):
-        return (a & b, a | b, a ^ b, ~a, a & 6, 6 | b, a ^ 1, np.bitwise_and(a, b), np.bitwise_or(a, b),
-                np.bitwise_xor(a, b), np.invert(b), np.bitwise_not(a), np.logical_and(a, b),
-                np.logical_or(a, b), np.logical_xor(a, b), np.logical_not(a))
+        return (
+            a & b,
+            a | b,
+            a ^ b,
+            ~a,
+            a & 6,
+            6 | b,
+            a ^ 1,
+            np.bitwise_and(a, b),
+            np.bitwise_or(a, b),
+            np.bitwise_xor(a, b),
+            np.invert(b),
+            np.bitwise_not(a),
+            np.logical_and(a, b),
+            np.logical_or(a, b),
+            np.logical_xor(a, b),
+            np.logical_not(a),
+        )
 
     _check_all(f, (p, q), backend)
 
@@ -208,8 +268,18 @@ def test_bitwise_operators_on_bools_are_logical(backend):
     q = np.array([True, True, False, False])
 
     def f(a, b):
-        return (a & b, a | b, a ^ b, ~a, a & True, False | b, np.bitwise_xor(a, b), np.invert(b),
-                np.logical_xor(a, b), a & 3)
+        return (
+            a & b,
+            a | b,
+            a ^ b,
+            ~a,
+            a & True,
+            False | b,
+            np.bitwise_xor(a, b),
+            np.invert(b),
+            np.logical_xor(a, b),
+            a & 3,
+        )
 
     _check_all(f, (p, q), backend)
 
@@ -221,7 +291,9 @@ def test_bitwise_ops_mixed_with_float_gradients(backend):
     _check_all(f, (x, n), backend, argnums=(0,))
 
 
-@pytest.mark.parametrize("call", [lambda x: x & x, lambda x: ~x, lambda x: x ^ 1, lambda x: np.bitwise_or(x, x)])
+@pytest.mark.parametrize(
+    "call", [lambda x: x & x, lambda x: ~x, lambda x: x ^ 1, lambda x: np.bitwise_or(x, x)]
+)
 def test_bitwise_ops_on_floats_fail_as_numpy_fails(call):
     with pytest.raises(TypeError):
         call(np.ones(3))
@@ -238,18 +310,32 @@ def test_var_std_mean_honour_dtype(backend):
 
     def f(v):
         i = (v * 3).astype(np.int64)
-        return (np.var(v, dtype=np.float32), np.std(v, axis=0, dtype=np.float32),
-                np.var(v, axis=1, ddof=1, dtype=np.float32, keepdims=True),
-                np.var(v.astype(np.float32), dtype=np.float64), np.std(i), np.var(i, dtype=np.int64),
-                np.std(i, dtype=np.int64), np.mean(v, dtype=np.int64), np.mean(i, axis=0, dtype=np.int32),
-                np.mean(v, axis=1, dtype=np.float32), v.var(dtype=np.float32), v.std(axis=1, dtype=np.float32))
+        return (
+            np.var(v, dtype=np.float32),
+            np.std(v, axis=0, dtype=np.float32),
+            np.var(v, axis=1, ddof=1, dtype=np.float32, keepdims=True),
+            np.var(v.astype(np.float32), dtype=np.float64),
+            np.std(i),
+            np.var(i, dtype=np.int64),
+            np.std(i, dtype=np.int64),
+            np.mean(v, dtype=np.int64),
+            np.mean(i, axis=0, dtype=np.int32),
+            np.mean(v, axis=1, dtype=np.float32),
+            v.var(dtype=np.float32),
+            v.std(axis=1, dtype=np.float32),
+        )
 
     _check_all(f, (x,), backend)
 
 
 def test_var_std_with_dtype_differentiate(backend):
-    _check_all(lambda v: (np.var(v, axis=0, dtype=np.float64), np.std(v, dtype=np.float64, ddof=1)),
-               (X,), backend, argnums=(0,), order=2)
+    _check_all(
+        lambda v: (np.var(v, axis=0, dtype=np.float64), np.std(v, dtype=np.float64, ddof=1)),
+        (X,),
+        backend,
+        argnums=(0,),
+        order=2,
+    )
 
 
 def test_std_with_integer_dtype_over_an_axis_fails_as_numpy_fails():
@@ -260,8 +346,11 @@ def test_std_with_integer_dtype_over_an_axis_fails_as_numpy_fails():
         tg.jit(lambda v: np.std(v, axis=0, dtype=np.int64))(i)
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64, np.uint64, np.bool_],
-                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize(
+    "dtype",
+    [np.int8, np.uint8, np.int32, np.int64, np.uint64, np.bool_],
+    ids=lambda d: np.dtype(d).name,
+)
 def test_integer_reciprocal_is_numpys(dtype, backend):
     x = np.array([1, 2, 0, 7, 1, 100], dtype=dtype)
     if np.dtype(dtype).kind == "i":
@@ -276,8 +365,11 @@ def test_integer_reciprocal_is_numpys(dtype, backend):
 SHAPES = {0: (), 1: (3,), 2: (2, 3), 3: (4, 2, 3)}
 
 
-@pytest.mark.parametrize("ranks", [(0, 0), (0, 2), (2, 0), (1, 0), (0, 1), (1, 1), (1, 2), (2, 1), (2, 2),
-                                   (3, 1), (2, 3)], ids=str)
+@pytest.mark.parametrize(
+    "ranks",
+    [(0, 0), (0, 2), (2, 0), (1, 0), (0, 1), (1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (2, 3)],
+    ids=str,
+)
 def test_inner_of_every_rank(ranks, backend, rng):
     a = rng.uniform(-1, 1, size=SHAPES[ranks[0]])
     b = rng.uniform(-1, 1, size=SHAPES[ranks[1]])
@@ -296,14 +388,20 @@ def test_inner_with_mismatched_last_axes_fails_as_numpy_fails():
         tg.jit(np.inner)(np.ones((2, 3)), np.ones((3, 2)))
 
 
-@pytest.mark.parametrize("name", ["vstack", "hstack", "column_stack", "dstack", "stack", "concatenate"])
+@pytest.mark.parametrize(
+    "name", ["vstack", "hstack", "column_stack", "dstack", "stack", "concatenate"]
+)
 def test_stacking_one_traced_array_iterates_its_first_axis(name, backend):
     stack = getattr(np, name)
     if name == "concatenate":  # of a vector: its 0-d rows cannot be concatenated
         _check_all(lambda a, m: (stack(a), stack(m)), (X3, X), backend, argnums=(0, 1))
     else:
-        _check_all(lambda a, m, v: (stack(a), stack(m), stack(v)), (X3, X, X[0]), backend,
-                   argnums=(0, 1, 2))
+        _check_all(
+            lambda a, m, v: (stack(a), stack(m), stack(v)),
+            (X3, X, X[0]),
+            backend,
+            argnums=(0, 1, 2),
+        )
 
 
 def test_row_stack_of_one_traced_array(backend):
@@ -314,8 +412,14 @@ def test_row_stack_of_one_traced_array(backend):
 
 def test_stacking_mixes_scalars_vectors_and_matrices(backend):
     def f(v, m):
-        return (np.hstack([1.0, v, v[0]]), np.vstack([v, m, 2.0 * v]), np.column_stack([v[:2], m]),
-                np.dstack([m, m]), np.dstack([v, v]), np.column_stack((v, v)))
+        return (
+            np.hstack([1.0, v, v[0]]),
+            np.vstack([v, m, 2.0 * v]),
+            np.column_stack([v[:2], m]),
+            np.dstack([m, m]),
+            np.dstack([v, v]),
+            np.column_stack((v, v)),
+        )
 
     _check_all(f, (X[0], X), backend, argnums=(0, 1))
 
@@ -331,8 +435,16 @@ def test_stacking_a_zero_d_value_fails_as_numpy_fails():
 # matmul with scalars and lists; comparisons with Python ints outside the dtype's range
 
 
-@pytest.mark.parametrize("call", [lambda x: x @ 2.0, lambda x: 2.0 @ x, lambda x: np.matmul(x, 2.0),
-                                  lambda x: x @ np.float64(2.0), lambda x: x @ np.array(2.0)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: x @ 2.0,
+        lambda x: 2.0 @ x,
+        lambda x: np.matmul(x, 2.0),
+        lambda x: x @ np.float64(2.0),
+        lambda x: x @ np.array(2.0),
+    ],
+)
 def test_matmul_by_a_scalar_fails_as_numpy_fails(call):
     with pytest.raises(ValueError) as numpy_error:
         call(np.ones(3))
@@ -343,21 +455,30 @@ def test_matmul_by_a_scalar_fails_as_numpy_fails(call):
 
 
 def test_matmul_with_a_list(backend):
-    _check_all(lambda x: (x @ [1.0, 2.0, 3.0], [[1.0, 2.0]] @ x, np.matmul(x, [1, 0, 2])),
-               (X,), backend, argnums=(0,))
+    _check_all(
+        lambda x: (x @ [1.0, 2.0, 3.0], [[1.0, 2.0]] @ x, np.matmul(x, [1, 0, 2])),
+        (X,),
+        backend,
+        argnums=(0,),
+    )
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint32, np.int64, np.uint64],
-                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize(
+    "dtype",
+    [np.int8, np.uint8, np.int16, np.uint32, np.int64, np.uint64],
+    ids=lambda d: np.dtype(d).name,
+)
 def test_comparisons_with_python_ints_outside_the_range(dtype, backend):
     x = np.array([0, 1, 100, 7], dtype)
     info = np.iinfo(dtype)
     big, small = int(info.max) + 1, int(info.min) - 1
 
     def f(v):
-        return tuple(op(v, n) for n in (big, small, 10**30, -(10**30), 100)
-                     for op in (np.equal, np.not_equal, np.less, np.less_equal, np.greater,
-                                np.greater_equal)) + (v == big, big > v, small <= v, v != small)
+        return tuple(
+            op(v, n)
+            for n in (big, small, 10**30, -(10**30), 100)
+            for op in (np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal)
+        ) + (v == big, big > v, small <= v, v != small)
 
     _check_all(f, (x,), backend)
 
@@ -378,20 +499,39 @@ def test_numpy_integers_as_axes_shapes_and_indices(backend):
     one, zero = np.int64(1), np.int32(0)
 
     def f(v):
-        return (np.transpose(v, [one, zero]), np.sum(v, one), v[one], v[one, np.int16(2)],
-                np.reshape(v, (np.int64(3), 2)), v.reshape(np.int64(3), 2),
-                np.transpose(v, np.array([1, 0])), np.expand_dims(v, one), np.stack([v, v], one),
-                np.concatenate([v, v], one), np.moveaxis(v, one, 0), np.swapaxes(v, one, 0),
-                np.mean(v, one), np.squeeze(v[None], zero), np.broadcast_to(v, (np.int64(2), 2, 3)),
-                np.linalg.norm(v, np.int64(1), one), np.full_like(v, np.float64(2.0)))
+        return (
+            np.transpose(v, [one, zero]),
+            np.sum(v, one),
+            v[one],
+            v[one, np.int16(2)],
+            np.reshape(v, (np.int64(3), 2)),
+            v.reshape(np.int64(3), 2),
+            np.transpose(v, np.array([1, 0])),
+            np.expand_dims(v, one),
+            np.stack([v, v], one),
+            np.concatenate([v, v], one),
+            np.moveaxis(v, one, 0),
+            np.swapaxes(v, one, 0),
+            np.mean(v, one),
+            np.squeeze(v[None], zero),
+            np.broadcast_to(v, (np.int64(2), 2, 3)),
+            np.linalg.norm(v, np.int64(1), one),
+            np.full_like(v, np.float64(2.0)),
+        )
 
     _check_all(f, (X,), backend, argnums=(0,))
 
 
 def test_lists_and_numpy_scalars_as_operands(backend):
     def f(v):
-        return (v + [1.0, 2.0, 3.0], [1.0, 2.0, 3.0] - v, v * [[1.0], [2.0]], [2.0, 1.0, 4.0] / v,
-                v ** [1, 2, 3], (v > 0) & [True, False, True])
+        return (
+            v + [1.0, 2.0, 3.0],
+            [1.0, 2.0, 3.0] - v,
+            v * [[1.0], [2.0]],
+            [2.0, 1.0, 4.0] / v,
+            v ** [1, 2, 3],
+            (v > 0) & [True, False, True],
+        )
 
     def float32(w):  # NumPy scalars are strongly typed, Python lists and numbers weakly
         return w + [1.0, 2.0, 3.0], w * np.float64(2.0), w + np.float32(1.0), w * 2.0
@@ -405,13 +545,16 @@ def test_abs_of_an_integer_stays_an_integer(backend):
     _check_all(lambda v: (abs(v), np.abs(v), -v, +v), (i,), backend)
 
 
-@pytest.mark.parametrize("call", [
-    lambda x: np.moveaxis(x, 0, 5),  # once taken modulo the rank: a silent wrong transpose
-    lambda x: np.moveaxis(x, [0, 1], [1]),
-    lambda x: np.sum(x, axis=2),
-    lambda x: np.linalg.norm(x[0], 1, axis=(1, 0)),
-    lambda x: np.swapaxes(x, 0, -3),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: np.moveaxis(x, 0, 5),  # once taken modulo the rank: a silent wrong transpose
+        lambda x: np.moveaxis(x, [0, 1], [1]),
+        lambda x: np.sum(x, axis=2),
+        lambda x: np.linalg.norm(x[0], 1, axis=(1, 0)),
+        lambda x: np.swapaxes(x, 0, -3),
+    ],
+)
 def test_bad_axes_fail_as_numpy_fails(call):
     with pytest.raises(ValueError) as numpy_error:
         call(X)
@@ -428,12 +571,22 @@ def test_dot_of_every_rank_and_its_dtype(backend, rng):
     b3 = rng.uniform(-1, 1, size=(5, 4, 2))
 
     def f(a, b, v):
-        return (np.dot(a, b), np.dot(a, v), np.dot(v, b), np.dot(a[0], b), np.dot(a, b[0]),
-                np.dot(v, v), np.dot(2.0, a), np.vdot(a[0], a[1]))
+        return (
+            np.dot(a, b),
+            np.dot(a, v),
+            np.dot(v, b),
+            np.dot(a[0], b),
+            np.dot(a, b[0]),
+            np.dot(v, v),
+            np.dot(2.0, a),
+            np.vdot(a[0], a[1]),
+        )
 
     _check_all(f, (a3, b3, b3[0, :, 0]), backend, argnums=(0, 1, 2))
     i = np.array([[1, -2, 3], [0, 5, -7]], np.int32)
-    _check_all(lambda m: (np.dot(m[0], m[1]), np.dot(m, m[0]), np.dot(m > 0, m[1] > 0)), (i,), backend)
+    _check_all(
+        lambda m: (np.dot(m[0], m[1]), np.dot(m, m[0]), np.dot(m > 0, m[1] > 0)), (i,), backend
+    )
 
 
 def test_dot_with_misaligned_shapes_fails_as_numpy_fails():
@@ -452,13 +605,20 @@ def test_max_of_an_empty_array_over_a_nonempty_axis(backend):
 def test_integer_to_a_negative_power_fails_as_numpy_fails():
     i = np.array([1, 2, 3])
     with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
-        i ** -2
-    with pytest.raises(ValueError, match=r"Integers to negative integer powers are not allowed.*astype"):
-        tg.jit(lambda v: v ** -2)(i)
+        i**-2
+    with pytest.raises(
+        ValueError, match=r"Integers to negative integer powers are not allowed.*astype"
+    ):
+        tg.jit(lambda v: v**-2)(i)
 
 
 def test_clip_method_takes_numpys_keywords(backend):
-    _check_all(lambda v: (v.clip(min=-0.5), v.clip(max=0.5), v.clip(-0.5, 0.5)), (X,), backend, argnums=(0,))
+    _check_all(
+        lambda v: (v.clip(min=-0.5), v.clip(max=0.5), v.clip(-0.5, 0.5)),
+        (X,),
+        backend,
+        argnums=(0,),
+    )
 
 
 def test_where_and_clip_with_python_ints_outside_the_range(backend):
@@ -466,9 +626,16 @@ def test_where_and_clip_with_python_ints_outside_the_range(backend):
     u8 = np.array([1, 2, 250], np.uint8)
 
     def f(a, u):
-        return (np.where(a > 0, a, 300), np.where(a > 0, -129, a), np.where(u > 1, u, -1),
-                np.where(a > 0, 300, 1000), np.clip(a, -300, 300), np.clip(a, None, 300),
-                np.clip(a, 0, 300), np.clip(u, -1, 3))
+        return (
+            np.where(a > 0, a, 300),
+            np.where(a > 0, -129, a),
+            np.where(u > 1, u, -1),
+            np.where(a > 0, 300, 1000),
+            np.clip(a, -300, 300),
+            np.clip(a, None, 300),
+            np.clip(a, 0, 300),
+            np.clip(u, -1, 3),
+        )
 
     _check_all(f, (i8, u8), backend)
     for call in (lambda a: np.clip(a, 300, 400), lambda a: np.where(a > 0, a, 2**70)):

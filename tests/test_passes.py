@@ -26,7 +26,9 @@ def _prims(graph):
 def _same_values(before, after, args):
     """`after` computes what `before` does (bit for bit, NaNs in the same places)."""
     assert after.inputs == before.inputs and len(after.outputs) == len(before.outputs)
-    for a, b in zip(interpreter.evaluate(before, args), interpreter.evaluate(after, args), strict=True):
+    for a, b in zip(
+        interpreter.evaluate(before, args), interpreter.evaluate(after, args), strict=True
+    ):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)
 
@@ -113,7 +115,9 @@ def test_small_constant_arrays_fold_and_big_ones_stay():
 
 
 def test_a_uniform_folded_array_becomes_a_fill():
-    graph = _graph(X3, lambda x: P.mul(x, P.mul(P.const(np.full(3, 2.0)), P.const(np.full(3, 1.5)))))
+    graph = _graph(
+        X3, lambda x: P.mul(x, P.mul(P.const(np.full(3, 2.0)), P.const(np.full(3, 1.5))))
+    )
     after = passes.dce(passes.simplify(graph))
     const = next(n for n in after.nodes if n.prim is P.const_p)
     assert const.params["value"].ndim == 0 and const.params["value"] == 3.0
@@ -148,18 +152,21 @@ def test_linear_primitives_of_zero_shape_primitives_of_fills_and_sums_of_fills()
 # simplify: algebraic identities
 
 
-@pytest.mark.parametrize("make, name", [
-    (lambda x: P.add(x, 0.0), "x + 0"),
-    (lambda x: P.add(0.0, x), "0 + x"),
-    (lambda x: P.sub(x, 0.0), "x - 0"),
-    (lambda x: P.mul(x, 1.0), "x * 1"),
-    (lambda x: P.mul(1.0, x), "1 * x"),
-    (lambda x: P.div(x, 1.0), "x / 1"),
-    (lambda x: P.ct_mul(x, P.const(1.0, (3,), F64)), "ct_mul(x, 1)"),
-    (lambda x: P.neg(P.neg(x)), "-(-x)"),
-    (lambda x: P.where(True, x, P.unary(P.exp_p, x)), "where(True, x, .)"),
-    (lambda x: P.reshape(P.reshape(x, (3, 1)), (3,)), "reshape of reshape"),
-])
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda x: P.add(x, 0.0), "x + 0"),
+        (lambda x: P.add(0.0, x), "0 + x"),
+        (lambda x: P.sub(x, 0.0), "x - 0"),
+        (lambda x: P.mul(x, 1.0), "x * 1"),
+        (lambda x: P.mul(1.0, x), "1 * x"),
+        (lambda x: P.div(x, 1.0), "x / 1"),
+        (lambda x: P.ct_mul(x, P.const(1.0, (3,), F64)), "ct_mul(x, 1)"),
+        (lambda x: P.neg(P.neg(x)), "-(-x)"),
+        (lambda x: P.where(True, x, P.unary(P.exp_p, x)), "where(True, x, .)"),
+        (lambda x: P.reshape(P.reshape(x, (3, 1)), (3,)), "reshape of reshape"),
+    ],
+)
 def test_neutral_elements_disappear(make, name):
     graph = _graph(X3, make)
     after = passes.optimize(graph)
@@ -226,7 +233,9 @@ def test_a_matrix_product_over_an_inner_dimension_of_one_becomes_an_elementwise_
 def test_a_thin_matrix_vector_product_becomes_a_sum_of_products(rng, transposed):
     # h @ w (a row sum) and h.T @ c (a column sum, read through the transpose)
     if transposed:
-        graph = _graph([((7, 5), F64), ((7, 1), F64)], lambda h, c: P.matmul(P.transpose(h, (1, 0)), c))
+        graph = _graph(
+            [((7, 5), F64), ((7, 1), F64)], lambda h, c: P.matmul(P.transpose(h, (1, 0)), c)
+        )
         args = [rng.normal(size=(7, 5)), rng.normal(size=(7, 1))]
     else:
         graph = _graph([((7, 5), F64), ((5, 1), F64)], lambda h, w: P.matmul(h, w))
@@ -278,7 +287,9 @@ def test_passes_do_not_change_the_graph_they_are_given():
 
 
 def _softplus(z):  # max(z, 0) + log1p(exp(-|z|))
-    return P.add(P.maximum(z, 0.0), P.unary(P.log1p_p, P.unary(P.exp_p, P.neg(P.unary(P.abs_p, z)))))
+    return P.add(
+        P.maximum(z, 0.0), P.unary(P.log1p_p, P.unary(P.exp_p, P.neg(P.unary(P.abs_p, z))))
+    )
 
 
 def _softplus_log(z):  # log(1 + exp(-|-z|)) + max(0, z): the other spelling, the other order
@@ -287,17 +298,22 @@ def _softplus_log(z):  # log(1 + exp(-|-z|)) + max(0, z): the other spelling, th
 
 
 def _log_sigmoid(z):  # min(z, 0) - log1p(exp(-|z|))
-    return P.sub(P.minimum(z, 0.0), P.unary(P.log1p_p, P.unary(P.exp_p, P.neg(P.unary(P.abs_p, z)))))
+    return P.sub(
+        P.minimum(z, 0.0), P.unary(P.log1p_p, P.unary(P.exp_p, P.neg(P.unary(P.abs_p, z))))
+    )
 
 
 Z = [np.array([-30.0, -1.0, 0.0, 0.5, 40.0])]
 
 
-@pytest.mark.parametrize("idiom, exact", [
-    (_softplus, lambda z: np.logaddexp(0.0, z)),
-    (_softplus_log, lambda z: np.logaddexp(0.0, z)),
-    (_log_sigmoid, lambda z: -np.logaddexp(0.0, -z)),
-])
+@pytest.mark.parametrize(
+    "idiom, exact",
+    [
+        (_softplus, lambda z: np.logaddexp(0.0, z)),
+        (_softplus_log, lambda z: np.logaddexp(0.0, z)),
+        (_log_sigmoid, lambda z: -np.logaddexp(0.0, -z)),
+    ],
+)
 def test_smooth_idioms_become_softplus(idiom, exact):
     graph = _graph([((5,), F64)], idiom)
     after = passes.dce(passes.smooth_idioms(graph))
@@ -312,9 +328,12 @@ def test_smooth_idioms_become_softplus(idiom, exact):
 
 def test_a_near_miss_is_not_rewritten():
     # max(z, 0) + log1p(exp(-|w|)) with another value w: not softplus
-    graph = _graph([((5,), F64), ((5,), F64)], lambda z, w: P.add(
-        P.maximum(z, 0.0), P.unary(P.log1p_p, P.unary(P.exp_p, P.neg(P.unary(P.abs_p, w))))
-    ))
+    graph = _graph(
+        [((5,), F64), ((5,), F64)],
+        lambda z, w: P.add(
+            P.maximum(z, 0.0), P.unary(P.log1p_p, P.unary(P.exp_p, P.neg(P.unary(P.abs_p, w))))
+        ),
+    )
     assert passes.smooth_idioms(graph) is graph
 
 
@@ -334,7 +353,11 @@ def test_hooks_become_extra_outputs_and_multi_input_hooks_are_called_once():
     graph = _graph(X3, body)
     after, entries = passes.extract_hooks(graph)
     assert "hook" not in _prims(after)
-    assert len(after.outputs) == 1 + 1 + 2 and [name for name, _ in entries] == ["one", "two", "two"]
+    assert len(after.outputs) == 1 + 1 + 2 and [name for name, _ in entries] == [
+        "one",
+        "two",
+        "two",
+    ]
     values = interpreter.evaluate(after, ARGS3)
     np.testing.assert_array_equal(values[0], interpreter.evaluate(graph, ARGS3)[0])
     for (name, hook), value in zip(entries, values[1:], strict=True):

@@ -37,43 +37,87 @@ EXAMPLES = {
     "integer_pow": [((3,),), lambda x: P.integer_pow(x, 3)],
     "convert": [((3,),), lambda x: P.convert(P.convert(x, np.float32), np.float64)],
     "named": [((3,),), lambda x: P.mul(P.emit(P.named_p, x, name="n"), x)],
-    "where": [((3,), (3,)), lambda a, b: P.where(P.compare(P.gt_p, a, b), P.mul(a, a), P.unary(P.sin_p, b))],
+    "where": [
+        ((3,), (3,)),
+        lambda a, b: P.where(P.compare(P.gt_p, a, b), P.mul(a, a), P.unary(P.sin_p, b)),
+    ],
     "ct_mul": [((3,), (3,)), lambda a, b: P.ct_mul(a, b)],
     "reduce_sum": [((2, 3),), lambda x: P.reduce_sum(P.mul(x, x), (1,))],
     "reduce_max": [((2, 3),), lambda x: P.reduce(P.reduce_max_p, x, (0,))],
     "reduce_min": [((2, 3),), lambda x: P.reduce(P.reduce_min_p, x, (1,))],
     "reduce_prod": [((2, 3),), lambda x: P.reduce(P.reduce_prod_p, x, (0, 1))],
     "matmul": [((2, 3), (3, 4)), lambda a, b: P.matmul(a, b)],
-    "broadcast_to": [((3,),), lambda x: P.mul(P.broadcast_to(x, (2, 3)), P.broadcast_to(x, (2, 3)))],
+    "broadcast_to": [
+        ((3,),),
+        lambda x: P.mul(P.broadcast_to(x, (2, 3)), P.broadcast_to(x, (2, 3))),
+    ],
     "reshape": [((2, 3),), lambda x: P.mul(P.reshape(x, (3, 2)), P.reshape(x, (3, 2)))],
     "transpose": [((2, 3),), lambda x: P.matmul(x, P.transpose(x))],
     "slice": [((5,),), lambda x: P.mul(P.slice_(x, ((0, 4, 1),)), P.slice_(x, ((4, 0, -1),)))],
-    "unslice": [((2,),), lambda x: P.mul(P.emit(P.unslice_p, x, shape=(4,), index=((1, 4, 2),)),
-                                          P.const(np.arange(4.0)))],
-    "concatenate": [((2,), (3,)), lambda a, b: P.mul(P.concatenate([a, b], 0), P.concatenate([b, a], 0))],
+    "unslice": [
+        ((2,),),
+        lambda x: P.mul(
+            P.emit(P.unslice_p, x, shape=(4,), index=((1, 4, 2),)), P.const(np.arange(4.0))
+        ),
+    ],
+    "concatenate": [
+        ((2,), (3,)),
+        lambda a, b: P.mul(P.concatenate([a, b], 0), P.concatenate([b, a], 0)),
+    ],
     "const": [((3,),), lambda x: P.mul(x, P.const(np.array([1.0, 2.0, 3.0])))],
-    "cumsum": [((2, 3),), lambda x: P.mul(P.cumulative(P.cumsum_p, x, 1), P.cumulative(P.cumsum_p, P.mul(x, x), 0))],
-    "gather": [((4, 2),), lambda x: P.mul(P.gather(x, P.const(np.array([0, 2, 2, 3])), 0),
-                                          P.gather(x, P.const(np.array([1, 0])), 1))],
-    "scatter_add": [((3, 2),), lambda v: P.mul(P.scatter_add(v, P.const(np.array([1, 1, 0])), 0, (4, 2)),
-                                               P.scatter_add(v, P.const(np.array([3, 0, 0])), 0, (4, 2)))],
+    "cumsum": [
+        ((2, 3),),
+        lambda x: P.mul(P.cumulative(P.cumsum_p, x, 1), P.cumulative(P.cumsum_p, P.mul(x, x), 0)),
+    ],
+    "gather": [
+        ((4, 2),),
+        lambda x: P.mul(
+            P.gather(x, P.const(np.array([0, 2, 2, 3])), 0),
+            P.gather(x, P.const(np.array([1, 0])), 1),
+        ),
+    ],
+    "scatter_add": [
+        ((3, 2),),
+        lambda v: P.mul(
+            P.scatter_add(v, P.const(np.array([1, 1, 0])), 0, (4, 2)),
+            P.scatter_add(v, P.const(np.array([3, 0, 0])), 0, (4, 2)),
+        ),
+    ],
 }
 # Steps for finite differences where float32 rounding inside the example needs a larger one.
 EPS = {"convert": 1e-2}
 NOT_DIFFERENTIABLE = {n for n, p in P.PRIMITIVES.items() if not p.differentiable}
 # custom_grad only arises from tg.custom_vjp; tests/test_api.py exercises it end to end.
 TESTED_ELSEWHERE = {
-    "custom_grad", "stop_gradient", "tap", "hook",  # test_api, test_taps
-    "custom_jvp", "remat",  # test_transforms
-    "scan", "loop", "while", "cond",  # test_loops
-    "cholesky", "det", "eigh_values", "eigh_vectors", "inv", "logabsdet", "solve",  # test_linalg
-    "svd_u", "svd_s", "svd_vt", "qr_q", "qr_r",  # test_numpy_breadth
+    "custom_grad",
+    "stop_gradient",
+    "tap",
+    "hook",  # test_api, test_taps
+    "custom_jvp",
+    "remat",  # test_transforms
+    "scan",
+    "loop",
+    "while",
+    "cond",  # test_loops
+    "cholesky",
+    "det",
+    "eigh_values",
+    "eigh_vectors",
+    "inv",
+    "logabsdet",
+    "solve",  # test_linalg
+    "svd_u",
+    "svd_s",
+    "svd_vt",
+    "qr_q",
+    "qr_r",  # test_numpy_breadth
 }
 
 
 def _plain_elementwise() -> list[str]:
     return [
-        n for n, p in P.PRIMITIVES.items()
+        n
+        for n, p in P.PRIMITIVES.items()
         if p.kind is Kind.ELEMENTWISE and n not in EXAMPLES and p.differentiable
     ]
 
@@ -164,7 +208,9 @@ def _single(graph: ir.Graph, i: int, args, backend) -> np.ndarray:
     return run(graph, args, backend)[i]
 
 
-@pytest.mark.parametrize("name", sorted(NOT_DIFFERENTIABLE - {"const", "signdet", "argsort", "while_count"}))  # test_linalg, test_array_functions
+@pytest.mark.parametrize(
+    "name", sorted(NOT_DIFFERENTIABLE - {"const", "signdet", "argsort", "while_count"})
+)  # test_linalg, test_array_functions
 def test_non_differentiable_primitives_give_no_gradient(name, rng, backend):
     prim = P.PRIMITIVES[name]
     n = _arity(prim) if prim.kind is Kind.ELEMENTWISE else 1
@@ -188,8 +234,11 @@ def test_reference_implementation_matches_shape_rule(name, rng):
     """impl and infer agree on shape and dtype (float32 stays float32)."""
     prim = P.PRIMITIVES[name]
     if name in ("integer_pow", "convert", "named"):
-        params = {"integer_pow": {"n": 3}, "convert": {"dtype": np.dtype(np.float32)},
-                  "named": {"name": "n"}}[name]
+        params = {
+            "integer_pow": {"n": 3},
+            "convert": {"dtype": np.dtype(np.float32)},
+            "named": {"name": "n"},
+        }[name]
         n = 1
     else:
         params, n = {}, _arity(prim)
@@ -200,8 +249,9 @@ def test_reference_implementation_matches_shape_rule(name, rng):
         dtypes = [np.dtype(np.bool_)] * n
     if prim.operands == "integer":  # a small integer type must stay small
         dtypes = [np.dtype(np.int16)] * n
-    args = [(rng.uniform(0.3, 0.9, size=(4,)) * (100 if d.kind == "i" else 1)).astype(d)
-            for d in dtypes]
+    args = [
+        (rng.uniform(0.3, 0.9, size=(4,)) * (100 if d.kind == "i" else 1)).astype(d) for d in dtypes
+    ]
     shape, dtype = prim.infer(tuple(a.shape for a in args), tuple(dtypes), params)
     with np.errstate(all="ignore"):
         value = np.asarray(prim.impl(*args, **params))

@@ -36,7 +36,9 @@ def chain(k):
 
 def test_kernel_source_grows_linearly_with_the_number_of_steps():
     x = np.linspace(0, 1, 64)
-    sizes = {k: len(tg.make_kernels(tg.jit(shifted_sum(k)), backend="cpu")(x)) for k in (2, 4, 8, 16)}
+    sizes = {
+        k: len(tg.make_kernels(tg.jit(shifted_sum(k)), backend="cpu")(x)) for k in (2, 4, 8, 16)
+    }
     per_step = [(sizes[b] - sizes[a]) / (b - a) for a, b in ((2, 4), (4, 8), (8, 16))]
     assert max(per_step) < 1.5 * min(per_step), sizes  # was x16 per step
     assert sizes[16] < 40_000, sizes

@@ -37,7 +37,14 @@ BINARY = [
     ("mul", np.multiply),
     ("safe_div", lambda a, b: a / (1.0 + b * b)),
     ("where", lambda a, b: np.where(a > b, a * b, np.sin(a))),
-    ("concat", lambda a, b: np.concatenate([a, b], axis=-1) if a.ndim == b.ndim and a.ndim and a.shape[:-1] == b.shape[:-1] else a + b),
+    (
+        "concat",
+        lambda a, b: (
+            np.concatenate([a, b], axis=-1)
+            if a.ndim == b.ndim and a.ndim and a.shape[:-1] == b.shape[:-1]
+            else a + b
+        ),
+    ),
 ]
 
 step = st.one_of(
@@ -70,13 +77,18 @@ def _valid(program, x, y) -> bool:
 
 def _no_ties(steps, x, y) -> bool:
     """max and where are not differentiable at ties; finite differences would straddle them."""
-    return all(s[0] != "u" or UNARY[s[1]][0] != "max_first" for s in steps) or len(set(np.round(x.ravel(), 3))) == x.size
+    return (
+        all(s[0] != "u" or UNARY[s[1]][0] != "max_first" for s in steps)
+        or len(set(np.round(x.ravel(), 3))) == x.size
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 # derandomized: the same 25 programs on every run, so their compiled kernels come from the disk
 # cache after the first run (exploring new random programs is benchmarks/hunt.py's job)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
 @given(
     steps=st.lists(step, min_size=1, max_size=6),
     seed=st.integers(0, 2**16),
@@ -87,7 +99,9 @@ def test_random_programs_gradient_and_hessian(backend, steps, seed):
     y = rng.uniform(-1.0, 1.0, size=(3,))
     program = make_program(steps)
     assume(_valid(program, x, y) and _no_ties(steps, x, y))
-    assume(all(BINARY[s[1]][0] != "where" for s in steps if s[0] == "b") or _margin_ok(program, x, y))
+    assume(
+        all(BINARY[s[1]][0] != "where" for s in steps if s[0] == "b") or _margin_ok(program, x, y)
+    )
     tg.check_grad(program, x, y, order=2, rtol=1e-4, atol=1e-5, backend=backend)
 
 

@@ -51,8 +51,9 @@ def test_a_leapfrog_with_loop_constants_rolls(backend, monkeypatch):
     q, p = np.linspace(0, 1, 6), np.cos(np.arange(6.0))
     assert scans(leapfrog, q, p, 1.3)
     g = tg.grad(leapfrog, argnums=(0, 2), backend=backend)(q, p, 1.3)
-    expected = unrolled(tg.grad(leapfrog, argnums=(0, 2), backend="numpy"), q, p, 1.3,
-                        monkeypatch=monkeypatch)
+    expected = unrolled(
+        tg.grad(leapfrog, argnums=(0, 2), backend="numpy"), q, p, 1.3, monkeypatch=monkeypatch
+    )
     np.testing.assert_allclose(g[0], expected[0], rtol=1e-10)
     np.testing.assert_allclose(g[1], expected[1], rtol=1e-10)
     eps = 1e-6
@@ -89,9 +90,11 @@ def test_nested_loops_roll_from_the_inside_out(monkeypatch):
     x = np.linspace(-1, 1, 4)
     (outer,) = scans(nested, x)
     assert any(n.prim is scan.scan_p for n in outer.params["body"].nodes)
-    np.testing.assert_allclose(tg.grad(nested, backend="numpy")(x),
-                               unrolled(tg.grad(nested, backend="numpy"), x,
-                                        monkeypatch=monkeypatch), rtol=1e-12)
+    np.testing.assert_allclose(
+        tg.grad(nested, backend="numpy")(x),
+        unrolled(tg.grad(nested, backend="numpy"), x, monkeypatch=monkeypatch),
+        rtol=1e-12,
+    )
 
 
 def second_order_recurrence(x):
@@ -115,11 +118,13 @@ def test_a_value_read_two_iterations_later_stays_unrolled_and_exact(monkeypatch)
 
 def test_a_long_plain_loop_compiles_like_a_short_one():
     """The kernels of a 1,000-step loop are those of a 100-step one (source, not compiled)."""
+
     def run(k):
         def f(q):
             for _ in range(k):
                 q = np.sin(np.concatenate([q[1:], q[:1]]) + np.concatenate([q[-1:], q[:-1]]))
             return q
+
         return tg.make_kernels(tg.jit(f), backend="cpu")(np.linspace(0, 1, 64))
 
     assert len(run(1000)) == len(run(100))
@@ -163,8 +168,9 @@ def test_indexing_by_the_loop_counter_rolls(backend, monkeypatch):
     for fun, data in ((rnn, xs), (every_other_column, xs.T.copy())):
         assert scans(fun, h, data, 0.7), fun.__name__
         got = tg.grad(fun, argnums=(0, 1, 2), backend=backend)(h, data, 0.7)
-        want = unrolled(tg.grad(fun, argnums=(0, 1, 2), backend="numpy"), h, data, 0.7,
-                        monkeypatch=monkeypatch)
+        want = unrolled(
+            tg.grad(fun, argnums=(0, 1, 2), backend="numpy"), h, data, 0.7, monkeypatch=monkeypatch
+        )
         for a, b in zip(got, want, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-14)
 
@@ -174,9 +180,11 @@ def test_windows_that_do_not_move_by_a_fixed_step_stay_unrolled(monkeypatch):
     xs = np.linspace(0, 1, 82 * 16).reshape(82, 16)
     assert scans(lambda h, xs, w: every_other_column(h, xs.T, w), h, xs, 0.7)  # same size rolls
     assert not scans(irregular, h, xs, 0.7)
-    np.testing.assert_allclose(tg.grad(irregular, backend="numpy")(h, xs, 0.7),
-                               unrolled(tg.grad(irregular, backend="numpy"), h, xs, 0.7,
-                                        monkeypatch=monkeypatch), rtol=1e-12)
+    np.testing.assert_allclose(
+        tg.grad(irregular, backend="numpy")(h, xs, 0.7),
+        unrolled(tg.grad(irregular, backend="numpy"), h, xs, 0.7, monkeypatch=monkeypatch),
+        rtol=1e-12,
+    )
 
 
 def periodic_fill(x):
@@ -201,4 +209,3 @@ def test_a_periodic_boundary_leaves_its_iteration_unrolled_and_the_rest_rolls(ba
     )
     np.testing.assert_allclose(value, want_value, rtol=1e-13)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-12, atol=1e-15)
-

@@ -19,7 +19,9 @@ def tutorial_loss(w, x, b):
 
 
 def test_tutorial_gradient_at_y(backend):
-    grads, taps = tg.grad(tutorial_loss, argnums=(0, 1, 2), taps=True, backend=backend)(2.0, 3.0, 1.0)
+    grads, taps = tg.grad(tutorial_loss, argnums=(0, 1, 2), taps=True, backend=backend)(
+        2.0, 3.0, 1.0
+    )
     assert tuple(float(g) for g in grads) == (12.0, 8.0, 4.0)
     assert list(taps) == ["y"] and taps["y"] == 4.0 and taps["y"].shape == ()
 
@@ -176,7 +178,11 @@ def test_untapped_programs_are_unchanged_by_taps():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=20, deadline=None)
-@given(steps=st.lists(step, min_size=2, max_size=6), where=st.integers(0, 5), seed=st.integers(0, 2**16))
+@given(
+    steps=st.lists(step, min_size=2, max_size=6),
+    where=st.integers(0, 5),
+    seed=st.integers(0, 2**16),
+)
 def test_tapped_gradient_equals_finite_differences_of_a_perturbation(backend, steps, where, seed):
     """d out / d tap = d out(perturbation added at the tap) / d perturbation, at 0."""
     rng = np.random.default_rng(seed)

@@ -26,8 +26,14 @@ def f_scalar(x):
 
 
 def _fd_jvp(f, primals, tangents, eps=1e-6):
-    plus = [np.asarray(p, np.float64) + eps * np.asarray(t, np.float64) for p, t in zip(primals, tangents, strict=True)]
-    minus = [np.asarray(p, np.float64) - eps * np.asarray(t, np.float64) for p, t in zip(primals, tangents, strict=True)]
+    plus = [
+        np.asarray(p, np.float64) + eps * np.asarray(t, np.float64)
+        for p, t in zip(primals, tangents, strict=True)
+    ]
+    minus = [
+        np.asarray(p, np.float64) - eps * np.asarray(t, np.float64)
+        for p, t in zip(primals, tangents, strict=True)
+    ]
     return (np.asarray(f(*plus)) - np.asarray(f(*minus))) / (2 * eps)
 
 
@@ -56,7 +62,9 @@ def test_jvp_matches_finite_differences_and_the_jacobian(backend, data, dtype):
     assert y.dtype == dtype and t.dtype == dtype and t.shape == y.shape
     np.testing.assert_allclose(y, f_vec(x, w), rtol=TOL[dtype], atol=TOL[dtype])
     fd = _fd_jvp(f_vec, (x, w), (tx, tw))
-    np.testing.assert_allclose(t, fd, rtol=FD_TOL[dtype] * 100, atol=1e-5 if dtype == np.float32 else 1e-7)
+    np.testing.assert_allclose(
+        t, fd, rtol=FD_TOL[dtype] * 100, atol=1e-5 if dtype == np.float32 else 1e-7
+    )
     jx, jw = tg.jacobian(f_vec, argnums=(0, 1), backend="numpy")(x, w)  # the oracle
     np.testing.assert_allclose(t, jx @ tx + jw @ tw, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
 
@@ -69,7 +77,9 @@ def test_jvp_of_pytrees_ints_and_aux(backend):
         y = p["a"] * p["b"] ** 2 + n
         return {"y": y, "s": np.sum(y)}, n * 2
 
-    (out, tan, aux) = tg.jvp(f, (params, np.int64(3)), (tangents, np.int64(0)), has_aux=True, backend=backend)
+    (out, tan, aux) = tg.jvp(
+        f, (params, np.int64(3)), (tangents, np.int64(0)), has_aux=True, backend=backend
+    )
     assert set(out) == {"y", "s"} and set(tan) == {"y", "s"}
     expected = tangents["a"] * 4.0 + params["a"] * 2 * 2.0 * -1.0
     np.testing.assert_allclose(tan["y"], expected)
@@ -98,8 +108,12 @@ def test_jvp_inside_grad_and_jit(backend, rng):
         return tg.jvp(f_scalar, (x,), (v,))[1]
 
     g = tg.grad(directional, backend=backend)(x)
-    np.testing.assert_allclose(g, tg.hessian(f_scalar, backend="numpy")(x) @ v, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(tg.jit(directional, backend=backend)(x), tg.grad(f_scalar)(x) @ v, rtol=1e-12)
+    np.testing.assert_allclose(
+        g, tg.hessian(f_scalar, backend="numpy")(x) @ v, rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        tg.jit(directional, backend=backend)(x), tg.grad(f_scalar)(x) @ v, rtol=1e-12
+    )
 
 
 def test_forward_mode_needs_no_matrix_of_the_jacobian(rng):
@@ -119,7 +133,9 @@ def test_linearize_reuses_the_primal(backend, data, dtype):
     np.testing.assert_allclose(y, f_vec(x, w), rtol=TOL[dtype], atol=TOL[dtype])
     for scale in (1.0, -2.0):
         _, expected = tg.jvp(f_vec, (x, w), (scale * tx, scale * tw), backend="numpy")
-        np.testing.assert_allclose(f_jvp(scale * tx, scale * tw), expected, rtol=TOL[dtype], atol=TOL[dtype])
+        np.testing.assert_allclose(
+            f_jvp(scale * tx, scale * tw), expected, rtol=TOL[dtype], atol=TOL[dtype]
+        )
     with pytest.raises(TypeError, match="2 tangents"):
         f_jvp(tx)
 
@@ -180,10 +196,16 @@ def test_jacfwd_equals_jacrev(backend, data, dtype):
 def test_jacfwd_of_jacrev_is_the_hessian(backend, rng):
     x = rng.normal(size=4)
     h = tg.hessian(f_scalar, backend="numpy")(x)
-    np.testing.assert_allclose(tg.jacfwd(tg.jacrev(f_scalar), backend=backend)(x), h, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(tg.jacrev(tg.jacfwd(f_scalar), backend=backend)(x), h, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        tg.jacfwd(tg.jacrev(f_scalar), backend=backend)(x), h, rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        tg.jacrev(tg.jacfwd(f_scalar), backend=backend)(x), h, rtol=1e-10, atol=1e-12
+    )
     v = rng.normal(size=4)
-    np.testing.assert_allclose(tg.hvp(f_scalar, backend=backend)(x, v), h @ v, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        tg.hvp(f_scalar, backend=backend)(x, v), h @ v, rtol=1e-10, atol=1e-12
+    )
 
 
 def test_jacfwd_with_aux_and_matrix_input(rng):
@@ -206,7 +228,9 @@ def test_tall_jacobian_by_forward_mode_has_no_bigger_intermediate():
     jac = tg.jacfwd(curve)(p)
     np.testing.assert_allclose(jac, tg.jacobian(curve)(p), rtol=1e-12, atol=1e-12)
     eps = 1e-6
-    fd = np.stack([(curve(p + eps * e) - curve(p - eps * e)) / (2 * eps) for e in np.eye(3)], axis=1)
+    fd = np.stack(
+        [(curve(p + eps * e) - curve(p - eps * e)) / (2 * eps) for e in np.eye(3)], axis=1
+    )
     np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-6)
 
 
@@ -238,7 +262,9 @@ def test_per_example_gradients_equal_a_loop(backend, rng, dtype):
     for i in range(len(xs)):
         g = grad(params, xs[i], ys[i])
         for k in params:
-            np.testing.assert_allclose(per_example[k][i], g[k], rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+            np.testing.assert_allclose(
+                per_example[k][i], g[k], rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10
+            )
 
 
 def test_vmap_axes_dicts_and_out_axes(backend, rng):
@@ -263,10 +289,16 @@ def test_vmap_of_hessian_jvp_and_nested_vmap(backend, rng):
     xs = rng.normal(size=(3, 4))
     hs = tg.vmap(tg.hessian(f_scalar), backend=backend)(xs)
     for i in range(3):
-        np.testing.assert_allclose(hs[i], tg.hessian(f_scalar, backend="numpy")(xs[i]), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            hs[i], tg.hessian(f_scalar, backend="numpy")(xs[i]), rtol=1e-10, atol=1e-12
+        )
     ts = tg.vmap(lambda x, v: tg.jvp(f_scalar, (x,), (v,))[1], backend=backend)(xs, xs)
-    np.testing.assert_allclose(ts, np.einsum("ij,ij->i", tg.vmap(tg.grad(f_scalar))(xs), xs), rtol=1e-10)
-    outer = tg.vmap(tg.vmap(lambda a, b: a * b, in_axes=(None, 0)), in_axes=(0, None), backend=backend)
+    np.testing.assert_allclose(
+        ts, np.einsum("ij,ij->i", tg.vmap(tg.grad(f_scalar))(xs), xs), rtol=1e-10
+    )
+    outer = tg.vmap(
+        tg.vmap(lambda a, b: a * b, in_axes=(None, 0)), in_axes=(0, None), backend=backend
+    )
     np.testing.assert_allclose(outer(xs[0], xs[1]), np.outer(xs[0], xs[1]))
 
 
@@ -312,16 +344,31 @@ def test_checkpoint_changes_no_derivative(backend, rng, dtype):
     plain = lambda x, w: np.sum(_block(_block(x, w), w) ** 2)
     saved = lambda x, w: np.sum(tg.checkpoint(_block)(tg.checkpoint(_block)(x, w), w) ** 2)
     tol = TOL[dtype] * 10
-    for a, b in zip(tg.grad(saved, argnums=(0, 1), backend=backend)(x, w),
-                    tg.grad(plain, argnums=(0, 1), backend="numpy")(x, w), strict=True):
+    for a, b in zip(
+        tg.grad(saved, argnums=(0, 1), backend=backend)(x, w),
+        tg.grad(plain, argnums=(0, 1), backend="numpy")(x, w),
+        strict=True,
+    ):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
-    np.testing.assert_allclose(tg.hessian(saved, backend=backend)(x, w), tg.hessian(plain, backend="numpy")(x, w),
-                               rtol=tol * 10, atol=tol * 10)
-    np.testing.assert_allclose(tg.jvp(saved, (x, w), (w, x), backend=backend)[1],
-                               tg.jvp(plain, (x, w), (w, x), backend="numpy")[1], rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        tg.hessian(saved, backend=backend)(x, w),
+        tg.hessian(plain, backend="numpy")(x, w),
+        rtol=tol * 10,
+        atol=tol * 10,
+    )
+    np.testing.assert_allclose(
+        tg.jvp(saved, (x, w), (w, x), backend=backend)[1],
+        tg.jvp(plain, (x, w), (w, x), backend="numpy")[1],
+        rtol=tol,
+        atol=tol,
+    )
     batch = np.stack([x, w])
-    np.testing.assert_allclose(tg.vmap(tg.grad(saved), in_axes=(0, None), backend=backend)(batch, w)[1],
-                               tg.grad(plain, backend="numpy")(w, w), rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        tg.vmap(tg.grad(saved), in_axes=(0, None), backend=backend)(batch, w)[1],
+        tg.grad(plain, backend="numpy")(w, w),
+        rtol=tol,
+        atol=tol,
+    )
 
 
 def test_checkpoint_recomputes_in_the_backward_pass():
@@ -336,7 +383,9 @@ def test_checkpoint_recomputes_in_the_backward_pass():
 def test_checkpoint_outside_a_trace_static_args_and_taps():
     x = np.linspace(0, 1, 4)
     np.testing.assert_allclose(tg.checkpoint(np.sin)(x), np.sin(x))
-    scaled = tg.checkpoint(lambda x, how: np.sin(x) if how == "sin" else np.cos(x), static_argnums=(1,))
+    scaled = tg.checkpoint(
+        lambda x, how: np.sin(x) if how == "sin" else np.cos(x), static_argnums=(1,)
+    )
     np.testing.assert_allclose(tg.grad(lambda x: scaled(x, "cos").sum())(x), -np.sin(x))
     with pytest.raises(tg.TracingError, match="tap"):
         tg.grad(lambda x: tg.checkpoint(lambda y: tg.tap(y * 2, "y"))(x).sum())(x)
@@ -373,20 +422,36 @@ def test_custom_jvp_in_every_mode(backend, rng, dtype):
     mine = lambda x: np.sum(softplus(x) * x)
     ref = lambda x: np.sum(np.log1p(np.exp(x)) * x)
     tol = TOL[dtype] * 10
-    np.testing.assert_allclose(tg.grad(mine, backend=backend)(x), tg.grad(ref, backend="numpy")(x), rtol=tol, atol=tol)
-    np.testing.assert_allclose(tg.hessian(mine, backend=backend)(x), tg.hessian(ref, backend="numpy")(x),
-                               rtol=tol, atol=tol)
-    np.testing.assert_allclose(tg.jvp(mine, (x,), (x,), backend=backend)[1], tg.jvp(ref, (x,), (x,), backend="numpy")[1],
-                               rtol=tol, atol=tol)
-    np.testing.assert_allclose(tg.vmap(tg.grad(mine), backend=backend)(np.stack([x, -x]))[1],
-                               tg.grad(ref, backend="numpy")(-x), rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        tg.grad(mine, backend=backend)(x), tg.grad(ref, backend="numpy")(x), rtol=tol, atol=tol
+    )
+    np.testing.assert_allclose(
+        tg.hessian(mine, backend=backend)(x),
+        tg.hessian(ref, backend="numpy")(x),
+        rtol=tol,
+        atol=tol,
+    )
+    np.testing.assert_allclose(
+        tg.jvp(mine, (x,), (x,), backend=backend)[1],
+        tg.jvp(ref, (x,), (x,), backend="numpy")[1],
+        rtol=tol,
+        atol=tol,
+    )
+    np.testing.assert_allclose(
+        tg.vmap(tg.grad(mine), backend=backend)(np.stack([x, -x]))[1],
+        tg.grad(ref, backend="numpy")(-x),
+        rtol=tol,
+        atol=tol,
+    )
 
 
 def test_custom_jvp_rule_is_what_gets_differentiated(backend):
     x = np.array([-1.0, 0.5, 2.0])
     g = tg.grad(lambda x: clipped(x, 0.0).sum(), backend=backend)(x)
     np.testing.assert_allclose(g, np.ones(3))  # not the 0/1 mask of np.maximum
-    np.testing.assert_allclose(tg.jvp(lambda x: clipped(x, 0.0), (x,), (2 * x,), backend=backend)[1], 2 * x)
+    np.testing.assert_allclose(
+        tg.jvp(lambda x: clipped(x, 0.0), (x,), (2 * x,), backend=backend)[1], 2 * x
+    )
     np.testing.assert_allclose(clipped(x, 0.0), np.maximum(x, 0.0))  # outside a trace: the function
 
 
@@ -418,8 +483,10 @@ def test_jvp_of_a_custom_vjp_function(backend):
     cube.defvjp(lambda x: (x**3, x), lambda x, ct: (ct * 3 * x**2,))
     x, t = np.array([1.0, -2.0]), np.array([0.5, 1.0])
     np.testing.assert_allclose(tg.jvp(cube, (x,), (t,), backend=backend)[1], 3 * x**2 * t)
-    np.testing.assert_allclose(tg.vmap(tg.grad(lambda x: cube(x).sum()), backend=backend)(np.stack([x, t])),
-                               3 * np.stack([x, t]) ** 2)
+    np.testing.assert_allclose(
+        tg.vmap(tg.grad(lambda x: cube(x).sum()), backend=backend)(np.stack([x, t])),
+        3 * np.stack([x, t]) ** 2,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,7 +507,9 @@ def test_captured_arrays_are_read_at_call_time(backend):
         np.testing.assert_allclose(mapped(xs), np.sin(xs * SCALE))
         # a linearisation made earlier keeps its point (its residuals), like JAX's
         np.testing.assert_allclose(f_jvp(np.ones(3)), old.sum())
-        t = tg.jvp(lambda x: np.sum(np.exp(x * SCALE)), (np.zeros(3),), (np.ones(3),), backend=backend)[1]
+        t = tg.jvp(
+            lambda x: np.sum(np.exp(x * SCALE)), (np.zeros(3),), (np.ones(3),), backend=backend
+        )[1]
         np.testing.assert_allclose(t, SCALE.sum())
     finally:
         SCALE = old
@@ -475,7 +544,9 @@ def test_the_callers_arrays_are_not_modified(backend):
 
 
 def test_vmap_of_a_batch_of_one_and_of_constants(backend):
-    np.testing.assert_allclose(tg.vmap(lambda a: np.cos(a), backend=backend)(np.zeros((1, 2))), np.ones((1, 2)))
+    np.testing.assert_allclose(
+        tg.vmap(lambda a: np.cos(a), backend=backend)(np.zeros((1, 2))), np.ones((1, 2))
+    )
     out = tg.vmap(lambda a: (a.sum(), 3.0), backend=backend)(np.ones((4, 2)))
     np.testing.assert_allclose(out[0], 2 * np.ones(4))
     np.testing.assert_allclose(out[1], 3 * np.ones(4))
@@ -484,7 +555,9 @@ def test_vmap_of_a_batch_of_one_and_of_constants(backend):
 def test_grad_of_a_checkpointed_function_and_jacfwd_with_static_args(backend):
     f = lambda x: np.sum(np.sin(x) ** 3)
     x = np.linspace(0.1, 1, 3)
-    np.testing.assert_allclose(tg.grad(tg.checkpoint(f), backend=backend)(x), tg.grad(f)(x), rtol=1e-12)
+    np.testing.assert_allclose(
+        tg.grad(tg.checkpoint(f), backend=backend)(x), tg.grad(f)(x), rtol=1e-12
+    )
     jac = tg.jacfwd(lambda x, n: x**n, static_argnums=(1,), backend=backend)(x, 3)
     np.testing.assert_allclose(jac, np.diag(3 * x**2), rtol=1e-12)
 
@@ -492,17 +565,26 @@ def test_grad_of_a_checkpointed_function_and_jacfwd_with_static_args(backend):
 def test_forward_mode_edge_cases(backend):
     x, t = np.array([0.3, -1.2, 2.0]), np.array([1.0, 2.0, -1.0])
     np.testing.assert_array_equal(tg.jvp(lambda x: x, (x,), (t,), backend=backend)[1], t)
-    np.testing.assert_array_equal(tg.jvp(lambda x: np.ones(2), (x,), (t,), backend=backend)[1], np.zeros(2))
+    np.testing.assert_array_equal(
+        tg.jvp(lambda x: np.ones(2), (x,), (t,), backend=backend)[1], np.zeros(2)
+    )
     np.testing.assert_allclose(
         tg.jvp(lambda x: np.where(x > 0, x**2, -x), (x,), (t,), backend=backend)[1],
         np.where(x > 0, 2 * x * t, -t),
     )
-    np.testing.assert_allclose(tg.jvp(lambda n, x: x * n, (np.int64(3), x), (np.int64(0), t), backend=backend)[1], 3 * t)
+    np.testing.assert_allclose(
+        tg.jvp(lambda n, x: x * n, (np.int64(3), x), (np.int64(0), t), backend=backend)[1], 3 * t
+    )
     (ct,) = tg.vjp(lambda x: x, x, backend=backend)[1](t)
     np.testing.assert_array_equal(ct, t)
-    moved = tg.vmap(lambda a: a, in_axes=0, out_axes=1, backend=backend)(np.arange(6.0).reshape(2, 3))
+    moved = tg.vmap(lambda a: a, in_axes=0, out_axes=1, backend=backend)(
+        np.arange(6.0).reshape(2, 3)
+    )
     np.testing.assert_array_equal(moved, np.arange(6.0).reshape(2, 3).T)
     # a linear map from linearize, differentiated again
     _, f_jvp = tg.linearize(lambda x: np.sin(x) * 2, x, backend=backend)
-    np.testing.assert_allclose(tg.grad(lambda s: np.sum(f_jvp(s * t)), backend=backend)(1.0),
-                               np.sum(2 * np.cos(x) * t), rtol=1e-12)
+    np.testing.assert_allclose(
+        tg.grad(lambda s: np.sum(f_jvp(s * t)), backend=backend)(1.0),
+        np.sum(2 * np.cos(x) * t),
+        rtol=1e-12,
+    )

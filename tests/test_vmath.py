@@ -247,7 +247,9 @@ def test_exact_at_exact_powers(dt):
     assert np.all(np.isfinite(powers2)) and np.all(powers2 > 0)
     np.testing.assert_array_equal(apply("log2", dt, powers2), k2.astype(dtype))
     np.testing.assert_array_equal(apply("exp2", dt, k2.astype(dtype)), powers2)
-    k10 = np.arange(int(np.ceil(np.log10(float(fi.smallest_normal)))), int(np.log10(float(fi.max))) + 1)
+    k10 = np.arange(
+        int(np.ceil(np.log10(float(fi.smallest_normal)))), int(np.log10(float(fi.max))) + 1
+    )
     powers10 = np.array([dtype(f"1e{k}") for k in k10])
     np.testing.assert_array_equal(apply("log10", dt, powers10), k10.astype(dtype))
     np.testing.assert_array_equal(np.log10(powers10), k10.astype(dtype))  # as NumPy's
@@ -305,8 +307,13 @@ def special_inputs(name, dtype):
             c = dtype(e)
             v += [c, np.nextafter(c, dtype(np.inf)), np.nextafter(c, dtype(-np.inf)), -c]
     if name == "exp2":  # around the overflow and underflow thresholds
-        for e in (fi.maxexp, fi.maxexp - 1, fi.minexp - fi.nmant, fi.minexp - fi.nmant - 1,
-                  fi.minexp):
+        for e in (
+            fi.maxexp,
+            fi.maxexp - 1,
+            fi.minexp - fi.nmant,
+            fi.minexp - fi.nmant - 1,
+            fi.minexp,
+        ):
             c = dtype(e)
             v += [c, np.nextafter(c, dtype(np.inf)), np.nextafter(c, dtype(-np.inf)), -c]
     if name in ("log", "log1p", "log2", "log10"):
@@ -664,8 +671,10 @@ def binary_samples(dtype, n=100_000, seed=1):
     wide_x = signed(_bits_range(rng, fi.smallest_subnormal, fi.max, n, dtype))
     near_x = signed(rng.uniform(0.1, 10, n).astype(dtype))
     near_y = (near_x * rng.uniform(0.5, 2.0, n)).astype(dtype)
-    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, fi.smallest_subnormal,
-                        fi.max, -fi.tiny], dtype)
+    special = np.array(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, fi.smallest_subnormal, fi.max, -fi.tiny],
+        dtype,
+    )
     sy, sx = (a.ravel() for a in np.meshgrid(special, special))
     return np.concatenate([wide_y, near_y, sy]), np.concatenate([wide_x, near_x, sx])
 

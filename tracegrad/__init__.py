@@ -1,13 +1,13 @@
 """tracegrad: exact derivatives of plain NumPy code, compiled to fused kernels.
 
-    import numpy as np
-    import tracegrad as tg
+import numpy as np
+import tracegrad as tg
 
-    @tg.grad
-    def loss(w, x, b):
-        return (w * x + b - 5.0) ** 2
+@tg.grad
+def loss(w, x, b):
+    return (w * x + b - 5.0) ** 2
 
-    loss(2.0, 3.0, 1.0)   # -> array(12.)
+loss(2.0, 3.0, 1.0)   # -> array(12.)
 """
 
 from . import numpy  # noqa: F401  (the explicit namespace: tracegrad.numpy.sin, ...)
@@ -78,6 +78,7 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "BackendError",

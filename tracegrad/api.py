@@ -172,13 +172,17 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
       return %3
     }
     """
-    transformed = fun if isinstance(fun, Transformed) else Transformed(fun, "jit", (), False, static_argnums)
+    transformed = (
+        fun if isinstance(fun, Transformed) else Transformed(fun, "jit", (), False, static_argnums)
+    )
 
     def make(*args, **kwargs) -> Graph:
         transformed._check_call(args)
         static, positions, leaves, treedef = transformed._split(args, kwargs)
         names = leaf_names(treedef, positions, transformed._self_shift)
-        arrays = [as_array(leaf, n, name_of(transformed)) for leaf, n in zip(leaves, names, strict=True)]
+        arrays = [
+            as_array(leaf, n, name_of(transformed)) for leaf, n in zip(leaves, names, strict=True)
+        ]
         graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
         return passes.optimize(graph, lower=False) if optimize else graph
 

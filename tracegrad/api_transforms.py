@@ -62,7 +62,9 @@ class _Composite(Transformed):
         return out_tree.children[0], out_tree.children[1]
 
 
-def _check_like(what: str, name: str, tree: TreeDef, like: TreeDef, avals, like_avals, float_only=True):
+def _check_like(
+    what: str, name: str, tree: TreeDef, like: TreeDef, avals, like_avals, float_only=True
+):
     """`tree` (tangents or cotangents) must have the structure, shapes and float dtypes of `like`."""
     if tree != like:
         raise TypeError(f"{name}: the {what} have structure {tree}, but must match {like}")
@@ -121,7 +123,9 @@ class Vmapped(_Composite):
     def __init__(self, fun: Callable, in_axes: Any = 0, out_axes: Any = 0, backend=None):
         _check_axes_tree(in_axes, "in_axes")
         _check_axes_tree(out_axes, "out_axes")
-        super().__init__(fun, "vmap", backend=backend, options=(_axes_key(in_axes), _axes_key(out_axes)))
+        super().__init__(
+            fun, "vmap", backend=backend, options=(_axes_key(in_axes), _axes_key(out_axes))
+        )
         self.in_axes, self.out_axes = in_axes, out_axes
 
     def _bind_self(self, pytree_self: bool) -> None:
@@ -165,20 +169,26 @@ class Vmapped(_Composite):
             raise ValueError(f"{name}: in_axes maps no argument; map at least one with an int")
         if any(s != size for _, s in sizes):
             shown = ", ".join(f"leaf {k}: {s}" for k, s in sizes)
-            raise ValueError(f"{name}: the mapped axes have different sizes ({shown}); they must agree")
+            raise ValueError(
+                f"{name}: the mapped axes have different sizes ({shown}); they must agree"
+            )
         wrap = self._wrap_args(static, positions)
         fgraph, out_tree, captures = trace(self.fun, example, treedef, wrap, scope)
         out_axes = _axis_leaves(self.out_axes, out_tree, "out_axes")
         for j, (axis, out) in enumerate(zip(out_axes, fgraph.outputs, strict=True)):
             if axis is not None:
                 if not -(out.ndim + 1) <= axis <= out.ndim:
-                    raise ValueError(f"{name}: out_axes {axis} is out of range for output {j} of shape {out.shape}")
+                    raise ValueError(
+                        f"{name}: out_axes {axis} is out of range for output {j} of shape {out.shape}"
+                    )
                 out_axes[j] = axis % (out.ndim + 1)
         in_full = axes + [None] * (len(fgraph.inputs) - len(axes))
         return batching.vmap(fgraph, in_full, size, out_axes, name), out_tree, captures
 
 
-def vmap(fun: Callable | None = None, in_axes: Any = 0, out_axes: Any = 0, backend: str | None = None):
+def vmap(
+    fun: Callable | None = None, in_axes: Any = 0, out_axes: Any = 0, backend: str | None = None
+):
     """Map `fun` over a leading (or `in_axes`) axis of its arguments, as one batched program.
 
     `in_axes`: an int (the mapped axis of every argument), None (not mapped), or a tuple with
@@ -208,7 +218,9 @@ class _Jvp(_Composite):
         fgraph, out_tree, captures, n = self._trace_primal(avals, treedef, n_args, scope)
         primal_tree = TreeDef("tuple", treedef.children[:n_args])
         tangent_tree = TreeDef("tuple", treedef.children[n_args:])
-        _check_like("tangents", name_of(self), tangent_tree, primal_tree, avals[n : 2 * n], avals[:n])
+        _check_like(
+            "tangents", name_of(self), tangent_tree, primal_tree, avals[n : 2 * n], avals[:n]
+        )
         value_tree, aux_tree = self._value_and_aux(out_tree)
         n_value = value_tree.num_leaves
         wrt = _float_positions(fgraph, n)
@@ -308,7 +320,9 @@ class _Staged(_Composite):
         split = partial_eval.split(passes.optimize(full, lower=False), m, n_out)
         n_res = len(split.known.outputs) - n_out
         if not apply:
-            tree = tuple_of(value_tree, *([aux_tree] if aux_tree else []), TreeDef("tuple", (LEAF,) * n_res))
+            tree = tuple_of(
+                value_tree, *([aux_tree] if aux_tree else []), TreeDef("tuple", (LEAF,) * n_res)
+            )
             return split.known, tree, captures
         res_tree = treedef.children[n_args]
         res_avals = avals[n : n + res_tree.num_leaves]

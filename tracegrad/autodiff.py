@@ -87,7 +87,9 @@ def backward(
         if node.prim.adjoint is None:
             raise NotImplementedError(f"no adjoint rule for {node.prim.name}")
         if node.prim is P.slice_p and node.inputs[0] in active:
-            slice_cts.setdefault(node.inputs[0], []).append((node.params["index"], ct, _marked(node.source, label)))
+            slice_cts.setdefault(node.inputs[0], []).append(
+                (node.params["index"], ct, _marked(node.source, label))
+            )
             continue
         inputs = [env[v] for v in node.inputs]
         with ir.source_location(_marked(node.source, label)):
@@ -173,7 +175,9 @@ def adjoint(
         for index in of:
             out = graph.outputs[index]
             seeds[index] = (
-                P.const(1, out.shape, out.dtype) if seed_ones else builder.new_input(out.shape, out.dtype)
+                P.const(1, out.shape, out.dtype)
+                if seed_ones
+                else builder.new_input(out.shape, out.dtype)
             )
         grads, tap_cts = backward(graph, env, wrt, seeds, taps, label)
     return builder.graph([env[v] for v in graph.outputs] + grads + tap_cts)

@@ -69,7 +69,8 @@ def check_grad(
 def _is_float_arg(a: Any) -> bool:
     leaves, _ = flatten(a)
     return bool(leaves) and all(
-        isinstance(x, float) or (hasattr(x, "dtype") and np.issubdtype(np.asarray(x).dtype, np.floating))
+        isinstance(x, float)
+        or (hasattr(x, "dtype") and np.issubdtype(np.asarray(x).dtype, np.floating))
         for x in leaves
     )
 

@@ -42,8 +42,20 @@ from .fusion import donation, scalars
 from .runtime import blas_threads, cache, progress
 from . import primitives as P
 from .fusion import (
-    Buffer, Clamp, Compute, Equal, EvalStep, FusedLoop, Index, Inside, Literal, Load, MatmulStep,
-    Plan, Select, ViewStep,
+    Buffer,
+    Clamp,
+    Compute,
+    Equal,
+    EvalStep,
+    FusedLoop,
+    Index,
+    Inside,
+    Literal,
+    Load,
+    MatmulStep,
+    Plan,
+    Select,
+    ViewStep,
 )
 from .ir import Graph, Node
 from .render import Lines, cast, literal, math_mode, render_math, render_node
@@ -194,7 +206,11 @@ class _KernelWriter:
                 return str(index.offset)
             return "0" if index.offset == 0 else self.int_param(index.offset, "o")
         var = index.var
-        term = var if index.stride == 1 else (f"-{var}" if index.stride == -1 else f"{index.stride} * {var}")
+        term = (
+            var
+            if index.stride == 1
+            else (f"-{var}" if index.stride == -1 else f"{index.stride} * {var}")
+        )
         if index.offset == 0:
             return term
         return f"{term} + {self.int_param(index.offset, 'o')}"
@@ -218,7 +234,9 @@ class _KernelWriter:
         # op id -> (its id, the partner's id, argument, the call)
         self.paired: dict[str, tuple[str, str, str, str]] = {}
         self.emitted_pair: dict[tuple[str, str], bool] = {}
-        self.computes = {op.id: op.node.prim.name for op in self.loop.ops if isinstance(op, Compute)}
+        self.computes = {
+            op.id: op.node.prim.name for op in self.loop.ops if isinstance(op, Compute)
+        }
         by_arg: dict[tuple[str, str], str] = {}
         for op in self.loop.ops:
             if isinstance(op, Compute) and len(op.args) == 1:
@@ -249,17 +267,25 @@ class _KernelWriter:
             self.uses_vmath = True
             fn = render_math(call, self._dtype_of(arg), self.mode)
             names = f"{self.computes[first]} and {self.computes[second]}"
-            return (f"{first}, {second} = {fn}({arg})",
-                    f"{names} of {arg}: {self.node_comment(op.node)}")
+            return (
+                f"{first}, {second} = {fn}({arg})",
+                f"{names} of {arg}: {self.node_comment(op.node)}",
+            )
         if isinstance(op, Load):
-            return f"{op.id} = {self.subscript(op.buffer, op.index)}", f"load {self.describe_buffer(op.buffer)}"
+            return (
+                f"{op.id} = {self.subscript(op.buffer, op.index)}",
+                f"load {self.describe_buffer(op.buffer)}",
+            )
         if isinstance(op, Literal):
             if _simple_number(op.value):
                 return f"{op.id} = {literal(op.value)}", None
             dtype = op.value.dtype
             if dtype.kind == "f":
                 self.floats.append(float(op.value))
-                return f"{op.id} = {cast(dtype, f'F[{len(self.floats) - 1}]')}", f"constant {op.value.item()!r}"
+                return (
+                    f"{op.id} = {cast(dtype, f'F[{len(self.floats) - 1}]')}",
+                    f"constant {op.value.item()!r}",
+                )
             slot = self._int(int(op.value))
             return f"{op.id} = {cast(dtype, f'I[{slot}]')}", f"constant {op.value.item()!r}"
         if isinstance(op, Compute):
@@ -292,10 +318,16 @@ class _KernelWriter:
         # A reassociable step on integers is written inline; any other calls its helper
         # (`_r<helper>`, with fastmath reassociation for floats).
         inline = monoid.reassociate and acc_dtype.kind != "f"
-        return {"p": p, "suffix": suffix, "kept": kept, "acc": acc_dtype,
-                "ident": render.reduction_identity(red.op, acc_dtype),
-                "combine": None if inline else f"_r{monoid.helper}", "op": red.op,
-                "partial": (suffix and p == 0) or (not suffix and 0 in axes)}
+        return {
+            "p": p,
+            "suffix": suffix,
+            "kept": kept,
+            "acc": acc_dtype,
+            "ident": render.reduction_identity(red.op, acc_dtype),
+            "combine": None if inline else f"_r{monoid.helper}",
+            "op": red.op,
+            "partial": (suffix and p == 0) or (not suffix and 0 in axes),
+        }
 
     def combine(self, rp: dict, a: str, b: str) -> str:
         fn = rp["combine"]
@@ -328,8 +360,11 @@ class _KernelWriter:
                 body.add(1, code, comment)
         if r == 0:
             for st in loop.stores:
-                body.add(1, f"{self.subscript(st.buffer, st.index)} = {st.value}",
-                         f"-> {self.describe_buffer(st.buffer)}")
+                body.add(
+                    1,
+                    f"{self.subscript(st.buffer, st.index)} = {st.value}",
+                    f"-> {self.describe_buffer(st.buffer)}",
+                )
             return body
         reds = [(k, red, self.reduction_plan(red)) for k, red in enumerate(loop.reductions)]
         for k, red, rp in reds:
@@ -377,7 +412,11 @@ class _KernelWriter:
         if a + 1 == self.r:  # scans run along the last axis, from its start
             for k, scan in enumerate(self.loop.scans):
                 ident = render.reduction_identity(scan.op, scan.buffer.dtype)
-                body.add(indent, f"acc{k} = {ident}", f"running {scan.op}: {self.node_comment(scan.node)}")
+                body.add(
+                    indent,
+                    f"acc{k} = {ident}",
+                    f"running {scan.op}: {self.node_comment(scan.node)}",
+                )
         body.add(indent, f"for i{a} in range({bounds}):")
         inner = indent + 1
         for op in by_depth.get(a + 1, []):
@@ -393,17 +432,26 @@ class _KernelWriter:
                 if rp["suffix"] and rp["p"] == a + 1:
                     idx = [f"i{j}" for j in range(a + 1)]
                     value = cast(red.buffer.dtype, f"s{k}")
-                    body.add(inner, f"{self._target(red, rp, k, idx, False)} = {value}",
-                             f"-> {self.describe_buffer(red.buffer)}")
+                    body.add(
+                        inner,
+                        f"{self._target(red, rp, k, idx, False)} = {value}",
+                        f"-> {self.describe_buffer(red.buffer)}",
+                    )
             return
         for st in self.loop.stores:
-            body.add(inner, f"{self.subscript(st.buffer, st.index)} = {st.value}",
-                     f"-> {self.describe_buffer(st.buffer)}")
+            body.add(
+                inner,
+                f"{self.subscript(st.buffer, st.index)} = {st.value}",
+                f"-> {self.describe_buffer(st.buffer)}",
+            )
         for k, scan in enumerate(self.loop.scans):
             step = render.combine_step(scan.op, scan.buffer.dtype, f"acc{k}", scan.value)
             body.add(inner, f"acc{k} = {step}")
-            body.add(inner, f"{self.subscript(scan.buffer, scan.index)} = acc{k}",
-                     f"-> {self.describe_buffer(scan.buffer)}")
+            body.add(
+                inner,
+                f"{self.subscript(scan.buffer, scan.index)} = acc{k}",
+                f"-> {self.describe_buffer(scan.buffer)}",
+            )
         for k, red, rp in reds:
             comment = f"{self.node_comment(red.node)}"
             if rp["suffix"]:
@@ -420,14 +468,26 @@ class _KernelWriter:
             body.add(indent, f"for q{a} in range(n{a}):")
             indent += 1
             idx.append(f"q{a}")
-        body.add(indent, f"s{k} = {rp['ident']}", f"combine the chunks of {self.names.get(red.node.out, '?')}")
+        body.add(
+            indent,
+            f"s{k} = {rp['ident']}",
+            f"combine the chunks of {self.names.get(red.node.out, '?')}",
+        )
         body.add(indent, "for c in range(nch):")
-        body.add(indent + 1, f"s{k} = {self.combine(rp, f's{k}', f'p{k}[' + ', '.join(['c'] + idx) + ']')}")
-        body.add(indent, f"{out}[{', '.join(idx) if idx else '()'}] = {cast(red.buffer.dtype, f's{k}')}",
-                 f"-> {self.describe_buffer(red.buffer)}")
+        body.add(
+            indent + 1,
+            f"s{k} = {self.combine(rp, f's{k}', f'p{k}[' + ', '.join(['c'] + idx) + ']')}",
+        )
+        body.add(
+            indent,
+            f"{out}[{', '.join(idx) if idx else '()'}] = {cast(red.buffer.dtype, f's{k}')}",
+            f"-> {self.describe_buffer(red.buffer)}",
+        )
 
 
-def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str, bake_sizes: bool = False) -> KernelSource:
+def render_loop(
+    loop: FusedLoop, mode: str, names: dict, salt: str, bake_sizes: bool = False
+) -> KernelSource:
     """The kernel module for one fused loop.
 
     `kernel(arrays..., [I], [F], [partials..., first, last, finish])`: a loop nest over the axis-0
@@ -437,7 +497,9 @@ def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str, bake_sizes: 
     w = _KernelWriter(loop, mode, names, bake_sizes)
     lines = w.write()
     partials = w.partial_shapes()
-    params = (["I"] if w.ints else []) + (["F"] if w.floats else [])  # fewer arguments, faster calls
+    params = (["I"] if w.ints else []) + (
+        ["F"] if w.floats else []
+    )  # fewer arguments, faster calls
     if loop.shape:
         params += [name for name, _, _ in partials] + ["first", "last", "finish"]
     args = ", ".join([w.arg[id(b)] for b in w.arrays] + params)
@@ -471,8 +533,18 @@ def render_loop(loop: FusedLoop, mode: str, names: dict, salt: str, bake_sizes: 
         return "\n".join(p for p in parts if p is not None) + "\n"
 
     cost = sum(fusion.node_cost(op.node) for op in loop.ops if isinstance(op, Compute))
-    return KernelSource(module(False), module(True), w.arrays, w.ints, {"nch": w.nch_slot},
-                        w.floats, w.uses_vmath, cost, params, partials)
+    return KernelSource(
+        module(False),
+        module(True),
+        w.arrays,
+        w.ints,
+        {"nch": w.nch_slot},
+        w.floats,
+        w.uses_vmath,
+        cost,
+        params,
+        partials,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -554,8 +626,16 @@ def _in_parallel(kernel, args: tuple, nch: int, threads: int) -> None:
 class CpuProgram:
     """A compiled graph: call it with the input arrays, get the output arrays."""
 
-    def __init__(self, graph: Graph, plan: Plan, mode: str, names: dict, salt: str, load: bool = True,
-                 bake_sizes: bool = False):
+    def __init__(
+        self,
+        graph: Graph,
+        plan: Plan,
+        mode: str,
+        names: dict,
+        salt: str,
+        load: bool = True,
+        bake_sizes: bool = False,
+    ):
         self.graph, self.plan, self.mode = graph, plan, mode
         self.load = load
         self.calls: dict[int, _KernelCall] = {}
@@ -582,13 +662,21 @@ class CpuProgram:
                 ints[src.int_slots["nch"]] = nch
                 sizes = {f"n{a}": d for a, d in enumerate(step.shape)} | {"nch": nch}
                 for name, dims, dtype in src.partials:
-                    buf = Buffer(f"_{step.name}_{name}", tuple(sizes[d] for d in dims), dtype, "temp")
+                    buf = Buffer(
+                        f"_{step.name}_{name}", tuple(sizes[d] for d in dims), dtype, "temp"
+                    )
                     self.scratch.append(buf)
                     partials.append(buf)
             module = cache.load_module(src.module) if load else None
             self.calls[id(step)] = _KernelCall(
-                step, src, module, parallel, np.array(ints, np.int64),
-                np.array(src.floats, np.float64), partials, threads if parallel else 1,
+                step,
+                src,
+                module,
+                parallel,
+                np.array(ints, np.int64),
+                np.array(src.floats, np.float64),
+                partials,
+                threads if parallel else 1,
             )
         progress.check_size(sum(len(c.source.module) for c in self.calls.values()), graph, "cpu")
         progress.kernels_planned(len(self.calls))
@@ -606,11 +694,17 @@ class CpuProgram:
     # ---- the driver
     def _driver(self):
         plan = self.plan
-        ns: dict = {"_empty": np.empty, "_matmul": np.matmul, "_asarray": np.asarray,
-                    "_in_parallel": _in_parallel}
+        ns: dict = {
+            "_empty": np.empty,
+            "_matmul": np.matmul,
+            "_asarray": np.asarray,
+            "_in_parallel": _in_parallel,
+        }
         temps = [b for b in plan.buffers if b.role == "temp" and self._allocated_by_us(b)]
         temps += self.scratch
-        lines = [f"def _run(args, {', '.join(b.name for b in temps)}):" if temps else "def _run(args):"]
+        lines = [
+            f"def _run(args, {', '.join(b.name for b in temps)}):" if temps else "def _run(args):"
+        ]
         names = [b.name for b in plan.inputs]
         if names:
             lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
@@ -626,14 +720,20 @@ class CpuProgram:
                 call = self.calls[id(step)]
                 ns[f"_I{j}"], ns[f"_F{j}"] = call.ints, call.floats
                 ns[f"_{step.name}"] = None  # bound to the kernel in _bind
-                named = {"I": f"_I{j}", "F": f"_F{j}"} | {p.name.split("_")[-1]: p.name for p in call.partials}
-                params = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
+                named = {"I": f"_I{j}", "F": f"_F{j}"} | {
+                    p.name.split("_")[-1]: p.name for p in call.partials
+                }
+                params = [
+                    named[p] for p in call.source.params if p not in ("first", "last", "finish")
+                ]
                 args = ", ".join([b.name for b in call.source.arrays] + params)
                 if not step.shape:
                     lines.append(f"    _{step.name}({args})")
                 elif call.parallel:
                     nch = int(call.ints[call.source.int_slots["nch"]])
-                    lines.append(f"    _in_parallel(_{step.name}, ({args},), {nch}, {call.threads})")
+                    lines.append(
+                        f"    _in_parallel(_{step.name}, ({args},), {nch}, {call.threads})"
+                    )
                 else:
                     lines.append(f"    _{step.name}({args}, 0, 1, 1)")
             elif isinstance(step, MatmulStep):
@@ -652,7 +752,9 @@ class CpuProgram:
                 ns[f"_eval{j}"] = _evaluator(step.node, self._compile_held)
                 ns[f"_dt_{step.out.name}"] = np.dtype(step.out.dtype)
                 args = ", ".join(b.name for b in step.args)
-                lines.append(f"    {step.out.name} = _asarray(_eval{j}({args}), _dt_{step.out.name})")
+                lines.append(
+                    f"    {step.out.name} = _asarray(_eval{j}({args}), _dt_{step.out.name})"
+                )
         outs = ", ".join(b.name for b in plan.outputs)
         lines.append(f"    return [{outs}]")
         return "\n".join(lines) + "\n", ns, temps
@@ -688,7 +790,9 @@ class CpuProgram:
             if isinstance(step, FusedLoop):
                 call = self.calls[id(step)]
                 ns[f"_{step.name}"] = progress.timed_first_call(
-                    ns, f"_{step.name}", call.module.kernel,
+                    ns,
+                    f"_{step.name}",
+                    call.module.kernel,
                     f"{step.name} of a {len(self.graph.nodes)}-node program",
                 )
         exec(compile(self.driver_source, "<tracegrad driver>", "exec"), ns)
@@ -722,7 +826,9 @@ class CpuProgram:
                 raise
             log.warning(
                 "tracegrad: Numba could not load a cached kernel's machine code (%s: %s); "
-                "compiling it again", type(exc).__name__, exc,
+                "compiling it again",
+                type(exc).__name__,
+                exc,
             )
             for call in self.calls.values():
                 call.module = cache.reload_without_compiled(call.module, call.source.module)
@@ -748,7 +854,9 @@ class CpuProgram:
             if isinstance(step, FusedLoop):
                 call = self.calls[id(step)]
                 kind = "parallel" if call.parallel else "serial"
-                parts.append(f"# ---- kernel {step.name} (runs {kind}; module k_{cache.module_key(call.source.module)})")
+                parts.append(
+                    f"# ---- kernel {step.name} (runs {kind}; module k_{cache.module_key(call.source.module)})"
+                )
                 parts.append(call.source.readable)
         parts.append("# ---- driver")
         parts.append(self.driver_source)

@@ -43,8 +43,13 @@ SUPPORTED_DTYPES = render.SUPPORTED_DTYPES
 
 # A device of the kind the benchmarks target, for showing kernels on a machine without a GPU.
 REFERENCE_CONFIG = dev.config_from_properties(
-    sms=132, max_threads_per_block=1024, max_threads_per_sm=2048, warp=32,
-    shared_bytes=48 * 1024, name="reference device (no GPU here): 132 SMs")
+    sms=132,
+    max_threads_per_block=1024,
+    max_threads_per_sm=2048,
+    warp=32,
+    shared_bytes=48 * 1024,
+    name="reference device (no GPU here): 132 SMs",
+)
 
 
 def supports(node: Node) -> bool:
@@ -89,14 +94,28 @@ def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
         kernels = Kernels()
         kernels.scratch = scratch  # partial-result buffers are numbered across the program
         if isinstance(step, FusedLoop):
-            renamed = FusedLoop(f"kernel_{step.name}", step.shape, step.ops, step.stores,
-                                step.reductions, step.roots, step.scans)
+            renamed = FusedLoop(
+                f"kernel_{step.name}",
+                step.shape,
+                step.ops,
+                step.stores,
+                step.reductions,
+                step.roots,
+                step.scans,
+            )
             writer = LoopWriter(renamed, cfg, names, render_scalar)
             writer.kernels(kernels)
             helpers |= writer.helpers
         elif isinstance(step, MatmulStep):
-            matmul_kernel(step, f"matmul_{j}", cfg, names, kernels, render_scalar,
-                          (_is_transposed(plan, step.a), _is_transposed(plan, step.b)))
+            matmul_kernel(
+                step,
+                f"matmul_{j}",
+                cfg,
+                names,
+                kernels,
+                render_scalar,
+                (_is_transposed(plan, step.a), _is_transposed(plan, step.b)),
+            )
         sources += kernels.sources
         steps.append((step, kernels))
     driver = _driver(plan, steps, scratch, names)
@@ -117,8 +136,9 @@ def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
         '_CACHE = globals().get("_TG_CACHE", False)',
         "",
     ]
-    body = [h for h in (helper for _, (_, helper) in sorted(DEVICE_FUNCTIONS.items()))
-            if h in helpers]
+    body = [
+        h for h in (helper for _, (_, helper) in sorted(DEVICE_FUNCTIONS.items())) if h in helpers
+    ]
     text = "\n".join(header) + "\n\n" + "\n\n\n".join(body + sources + [driver]) + "\n"
     return text, steps, scratch
 
@@ -154,8 +174,10 @@ def _arguments(plan: Plan, scratch) -> list:
 
 def _driver(plan: Plan, steps, scratch, names: dict) -> str:
     params = ", ".join(["_rt"] + [b.name for b in _arguments(plan, scratch)])
-    lines = [f"def run({params}):",
-             '    """Launch the kernels in order; returns the results (device arrays)."""']
+    lines = [
+        f"def run({params}):",
+        '    """Launch the kernels in order; returns the results (device arrays)."""',
+    ]
     for j, (step, kernels) in enumerate(steps):
         if isinstance(step, (FusedLoop, MatmulStep)):
             if not kernels.launches:
@@ -167,14 +189,21 @@ def _driver(plan: Plan, steps, scratch, names: dict) -> str:
                 lines.append(f"    {launch.kernel}[{grid}, {block}]({', '.join(launch.args)})")
         elif isinstance(step, ViewStep):
             node = step.node
-            lines.append(f"    # {names.get(step.out.var, '?')} = {node.prim.name} of "
-                         f"{names.get(node.inputs[0], '?')}: a view, nothing is copied")
+            lines.append(
+                f"    # {names.get(step.out.var, '?')} = {node.prim.name} of "
+                f"{names.get(node.inputs[0], '?')}: a view, nothing is copied"
+            )
             lines.append(f"    {step.out.name} = _rt.view({step.src.name}, {j})")
         elif isinstance(step, EvalStep):
             args = ", ".join(b.name for b in step.args)
-            lines.append(f"    # {names.get(step.out.var, '?')} = {step.node.prim.name}: "
-                         + ("zeros, then a strided copy" if _inverse_view(step.node) is not None
-                            else "on the host (no kernel for it)"))
+            lines.append(
+                f"    # {names.get(step.out.var, '?')} = {step.node.prim.name}: "
+                + (
+                    "zeros, then a strided copy"
+                    if _inverse_view(step.node) is not None
+                    else "on the host (no kernel for it)"
+                )
+            )
             lines.append(f"    _rt.evaluate({j}, {step.out.name}, [{args}])")
     lines.append(f"    return [{', '.join(b.name for b in plan.outputs)}]")
     return "\n".join(lines)
@@ -366,8 +395,9 @@ class CudaProgram:
                 outputs = self._host_outputs
             if self._simulated:
                 with dev.simulator_threads():
-                    results = self.module.run(self._rt, *inputs, *self._consts, *self._temps,
-                                              *outputs)
+                    results = self.module.run(
+                        self._rt, *inputs, *self._consts, *self._temps, *outputs
+                    )
                     return self._deliver(results, outputs, on_device)
             results = self.module.run(self._rt, *inputs, *self._consts, *self._temps, *outputs)
             return self._deliver(results, outputs, on_device)

@@ -52,46 +52,83 @@ class Variable:
 
 
 VARIABLES = (
-    Variable(BACKEND, "`numpy`, `cpu`, `cuda`", "the fastest available",
-             "the backend of transforms that name none",
-             "the default backend (numpy, cpu or cuda)"),
-    Variable(LOG, "topics, comma-separated: `retrace`, `compile`, `cuda`, `all`", "none",
-             "`retrace`: log each re-trace of a function and why; `compile`: log each kernel's "
-             "compile or load time; `cuda`: log each step the cuda backend runs on the host",
-             "'retrace' logs why a function is traced again"),
-    Variable(DEBUG_NANS, "`1` (anything but `0`)", "off",
-             "a NaN in a result raises `FloatingPointError` naming the node and source line that "
-             "produced it",
-             "'1' names the node and line where a NaN in the results was born"),
-    Variable(MATH, "`vector`, `libm`", "`vector`",
-             "compiled backends: `libm` calls the C math library in kernels instead of "
-             "tracegrad's vectorised math functions",
-             "compiled backends: 'libm' uses the C math library in kernels"),
-    Variable(CACHE_DIR, "a folder, or `off`",
-             "`$XDG_CACHE_HOME/tracegrad`, else `~/.cache/tracegrad`",
-             "compiled backends: the folder of the on-disk kernel and program cache; `off` (or "
-             "`0`, `none`, empty) keeps everything in memory",
-             "compiled backends: the disk cache's folder ('off': memory only)"),
-    Variable(CACHE_MAX_MB, "megabytes", f"`{DEFAULT_MB}`",
-             "compiled backends: the disk cache's size limit; the least recently used entries "
-             "go first",
-             "compiled backends: the disk cache's size limit (default 1024)"),
-    Variable(PROGRAM_MEMORY_MB, "megabytes", f"`{DEFAULT_MB}`",
-             "the compiled programs held in memory: a bound on the bytes of their constants "
-             "(read once, at import)",
-             "the bytes of constants compiled programs may hold in memory (default 1024)"),
-    Variable(TIERED, "`0`, `off`, `false`, `no`", "on",
-             "the `cpu` backend: `0` compiles a new program before its first call returns, "
-             "instead of running its first calls on the NumPy interpreter while it compiles in "
-             "the background",
-             "cpu backend: '0' compiles before the first call returns"),
-    Variable(PROGRAM_CACHE, "`0`, `off`, `false`, `no`", "on",
-             "`0`: traced and optimised programs are not kept on disk for the next process",
-             "'0' keeps traced programs off the disk"),
-    Variable(DUMP_KERNELS, "a folder", "none",
-             "compiled backends: write the generated source of each compiled program into that "
-             "folder",
-             "compiled backends: a folder to write generated kernel source to"),
+    Variable(
+        BACKEND,
+        "`numpy`, `cpu`, `cuda`",
+        "the fastest available",
+        "the backend of transforms that name none",
+        "the default backend (numpy, cpu or cuda)",
+    ),
+    Variable(
+        LOG,
+        "topics, comma-separated: `retrace`, `compile`, `cuda`, `all`",
+        "none",
+        "`retrace`: log each re-trace of a function and why; `compile`: log each kernel's "
+        "compile or load time; `cuda`: log each step the cuda backend runs on the host",
+        "'retrace' logs why a function is traced again",
+    ),
+    Variable(
+        DEBUG_NANS,
+        "`1` (anything but `0`)",
+        "off",
+        "a NaN in a result raises `FloatingPointError` naming the node and source line that "
+        "produced it",
+        "'1' names the node and line where a NaN in the results was born",
+    ),
+    Variable(
+        MATH,
+        "`vector`, `libm`",
+        "`vector`",
+        "compiled backends: `libm` calls the C math library in kernels instead of "
+        "tracegrad's vectorised math functions",
+        "compiled backends: 'libm' uses the C math library in kernels",
+    ),
+    Variable(
+        CACHE_DIR,
+        "a folder, or `off`",
+        "`$XDG_CACHE_HOME/tracegrad`, else `~/.cache/tracegrad`",
+        "compiled backends: the folder of the on-disk kernel and program cache; `off` (or "
+        "`0`, `none`, empty) keeps everything in memory",
+        "compiled backends: the disk cache's folder ('off': memory only)",
+    ),
+    Variable(
+        CACHE_MAX_MB,
+        "megabytes",
+        f"`{DEFAULT_MB}`",
+        "compiled backends: the disk cache's size limit; the least recently used entries go first",
+        "compiled backends: the disk cache's size limit (default 1024)",
+    ),
+    Variable(
+        PROGRAM_MEMORY_MB,
+        "megabytes",
+        f"`{DEFAULT_MB}`",
+        "the compiled programs held in memory: a bound on the bytes of their constants "
+        "(read once, at import)",
+        "the bytes of constants compiled programs may hold in memory (default 1024)",
+    ),
+    Variable(
+        TIERED,
+        "`0`, `off`, `false`, `no`",
+        "on",
+        "the `cpu` backend: `0` compiles a new program before its first call returns, "
+        "instead of running its first calls on the NumPy interpreter while it compiles in "
+        "the background",
+        "cpu backend: '0' compiles before the first call returns",
+    ),
+    Variable(
+        PROGRAM_CACHE,
+        "`0`, `off`, `false`, `no`",
+        "on",
+        "`0`: traced and optimised programs are not kept on disk for the next process",
+        "'0' keeps traced programs off the disk",
+    ),
+    Variable(
+        DUMP_KERNELS,
+        "a folder",
+        "none",
+        "compiled backends: write the generated source of each compiled program into that folder",
+        "compiled backends: a folder to write generated kernel source to",
+    ),
 )
 
 

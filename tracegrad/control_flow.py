@@ -74,8 +74,9 @@ def _wrap(vars_: list[Var], builder) -> list[Tracer]:
 # scan
 
 
-def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
-         reverse: bool = False) -> tuple[Any, Any]:
+def scan(
+    f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False
+) -> tuple[Any, Any]:
     """Loop `carry, y = f(carry, x)` over the leading axis of `xs` (JAX's `lax.scan`).
 
     Returns `(final carry, ys)`, where `ys` stacks every step's `y` along a new leading axis.
@@ -109,13 +110,11 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
     n_carry = carry_tree["n"]
     graph = traced.graph
     n_consts = len(traced.captures)
-    _check_carry("scan", init_tree, init_vars, carry_tree["tree"],
-                 list(graph.outputs[:n_carry]))
+    _check_carry("scan", init_tree, init_vars, carry_tree["tree"], list(graph.outputs[:n_carry]))
     y_tree = _second_child(traced.out_tree)
     with ir.source_location(user_source()):
         consts = traced.capture_vars(builder)
-        results = scans.scan(consts, init_vars, x_vars, body=graph, length=length,
-                             reverse=reverse)
+        results = scans.scan(consts, init_vars, x_vars, body=graph, length=length, reverse=reverse)
     assert len(consts) == n_consts
     carry = unflatten(init_tree, _wrap(results[:n_carry], builder))
     ys = unflatten(y_tree, _wrap(results[n_carry:], builder))
@@ -156,7 +155,9 @@ def _scan_python(f, init, xs, x_leaves, x_tree, length, reverse):
         return carry, None
     y_leaves = [flatten(y)[0] for y in ys]
     _, y_tree = flatten(ys[0])
-    stacked = [np.stack([np.asarray(step[j]) for step in y_leaves]) for j in range(len(y_leaves[0]))]
+    stacked = [
+        np.stack([np.asarray(step[j]) for step in y_leaves]) for j in range(len(y_leaves[0]))
+    ]
     return carry, unflatten(y_tree, stacked)
 
 
@@ -177,6 +178,7 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any) -> Any:
             val = body_fun(i, val)
         return val
     if traced_bounds:
+
         def cond_fun(state):
             return state[0] < state[1]
 
@@ -225,7 +227,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     with ir.source_location(user_source()):
         cc, bc = pred.capture_vars(builder), step.capture_vars(builder)
         packed = ir.current_builder().add(
-            loops.while_p, tuple(cc + bc + init_vars),
+            loops.while_p,
+            tuple(cc + bc + init_vars),
             dict(cond=pred.graph, body=step.graph, n_cond_consts=len(cc), n_body_consts=len(bc)),
             ir.current_source(),
         )
@@ -273,7 +276,9 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
         own_caps, own_ops = g.inputs[:n_cap], g.inputs[n_cap:]
         # one signature for both: operands, then the captures of each branch
         others = [Var(v.shape, v.dtype) for j, c in enumerate(captured) if j != k for v in c]
-        inputs = own_ops + own_caps + tuple(others) if k == 0 else own_ops + tuple(others) + own_caps
+        inputs = (
+            own_ops + own_caps + tuple(others) if k == 0 else own_ops + tuple(others) + own_caps
+        )
         graphs.append(_coerce(Graph(inputs, g.nodes, g.outputs), out_avals))
     assert all(len(g.inputs) == n_ops + sum(map(len, captured)) for g in graphs)
     with ir.source_location(user_source()):

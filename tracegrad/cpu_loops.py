@@ -55,7 +55,9 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
 
     params = [f"c{i}" for i in range(n_consts)] + [f"init{k}" for k in range(n_carry)]
     params += [f"xs{j}" for j in range(n_xs)] + [f"final{k}" for k in range(n_carry)]
-    params += [f"ys{j}" for j in range(len(ys))] + ([f"saved{k}" for k in range(n_carry)] if save else [])
+    params += [f"ys{j}" for j in range(len(ys))] + (
+        [f"saved{k}" for k in range(n_carry)] if save else []
+    )
     params += [f"o{j}" for j in range(len(others))]
     params += [f"I{j}" for j in range(len(calls))] + [f"F{j}" for j in range(len(calls))]
     params += ["length", "reverse"]
@@ -89,7 +91,9 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
     if any(id(b) not in name for call in calls for b in call.source.arrays + call.partials):
         return None  # a buffer this loop does not know how to pass (a view)
     for j, call in enumerate(calls):
-        named = {"I": f"I{j}", "F": f"F{j}"} | {p.name.split("_")[-1]: name[id(p)] for p in call.partials}
+        named = {"I": f"I{j}", "F": f"F{j}"} | {
+            p.name.split("_")[-1]: name[id(p)] for p in call.partials
+        }
         extra = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
         args = [name[id(b)] for b in call.source.arrays] + extra
         chunks = ", 0, 1, 1" if call.loop.shape else ""  # a 0-d loop takes no chunk range
@@ -113,8 +117,17 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
         extra = dict(fixed)
         for j, shape, dtype in scratch:
             extra[j] = np.empty(shape, dtype)
-        loop_fn(*consts, *init, *xs_arrays, *views, *(extra[j] for j in range(len(others))),
-                *ints, *floats, int(length), bool(reverse))
+        loop_fn(
+            *consts,
+            *init,
+            *xs_arrays,
+            *views,
+            *(extra[j] for j in range(len(others))),
+            *ints,
+            *floats,
+            int(length),
+            bool(reverse),
+        )
 
     run.source = source
     return run

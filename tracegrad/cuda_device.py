@@ -49,8 +49,10 @@ def availability() -> tuple[bool, str]:
     try:
         module = cuda()
     except ImportError as exc:
-        return False, (f"numba's CUDA target is not installed ({exc}); install it with "
-                       "`pip install numba-cuda` (or tracegrad[cuda])")
+        return False, (
+            f"numba's CUDA target is not installed ({exc}); install it with "
+            "`pip install numba-cuda` (or tracegrad[cuda])"
+        )
     except Exception as exc:
         return False, f"numba.cuda cannot be imported ({type(exc).__name__}: {exc})"
     if simulated():
@@ -60,8 +62,10 @@ def availability() -> tuple[bool, str]:
     except Exception as exc:
         return False, f"the CUDA driver failed to start ({type(exc).__name__}: {exc})"
     if not found:
-        return False, ("no CUDA GPU was found (numba.cuda.is_available() is False: no NVIDIA "
-                       "driver or device on this machine)")
+        return False, (
+            "no CUDA GPU was found (numba.cuda.is_available() is False: no NVIDIA "
+            "driver or device on this machine)"
+        )
     return True, ""
 
 
@@ -88,23 +92,39 @@ class LaunchConfig:
         return self.mm_threads * self.mm_micro
 
     def describe(self) -> str:
-        return (f"{self.device}: {self.threads} threads x up to {self.blocks} blocks, matmul tiles "
-                f"{self.mm_tile}x{self.mm_tile}x{self.mm_depth} on {self.mm_threads}^2 threads")
+        return (
+            f"{self.device}: {self.threads} threads x up to {self.blocks} blocks, matmul tiles "
+            f"{self.mm_tile}x{self.mm_tile}x{self.mm_depth} on {self.mm_threads}^2 threads"
+        )
 
 
 # Under the simulator each thread is a Python thread: a few of them, a couple of blocks (so that
 # cross-block combines still run), small matmul tiles.
-SIMULATOR_CONFIG = LaunchConfig(threads=16, blocks=2, warp=4, shared_bytes=48 * 1024,
-                                mm_threads=2, mm_micro=4, mm_depth=4, mm_blocks=2,
-                                device="simulator")
+SIMULATOR_CONFIG = LaunchConfig(
+    threads=16,
+    blocks=2,
+    warp=4,
+    shared_bytes=48 * 1024,
+    mm_threads=2,
+    mm_micro=4,
+    mm_depth=4,
+    mm_blocks=2,
+    device="simulator",
+)
 
 
 def _pow2_floor(n: int) -> int:
     return 1 << (max(1, int(n)).bit_length() - 1)
 
 
-def config_from_properties(sms: int, max_threads_per_block: int, max_threads_per_sm: int,
-                           warp: int, shared_bytes: int, name: str) -> LaunchConfig:
+def config_from_properties(
+    sms: int,
+    max_threads_per_block: int,
+    max_threads_per_sm: int,
+    warp: int,
+    shared_bytes: int,
+    name: str,
+) -> LaunchConfig:
     """The launch configuration for a device with these properties.
 
     A quarter of the largest block (256 threads on every NVIDIA GPU so far) leaves room for
@@ -114,9 +134,17 @@ def config_from_properties(sms: int, max_threads_per_block: int, max_threads_per
     threads = _pow2_floor(max(warp, max_threads_per_block // 4))
     per_sm = max(1, max_threads_per_sm // threads)
     mm_threads = _pow2_floor(max(1, math.isqrt(threads)))
-    return LaunchConfig(threads=threads, blocks=max(1, sms * per_sm), warp=warp,
-                        shared_bytes=shared_bytes, mm_threads=mm_threads, mm_micro=4,
-                        mm_depth=16, mm_blocks=2 * sms, device=name)
+    return LaunchConfig(
+        threads=threads,
+        blocks=max(1, sms * per_sm),
+        warp=warp,
+        shared_bytes=shared_bytes,
+        mm_threads=mm_threads,
+        mm_micro=4,
+        mm_depth=16,
+        mm_blocks=2 * sms,
+        device=name,
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -225,8 +253,13 @@ def view(arr, shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0)
     """A device array over `arr`'s memory: `shape`, byte `strides`, starting `offset` bytes in."""
     _, _, address = layout(arr)
     dtype = np.dtype(arr.dtype)
-    desc = {"shape": tuple(int(d) for d in shape), "strides": tuple(int(s) for s in strides),
-            "typestr": dtype.str, "data": (address + int(offset), False), "version": 3}
+    desc = {
+        "shape": tuple(int(d) for d in shape),
+        "strides": tuple(int(s) for s in strides),
+        "typestr": dtype.str,
+        "data": (address + int(offset), False),
+        "version": 3,
+    }
     if _is_fake(arr):
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
@@ -306,7 +339,11 @@ def quiet_simulated_kernels(module: types.ModuleType) -> None:
     module.math = _SIM_MATH
     for value in list(vars(module).values()):
         fn = getattr(value, "fn", None)
-        if type(value).__name__ == "FakeCUDAKernel" and callable(fn) and not hasattr(fn, "_tg_quiet"):
+        if (
+            type(value).__name__ == "FakeCUDAKernel"
+            and callable(fn)
+            and not hasattr(fn, "_tg_quiet")
+        ):
             value.fn = _quiet(fn)
 
 
@@ -376,9 +413,11 @@ def _quiet(fn):
     scope = fn.__globals__
     scope["_tg_np"] = np
     scope[f"_tg_fn_{fn.__name__}"] = fn
-    source = (f"def _tg_quiet_{fn.__name__}(*args):\n"
-              f"    with _tg_np.errstate(all='ignore'):\n"
-              f"        return _tg_fn_{fn.__name__}(*args)\n")
+    source = (
+        f"def _tg_quiet_{fn.__name__}(*args):\n"
+        f"    with _tg_np.errstate(all='ignore'):\n"
+        f"        return _tg_fn_{fn.__name__}(*args)\n"
+    )
     exec(compile(source, "<tracegrad simulator>", "exec"), scope)
     quiet = scope.pop(f"_tg_quiet_{fn.__name__}")
     quiet._tg_quiet = True
@@ -387,11 +426,26 @@ def _quiet(fn):
 
 def _sim_math() -> types.SimpleNamespace:
     table = {name: getattr(math, name) for name in dir(math) if not name.startswith("_")}
-    ufuncs = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
-              "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
-              "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
-              "tanh": np.tanh, "pow": np.power, "log2": np.log2, "log10": np.log10,
-              "exp2": np.exp2}
+    ufuncs = {
+        "exp": np.exp,
+        "expm1": np.expm1,
+        "log": np.log,
+        "log1p": np.log1p,
+        "sqrt": np.sqrt,
+        "sin": np.sin,
+        "cos": np.cos,
+        "tan": np.tan,
+        "asin": np.arcsin,
+        "acos": np.arccos,
+        "atan": np.arctan,
+        "sinh": np.sinh,
+        "cosh": np.cosh,
+        "tanh": np.tanh,
+        "pow": np.power,
+        "log2": np.log2,
+        "log10": np.log10,
+        "exp2": np.exp2,
+    }
     table.update(ufuncs)
     return types.SimpleNamespace(**table)
 

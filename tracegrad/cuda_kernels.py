@@ -29,21 +29,35 @@ import numpy as np
 from . import render
 from .cuda_device import LaunchConfig
 from .fusion import (
-    Buffer, Clamp, Compute, FusedLoop, Index, Inside, Literal, Load, MatmulStep, Reduction, Select,
+    Buffer,
+    Clamp,
+    Compute,
+    FusedLoop,
+    Index,
+    Inside,
+    Literal,
+    Load,
+    MatmulStep,
+    Reduction,
+    Select,
 )
 from .render import Lines
 
 # NumPy functions the shared scalar templates use that numba.cuda lacks: CUDA device functions.
 DEVICE_FUNCTIONS = {
-    "np.sign(": ("_sign(", '''@cuda.jit(device=True, inline=True)
+    "np.sign(": (
+        "_sign(",
+        """@cuda.jit(device=True, inline=True)
 def _sign(x):
     if x > 0:
         return x - x + 1
     if x < 0:
         return x - x - 1
     return x - x  # 0 stays 0, nan stays nan
-'''),
+""",
+    ),
 }
+
 
 @dataclass
 class Launch:
@@ -153,8 +167,10 @@ class LoopWriter:
     # ---- ops
     def op_line(self, op) -> tuple[str, str | None]:
         if isinstance(op, Load):
-            return (f"{op.id} = {subscript(op.buffer.name, op.index)}",
-                    f"load {self.describe_buffer(op.buffer)}")
+            return (
+                f"{op.id} = {subscript(op.buffer.name, op.index)}",
+                f"load {self.describe_buffer(op.buffer)}",
+            )
         if isinstance(op, Literal):
             return f"{op.id} = {literal(op.value)}", None
         if isinstance(op, Compute):
@@ -201,8 +217,11 @@ class LoopWriter:
 
     def emit_stores(self, lines: Lines, indent: int, stores) -> None:
         for st in stores:
-            lines.add(indent, f"{subscript(st.buffer.name, st.index)} = {st.value}",
-                      f"-> {self.describe_buffer(st.buffer)}")
+            lines.add(
+                indent,
+                f"{subscript(st.buffer.name, st.index)} = {st.value}",
+                f"-> {self.describe_buffer(st.buffer)}",
+            )
 
     # ---- kernels
     def kernels(self, out: Kernels) -> None:
@@ -214,8 +233,11 @@ class LoopWriter:
         for red in loop.reductions:
             groups.setdefault(tuple(red.axes), []).append(red)
         per_kernel = max(1, self.cfg.shared_bytes // (self.cfg.threads * 8))
-        batches = [(axes, reds[i : i + per_kernel])
-                   for axes, reds in groups.items() for i in range(0, len(reds), per_kernel)]
+        batches = [
+            (axes, reds[i : i + per_kernel])
+            for axes, reds in groups.items()
+            for i in range(0, len(reds), per_kernel)
+        ]
         if not batches:
             self.elementwise(out, loop.name, loop.stores)
             return
@@ -273,19 +295,24 @@ class LoopWriter:
         lines.add(1, f"while _t < {rows}:")
         _decompose(lines, 2, "_t", list(range(r - 1)), shape)
         for k, scan in enumerate(loop.scans):
-            lines.add(2, f"_acc{k} = {identity(scan.op, scan.buffer.dtype)}",
-                      self.node_comment(scan.node))
+            lines.add(
+                2, f"_acc{k} = {identity(scan.op, scan.buffer.dtype)}", self.node_comment(scan.node)
+            )
         lines.add(2, f"for i{r - 1} in range({n}):")
         self.emit_ops(lines, 3, ops, depth0=False)
         for k, scan in enumerate(loop.scans):
             lines.add(3, f"_acc{k} = {combine(scan.op, scan.buffer.dtype, f'_acc{k}', scan.value)}")
-            lines.add(3, f"{subscript(scan.buffer.name, scan.index)} = _acc{k}",
-                      f"-> {self.describe_buffer(scan.buffer)}")
+            lines.add(
+                3,
+                f"{subscript(scan.buffer.name, scan.index)} = _acc{k}",
+                f"-> {self.describe_buffer(scan.buffer)}",
+            )
         lines.add(2, "_t += _step")
         blocks = max(1, min(_ceil_div(rows, cfg.threads), cfg.blocks))
         out.sources.append(lines.render())
-        out.launches.append(Launch(name, (blocks,), (cfg.threads,), args,
-                                   f"{name}: {what}, {rows} rows"))
+        out.launches.append(
+            Launch(name, (blocks,), (cfg.threads,), args, f"{name}: {what}, {rows} rows")
+        )
 
     def elementwise(self, out: Kernels, name: str, stores) -> None:
         loop, cfg = self.loop, self.cfg
@@ -305,11 +332,25 @@ class LoopWriter:
         lines.add(2, "_t += _step")
         blocks = max(1, min(_ceil_div(size, cfg.threads), cfg.blocks))
         out.sources.append(lines.render())
-        out.launches.append(Launch(name, (blocks,), (cfg.threads,), args,
-                                   f"{name}: {len(ops)} ops over {size} elements"))
+        out.launches.append(
+            Launch(
+                name,
+                (blocks,),
+                (cfg.threads,),
+                args,
+                f"{name}: {len(ops)} ops over {size} elements",
+            )
+        )
 
-    def reduction(self, out: Kernels, name: str, stores, axes: tuple[int, ...],
-                  reds: list[Reduction], nsplit: int | None = None) -> None:
+    def reduction(
+        self,
+        out: Kernels,
+        name: str,
+        stores,
+        axes: tuple[int, ...],
+        reds: list[Reduction],
+        nsplit: int | None = None,
+    ) -> None:
         loop, cfg = self.loop, self.cfg
         shape, r = loop.shape, len(loop.shape)
         kept = [a for a in range(r) if a not in axes]
@@ -334,13 +375,16 @@ class LoopWriter:
         if nsplit > 1:
             for red in reds:
                 kshape = tuple(shape[a] for a in kept)
-                partials.append(Buffer(f"p{len(out.scratch)}", (nsplit,) + kshape,
-                                       red.buffer.dtype, "temp"))
+                partials.append(
+                    Buffer(f"p{len(out.scratch)}", (nsplit,) + kshape, red.buffer.dtype, "temp")
+                )
                 out.scratch.append(partials[-1])
         ops = self.needed([st.value for st in stores] + [red.value for red in reds])
         args = self._args(ops, stores, [] if partials else reds, partials)
-        what = (f"reduce axes {list(axes)} of {list(shape)}: {rows} rows of {cols}; blocks of "
-                f"{TK} rows x {TR} threads" + (f", columns split in {nsplit}" if nsplit > 1 else ""))
+        what = (
+            f"reduce axes {list(axes)} of {list(shape)}: {rows} rows of {cols}; blocks of "
+            f"{TK} rows x {TR} threads" + (f", columns split in {nsplit}" if nsplit > 1 else "")
+        )
         lines = self._header(name, args, what)
         for k, red in enumerate(reds):
             lines.add(1, f"_sh{k} = cuda.shared.array({T}, np.{np.dtype(red.buffer.dtype).name})")
@@ -368,8 +412,11 @@ class LoopWriter:
         self.emit_stores(lines, 4, stores)
         for k, red in enumerate(reds):
             dtype = red.buffer.dtype
-            lines.add(4, f"_acc{k} = {combine(red.op, dtype, f'_acc{k}', red.value)}",
-                      self.node_comment(red.node))
+            lines.add(
+                4,
+                f"_acc{k} = {combine(red.op, dtype, f'_acc{k}', red.value)}",
+                self.node_comment(red.node),
+            )
         lines.add(4, f"_r += {TR}")
         for k in range(len(reds)):
             lines.add(2, f"_sh{k}[_tid] = _acc{k}")
@@ -380,7 +427,9 @@ class LoopWriter:
         lines.add(3, "if _lane < _s:")
         for k, red in enumerate(reds):
             other = f"_sh{k}[_tid + _s * {partner}]" if partner != "1" else f"_sh{k}[_tid + _s]"
-            lines.add(4, f"_sh{k}[_tid] = {combine(red.op, red.buffer.dtype, f'_sh{k}[_tid]', other)}")
+            lines.add(
+                4, f"_sh{k}[_tid] = {combine(red.op, red.buffer.dtype, f'_sh{k}[_tid]', other)}"
+            )
         lines.add(3, "cuda.syncthreads()")
         lines.add(3, "_s //= 2")
         lines.add(2, f"if _lane == 0 and _k < {rows}:")
@@ -390,21 +439,29 @@ class LoopWriter:
                 target = subscript(partials[k].name, (Index("_split"),) + kept_index)
                 lines.add(3, f"{target} = _sh{k}[_tid]", "this block's partial result")
             else:
-                lines.add(3, f"{subscript(red.buffer.name, kept_index)} = _sh{k}[_tid]",
-                          f"-> {self.describe_buffer(red.buffer)}")
+                lines.add(
+                    3,
+                    f"{subscript(red.buffer.name, kept_index)} = _sh{k}[_tid]",
+                    f"-> {self.describe_buffer(red.buffer)}",
+                )
         lines.add(2, "_group += cuda.gridDim.x")
         out.sources.append(lines.render())
-        out.launches.append(Launch(name, (blocks_x, nsplit), (T,), args, f"{name}: {what}",
-                                   (TK, TR, nsplit)))
+        out.launches.append(
+            Launch(name, (blocks_x, nsplit), (T,), args, f"{name}: {what}", (TK, TR, nsplit))
+        )
         for k, red in enumerate(reds if partials else []):
-            self._combine(out, f"{name}_combine{k}", partials[k], red, tuple(shape[a] for a in kept))
+            self._combine(
+                out, f"{name}_combine{k}", partials[k], red, tuple(shape[a] for a in kept)
+            )
 
     def _combine(self, out: Kernels, name: str, part: Buffer, red: Reduction, kshape) -> None:
         """A second kernel: reduce the partial results over their first axis."""
         space = part.shape
         index = tuple(Index(f"i{a}") for a in range(len(space)))
         load = Load("v0", part, index, len(space))
-        loop = FusedLoop(name, space, [load], [], [Reduction("v0", red.buffer, (0,), red.op, red.node)])
+        loop = FusedLoop(
+            name, space, [load], [], [Reduction("v0", red.buffer, (0,), red.op, red.node)]
+        )
         writer = LoopWriter(loop, self.cfg, self.names, self.render)
         writer.reduction(out, name, [], (0,), loop.reductions, nsplit=1)
         self.helpers |= writer.helpers
@@ -414,8 +471,15 @@ class LoopWriter:
 # Matrix products
 
 
-def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, out: Kernels,
-                  render, transposed: tuple[bool, bool] = (False, False)) -> None:
+def matmul_kernel(
+    step: MatmulStep,
+    name: str,
+    cfg: LaunchConfig,
+    names: dict,
+    out: Kernels,
+    render,
+    transposed: tuple[bool, bool] = (False, False),
+) -> None:
     """A tiled kernel for `out = a @ b`. When its tiles are too few to fill the device, the
     k-range is split across blocks too (split-K), and a reduction kernel sums the parts.
     `transposed` says which operand is a transposed view (as in every adjoint of a product):
@@ -443,8 +507,10 @@ def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, o
     pre = "".join(f"_b{j}, " for j in range(len(batch)))
     lines = Lines()
     where = f"   [{step.node.source}]" if step.node.source else ""
-    comment = (f"{names.get(o.var, '?')} = {names.get(a.var, '?')} @ {names.get(b.var, '?')}: "
-               f"{list(batch)} x [{M}, {K}] @ [{K}, {N}]{where}")
+    comment = (
+        f"{names.get(o.var, '?')} = {names.get(a.var, '?')} @ {names.get(b.var, '?')}: "
+        f"{list(batch)} x [{M}, {K}] @ [{K}, {N}]{where}"
+    )
     how = f"tiles {BM}x{BN}x{BK}, {U}x{U} results per thread"
     if part is not None:
         how += f", k split in {splits} parts of {kc}"
@@ -525,10 +591,12 @@ def matmul_kernel(step: MatmulStep, name: str, cfg: LaunchConfig, names: dict, o
     if part is not None:  # sum the parts: a reduction over the first axis of the partials
         space = part.shape
         load = Load("v0", part, tuple(Index(f"i{d}") for d in range(len(space))), len(space))
-        loop = FusedLoop(f"{name}_combine", space, [load], [],
-                         [Reduction("v0", o, (0,), "sum", step.node)])
-        LoopWriter(loop, cfg, names, render).reduction(out, loop.name, [], (0,),
-                                                        loop.reductions, nsplit=1)
+        loop = FusedLoop(
+            f"{name}_combine", space, [load], [], [Reduction("v0", o, (0,), "sum", step.node)]
+        )
+        LoopWriter(loop, cfg, names, render).reduction(
+            out, loop.name, [], (0,), loop.reductions, nsplit=1
+        )
 
 
 # ----------------------------------------------------------------------------------------------

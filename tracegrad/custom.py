@@ -32,7 +32,11 @@ from .tree import TreeDef, flatten, path_step, unflatten
 class custom_vjp:
     """Decorator: give `fun` a hand-written reverse-mode rule with `defvjp(fwd, bwd)`."""
 
-    _capture_children = ("fun", "fwd", "bwd")  # what the capture walk follows (see tracing/scope.py)
+    _capture_children = (
+        "fun",
+        "fwd",
+        "bwd",
+    )  # what the capture walk follows (see tracing/scope.py)
 
     def __init__(self, fun: Callable):
         functools.update_wrapper(self, fun)

@@ -55,11 +55,15 @@ def nan_origin(graph: Graph, args: Sequence[np.ndarray]):
     Walks back from the first output holding a NaN along inputs that hold NaNs, so a NaN computed
     in the untaken branch of a `where` is not blamed. Returns None when no output has a NaN.
     """
-    env: dict[Var, np.ndarray] = {v: np.asarray(a, dtype=v.dtype) for v, a in zip(graph.inputs, args, strict=True)}
+    env: dict[Var, np.ndarray] = {
+        v: np.asarray(a, dtype=v.dtype) for v, a in zip(graph.inputs, args, strict=True)
+    }
     producer = {}
     with np.errstate(all="ignore"):
         for node in graph.nodes:
-            env[node.out] = np.asarray(node.prim.impl(*[env[v] for v in node.inputs], **node.params))
+            env[node.out] = np.asarray(
+                node.prim.impl(*[env[v] for v in node.inputs], **node.params)
+            )
             producer[node.out] = node
     bad = next((v for v in graph.outputs if _has_nan(env[v])), None)
     while bad is not None and bad in producer:

@@ -169,7 +169,9 @@ def _format_param(value: Any) -> str:
         parts = ["" if p is None else str(p) for p in (value.start, value.stop, value.step)]
         return ":".join(parts).rstrip(":") or ":"
     if isinstance(value, tuple):
-        return "(" + ",".join(_format_param(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+        return (
+            "(" + ",".join(_format_param(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+        )
     if callable(value):
         return getattr(value, "__name__", "fn")
     return repr(value)
@@ -208,7 +210,9 @@ def node_lines(graph: Graph, sources: bool = True, canonical_consts: bool = Fals
     for node in graph.nodes:
         args = " ".join(name(v) for v in node.inputs)
         out_type = node.out.type if isinstance(node.out, Var) else "?"
-        text = f"{name(node.out)}:{out_type} = {node.prim.name}{_params_text(node, canonical_consts)}"
+        text = (
+            f"{name(node.out)}:{out_type} = {node.prim.name}{_params_text(node, canonical_consts)}"
+        )
         if args:
             text += " " + args
         if sources and node.source:
@@ -217,8 +221,9 @@ def node_lines(graph: Graph, sources: bool = True, canonical_consts: bool = Fals
     return lines
 
 
-def format_graph(graph: Graph, sources: bool = True, canonical_consts: bool = False,
-                 keyword: str = "graph") -> str:
+def format_graph(
+    graph: Graph, sources: bool = True, canonical_consts: bool = False, keyword: str = "graph"
+) -> str:
     """The graph as text; the graphs a node holds (a loop's body) are shown under it, indented
     (not in the canonical text, where they appear by fingerprint)."""
     names = _names(graph)
@@ -310,7 +315,9 @@ def verify(graph: Graph) -> Graph:
             raise IRError(_context(graph, i, f"redefines {node.out}"))
         try:
             shape, dtype = node.prim.infer(
-                tuple(v.shape for v in node.inputs), tuple(v.dtype for v in node.inputs), node.params
+                tuple(v.shape for v in node.inputs),
+                tuple(v.dtype for v in node.inputs),
+                node.params,
             )
         except Exception as exc:  # wrong number of inputs, a missing or bad parameter
             message = f"does not fit {node.prim.name}'s shape rule: {type(exc).__name__}: {exc}"
@@ -328,7 +335,9 @@ def verify(graph: Graph) -> Graph:
                 try:
                     verify(value)
                 except IRError as exc:
-                    raise IRError(_context(graph, i, f"holds a broken graph in {key!r}: {exc}")) from None
+                    raise IRError(
+                        _context(graph, i, f"holds a broken graph in {key!r}: {exc}")
+                    ) from None
         defined.add(node.out)
     for v in graph.outputs:
         if v not in defined:
@@ -379,7 +388,9 @@ class Builder:
             self.captures.append((outer_value, v))
         return self._captured[outer_key]
 
-    def add(self, prim: Primitive, inputs: tuple[Var, ...], params: dict, source: str | None) -> Var:
+    def add(
+        self, prim: Primitive, inputs: tuple[Var, ...], params: dict, source: str | None
+    ) -> Var:
         shape, dtype = prim.infer(
             tuple(v.shape for v in inputs), tuple(v.dtype for v in inputs), params
         )

@@ -85,7 +85,9 @@ def _lower_only(sym_ct: Var) -> Var:
 
 
 inv_p = _register(
-    "inv", np.linalg.inv, _square_infer(lambda s: s),
+    "inv",
+    np.linalg.inv,
+    _square_infer(lambda s: s),
     lambda ct, out, a: (P.neg(_mm(_t(out), _mm(ct, _t(out)))),),
 )
 
@@ -116,27 +118,38 @@ def _solve_impl(a, b, structure=None):
     lower = structure == "lower"
     if a.ndim == 2:
         return solve_triangular(a, b, lower=lower, check_finite=False)
-    out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:],
-                   np.result_type(a, b))
+    out = np.empty(
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], np.result_type(a, b)
+    )
     for i in np.ndindex(out.shape[:-2]):
         out[i] = solve_triangular(a[i], b[i], lower=lower, check_finite=False)
     return out
 
 
 solve_p = _register(
-    "solve", _solve_impl, lambda shapes, dtypes, p: (shapes[1], dtypes[1]), _solve_rule,
+    "solve",
+    _solve_impl,
+    lambda shapes, dtypes, p: (shapes[1], dtypes[1]),
+    _solve_rule,
 )
 det_p = _register(
-    "det", np.linalg.det, _square_infer(lambda s: s[:-2]),
+    "det",
+    np.linalg.det,
+    _square_infer(lambda s: s[:-2]),
     lambda ct, out, a: (P.mul(_expand(P.mul(ct, out), a), _t(P.emit(inv_p, a))),),
 )
 logabsdet_p = _register(
-    "logabsdet", lambda a: np.linalg.slogdet(a)[1], _square_infer(lambda s: s[:-2]),
+    "logabsdet",
+    lambda a: np.linalg.slogdet(a)[1],
+    _square_infer(lambda s: s[:-2]),
     lambda ct, out, a: (P.mul(_expand(ct, a), _t(P.emit(inv_p, a))),),
 )
 signdet_p = _register(
-    "signdet", lambda a: np.linalg.slogdet(a)[0], _square_infer(lambda s: s[:-2]),
-    lambda ct, out, a: (None,), differentiable=False,
+    "signdet",
+    lambda a: np.linalg.slogdet(a)[0],
+    _square_infer(lambda s: s[:-2]),
+    lambda ct, out, a: (None,),
+    differentiable=False,
 )
 
 
@@ -169,8 +182,10 @@ def _eigh_vectors_rule(ct, out, a):
     w = P.emit(eigh_values_p, a)
     n = a.shape[-1]
     shape = a.shape
-    gaps = P.sub(P.broadcast_to(P.reshape(w, w.shape[:-1] + (1, n)), shape),
-                 P.broadcast_to(P.reshape(w, w.shape[:-1] + (n, 1)), shape))  # w_j - w_i
+    gaps = P.sub(
+        P.broadcast_to(P.reshape(w, w.shape[:-1] + (1, n)), shape),
+        P.broadcast_to(P.reshape(w, w.shape[:-1] + (n, 1)), shape),
+    )  # w_j - w_i
     off = P.broadcast_to(P.const(~np.eye(n, dtype=bool)), shape)
     safe = P.where(off, gaps, P.const(1, shape, gaps.dtype))
     f = P.where(off, P.div(1.0, safe), P.const(0, shape, gaps.dtype))
@@ -180,7 +195,10 @@ def _eigh_vectors_rule(ct, out, a):
 
 
 eigh_values_p = _register(
-    "eigh_values", lambda a: np.linalg.eigh(a)[0], _square_infer(lambda s: s[:-1]), _eigh_values_rule
+    "eigh_values",
+    lambda a: np.linalg.eigh(a)[0],
+    _square_infer(lambda s: s[:-1]),
+    _eigh_values_rule,
 )
 eigh_vectors_p = _register(
     "eigh_vectors", lambda a: np.linalg.eigh(a)[1], _square_infer(lambda s: s), _eigh_vectors_rule
@@ -212,7 +230,9 @@ def _svd_cotangent(a: Var, ct_u, ct_s, ct_vt) -> Var:
     if ct_u is not None or ct_vt is not None:
         off = P.broadcast_to(P.const(~np.eye(k, dtype=bool)), sq)
         gap = P.sub(P.mul(s_j, s_j), P.mul(s_i, s_i))
-        f = P.where(off, P.div(1.0, P.where(off, gap, P.const(1, sq, gap.dtype))), P.const(0, sq, gap.dtype))
+        f = P.where(
+            off, P.div(1.0, P.where(off, gap, P.const(1, sq, gap.dtype))), P.const(0, sq, gap.dtype)
+        )
     extra = None  # the terms outside U's and V's span
     if ct_u is not None:
         utg = _mm(_t(u), ct_u)
@@ -248,12 +268,18 @@ def _svd_infer(which: int):
     return infer
 
 
-svd_u_p = _register("svd_u", _svd_impl(0), _svd_infer(0),
-                    lambda ct, out, a: (_svd_cotangent(a, ct, None, None),))
-svd_s_p = _register("svd_s", lambda a: np.linalg.svd(a, compute_uv=False), _svd_infer(1),
-                    lambda ct, out, a: (_svd_cotangent(a, None, ct, None),))
-svd_vt_p = _register("svd_vt", _svd_impl(2), _svd_infer(2),
-                     lambda ct, out, a: (_svd_cotangent(a, None, None, ct),))
+svd_u_p = _register(
+    "svd_u", _svd_impl(0), _svd_infer(0), lambda ct, out, a: (_svd_cotangent(a, ct, None, None),)
+)
+svd_s_p = _register(
+    "svd_s",
+    lambda a: np.linalg.svd(a, compute_uv=False),
+    _svd_infer(1),
+    lambda ct, out, a: (_svd_cotangent(a, None, ct, None),),
+)
+svd_vt_p = _register(
+    "svd_vt", _svd_impl(2), _svd_infer(2), lambda ct, out, a: (_svd_cotangent(a, None, None, ct),)
+)
 
 
 def _copyltu(x: Var) -> Var:
@@ -301,8 +327,12 @@ def _qr_infer(which: int):
     return infer
 
 
-qr_q_p = _register("qr_q", _qr_impl(0), _qr_infer(0), lambda ct, out, a: (_qr_cotangent(a, ct, None),))
-qr_r_p = _register("qr_r", _qr_impl(1), _qr_infer(1), lambda ct, out, a: (_qr_cotangent(a, None, ct),))
+qr_q_p = _register(
+    "qr_q", _qr_impl(0), _qr_infer(0), lambda ct, out, a: (_qr_cotangent(a, ct, None),)
+)
+qr_r_p = _register(
+    "qr_r", _qr_impl(1), _qr_infer(1), lambda ct, out, a: (_qr_cotangent(a, None, ct),)
+)
 
 
 # ---- the NumPy functions
@@ -329,7 +359,9 @@ def _solve(a, b):
     if vector:
         y = P.reshape(y, y.shape + (1,))
     if y.shape[-2] != x.shape[-1]:
-        raise ValueError(f"np.linalg.solve: shapes {x.shape} and {_v(b).shape} do not match{_src()}")
+        raise ValueError(
+            f"np.linalg.solve: shapes {x.shape} and {_v(b).shape} do not match{_src()}"
+        )
     lead = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
     x = P.broadcast_to(x, lead + x.shape[-2:])
     y = P.broadcast_to(y, lead + y.shape[-2:])
@@ -346,7 +378,7 @@ def _producer(x: Var):
 
 
 def _structure_of(x: Var) -> str | None:
-    """"lower" when `x` is a Cholesky factor, "upper" when it is one's transpose, else None."""
+    """ "lower" when `x` is a Cholesky factor, "upper" when it is one's transpose, else None."""
     node = _producer(x)
     if node is not None and node.prim is cholesky_p:
         return "lower"
@@ -378,8 +410,10 @@ def _slogdet(a):
         # there, as NumPy's would): log|det x| = 2 sum(log(diag L)), and the derivative goes
         # through the Cholesky rule (triangular solves) instead of forming inv(x)
         n = x.shape[-1]
-        diagonal = P.slice_(P.reshape(lower, lower.shape[:-2] + (n * n,)),
-                            tuple((0, d, 1) for d in lower.shape[:-2]) + ((0, n * n, n + 1),))
+        diagonal = P.slice_(
+            P.reshape(lower, lower.shape[:-2] + (n * n,)),
+            tuple((0, d, 1) for d in lower.shape[:-2]) + ((0, n * n, n + 1),),
+        )
         logdet = P.mul(P.reduce_sum(P.unary(P.log_p, diagonal), (x.ndim - 2,)), 2.0)
         return P.const(1, logdet.shape, logdet.dtype), logdet
     return P.emit(signdet_p, x), P.emit(logabsdet_p, x)
@@ -435,8 +469,10 @@ def _matrix_float(a, what: str) -> Var:
 def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     x = _matrix_float(a, "svd")
     if hermitian:
-        raise TracingError(f"np.linalg.svd(..., hermitian=True) is not supported on traced values{_src()}; "
-                           "use the default hermitian=False (same values)")
+        raise TracingError(
+            f"np.linalg.svd(..., hermitian=True) is not supported on traced values{_src()}; "
+            "use the default hermitian=False (same values)"
+        )
     if not compute_uv:
         return P.emit(svd_s_p, x)
     m, n = x.shape[-2:]
@@ -466,8 +502,10 @@ def _qr(a, mode="reduced"):
         return P.emit(qr_q_p, x), P.emit(qr_r_p, x)
     if mode == "r":
         return P.emit(qr_r_p, x)
-    raise TracingError(f"np.linalg.qr: mode {mode!r} is not supported on traced values{_src()}; "
-                       "use 'reduced', 'complete' or 'r'")
+    raise TracingError(
+        f"np.linalg.qr: mode {mode!r} is not supported on traced values{_src()}; "
+        "use 'reduced', 'complete' or 'r'"
+    )
 
 
 def _lstsq(a, b, rcond=None):
@@ -521,10 +559,15 @@ def _pinv(a, rcond=None, hermitian=False, *, rtol=None):
     if tol is None:
         tol = max(m, n) * float(np.finfo(x.dtype).eps)
     if not isinstance(tol, (int, float, np.integer, np.floating)):
-        raise TracingError(f"np.linalg.pinv: only a scalar rcond/rtol is supported on traced values{_src()}")
+        raise TracingError(
+            f"np.linalg.pinv: only a scalar rcond/rtol is supported on traced values{_src()}"
+        )
     u, s, vt = P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
     inv_s = _cutoff_inverse(s, float(tol))[1]
-    scaled = P.mul(_t(vt), P.broadcast_to(P.reshape(inv_s, inv_s.shape[:-1] + (1, inv_s.shape[-1])), _t(vt).shape))
+    scaled = P.mul(
+        _t(vt),
+        P.broadcast_to(P.reshape(inv_s, inv_s.shape[:-1] + (1, inv_s.shape[-1])), _t(vt).shape),
+    )
     return _mm(scaled, _t(u))
 
 
@@ -533,13 +576,17 @@ def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     eps); an integer, no derivative."""
     x = _v(A)
     if x.ndim < 2:
-        return P.convert(P.reduce(P.reduce_max_p, P.convert(P.compare(P.ne_p, x, 0), np.int64), None), np.int64)
+        return P.convert(
+            P.reduce(P.reduce_max_p, P.convert(P.compare(P.ne_p, x, 0), np.int64), None), np.int64
+        )
     x = _matrix_float(x, "matrix_rank")
     s = P.emit(svd_s_p, x)
     m, n = x.shape[-2:]
     if tol is not None:
         if not isinstance(tol, (int, float, np.integer, np.floating)):
-            raise TracingError(f"np.linalg.matrix_rank: only a scalar tol is supported on traced values{_src()}")
+            raise TracingError(
+                f"np.linalg.matrix_rank: only a scalar tol is supported on traced values{_src()}"
+            )
         kept = P.compare(P.gt_p, s, float(tol))
     else:
         r = rtol if rtol is not None else max(m, n) * float(np.finfo(x.dtype).eps)
@@ -565,7 +612,9 @@ def _cond(x, p=None):
 def _multi_dot(arrays, *, out=None):
     """A chain of products, in NumPy's order of least work (the classic dynamic programme)."""
     if out is not None:
-        raise TracingError(f"np.linalg.multi_dot(..., out=...) is not supported on traced values{_src()}")
+        raise TracingError(
+            f"np.linalg.multi_dot(..., out=...) is not supported on traced values{_src()}"
+        )
     xs = [_v(a) for a in arrays]
     if len(xs) < 2:
         raise ValueError(f"Expecting at least two arrays.{_src()}")
@@ -594,8 +643,14 @@ def _multi_dot(arrays, *, out=None):
         return P.matmul(chain(i, k), chain(k + 1, j))
 
     result = chain(0, n - 1)  # (rows, columns): drop the axes that the vectors added
-    return P.reshape(result, tuple(d for i, d in enumerate(result.shape)
-                                   if not ((i == 0 and first_vec) or (i == 1 and last_vec))))
+    return P.reshape(
+        result,
+        tuple(
+            d
+            for i, d in enumerate(result.shape)
+            if not ((i == 0 and first_vec) or (i == 1 and last_vec))
+        ),
+    )
 
 
 FUNCTIONS = {

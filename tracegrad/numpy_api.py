@@ -188,7 +188,9 @@ def _arith_binary(prim):
     def handler(a, b):
         a, b = _o(a), _o(b)
         if P._result_dtype([a, b]) == np.bool_:
-            raise TypeError(f"np.{prim.name} of booleans is not supported{_src()}; convert with .astype(int)")
+            raise TypeError(
+                f"np.{prim.name} of booleans is not supported{_src()}; convert with .astype(int)"
+            )
         return P._elementwise(prim, a, b)
 
     return handler
@@ -205,7 +207,9 @@ def _rounding(prim):
         if prim is not P.rint_p:
             return x
         if x.dtype == np.bool_:
-            raise TypeError(f"np.rint of booleans is not supported{_src()}; convert with .astype(float)")
+            raise TypeError(
+                f"np.rint of booleans is not supported{_src()}; convert with .astype(float)"
+            )
         return P.unary(prim, x)
 
     return handler
@@ -257,7 +261,9 @@ def _heaviside(x, h0):
     h0 = P.convert(_v(h0), dtype) if isinstance(h0, Var) else h0
     one, zero = P.const(1.0, (), dtype), P.const(0.0, (), dtype)
     step = P.where(P.compare(P.gt_p, x, 0), one, P.where(P.compare(P.lt_p, x, 0), zero, h0))
-    return P.where(P.emit(P.isnan_p, x), x, P.broadcast_to(step, x.shape) if isinstance(step, Var) else step)
+    return P.where(
+        P.emit(P.isnan_p, x), x, P.broadcast_to(step, x.shape) if isinstance(step, Var) else step
+    )
 
 
 # ---- scipy.special's ufuncs (NumPy dispatches them to tracers like its own)
@@ -315,7 +321,10 @@ def _xlogy(log_prim):
         x = P.convert(_v(x), dtype)
         y = P.convert(_v(y), dtype)
         shape = np.broadcast_shapes(x.shape, y.shape)
-        x, y = (P.broadcast_to(P.reshape(v, (1,) * (len(shape) - v.ndim) + v.shape), shape) for v in (x, y))
+        x, y = (
+            P.broadcast_to(P.reshape(v, (1,) * (len(shape) - v.ndim) + v.shape), shape)
+            for v in (x, y)
+        )
         zero = P.compare(P.eq_p, x, 0)
         safe = P.where(zero, 1.0 if log_prim is P.log_p else 0.0, y)
         return P.where(zero, 0.0, P.mul(x, P.unary(log_prim, safe)))
@@ -435,7 +444,9 @@ def _round(a, decimals=0, out=None):
         raise TracingError(f"np.round(..., out=...) is not supported on traced values{_src()}")
     x = _v(a)
     if x.dtype == np.bool_:
-        raise TypeError(f"np.round of booleans is not supported{_src()}; convert with .astype(float)")
+        raise TypeError(
+            f"np.round of booleans is not supported{_src()}; convert with .astype(float)"
+        )
     if not P.is_float(x.dtype):
         if decimals >= 0:
             return x
@@ -487,7 +498,9 @@ def _no_extra(name: str, kwargs: dict, allowed=()):
     if kwargs.get("out") is not None:
         extra.append("out")
     if extra:
-        raise TracingError(f"np.{name}: argument(s) {extra} are not supported on traced values{_src()}")
+        raise TracingError(
+            f"np.{name}: argument(s) {extra} are not supported on traced values{_src()}"
+        )
 
 
 def _reduction(prim, name):
@@ -566,7 +579,11 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     x = _v(x)
     x = P.convert(x, P.float_dtype(x.dtype))
     if axis is None:
-        if ord is None or (ord in ("f", "fro") and x.ndim == 2) or (_is_number(ord) and ord == 2 and x.ndim == 1):
+        if (
+            ord is None
+            or (ord in ("f", "fro") and x.ndim == 2)
+            or (_is_number(ord) and ord == 2 and x.ndim == 1)
+        ):
             out = _sqrt_sum_squares(x, tuple(range(x.ndim)))
             return P.reshape(out, (1,) * x.ndim) if keepdims else out
         axis = tuple(range(x.ndim))
@@ -706,9 +723,15 @@ def _filled(value):
 def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
     if isinstance(fill_value, Var):  # a traced fill value: broadcast it
         ref = _v(a)
-        shape = ref.shape if shape is None else ((int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape))
+        shape = (
+            ref.shape
+            if shape is None
+            else ((int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape))
+        )
         if fill_value.ndim:
-            raise TracingError(f"np.full_like: the fill value must be a scalar, got shape {fill_value.shape}{_src()}")
+            raise TracingError(
+                f"np.full_like: the fill value must be a scalar, got shape {fill_value.shape}{_src()}"
+            )
         return _broadcast_value(P.convert(fill_value, dtype or ref.dtype), shape, "np.full_like")
     if not isinstance(fill_value, (int, float, bool, np.generic)):
         raise TracingError(f"np.full_like: the fill value must be a number{_src()}")
@@ -802,7 +825,9 @@ def _einsum(subscripts, *operands, **kwargs):
         raise ValueError(f"np.einsum: {len(terms)} subscripts for {len(xs)} operands{_src()}")
     # '...': as many fresh capital letters as the operand has dimensions beyond its letters
     spare = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    widest = max((x.ndim - (len(t) - 3) for t, x in zip(terms, xs, strict=True) if "..." in t), default=0)
+    widest = max(
+        (x.ndim - (len(t) - 3) for t, x in zip(terms, xs, strict=True) if "..." in t), default=0
+    )
     ellipsis = "".join(next(spare) for _ in range(widest))
     for k, (t, x) in enumerate(zip(terms, xs, strict=True)):
         if "..." in t:
@@ -812,7 +837,9 @@ def _einsum(subscripts, *operands, **kwargs):
             raise ValueError(f"np.einsum: subscripts {t!r} do not fit a {x.ndim}-d operand{_src()}")
     if out is None:
         letters = "".join(terms)
-        out = ellipsis + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c.islower()))
+        out = ellipsis + "".join(
+            sorted(c for c in set(letters) if letters.count(c) == 1 and c.islower())
+        )
     else:
         out = out.replace("...", ellipsis)
     if len(set(out)) != len(out):
@@ -836,7 +863,11 @@ def _einsum(subscripts, *operands, **kwargs):
             for j in range(i + 1, len(xs)):
                 rest = "".join(t for k, t in enumerate(terms) if k not in (i, j)) + out
                 keep = "".join(c for c in dict.fromkeys(terms[i] + terms[j]) if c in rest)
-                sizes = {c: d for t, x in zip(terms, xs, strict=True) for c, d in zip(t, x.shape, strict=True)}
+                sizes = {
+                    c: d
+                    for t, x in zip(terms, xs, strict=True)
+                    for c, d in zip(t, x.shape, strict=True)
+                }
                 cost = int(np.prod([sizes[c] for c in keep], dtype=np.int64))
                 if best is None or cost < best[0]:
                     best = (cost, i, j, keep)
@@ -880,10 +911,14 @@ def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
     free_a = [c for c in ta if c not in tb]
     free_b = [c for c in tb if c not in ta]
     n = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))
-    a3 = P.reshape(P.transpose(a, [ta.index(c) for c in batch + free_a + contracted]),
-                   (n(batch), n(free_a), n(contracted)))
-    b3 = P.reshape(P.transpose(b, [tb.index(c) for c in batch + contracted + free_b]),
-                   (n(batch), n(contracted), n(free_b)))
+    a3 = P.reshape(
+        P.transpose(a, [ta.index(c) for c in batch + free_a + contracted]),
+        (n(batch), n(free_a), n(contracted)),
+    )
+    b3 = P.reshape(
+        P.transpose(b, [tb.index(c) for c in batch + contracted + free_b]),
+        (n(batch), n(contracted), n(free_b)),
+    )
     r = P.matmul_(a3, b3)
     order = batch + free_a + free_b
     r = P.reshape(r, tuple(size[c] for c in order))
@@ -942,7 +977,9 @@ def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
             raise ShapeError(f"cannot reshape {x.shape} into {shape}{_src()}")
         shape = tuple(x.size // known if d == -1 else d for d in shape)
     if int(np.prod(shape, dtype=np.int64)) != x.size:
-        raise ShapeError(f"cannot reshape a value of shape {x.shape} (size {x.size}) into {shape}{_src()}")
+        raise ShapeError(
+            f"cannot reshape a value of shape {x.shape} (size {x.size}) into {shape}{_src()}"
+        )
     return _reshape_in_order(x, shape, order)
 
 
@@ -989,7 +1026,9 @@ def _squeeze(a, axis=None):
         axes = P.normalize_axes(axis, x.ndim)
         for i in axes:
             if x.shape[i] != 1:
-                raise ValueError(f"cannot select an axis to squeeze out which has size not equal to one{_src()}")
+                raise ValueError(
+                    f"cannot select an axis to squeeze out which has size not equal to one{_src()}"
+                )
     return P.reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
@@ -1030,7 +1069,9 @@ def _concatenate(arrays, axis=0, out=None, dtype=None, **kw):
         raise ValueError(f"zero-dimensional arrays cannot be concatenated{_src()}")
     axis = P.normalize_axes(axis, ndim)[0]
     for x in xs:
-        if x.ndim != ndim or any(d != e for i, (d, e) in enumerate(zip(x.shape, xs[0].shape, strict=True)) if i != axis):
+        if x.ndim != ndim or any(
+            d != e for i, (d, e) in enumerate(zip(x.shape, xs[0].shape, strict=True)) if i != axis
+        ):
             raise ShapeError(
                 f"concatenate: shapes {[v.shape for v in xs]} differ outside axis {axis}{_src()}"
             )
@@ -1044,7 +1085,9 @@ def _stack(arrays, axis=0, out=None, **kw):
     if not xs:
         raise ValueError("need at least one array to stack")
     if len({x.shape for x in xs}) != 1:
-        raise ShapeError(f"stack: all input arrays must have the same shape, got {[x.shape for x in xs]}{_src()}")
+        raise ShapeError(
+            f"stack: all input arrays must have the same shape, got {[x.shape for x in xs]}{_src()}"
+        )
     axis = P.normalize_axes(axis, xs[0].ndim + 1)[0]
     return _concatenate([_expand_dims(x, axis) for x in xs], axis, **kw)
 
@@ -1074,13 +1117,18 @@ def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
         index = (index,)
     for item in index:
         if not (item is None or item is Ellipsis or isinstance(item, (int, np.integer, slice))):
-            kind = "an array" if isinstance(item, (Var, list, np.ndarray)) else f"a {type(item).__name__}"
+            kind = (
+                "an array"
+                if isinstance(item, (Var, list, np.ndarray))
+                else f"a {type(item).__name__}"
+            )
             raise TracingError(
                 f"indexing a traced value with {kind} is not supported{_src()}; "
                 "only static ints, slices, None and ... (no arrays or traced indices)"
             )
         if isinstance(item, slice) and any(
-            p is not None and not isinstance(p, (int, np.integer)) for p in (item.start, item.stop, item.step)
+            p is not None and not isinstance(p, (int, np.integer))
+            for p in (item.start, item.stop, item.step)
         ):
             raise TracingError(f"slice bounds must be static ints{_src()}")
     used = sum(1 for i in index if i is not None and i is not Ellipsis)
@@ -1106,7 +1154,9 @@ def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
         else:
             i = int(item)
             if not -n <= i < n:
-                raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}{_src()}")
+                raise IndexError(
+                    f"index {i} is out of bounds for axis {axis} with size {n}{_src()}"
+                )
             i %= n
             ranges.append((i, i + 1, 1))
         axis += 1
@@ -1149,7 +1199,9 @@ def _broadcast_value(v: Var, shape: tuple[int, ...], what: str) -> Var:
 
 def written_value(value, dtype) -> Var:
     """A value written into an array of `dtype` (`x[...] = value`), cast as NumPy casts it."""
-    if isinstance(value, (Var, np.ndarray)) or not isinstance(value, (bool, int, float, np.generic)):
+    if isinstance(value, (Var, np.ndarray)) or not isinstance(
+        value, (bool, int, float, np.generic)
+    ):
         v = _v(value)
     else:
         v = P.const(np.asarray(value).astype(dtype), (), dtype)
@@ -1162,7 +1214,10 @@ def _setitem(x: Var, index, value) -> Var:
     (static or traced) selects where to write. The value is cast to x's dtype, as NumPy does."""
     v = written_value(value, x.dtype)
     mask = index if not isinstance(index, tuple) or len(index) != 1 else index[0]
-    if isinstance(mask, (list, np.ndarray, Var)) and np.dtype(getattr(mask, "dtype", None) or np.asarray(mask).dtype) == np.bool_:
+    if (
+        isinstance(mask, (list, np.ndarray, Var))
+        and np.dtype(getattr(mask, "dtype", None) or np.asarray(mask).dtype) == np.bool_
+    ):
         m = _v(mask)
         if m.shape != x.shape[: m.ndim]:
             raise IndexError(
@@ -1276,7 +1331,19 @@ FUNCTIONS.update(_LINALG_FUNCTIONS)
 # named psi); its Python functions logsumexp, softmax and log_softmax are redirected while tracing
 # (constructors.py)
 SCIPY_SPECIAL = (
-    "digamma", "erf", "erfc", "expit", "gammaln", "log_ndtr", "log_softmax", "logit", "logsumexp",
-    "ndtr", "psi", "softmax", "xlog1py", "xlogy",
+    "digamma",
+    "erf",
+    "erfc",
+    "expit",
+    "gammaln",
+    "log_ndtr",
+    "log_softmax",
+    "logit",
+    "logsumexp",
+    "ndtr",
+    "psi",
+    "softmax",
+    "xlog1py",
+    "xlogy",
 )
 SUPPORTED = sorted((set(UFUNCS) | set(FUNCTIONS)) - set(SCIPY_SPECIAL))

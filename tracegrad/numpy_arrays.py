@@ -18,7 +18,15 @@ from . import primitives as P
 from .errors import TracingError
 from .ir import Var
 from .numpy_api import (
-    _basic_index, _broadcast_value, _concatenate, _o, _ravel, _setitem, _src, _v, written_value,
+    _basic_index,
+    _broadcast_value,
+    _concatenate,
+    _o,
+    _ravel,
+    _setitem,
+    _src,
+    _v,
+    written_value,
 )
 
 
@@ -84,7 +92,9 @@ def _roll(a, shift, axis=None):
     if len(axes) == 1:
         axes = tuple(axes) * len(shifts)
     if len(shifts) != len(axes):
-        raise ValueError(f"'shift' and 'axis' should be scalars or 1D sequences of the same length{_src()}")
+        raise ValueError(
+            f"'shift' and 'axis' should be scalars or 1D sequences of the same length{_src()}"
+        )
     total: dict[int, int] = {}
     for s, ax in zip(shifts, axes, strict=True):
         if not isinstance(s, (int, np.integer)):
@@ -227,7 +237,9 @@ def _append(arr, values, axis=None):
 def _broadcast_arrays(*args, subok=False):
     xs = [_v(a) for a in args]
     shape = np.broadcast_shapes(*(x.shape for x in xs))
-    return tuple(P.broadcast_to(P.reshape(x, (1,) * (len(shape) - x.ndim) + x.shape), shape) for x in xs)
+    return tuple(
+        P.broadcast_to(P.reshape(x, (1,) * (len(shape) - x.ndim) + x.shape), shape) for x in xs
+    )
 
 
 def _meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
@@ -300,7 +312,10 @@ def _diag(v, k=0):
     if n == 0:
         return P.const(0, (size, size), x.dtype)
     flat = P.emit(
-        P.unslice_p, x, shape=(size * size,), index=((start, start + (n - 1) * (size + 1) + 1, size + 1),)
+        P.unslice_p,
+        x,
+        shape=(size * size,),
+        index=((start, start + (n - 1) * (size + 1) + 1, size + 1),),
     )
     return P.reshape(flat, (size, size))
 
@@ -320,9 +335,15 @@ def _triangle(upper: bool):
     def handler(m, k=0):
         x = _v(m)
         if x.ndim < 2:
-            x = P.broadcast_to(P.reshape(x, (1,) * (2 - x.ndim) + x.shape), (x.size, x.size) if x.ndim else (1, 1))
+            x = P.broadcast_to(
+                P.reshape(x, (1,) * (2 - x.ndim) + x.shape), (x.size, x.size) if x.ndim else (1, 1)
+            )
         rows, cols = x.shape[-2:]
-        keep = np.triu(np.ones((rows, cols), bool), k) if upper else np.tril(np.ones((rows, cols), bool), k)
+        keep = (
+            np.triu(np.ones((rows, cols), bool), k)
+            if upper
+            else np.tril(np.ones((rows, cols), bool), k)
+        )
         return P.where(P.broadcast_to(P.const(keep), x.shape), x, P.const(0, x.shape, x.dtype))
 
     return handler
@@ -343,10 +364,16 @@ def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     if axis is not None:
         axisa = axisb = axisc = axis
     x, y = _v(a), _v(b)
-    x = P.transpose(x, [i for i in range(x.ndim) if i != _axis(axisa, x.ndim)] + [_axis(axisa, x.ndim)])
-    y = P.transpose(y, [i for i in range(y.ndim) if i != _axis(axisb, y.ndim)] + [_axis(axisb, y.ndim)])
+    x = P.transpose(
+        x, [i for i in range(x.ndim) if i != _axis(axisa, x.ndim)] + [_axis(axisa, x.ndim)]
+    )
+    y = P.transpose(
+        y, [i for i in range(y.ndim) if i != _axis(axisb, y.ndim)] + [_axis(axisb, y.ndim)]
+    )
     if x.shape[-1] not in (2, 3) or y.shape[-1] not in (2, 3):
-        raise ValueError(f"incompatible dimensions for cross product (dimension must be 2 or 3){_src()}")
+        raise ValueError(
+            f"incompatible dimensions for cross product (dimension must be 2 or 3){_src()}"
+        )
 
     def comp(v: Var, i: int):
         if i >= v.shape[-1]:
@@ -358,11 +385,17 @@ def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     z = P.sub(P.mul(x0, y1), P.mul(x1, y0))
     if x.shape[-1] == 2 and y.shape[-1] == 2:
         return z
-    cx = P.sub(P.mul(x1, y2), P.mul(x2, y1)) if not (isinstance(x2, float) and isinstance(y2, float)) else None
+    cx = (
+        P.sub(P.mul(x1, y2), P.mul(x2, y1))
+        if not (isinstance(x2, float) and isinstance(y2, float))
+        else None
+    )
     cy = P.sub(P.mul(x2, y0), P.mul(x0, y2))
     parts = [_v(p) for p in (cx, cy, z)]
     shape = np.broadcast_shapes(*(p.shape for p in parts))
-    parts = [P.broadcast_to(P.reshape(p, (1,) * (len(shape) - p.ndim) + p.shape), shape) for p in parts]
+    parts = [
+        P.broadcast_to(P.reshape(p, (1,) * (len(shape) - p.ndim) + p.shape), shape) for p in parts
+    ]
     out = P.concatenate([P.reshape(p, shape + (1,)) for p in parts], len(shape))
     c = _axis(axisc, out.ndim)
     return P.transpose(out, list(range(c)) + [out.ndim - 1] + list(range(c, out.ndim - 1)))
@@ -384,8 +417,13 @@ def _tensordot(a, b, axes=2):
     free_a = [i for i in range(x.ndim) if i not in ax]
     free_b = [j for j in range(y.ndim) if j not in bx]
     k = int(np.prod([x.shape[i] for i in ax], dtype=np.int64))
-    xa = P.reshape(P.transpose(x, free_a + ax), (-1 if False else int(np.prod([x.shape[i] for i in free_a], dtype=np.int64)), k))
-    yb = P.reshape(P.transpose(y, bx + free_b), (k, int(np.prod([y.shape[j] for j in free_b], dtype=np.int64))))
+    xa = P.reshape(
+        P.transpose(x, free_a + ax),
+        (-1 if False else int(np.prod([x.shape[i] for i in free_a], dtype=np.int64)), k),
+    )
+    yb = P.reshape(
+        P.transpose(y, bx + free_b), (k, int(np.prod([y.shape[j] for j in free_b], dtype=np.int64)))
+    )
     dtype = P._result_dtype([x, y])
     out = P.matmul(P.convert(xa, dtype), P.convert(yb, dtype))
     return P.reshape(out, tuple(x.shape[i] for i in free_a) + tuple(y.shape[j] for j in free_b))
@@ -444,7 +482,9 @@ def _scan(prim, name: str):
         identity = 0 if prim is P.add_p else 1
         step = 1
         while step < n:
-            shifted = P.concatenate([_zeros_along(x, axis, step, identity), _take(x, axis, 0, n - step)], axis)
+            shifted = P.concatenate(
+                [_zeros_along(x, axis, step, identity), _take(x, axis, 0, n - step)], axis
+            )
             x = P._elementwise(prim, x, shifted)
             step *= 2
         return x
@@ -461,7 +501,9 @@ def _keep(x: Var, axis, keepdims: bool, reduce) -> Var:
 
 def _ptp(a, axis=None, out=None, keepdims=False):
     x = _v(a)
-    return P.sub(P.reduce(P.reduce_max_p, x, axis, keepdims), P.reduce(P.reduce_min_p, x, axis, keepdims))
+    return P.sub(
+        P.reduce(P.reduce_max_p, x, axis, keepdims), P.reduce(P.reduce_min_p, x, axis, keepdims)
+    )
 
 
 def _nanfilled(x: Var, value) -> Var:
@@ -516,7 +558,9 @@ def _arg_extremum(prim):
         hit = P.compare(P.eq_p, x, P.broadcast_to(best, x.shape))
         if P.is_float(x.dtype):
             hit = P.logical(P.or_p, hit, P.emit(P.isnan_p, x))
-        positions = np.arange(n, dtype=np.int64).reshape([n if i == axis else 1 for i in range(x.ndim)])
+        positions = np.arange(n, dtype=np.int64).reshape(
+            [n if i == axis else 1 for i in range(x.ndim)]
+        )
         index = P.broadcast_to(P.const(positions), x.shape)
         candidates = P.where(hit, index, P.const(n, x.shape, np.int64))
         result = P.reduce(P.reduce_min_p, candidates, (axis,), keepdims=keepdims)
@@ -540,15 +584,21 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         w = P.convert(w, x.dtype)
         if w.shape != x.shape:
             if axis is None or w.ndim != 1:
-                raise TypeError(f"Axis must be specified when shapes of a and weights differ.{_src()}")
+                raise TypeError(
+                    f"Axis must be specified when shapes of a and weights differ.{_src()}"
+                )
             ax = _axis(axis, x.ndim)
-            w = P.broadcast_to(P.reshape(w, tuple(w.size if i == ax else 1 for i in range(x.ndim))), x.shape)
+            w = P.broadcast_to(
+                P.reshape(w, tuple(w.size if i == ax else 1 for i in range(x.ndim))), x.shape
+            )
         scale = P.reduce(P.reduce_sum_p, w, axis, keepdims)
         avg = P.div(P.reduce(P.reduce_sum_p, P.mul(x, w), axis, keepdims), scale)
     return (avg, P.broadcast_to(scale, avg.shape)) if returned else avg
 
 
-def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
+def _linspace(
+    start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None
+):
     """Traced bounds, a static number of points: start + arange(num) * step, the last point
     exactly `stop` (as NumPy computes it)."""
     if not isinstance(num, (int, np.integer)) or num < 0:
@@ -561,7 +611,9 @@ def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axi
     step = P.div(P.sub(b, a), float(div)) if div > 0 else P.sub(b, a)
     k = P.const(np.arange(num, dtype=dt).reshape((num,) + (1,) * len(shape)))
     lead = (num,) + shape
-    grow = P.broadcast_to(P.reshape(step, (1,) + (1,) * (len(shape) - step.ndim) + step.shape), lead)
+    grow = P.broadcast_to(
+        P.reshape(step, (1,) + (1,) * (len(shape) - step.ndim) + step.shape), lead
+    )
     base = P.broadcast_to(P.reshape(a, (1,) + (1,) * (len(shape) - a.ndim) + a.shape), lead)
     y = P.add(P.mul(P.broadcast_to(k, lead), grow), base)
     if endpoint and num > 1:
@@ -597,8 +649,12 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
     spacing = list(varargs) if varargs else [1.0]
     if len(spacing) == 1:
         spacing = spacing * len(axes)
-    if len(spacing) != len(axes) or any(not isinstance(h, (int, float, np.number)) for h in spacing):
-        raise TracingError(f"np.gradient: only scalar spacings (one per axis) are supported{_src()}")
+    if len(spacing) != len(axes) or any(
+        not isinstance(h, (int, float, np.number)) for h in spacing
+    ):
+        raise TracingError(
+            f"np.gradient: only scalar spacings (one per axis) are supported{_src()}"
+        )
     if edge_order not in (1, 2):
         raise ValueError(f"'edge_order' greater than 2 not supported{_src()}")
     out = []
@@ -615,10 +671,22 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
             first = P.div(P.sub(_take(x, ax, 1, 2), _take(x, ax, 0, 1)), h)
             last = P.div(P.sub(_take(x, ax, n - 1, n), _take(x, ax, n - 2, n - 1)), h)
         else:
-            first = P.div(P.sub(P.sub(P.mul(_take(x, ax, 1, 2), 4.0), P.mul(_take(x, ax, 0, 1), 3.0)),
-                                _take(x, ax, 2, 3)), 2 * h)
-            last = P.div(P.add(P.sub(P.mul(_take(x, ax, n - 1, n), 3.0), P.mul(_take(x, ax, n - 2, n - 1), 4.0)),
-                               _take(x, ax, n - 3, n - 2)), 2 * h)
+            first = P.div(
+                P.sub(
+                    P.sub(P.mul(_take(x, ax, 1, 2), 4.0), P.mul(_take(x, ax, 0, 1), 3.0)),
+                    _take(x, ax, 2, 3),
+                ),
+                2 * h,
+            )
+            last = P.div(
+                P.add(
+                    P.sub(
+                        P.mul(_take(x, ax, n - 1, n), 3.0), P.mul(_take(x, ax, n - 2, n - 1), 4.0)
+                    ),
+                    _take(x, ax, n - 3, n - 2),
+                ),
+                2 * h,
+            )
         out.append(P.concatenate([first, mid, last], ax))
     return out[0] if len(out) == 1 else tuple(out)
 
@@ -648,7 +716,9 @@ def _pad(array, pad_width, mode="constant", **kwargs):
         if before == after == 0:
             continue
         if n == 0 and mode != "constant":
-            raise ValueError(f"can't extend empty axis {axis} using modes other than 'constant'{_src()}")
+            raise ValueError(
+                f"can't extend empty axis {axis} using modes other than 'constant'{_src()}"
+            )
         sides = []
         for side, width in ((0, before), (1, after)):
             if width == 0:
@@ -835,8 +905,12 @@ def _gather_leading(x: Var, items) -> Var:
     k = len(items)
     if k > x.ndim:
         raise IndexError(f"too many indices for a traced value of {x.ndim} dimensions{_src()}")
-    idx = [_as_indices(np.asarray(i) if isinstance(i, (int, np.integer)) else i, x.shape[a], f"axis {a}")
-           for a, i in enumerate(items)]
+    idx = [
+        _as_indices(
+            np.asarray(i) if isinstance(i, (int, np.integer)) else i, x.shape[a], f"axis {a}"
+        )
+        for a, i in enumerate(items)
+    ]
     shape = np.broadcast_shapes(*(i.shape for i in idx))
     flat = None
     for a, i in enumerate(idx):
@@ -866,7 +940,9 @@ def _take_along_axis(arr, indices, axis=-1):
     idx = _as_indices(indices, x.shape[axis], f"axis {axis}")
     if idx.ndim != x.ndim:
         raise ValueError(f"`indices` and `arr` must have the same number of dimensions{_src()}")
-    shape = tuple(idx.shape[d] if d == axis else max(x.shape[d], idx.shape[d]) for d in range(x.ndim))
+    shape = tuple(
+        idx.shape[d] if d == axis else max(x.shape[d], idx.shape[d]) for d in range(x.ndim)
+    )
     x = P.broadcast_to(x, tuple(x.shape[d] if d == axis else shape[d] for d in range(x.ndim)))
     idx = P.broadcast_to(idx, shape)
     n = x.shape[axis]
@@ -897,7 +973,9 @@ def add_at(a: Var, indices, b) -> Var:
         table = np.arange(a.size, dtype=np.int64).reshape(a.shape)
         if all(not isinstance(i, Var) for i in items):
             try:
-                idx = P.const(np.asarray(table[indices if isinstance(indices, tuple) else (indices,)]))
+                idx = P.const(
+                    np.asarray(table[indices if isinstance(indices, tuple) else (indices,)])
+                )
             except IndexError as e:
                 raise IndexError(f"np.add.at: {e}{_src()}") from None
         else:
@@ -945,9 +1023,15 @@ def scatter_set(x: Var, sel, value: Var) -> Var:
     `value` (broadcast to sel's shape; already in x's dtype). Repeated positions keep the last
     value, as NumPy's assignment does. Written with gather/scatter-add and selects, so the
     gradient reaches the elements not overwritten and the values that were written last."""
-    v = P.reshape(P.broadcast_to(P.reshape(value, (1,) * (len(np.shape(sel)) - value.ndim) + value.shape)
-                                 if value.ndim <= len(np.shape(sel)) else value, tuple(np.shape(sel))),
-                  (int(np.prod(np.shape(sel), dtype=np.int64)),))
+    v = P.reshape(
+        P.broadcast_to(
+            P.reshape(value, (1,) * (len(np.shape(sel)) - value.ndim) + value.shape)
+            if value.ndim <= len(np.shape(sel))
+            else value,
+            tuple(np.shape(sel)),
+        ),
+        (int(np.prod(np.shape(sel), dtype=np.int64)),),
+    )
     flat_x = P.reshape(x, (x.size,))
     m = v.shape[0]
     if isinstance(sel, np.ndarray):
@@ -959,8 +1043,12 @@ def scatter_set(x: Var, sel, value: Var) -> Var:
         if keep.all():
             placed = P.scatter_add(v, P.const(flat.astype(np.int64)), 0, (x.size,))
         else:
-            placed = P.scatter_add(P.gather(v, P.const(np.nonzero(keep)[0]), 0),
-                                   P.const(flat[keep].astype(np.int64)), 0, (x.size,))
+            placed = P.scatter_add(
+                P.gather(v, P.const(np.nonzero(keep)[0]), 0),
+                P.const(flat[keep].astype(np.int64)),
+                0,
+                (x.size,),
+            )
         out = P.where(P.const(hit), placed, flat_x)
     else:
         flat = P.reshape(sel, (m,))
@@ -1032,7 +1120,9 @@ def put_along_axis(arr: Var, indices, values, axis) -> Var:
     sel = _take_along_axis(positions, indices, axis)
     v = P.convert(_v(values), arr.dtype)
     if v.ndim > sel.ndim or np.broadcast_shapes(v.shape, sel.shape) != sel.shape:
-        raise ValueError(f"values of shape {v.shape} do not broadcast to the indices' shape {sel.shape}{_src()}")
+        raise ValueError(
+            f"values of shape {v.shape} do not broadcast to the indices' shape {sel.shape}{_src()}"
+        )
     return scatter_set(arr, sel, v)
 
 
@@ -1102,7 +1192,9 @@ def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method
     elif method == "midpoint":
         weight = np.where(hi > lo, 0.5, 0.0)
     elif method != "linear":
-        raise TracingError(f"np.quantile: method {method!r} is not supported on traced values{_src()}")
+        raise TracingError(
+            f"np.quantile: method {method!r} is not supported on traced values{_src()}"
+        )
     a = P.gather(s, P.const(lo.reshape(-1)), axis)
     b = P.gather(s, P.const(hi.reshape(-1)), axis)
     w = P.const(weight.reshape((-1,) + (1,) * (s.ndim - axis - 1)).astype(s.dtype))
@@ -1113,20 +1205,28 @@ def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method
     out = P.reshape(out, s.shape[:axis] + q.shape + s.shape[axis + 1 :])
     if q.ndim:  # NumPy puts the q axes first
         k = q.ndim
-        out = P.transpose(out, list(range(axis, axis + k)) + list(range(axis)) + list(range(axis + k, out.ndim)))
+        out = P.transpose(
+            out, list(range(axis, axis + k)) + list(range(axis)) + list(range(axis + k, out.ndim))
+        )
     if keepdims:
         out = P.reshape(out, q.shape + s.shape[:axis] + (1,) + s.shape[axis + 1 :])
     return out
 
 
-def _quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, **kw):
+def _quantile(
+    a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, **kw
+):
     if out is not None or kw:
-        raise TracingError(f"np.quantile: out= and {sorted(kw)} are not supported on traced values{_src()}")
+        raise TracingError(
+            f"np.quantile: out= and {sorted(kw)} are not supported on traced values{_src()}"
+        )
     if isinstance(q, Var):
         raise TracingError(f"np.quantile: q must be static (numbers), not a traced value{_src()}")
     x = _v(a)
     # NumPy's result dtype: a Python number q is weak (float32 data stays float32), an array is not
-    dtype = np.result_type(P.float_dtype(x.dtype), q if isinstance(q, (int, float)) else np.asarray(q))
+    dtype = np.result_type(
+        P.float_dtype(x.dtype), q if isinstance(q, (int, float)) else np.asarray(q)
+    )
     q = np.asarray(q, dtype=np.float64)
     if np.any((q < 0) | (q > 1)):
         raise ValueError(f"Quantiles must be in the range [0, 1]{_src()}")
@@ -1139,12 +1239,16 @@ def _quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
             result = P.reshape(result, q.shape + (1,) * len(shape))
         return result
     if isinstance(axis, (tuple, list)):
-        raise TracingError(f"np.quantile: a tuple of axes is not supported on traced values{_src()}")
+        raise TracingError(
+            f"np.quantile: a tuple of axes is not supported on traced values{_src()}"
+        )
     axis = _axis(axis, x.ndim)
     return _quantile_of_sorted(_sort(x, axis), q, axis, keepdims, method)
 
 
-def _percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, **kw):
+def _percentile(
+    a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, **kw
+):
     if isinstance(q, Var):
         raise TracingError(f"np.percentile: q must be static (numbers), not a traced value{_src()}")
     q = q / 100 if isinstance(q, (int, float)) else np.asarray(q) / 100

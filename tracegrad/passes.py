@@ -66,7 +66,9 @@ def _const_value(node: Node | None) -> np.ndarray | None:
 
 def _uniform(value: np.ndarray) -> bool:
     first = value.reshape(-1)[0]
-    return bool(np.all(value == first)) and not (first == 0 and np.any(np.signbit(value) != np.signbit(first)))
+    return bool(np.all(value == first)) and not (
+        first == 0 and np.any(np.signbit(value) != np.signbit(first))
+    )
 
 
 def _is(value: np.ndarray | None, number: float) -> bool:
@@ -117,7 +119,9 @@ def simplify(graph: Graph, lower: bool = True) -> Graph:
             else:
                 value = np.array(value, dtype=node.out.dtype)
                 value.flags.writeable = False
-                new = Node(P.const_p, (), {"value": value, "shape": node.out.shape}, node.out, node.source)
+                new = Node(
+                    P.const_p, (), {"value": value, "shape": node.out.shape}, node.out, node.source
+                )
                 nodes.append(new)
                 producer[node.out] = new
             continue

@@ -118,10 +118,27 @@ def _extreme(largest: bool) -> Callable[[np.dtype], np.ndarray]:
 _PICK_MAX = "{0} if ({0} >= {1}) | ({0} != {0}) else {1}"
 _PICK_MIN = "{0} if ({0} <= {1}) | ({0} != {0}) else {1}"
 
-SUM = Monoid("sum", "{0} + {1}", lambda dtype: np.zeros((), dtype), np.sum, np.cumsum, "add",
-             reassociate=True, widen=True, repeat=lambda value, count: value * count)
-PROD = Monoid("prod", "{0} * {1}", lambda dtype: np.ones((), dtype), np.prod, np.cumprod, "mul",
-              reassociate=True, widen=True)
+SUM = Monoid(
+    "sum",
+    "{0} + {1}",
+    lambda dtype: np.zeros((), dtype),
+    np.sum,
+    np.cumsum,
+    "add",
+    reassociate=True,
+    widen=True,
+    repeat=lambda value, count: value * count,
+)
+PROD = Monoid(
+    "prod",
+    "{0} * {1}",
+    lambda dtype: np.ones((), dtype),
+    np.prod,
+    np.cumprod,
+    "mul",
+    reassociate=True,
+    widen=True,
+)
 MAX = Monoid("max", _PICK_MAX, _extreme(False), np.max, np.maximum.accumulate, "max")
 MIN = Monoid("min", _PICK_MIN, _extreme(True), np.min, np.minimum.accumulate, "min")
 #: every monoid by name (the name a fusion plan's reduction carries)
@@ -476,7 +493,9 @@ def reverse(x: Var, axis: int) -> Var:
     n = x.shape[axis]
     if n <= 1:
         return x
-    return slice_(x, tuple((n - 1, -1, -1) if a == axis else (0, d, 1) for a, d in enumerate(x.shape)))
+    return slice_(
+        x, tuple((n - 1, -1, -1) if a == axis else (0, d, 1) for a, d in enumerate(x.shape))
+    )
 
 
 def reduce_sum(x: Var, axes=None, keepdims=False) -> Var:
@@ -512,7 +531,9 @@ def reshape(x: Var, shape: tuple[int, ...]) -> Var:
 def transpose(x: Var, perm: Sequence[int] | None = None) -> Var:
     perm = tuple(reversed(range(x.ndim))) if perm is None else tuple(int(p) % x.ndim for p in perm)
     if sorted(perm) != list(range(x.ndim)):
-        raise ValueError(f"axes {perm} are not a permutation of {x.ndim} axes{at(ir.current_source())}")
+        raise ValueError(
+            f"axes {perm} are not a permutation of {x.ndim} axes{at(ir.current_source())}"
+        )
     if perm == tuple(range(x.ndim)):
         return x
     return emit(transpose_p, x, perm=perm)
@@ -527,7 +548,9 @@ def swap_last(x: Var) -> Var:
 def matmul(a: Var, b: Var) -> Var:
     """NumPy's matmul for 1-D and n-D operands, lowered to the batched 2-D primitive."""
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul: operands must not be scalars (0-d){at(ir.current_source())}; use *")
+        raise ValueError(
+            f"matmul: operands must not be scalars (0-d){at(ir.current_source())}; use *"
+        )
     dtype = _result_dtype([a, b])
     a, b = convert(a, dtype), convert(b, dtype)
     a2 = reshape(a, (1,) + a.shape) if a.ndim == 1 else a
@@ -730,7 +753,9 @@ def batch_every_operand(prim: Primitive, graph_param: str | None = None):
 
 
 def _batch_reduce(prim: Primitive):
-    return lambda size, inputs, batched, axes: emit(prim, inputs[0], axes=tuple(a + 1 for a in axes))
+    return lambda size, inputs, batched, axes: emit(
+        prim, inputs[0], axes=tuple(a + 1 for a in axes)
+    )
 
 
 def _batch_broadcast(size, inputs, batched, shape):
@@ -831,12 +856,33 @@ def _convert_scalar(args, params):
 _ONE_CALL = re.compile(r"M\.(\w+)\(\{0\}(, \{1\})?\)")
 
 
-def _ew(name, impl, adjoint=None, scalar=None, infer=_same, differentiable=True, linear=False,
-        domain=(-2.0, 2.0), algebra=NO_ALGEBRA, pairing=None):
+def _ew(
+    name,
+    impl,
+    adjoint=None,
+    scalar=None,
+    infer=_same,
+    differentiable=True,
+    linear=False,
+    domain=(-2.0, 2.0),
+    algebra=NO_ALGEBRA,
+    pairing=None,
+):
     call = _ONE_CALL.fullmatch(scalar) if isinstance(scalar, str) else None
     prim = Primitive(
-        name, Kind.ELEMENTWISE, impl, infer, adjoint, None, scalar, differentiable, linear, domain,
-        algebra=algebra, pairing=pairing, math_call=call.group(1) if call else None,
+        name,
+        Kind.ELEMENTWISE,
+        impl,
+        infer,
+        adjoint,
+        None,
+        scalar,
+        differentiable,
+        linear,
+        domain,
+        algebra=algebra,
+        pairing=pairing,
+        math_call=call.group(1) if call else None,
     )
     object.__setattr__(prim, "batch", batch_every_operand(prim))
     return _register(prim)
@@ -862,14 +908,37 @@ const_p = _register(
     )
 )
 
-neg_p = _ew("neg", np.negative, lambda ct, out, x: (neg(ct),), "(-{0})", linear=True,
-            algebra=Algebra(involution=True))
-add_p = _ew("add", np.add, lambda ct, out, a, b: (ct, ct), "({0} + {1})", linear=True,
-            algebra=Algebra(neutral=((1, 0), (0, 0))))
-sub_p = _ew("sub", np.subtract, lambda ct, out, a, b: (ct, neg(ct)), "({0} - {1})", linear=True,
-            algebra=Algebra(neutral=((1, 0),)))
-mul_p = _ew("mul", np.multiply, lambda ct, out, a, b: (ct_mul(ct, b), ct_mul(ct, a)), "({0} * {1})",
-            algebra=Algebra(neutral=((1, 1), (0, 1))))
+neg_p = _ew(
+    "neg",
+    np.negative,
+    lambda ct, out, x: (neg(ct),),
+    "(-{0})",
+    linear=True,
+    algebra=Algebra(involution=True),
+)
+add_p = _ew(
+    "add",
+    np.add,
+    lambda ct, out, a, b: (ct, ct),
+    "({0} + {1})",
+    linear=True,
+    algebra=Algebra(neutral=((1, 0), (0, 0))),
+)
+sub_p = _ew(
+    "sub",
+    np.subtract,
+    lambda ct, out, a, b: (ct, neg(ct)),
+    "({0} - {1})",
+    linear=True,
+    algebra=Algebra(neutral=((1, 0),)),
+)
+mul_p = _ew(
+    "mul",
+    np.multiply,
+    lambda ct, out, a, b: (ct_mul(ct, b), ct_mul(ct, a)),
+    "({0} * {1})",
+    algebra=Algebra(neutral=((1, 1), (0, 1))),
+)
 div_p = _ew(
     "div",
     np.true_divide,
@@ -904,22 +973,44 @@ minimum_p = _ew("minimum", np.minimum, None, f"({_PICK_MIN})")
 
 exp_p = _ew("exp", np.exp, _unary_rule(lambda x, out: out), "M.exp({0})")
 expm1_p = _ew("expm1", np.expm1, _unary_rule(lambda x, out: add(out, 1.0)), "M.expm1({0})")
-log_p = _ew("log", np.log, _unary_rule(lambda x, out: reciprocal(x)), "M.log({0})", domain=(0.2, 3.0))
-log1p_p = _ew("log1p", np.log1p, _unary_rule(lambda x, out: reciprocal(add(x, 1.0))), "M.log1p({0})",
-              domain=(-0.5, 2.0))
-sqrt_p = _ew("sqrt", np.sqrt, _unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})", domain=(0.2, 3.0))
-sin_p = _ew("sin", np.sin, _unary_rule(lambda x, out: unary(cos_p, x)), "M.sin({0})",
-            pairing=Pairing("cos", "sincos"))
+log_p = _ew(
+    "log", np.log, _unary_rule(lambda x, out: reciprocal(x)), "M.log({0})", domain=(0.2, 3.0)
+)
+log1p_p = _ew(
+    "log1p",
+    np.log1p,
+    _unary_rule(lambda x, out: reciprocal(add(x, 1.0))),
+    "M.log1p({0})",
+    domain=(-0.5, 2.0),
+)
+sqrt_p = _ew(
+    "sqrt", np.sqrt, _unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})", domain=(0.2, 3.0)
+)
+sin_p = _ew(
+    "sin",
+    np.sin,
+    _unary_rule(lambda x, out: unary(cos_p, x)),
+    "M.sin({0})",
+    pairing=Pairing("cos", "sincos"),
+)
 cos_p = _ew("cos", np.cos, _unary_rule(lambda x, out: neg(unary(sin_p, x))), "M.cos({0})")
-tan_p = _ew("tan", np.tan, _unary_rule(lambda x, out: add(mul(out, out), 1.0)), "M.tan({0})",
-            domain=(-1.2, 1.2))
+tan_p = _ew(
+    "tan",
+    np.tan,
+    _unary_rule(lambda x, out: add(mul(out, out), 1.0)),
+    "M.tan({0})",
+    domain=(-1.2, 1.2),
+)
 arcsin_p = _ew(
-    "arcsin", np.arcsin, _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(1.0, mul(x, x))))),
+    "arcsin",
+    np.arcsin,
+    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(1.0, mul(x, x))))),
     "M.asin({0})",
     domain=(-0.9, 0.9),
 )
 arccos_p = _ew(
-    "arccos", np.arccos,
+    "arccos",
+    np.arccos,
     _unary_rule(lambda x, out: neg(reciprocal(unary(sqrt_p, sub(1.0, mul(x, x)))))),
     "M.acos({0})",
     domain=(-0.9, 0.9),
@@ -950,10 +1041,20 @@ def _softplus_impl(x):
     return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))).astype(x.dtype, copy=False)
 
 
-log2_p = _ew("log2", np.log2, _unary_rule(lambda x, out: div(1 / math.log(2.0), x)), "M.log2({0})",
-             domain=(0.2, 3.0))
-log10_p = _ew("log10", np.log10, _unary_rule(lambda x, out: div(1 / math.log(10.0), x)),
-              "M.log10({0})", domain=(0.2, 3.0))
+log2_p = _ew(
+    "log2",
+    np.log2,
+    _unary_rule(lambda x, out: div(1 / math.log(2.0), x)),
+    "M.log2({0})",
+    domain=(0.2, 3.0),
+)
+log10_p = _ew(
+    "log10",
+    np.log10,
+    _unary_rule(lambda x, out: div(1 / math.log(10.0), x)),
+    "M.log10({0})",
+    domain=(0.2, 3.0),
+)
 exp2_p = _ew("exp2", np.exp2, _unary_rule(lambda x, out: mul(out, math.log(2.0))), _EXP2_SCALAR)
 # sigmoid(x) = 1 / (1 + e**-x); its derivative sigmoid(x) * sigmoid(-x) is 1 - sigmoid(x) without
 # the cancellation for large x.
@@ -974,20 +1075,31 @@ softplus_p = _ew(
 
 # ---- Inverse hyperbolic functions, arctan2, hypot, cbrt, copysign (one block; NumPy's names)
 arcsinh_p = _ew(
-    "arcsinh", np.arcsinh, _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, add(mul(x, x), 1.0)))),
+    "arcsinh",
+    np.arcsinh,
+    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, add(mul(x, x), 1.0)))),
     "np.arcsinh({0})",
 )
 arccosh_p = _ew(
-    "arccosh", np.arccosh, _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(mul(x, x), 1.0)))),
-    "np.arccosh({0})", domain=(1.2, 3.0),
+    "arccosh",
+    np.arccosh,
+    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(mul(x, x), 1.0)))),
+    "np.arccosh({0})",
+    domain=(1.2, 3.0),
 )
 arctanh_p = _ew(
-    "arctanh", np.arctanh, _unary_rule(lambda x, out: reciprocal(sub(1.0, mul(x, x)))),
-    "np.arctanh({0})", domain=(-0.9, 0.9),
+    "arctanh",
+    np.arctanh,
+    _unary_rule(lambda x, out: reciprocal(sub(1.0, mul(x, x)))),
+    "np.arctanh({0})",
+    domain=(-0.9, 0.9),
 )
 # cbrt' = 1 / (3 cbrt(x)^2): infinite at 0, like the function's slope
 cbrt_p = _ew(
-    "cbrt", np.cbrt, _unary_rule(lambda x, out: div(1.0 / 3.0, mul(out, out))), "M.cbrt({0})",
+    "cbrt",
+    np.cbrt,
+    _unary_rule(lambda x, out: div(1.0 / 3.0, mul(out, out))),
+    "M.cbrt({0})",
     domain=(0.2, 3.0),
 )
 
@@ -999,24 +1111,35 @@ def _arctan2_rule(ct, out, y, x):
 
 arctan2_p = _ew("arctan2", np.arctan2, _arctan2_rule, "M.atan2({0}, {1})", domain=(0.5, 2.0))
 hypot_p = _ew(
-    "hypot", np.hypot, lambda ct, out, a, b: (ct_mul(ct, div(a, out)), ct_mul(ct, div(b, out))),
-    "M.hypot({0}, {1})", domain=(0.5, 2.0),
+    "hypot",
+    np.hypot,
+    lambda ct, out, a, b: (ct_mul(ct, div(a, out)), ct_mul(ct, div(b, out))),
+    "M.hypot({0}, {1})",
+    domain=(0.5, 2.0),
 )
 # copysign(a, b) = |a| sign(b): slope sign(a) sign(b) in a (as |a|'s, 0 at a = 0), none in b
 copysign_p = _ew(
-    "copysign", np.copysign,
-    lambda ct, out, a, b: (ct_mul(ct, mul(emit(sign_p, a), emit(copysign_p, ones_like(b), b))), None),
+    "copysign",
+    np.copysign,
+    lambda ct, out, a, b: (
+        ct_mul(ct, mul(emit(sign_p, a), emit(copysign_p, ones_like(b), b))),
+        None,
+    ),
     "np.copysign({0}, {1})",
 )
 # ---- The error function (scipy.special.erf / erfc, and the normal distribution built on them)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 erf_p = _ew(
-    "erf", lambda x: _special("erf")(x),
-    _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), _TWO_OVER_SQRT_PI)), "M.erf({0})",
+    "erf",
+    lambda x: _special("erf")(x),
+    _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), _TWO_OVER_SQRT_PI)),
+    "M.erf({0})",
 )
 erfc_p = _ew(
-    "erfc", lambda x: _special("erfc")(x),
-    _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), -_TWO_OVER_SQRT_PI)), "M.erfc({0})",
+    "erfc",
+    lambda x: _special("erfc")(x),
+    _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), -_TWO_OVER_SQRT_PI)),
+    "M.erfc({0})",
 )
 
 
@@ -1065,8 +1188,11 @@ def digamma(x: Var) -> Var:
 
 
 gammaln_p = _ew(
-    "gammaln", lambda x: _special("gammaln", "lgamma")(x),
-    _unary_rule(lambda x, out: digamma(x)), "M.lgamma({0})", domain=(0.5, 4.0),
+    "gammaln",
+    lambda x: _special("gammaln", "lgamma")(x),
+    _unary_rule(lambda x, out: digamma(x)),
+    "M.lgamma({0})",
+    domain=(0.5, 4.0),
 )
 
 
@@ -1078,17 +1204,27 @@ trunc_p = _ew("trunc", np.trunc, lambda ct, out, x: (None,), "np.trunc({0})", di
 rint_p = _ew("rint", np.rint, lambda ct, out, x: (None,), "np.rint({0})", differentiable=False)
 floor_divide_p = _ew("floor_divide", np.floor_divide, None, "({0} // {1})", differentiable=False)
 mod_p = _ew(
-    "mod", np.mod, lambda ct, out, a, b: (ct, ct_mul(ct, neg(emit(floor_divide_p, a, b)))),
-    "({0} % {1})", domain=(0.5, 2.0),
+    "mod",
+    np.mod,
+    lambda ct, out, a, b: (ct, ct_mul(ct, neg(emit(floor_divide_p, a, b)))),
+    "({0} % {1})",
+    domain=(0.5, 2.0),
 )
 fmod_p = _ew(
-    "fmod", np.fmod, lambda ct, out, a, b: (ct, ct_mul(ct, neg(emit(trunc_p, div(a, b))))),
-    "np.fmod({0}, {1})", domain=(0.5, 2.0),
+    "fmod",
+    np.fmod,
+    lambda ct, out, a, b: (ct, ct_mul(ct, neg(emit(trunc_p, div(a, b))))),
+    "np.fmod({0}, {1})",
+    domain=(0.5, 2.0),
 )
-isfinite_p = _ew("isfinite", np.isfinite, scalar="np.isfinite({0})", infer=_same_bool, differentiable=False)
+isfinite_p = _ew(
+    "isfinite", np.isfinite, scalar="np.isfinite({0})", infer=_same_bool, differentiable=False
+)
 isnan_p = _ew("isnan", np.isnan, scalar="np.isnan({0})", infer=_same_bool, differentiable=False)
 isinf_p = _ew("isinf", np.isinf, scalar="np.isinf({0})", infer=_same_bool, differentiable=False)
-signbit_p = _ew("signbit", np.signbit, scalar="np.signbit({0})", infer=_same_bool, differentiable=False)
+signbit_p = _ew(
+    "signbit", np.signbit, scalar="np.signbit({0})", infer=_same_bool, differentiable=False
+)
 
 
 def ones_like(v: Var) -> Var:
@@ -1121,9 +1257,7 @@ convert_p = _ew(
 
 # named: a value under a user's name (the cotangent at a tg.tap). It computes nothing; it exists so
 # that the name reaches the printed graph and the generated kernels, where the value is an output.
-named_p = _ew(
-    "named", lambda x, name: x, lambda ct, out, x, name: (ct,), "{0}", linear=True
-)
+named_p = _ew("named", lambda x, name: x, lambda ct, out, x, name: (ct,), "{0}", linear=True)
 
 lt_p = _ew("lt", np.less, scalar="({0} < {1})", infer=_same_bool, differentiable=False)
 le_p = _ew("le", np.less_equal, scalar="({0} <= {1})", infer=_same_bool, differentiable=False)
@@ -1161,6 +1295,7 @@ def bitwise(prim: Primitive, *operands: Operand) -> Var:
             f"{at(ir.current_source())}; compare first (x > 0) or convert with .astype(np.int64)"
         )
     return _elementwise(prim, *operands, dtype=dtype)
+
 
 object.__setattr__(maximum_p, "adjoint", _extremum_binary(gt_p))
 object.__setattr__(minimum_p, "adjoint", _extremum_binary(lt_p))
@@ -1209,8 +1344,16 @@ hook_p = _identity(
 
 def _reduction(name, monoid: Monoid, adjoint, linear=False):
     prim = Primitive(
-        name, Kind.REDUCE, lambda x, axes: monoid.reduce(x, axis=axes), _reduced, adjoint, None,
-        None, True, linear, monoid=monoid,
+        name,
+        Kind.REDUCE,
+        lambda x, axes: monoid.reduce(x, axis=axes),
+        _reduced,
+        adjoint,
+        None,
+        None,
+        True,
+        linear,
+        monoid=monoid,
     )
     object.__setattr__(prim, "batch", _batch_reduce(prim))
     return _register(prim)
@@ -1228,8 +1371,15 @@ def _scan_prim(name, monoid: Monoid, adjoint, linear=False):
     """A running reduction along `axis`: each output element combines the input elements up to
     it (its fused kernels come from the monoid; see fusion's `Scan`)."""
     prim = Primitive(
-        name, Kind.SCAN, lambda x, axis: monoid.accumulate(x, axis=axis),
-        lambda shapes, dtypes, p: (shapes[0], dtypes[0]), adjoint, None, None, True, linear,
+        name,
+        Kind.SCAN,
+        lambda x, axis: monoid.accumulate(x, axis=axis),
+        lambda shapes, dtypes, p: (shapes[0], dtypes[0]),
+        adjoint,
+        None,
+        None,
+        True,
+        linear,
         monoid=monoid,
     )
     object.__setattr__(
@@ -1240,7 +1390,8 @@ def _scan_prim(name, monoid: Monoid, adjoint, linear=False):
 
 # the adjoint of a running sum is the running sum from the other end
 cumsum_p = _scan_prim(
-    "cumsum", SUM,
+    "cumsum",
+    SUM,
     lambda ct, out, x, axis: (reverse(cumulative(cumsum_p, reverse(ct, axis), axis), axis),),
     linear=True,
 )
@@ -1274,7 +1425,14 @@ def matmul_(a: Var, b: Var) -> Var:
 def _shape_prim(name, impl, infer, adjoint, batch, index_map, algebra=NO_ALGEBRA):
     return _register(
         Primitive(
-            name, Kind.SHAPE, impl, infer, adjoint, batch, linear=True, index_map=index_map,
+            name,
+            Kind.SHAPE,
+            impl,
+            infer,
+            adjoint,
+            batch,
+            linear=True,
+            index_map=index_map,
             algebra=algebra,
         )
     )
@@ -1416,7 +1574,8 @@ transpose_p = _shape_prim(
     IndexMap(
         through=_transpose_through,
         strides=lambda params, shape, strides, out_shape: (
-            tuple(strides[p] for p in params["perm"]), 0
+            tuple(strides[p] for p in params["perm"]),
+            0,
         ),
         view=True,
     ),
@@ -1479,8 +1638,14 @@ def _merge_adjacent_slices(node, fills, producers):
             last = merged[-1][2]
             a, b, c = last[axis]
             start, stop, step = window[axis]
-            if c == step == 1 and b == start and b >= 0 and stop >= 0 and all(
-                w == u for k, (w, u) in enumerate(zip(window, last, strict=True)) if k != axis
+            if (
+                c == step == 1
+                and b == start
+                and b >= 0
+                and stop >= 0
+                and all(
+                    w == u for k, (w, u) in enumerate(zip(window, last, strict=True)) if k != axis
+                )
             ):
                 joined = last[:axis] + ((a, stop, 1),) + last[axis + 1 :]
                 merged[-1] = (None, source, joined)
@@ -1549,7 +1714,9 @@ def _scatter_add_impl(v, idx, axis, shape):
         pre = int(np.prod(shape[:axis], dtype=np.int64))
         post = int(np.prod(shape[axis + 1 :], dtype=np.int64))
         rows = np.where(idx < 0, idx + n, idx).astype(np.int64).reshape(1, -1, 1)
-        flat = (np.arange(pre).reshape(-1, 1, 1) * n + rows) * post + np.arange(post).reshape(1, 1, -1)
+        flat = (np.arange(pre).reshape(-1, 1, 1) * n + rows) * post + np.arange(post).reshape(
+            1, 1, -1
+        )
         sums = np.bincount(flat.ravel(), weights=v.reshape(-1), minlength=pre * n * post)
         return sums.astype(v.dtype, copy=False).reshape(shape)
     out = np.zeros(shape, dtype=v.dtype)
@@ -1614,16 +1781,27 @@ def _batch_scatter_add(size, inputs, batched, axis, shape):
 
 gather_p = _register(
     Primitive(
-        "gather", Kind.SHAPE, _gather_impl, _gather_infer,
+        "gather",
+        Kind.SHAPE,
+        _gather_impl,
+        _gather_infer,
         lambda ct, out, x, idx, axis: (scatter_add(ct, idx, axis, x.shape), None),
-        _batch_gather, linear=True, index_map=OWN_STEP,
+        _batch_gather,
+        linear=True,
+        index_map=OWN_STEP,
     )
 )
 scatter_add_p = _register(
     Primitive(
-        "scatter_add", Kind.SHAPE, _scatter_add_impl, _scatter_add_infer,
+        "scatter_add",
+        Kind.SHAPE,
+        _scatter_add_impl,
+        _scatter_add_infer,
         lambda ct, out, v, idx, axis, shape: (gather(ct, idx, axis), None),
-        _batch_scatter_add, linear=True, run_compiled=_scatter_add_compiled, index_map=OWN_STEP,
+        _batch_scatter_add,
+        linear=True,
+        run_compiled=_scatter_add_compiled,
+        index_map=OWN_STEP,
     )
 )
 
@@ -1632,11 +1810,15 @@ scatter_add_p = _register(
 # gather by it, so the sort's derivative routes each cotangent back through the permutation.
 argsort_p = _register(
     Primitive(
-        "argsort", Kind.SHAPE,
+        "argsort",
+        Kind.SHAPE,
         lambda x, axis, kind: np.argsort(x, axis=axis, kind=kind),
         lambda shapes, dtypes, p: (shapes[0], np.dtype(np.int64)),
         lambda ct, out, x, axis, kind: (None,),
-        lambda size, inputs, batched, axis, kind: emit(argsort_p, inputs[0], axis=axis + 1, kind=kind),
-        differentiable=False, index_map=OWN_STEP,
+        lambda size, inputs, batched, axis, kind: emit(
+            argsort_p, inputs[0], axis=axis + 1, kind=kind
+        ),
+        differentiable=False,
+        index_map=OWN_STEP,
     )
 )

@@ -36,8 +36,19 @@ log = logging.getLogger("tracegrad")
 
 SUPPORTED_DTYPES = {
     np.dtype(t)
-    for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32,
-              np.uint16, np.uint8, np.bool_)
+    for t in (
+        np.float64,
+        np.float32,
+        np.int64,
+        np.int32,
+        np.int16,
+        np.int8,
+        np.uint64,
+        np.uint32,
+        np.uint16,
+        np.uint8,
+        np.bool_,
+    )
 }
 # Numba keeps these as they are; any other dtype is cast back after arithmetic (Numba widens
 # float32 * int and int32 + int32).
@@ -107,7 +118,7 @@ def combine_step(op: str, dtype, a: str, b: str) -> str:
 
 
 def math_mode() -> str:
-    """"vector" (tracegrad.vmath where it has the function) or "libm"."""
+    """ "vector" (tracegrad.vmath where it has the function) or "libm"."""
     vm = _vmath()
     return vm.math_mode() if vm is not None else "libm"
 

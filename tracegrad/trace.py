@@ -22,7 +22,16 @@ from .tracing.source import user_line, user_source
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
 from .numpy_api import (
-    FUNCTIONS, UFUNCS, _basic_index, _bitwise, _cmp, _getitem, _matmul, _neg, _setitem, is_basic_index,
+    FUNCTIONS,
+    UFUNCS,
+    _basic_index,
+    _bitwise,
+    _cmp,
+    _getitem,
+    _matmul,
+    _neg,
+    _setitem,
+    is_basic_index,
 )
 from .numpy_arrays import add_at, put_along_axis, set_regions
 from .tree import TreeDef, flatten, unflatten
@@ -136,15 +145,32 @@ class Tracer(Unknowable):
         self._write(_lift(result, self.builder), f"x {op[2:-2]}= value")
         return self
 
-    def __iadd__(self, o): return self._inplace("__add__", o)
-    def __isub__(self, o): return self._inplace("__sub__", o)
-    def __imul__(self, o): return self._inplace("__mul__", o)
-    def __itruediv__(self, o): return self._inplace("__truediv__", o)
-    def __ipow__(self, o): return self._inplace("__pow__", o)
-    def __imatmul__(self, o): return self._inplace("__matmul__", o)
-    def __iand__(self, o): return self._inplace("__and__", o)
-    def __ior__(self, o): return self._inplace("__or__", o)
-    def __ixor__(self, o): return self._inplace("__xor__", o)
+    def __iadd__(self, o):
+        return self._inplace("__add__", o)
+
+    def __isub__(self, o):
+        return self._inplace("__sub__", o)
+
+    def __imul__(self, o):
+        return self._inplace("__mul__", o)
+
+    def __itruediv__(self, o):
+        return self._inplace("__truediv__", o)
+
+    def __ipow__(self, o):
+        return self._inplace("__pow__", o)
+
+    def __imatmul__(self, o):
+        return self._inplace("__matmul__", o)
+
+    def __iand__(self, o):
+        return self._inplace("__and__", o)
+
+    def __ior__(self, o):
+        return self._inplace("__or__", o)
+
+    def __ixor__(self, o):
+        return self._inplace("__xor__", o)
 
     def _as_view(self, base: Tracer, derive: Callable[[Var], Var], index=None) -> Tracer:
         if base.builder is self.builder:
@@ -189,7 +215,9 @@ class Tracer(Unknowable):
             )
         for key in ("out", "where"):
             if key in kwargs:
-                raise TracingError(f"np.{name}(..., {key}=...) is not supported on traced values{user_line()}")
+                raise TracingError(
+                    f"np.{name}(..., {key}=...) is not supported on traced values{user_line()}"
+                )
         dtype = kwargs.pop("dtype", None)
         if kwargs:
             raise TracingError(f"np.{name}: unsupported arguments {sorted(kwargs)}{user_line()}")
@@ -214,44 +242,114 @@ class Tracer(Unknowable):
         return result
 
     # ---- operators: NumPy's ufuncs (x + y is np.add(x, y))
-    def __add__(self, o): return _call(UFUNCS["add"], self, o)
-    def __radd__(self, o): return _call(UFUNCS["add"], o, self)
-    def __sub__(self, o): return _call(UFUNCS["subtract"], self, o)
-    def __rsub__(self, o): return _call(UFUNCS["subtract"], o, self)
-    def __mul__(self, o): return _call(UFUNCS["multiply"], self, o)
-    def __rmul__(self, o): return _call(UFUNCS["multiply"], o, self)
-    def __truediv__(self, o): return _call(UFUNCS["divide"], self, o)
-    def __rtruediv__(self, o): return _call(UFUNCS["divide"], o, self)
-    def __pow__(self, o): return _call(UFUNCS["power"], self, o)
-    def __rpow__(self, o): return _call(UFUNCS["power"], o, self)
-    def __matmul__(self, o): return _call(_matmul, self, o)
-    def __rmatmul__(self, o): return _call(_matmul, o, self)
-    def __neg__(self): return _call(_neg, self)
-    def __pos__(self): return Tracer(self.ir_var, self.builder)  # +x is a new array
-    def __abs__(self): return _call(UFUNCS["absolute"], self)
-    def __lt__(self, o): return _call(_cmp(P.lt_p), self, o)
-    def __le__(self, o): return _call(_cmp(P.le_p), self, o)
-    def __gt__(self, o): return _call(_cmp(P.gt_p), self, o)
-    def __ge__(self, o): return _call(_cmp(P.ge_p), self, o)
-    def __eq__(self, o): return _call(_cmp(P.eq_p), self, o)  # type: ignore[override]
-    def __ne__(self, o): return _call(_cmp(P.ne_p), self, o)  # type: ignore[override]
-    # bitwise on integers, logical on bools, as NumPy's & | ^ ~
-    def __and__(self, o): return _call(_bitwise(P.bitwise_and_p), self, o)
-    def __rand__(self, o): return _call(_bitwise(P.bitwise_and_p), o, self)
-    def __or__(self, o): return _call(_bitwise(P.bitwise_or_p), self, o)
-    def __ror__(self, o): return _call(_bitwise(P.bitwise_or_p), o, self)
-    def __xor__(self, o): return _call(_bitwise(P.bitwise_xor_p), self, o)
-    def __rxor__(self, o): return _call(_bitwise(P.bitwise_xor_p), o, self)
-    def __invert__(self): return _call(_bitwise(P.invert_p), self)
+    def __add__(self, o):
+        return _call(UFUNCS["add"], self, o)
 
-    def __floordiv__(self, o): return _call(UFUNCS["floor_divide"], self, o)
-    def __rfloordiv__(self, o): return _call(UFUNCS["floor_divide"], o, self)
-    def __mod__(self, o): return _call(UFUNCS["remainder"], self, o)
-    def __rmod__(self, o): return _call(UFUNCS["remainder"], o, self)
-    def __divmod__(self, o): return _call(UFUNCS["divmod"], self, o)
-    def __rdivmod__(self, o): return _call(UFUNCS["divmod"], o, self)
-    def __ifloordiv__(self, o): return self._inplace("__floordiv__", o)
-    def __imod__(self, o): return self._inplace("__mod__", o)
+    def __radd__(self, o):
+        return _call(UFUNCS["add"], o, self)
+
+    def __sub__(self, o):
+        return _call(UFUNCS["subtract"], self, o)
+
+    def __rsub__(self, o):
+        return _call(UFUNCS["subtract"], o, self)
+
+    def __mul__(self, o):
+        return _call(UFUNCS["multiply"], self, o)
+
+    def __rmul__(self, o):
+        return _call(UFUNCS["multiply"], o, self)
+
+    def __truediv__(self, o):
+        return _call(UFUNCS["divide"], self, o)
+
+    def __rtruediv__(self, o):
+        return _call(UFUNCS["divide"], o, self)
+
+    def __pow__(self, o):
+        return _call(UFUNCS["power"], self, o)
+
+    def __rpow__(self, o):
+        return _call(UFUNCS["power"], o, self)
+
+    def __matmul__(self, o):
+        return _call(_matmul, self, o)
+
+    def __rmatmul__(self, o):
+        return _call(_matmul, o, self)
+
+    def __neg__(self):
+        return _call(_neg, self)
+
+    def __pos__(self):
+        return Tracer(self.ir_var, self.builder)  # +x is a new array
+
+    def __abs__(self):
+        return _call(UFUNCS["absolute"], self)
+
+    def __lt__(self, o):
+        return _call(_cmp(P.lt_p), self, o)
+
+    def __le__(self, o):
+        return _call(_cmp(P.le_p), self, o)
+
+    def __gt__(self, o):
+        return _call(_cmp(P.gt_p), self, o)
+
+    def __ge__(self, o):
+        return _call(_cmp(P.ge_p), self, o)
+
+    def __eq__(self, o):
+        return _call(_cmp(P.eq_p), self, o)  # type: ignore[override]
+
+    def __ne__(self, o):
+        return _call(_cmp(P.ne_p), self, o)  # type: ignore[override]
+
+    # bitwise on integers, logical on bools, as NumPy's & | ^ ~
+    def __and__(self, o):
+        return _call(_bitwise(P.bitwise_and_p), self, o)
+
+    def __rand__(self, o):
+        return _call(_bitwise(P.bitwise_and_p), o, self)
+
+    def __or__(self, o):
+        return _call(_bitwise(P.bitwise_or_p), self, o)
+
+    def __ror__(self, o):
+        return _call(_bitwise(P.bitwise_or_p), o, self)
+
+    def __xor__(self, o):
+        return _call(_bitwise(P.bitwise_xor_p), self, o)
+
+    def __rxor__(self, o):
+        return _call(_bitwise(P.bitwise_xor_p), o, self)
+
+    def __invert__(self):
+        return _call(_bitwise(P.invert_p), self)
+
+    def __floordiv__(self, o):
+        return _call(UFUNCS["floor_divide"], self, o)
+
+    def __rfloordiv__(self, o):
+        return _call(UFUNCS["floor_divide"], o, self)
+
+    def __mod__(self, o):
+        return _call(UFUNCS["remainder"], self, o)
+
+    def __rmod__(self, o):
+        return _call(UFUNCS["remainder"], o, self)
+
+    def __divmod__(self, o):
+        return _call(UFUNCS["divmod"], self, o)
+
+    def __rdivmod__(self, o):
+        return _call(UFUNCS["divmod"], o, self)
+
+    def __ifloordiv__(self, o):
+        return self._inplace("__floordiv__", o)
+
+    def __imod__(self, o):
+        return self._inplace("__mod__", o)
 
     def __getitem__(self, index):
         result = _call(_getitem, self, index)
@@ -263,20 +361,47 @@ class Tracer(Unknowable):
     T = property(lambda self: _call(P.transpose, self)._as_view(self, P.transpose))
     mT = property(lambda self: _call(P.swap_last, self)._as_view(self, P.swap_last))
 
-    def sum(self, axis=None, keepdims=False, **kw): return np.sum(self, axis=axis, keepdims=keepdims, **kw)
-    def mean(self, axis=None, keepdims=False, **kw): return np.mean(self, axis=axis, keepdims=keepdims, **kw)
-    def max(self, axis=None, keepdims=False, **kw): return np.max(self, axis=axis, keepdims=keepdims, **kw)
-    def min(self, axis=None, keepdims=False, **kw): return np.min(self, axis=axis, keepdims=keepdims, **kw)
-    def prod(self, axis=None, keepdims=False, **kw): return np.prod(self, axis=axis, keepdims=keepdims, **kw)
-    def var(self, axis=None, keepdims=False, **kw): return np.var(self, axis=axis, keepdims=keepdims, **kw)
-    def std(self, axis=None, keepdims=False, **kw): return np.std(self, axis=axis, keepdims=keepdims, **kw)
-    def dot(self, other): return np.dot(self, other)
-    def ravel(self, order="C"): return np.ravel(self, order=order)
-    def flatten(self, order="C"): return np.ravel(self, order=order).copy()  # a copy, not a view
-    def squeeze(self, axis=None): return np.squeeze(self, axis=axis)
-    def swapaxes(self, a, b): return np.swapaxes(self, a, b)
-    def copy(self, order="C"): return Tracer(self.ir_var, self.builder)
-    def clip(self, min=None, max=None, **kw): return np.clip(self, min, max, **kw)
+    def sum(self, axis=None, keepdims=False, **kw):
+        return np.sum(self, axis=axis, keepdims=keepdims, **kw)
+
+    def mean(self, axis=None, keepdims=False, **kw):
+        return np.mean(self, axis=axis, keepdims=keepdims, **kw)
+
+    def max(self, axis=None, keepdims=False, **kw):
+        return np.max(self, axis=axis, keepdims=keepdims, **kw)
+
+    def min(self, axis=None, keepdims=False, **kw):
+        return np.min(self, axis=axis, keepdims=keepdims, **kw)
+
+    def prod(self, axis=None, keepdims=False, **kw):
+        return np.prod(self, axis=axis, keepdims=keepdims, **kw)
+
+    def var(self, axis=None, keepdims=False, **kw):
+        return np.var(self, axis=axis, keepdims=keepdims, **kw)
+
+    def std(self, axis=None, keepdims=False, **kw):
+        return np.std(self, axis=axis, keepdims=keepdims, **kw)
+
+    def dot(self, other):
+        return np.dot(self, other)
+
+    def ravel(self, order="C"):
+        return np.ravel(self, order=order)
+
+    def flatten(self, order="C"):
+        return np.ravel(self, order=order).copy()  # a copy, not a view
+
+    def squeeze(self, axis=None):
+        return np.squeeze(self, axis=axis)
+
+    def swapaxes(self, a, b):
+        return np.swapaxes(self, a, b)
+
+    def copy(self, order="C"):
+        return Tracer(self.ir_var, self.builder)
+
+    def clip(self, min=None, max=None, **kw):
+        return np.clip(self, min, max, **kw)
 
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -288,25 +413,55 @@ class Tracer(Unknowable):
             axes = tuple(axes[0])
         return np.transpose(self, axes or None)
 
-    def astype(self, dtype, copy=True): return _call(lambda x: P.convert(x, dtype), self)
+    def astype(self, dtype, copy=True):
+        return _call(lambda x: P.convert(x, dtype), self)
 
     # the rest of ndarray's methods, through the NumPy functions of the same names
-    def all(self, axis=None, keepdims=False, **kw): return np.all(self, axis=axis, keepdims=keepdims, **kw)
-    def any(self, axis=None, keepdims=False, **kw): return np.any(self, axis=axis, keepdims=keepdims, **kw)
-    def argmax(self, axis=None, **kw): return np.argmax(self, axis=axis, **kw)
-    def argmin(self, axis=None, **kw): return np.argmin(self, axis=axis, **kw)
-    def argsort(self, axis=-1, kind=None, order=None): return np.argsort(self, axis, kind, order)
-    def argpartition(self, kth, axis=-1, **kw): return np.argpartition(self, kth, axis, **kw)
-    def cumsum(self, axis=None, dtype=None): return np.cumsum(self, axis=axis, dtype=dtype)
-    def cumprod(self, axis=None, dtype=None): return np.cumprod(self, axis=axis, dtype=dtype)
-    def diagonal(self, offset=0, axis1=0, axis2=1): return np.diagonal(self, offset, axis1, axis2)
+    def all(self, axis=None, keepdims=False, **kw):
+        return np.all(self, axis=axis, keepdims=keepdims, **kw)
+
+    def any(self, axis=None, keepdims=False, **kw):
+        return np.any(self, axis=axis, keepdims=keepdims, **kw)
+
+    def argmax(self, axis=None, **kw):
+        return np.argmax(self, axis=axis, **kw)
+
+    def argmin(self, axis=None, **kw):
+        return np.argmin(self, axis=axis, **kw)
+
+    def argsort(self, axis=-1, kind=None, order=None):
+        return np.argsort(self, axis, kind, order)
+
+    def argpartition(self, kth, axis=-1, **kw):
+        return np.argpartition(self, kth, axis, **kw)
+
+    def cumsum(self, axis=None, dtype=None):
+        return np.cumsum(self, axis=axis, dtype=dtype)
+
+    def cumprod(self, axis=None, dtype=None):
+        return np.cumprod(self, axis=axis, dtype=dtype)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return np.diagonal(self, offset, axis1, axis2)
+
     def trace(self, offset=0, axis1=0, axis2=1, dtype=None):
         return np.trace(self, offset, axis1, axis2, dtype)
-    def repeat(self, repeats, axis=None): return np.repeat(self, repeats, axis)
-    def round(self, decimals=0): return np.round(self, decimals)
-    def take(self, indices, axis=None, **kw): return np.take(self, indices, axis, **kw)
-    def nonzero(self): return np.nonzero(self)
-    def conj(self): return np.conj(self)
+
+    def repeat(self, repeats, axis=None):
+        return np.repeat(self, repeats, axis)
+
+    def round(self, decimals=0):
+        return np.round(self, decimals)
+
+    def take(self, indices, axis=None, **kw):
+        return np.take(self, indices, axis, **kw)
+
+    def nonzero(self):
+        return np.nonzero(self)
+
+    def conj(self):
+        return np.conj(self)
+
     conjugate = conj
     real = property(lambda self: np.real(self))
     imag = property(lambda self: np.imag(self))
@@ -355,10 +510,23 @@ class _View:
 
 
 # NumPy functions whose result is a view of their first argument (np.asarray: the array itself)
-_VIEWS = frozenset({
-    "reshape", "ravel", "transpose", "squeeze", "expand_dims", "swapaxes", "moveaxis", "asarray",
-    "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "diagonal",
-})
+_VIEWS = frozenset(
+    {
+        "reshape",
+        "ravel",
+        "transpose",
+        "squeeze",
+        "expand_dims",
+        "swapaxes",
+        "moveaxis",
+        "asarray",
+        "atleast_1d",
+        "atleast_2d",
+        "atleast_3d",
+        "broadcast_to",
+        "diagonal",
+    }
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -395,7 +563,9 @@ def operand(x: Any, builder: Builder):
             return hidden
     if isinstance(x, (np.ndarray, np.generic, list, tuple)):
         arr = np.asarray(x)
-        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        if arr.dtype == object or not (
+            np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
+        ):
             raise TypeError(f"cannot use a value of dtype {arr.dtype} in a traced computation")
         return P.const(arr)
     if isinstance(x, Var):
@@ -482,8 +652,13 @@ class CallArgs:
         self.args, self.kwargs = args, kwargs
 
 
-def trace(fun: Callable, avals: list[tuple[tuple[int, ...], np.dtype]], treedef: TreeDef,
-          wrap_args: Callable[[Any], tuple | CallArgs] | None = None, scope: Scope | None = None):
+def trace(
+    fun: Callable,
+    avals: list[tuple[tuple[int, ...], np.dtype]],
+    treedef: TreeDef,
+    wrap_args: Callable[[Any], tuple | CallArgs] | None = None,
+    scope: Scope | None = None,
+):
     """Trace `fun` on fresh inputs of the given shapes and dtypes.
 
     Returns the graph (inputs: the leaves, then the hidden inputs that `scope` found, then values
@@ -508,7 +683,9 @@ def trace(fun: Callable, avals: list[tuple[tuple[int, ...], np.dtype]], treedef:
             if isinstance(exc.__cause__, TracingError):
                 raise exc.__cause__.with_traceback(exc.__traceback__) from None
             raise
-        check_random_sources(generators, getattr(fun, "__qualname__", None) or "the traced function", "")
+        check_random_sources(
+            generators, getattr(fun, "__qualname__", None) or "the traced function", ""
+        )
         out_leaves, out_tree = flatten(result)
         out_vars = []
         for leaf in out_leaves:

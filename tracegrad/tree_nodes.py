@@ -23,9 +23,7 @@ if TYPE_CHECKING:
 registry: dict[type, tuple[Callable, Callable]] = {}  # class -> (flatten, unflatten)
 
 
-def register_pytree_node(
-    nodetype: type, flatten_func: Callable, unflatten_func: Callable
-) -> None:
+def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func: Callable) -> None:
     """Make instances of `nodetype` containers of arrays (pytree nodes), as in JAX.
 
     `flatten_func(obj)` returns `(children, aux_data)`: a tuple or list of the children (arrays,
@@ -45,14 +43,10 @@ def register_pytree_node(
     ('Affine', array([1., 1.]), 2.0, 'l1')
     """
     if not isinstance(nodetype, type):
-        raise TypeError(
-            f"register_pytree_node expects a class, got {type(nodetype).__name__}"
-        )
+        raise TypeError(f"register_pytree_node expects a class, got {type(nodetype).__name__}")
     # built-in types are leaves or containers already: registering one would change what every
     # argument means
-    if nodetype.__module__ == "builtins" or issubclass(
-        nodetype, (np.ndarray, np.generic)
-    ):
+    if nodetype.__module__ == "builtins" or issubclass(nodetype, (np.ndarray, np.generic)):
         raise TypeError(
             f"register_pytree_node: {nodetype.__name__} is a built-in type, which tracegrad "
             "already treats as a leaf or a container; register your own class (a subclass of "
@@ -135,9 +129,7 @@ def _layout(cls: type) -> _Layout:
         return layout
     params = getattr(cls, "__dataclass_params__", None)
     fields = dataclasses.fields(cls)
-    construct = (params is None or params.init) and _init_takes(
-        cls, [f for f in fields if f.init]
-    )
+    construct = (params is None or params.init) and _init_takes(cls, [f for f in fields if f.init])
     if construct:
         initvars = [
             f.name
@@ -168,14 +160,8 @@ def _init_takes(cls: type, fields: list) -> bool:
         parameters = inspect.signature(cls.__init__).parameters.values()
     except (TypeError, ValueError):
         return False
-    names = {
-        p.name
-        for p in parameters
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    }
-    return any(p.kind is p.VAR_KEYWORD for p in parameters) or all(
-        f.name in names for f in fields
-    )
+    names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return any(p.kind is p.VAR_KEYWORD for p in parameters) or all(f.name in names for f in fields)
 
 
 def dataclass_parts(tree: Any) -> tuple[tuple[str, ...], tuple | None]:

@@ -92,9 +92,17 @@ class DataParallel:
     """A transform of a loss that is a sum over the rows of its data arguments, run chunk by
     chunk on Dask. Made by `value_and_grad`, `grad` and `hessian` of this module."""
 
-    def __init__(self, fun: Callable, kind: str, argnums=0, data_argnums=None, client=None,
-                 backend: str | None = None, split_every: int = SPLIT_EVERY,
-                 deterministic: bool = False):
+    def __init__(
+        self,
+        fun: Callable,
+        kind: str,
+        argnums=0,
+        data_argnums=None,
+        client=None,
+        backend: str | None = None,
+        split_every: int = SPLIT_EVERY,
+        deterministic: bool = False,
+    ):
         if not callable(fun):
             raise TypeError(f"tracegrad.dask.{kind} expects a function, got {type(fun).__name__}")
         if kind not in KINDS:
@@ -144,8 +152,10 @@ class DataParallel:
         is_dask = {i: isinstance(args[i], da.Array) for i in self.data_argnums}
         if not all(is_dask.values()):
             plain = [i for i, d in is_dask.items() if not d]
-            kinds = ", ".join(f"argument {i} is a {type(args[i]).__module__}.{type(args[i]).__name__}"
-                              for i in plain)
+            kinds = ", ".join(
+                f"argument {i} is a {type(args[i]).__module__}.{type(args[i]).__name__}"
+                for i in plain
+            )
             if any(is_dask.values()):
                 first = next(i for i, d in is_dask.items() if d)
                 raise TypeError(
@@ -171,7 +181,9 @@ class DataParallel:
         rows = None
         for i, x in zip(self.data_argnums, data, strict=True):
             if x.ndim == 0:
-                raise ValueError(f"{self._job.name}: data argument {i} is 0-d; data needs a row axis (axis 0)")
+                raise ValueError(
+                    f"{self._job.name}: data argument {i} is 0-d; data needs a row axis (axis 0)"
+                )
             if any(np.isnan(c) for c in x.chunks[0]):
                 raise ValueError(
                     f"{self._job.name}: data argument {i} has unknown chunk sizes along axis 0; "
@@ -193,8 +205,12 @@ class DataParallel:
         memory): it must return one float scalar, and argnums must be float."""
         params = {i: a for i, a in enumerate(args) if i not in self.data_argnums}
         shapes = sorted({int(c) for c in data[0].chunks[0] if c}, reverse=True)
-        key = (_signature(tuple(params.values())), tuple(params),
-               tuple((x.shape[1:], x.dtype.str) for x in data), tuple(shapes))
+        key = (
+            _signature(tuple(params.values())),
+            tuple(params),
+            tuple((x.shape[1:], x.dtype.str) for x in data),
+            tuple(shapes),
+        )
         if key in self._checked:
             return
         for i in _int_tuple(self.argnums, "argnums"):
@@ -212,9 +228,18 @@ class DataParallel:
                 full[i] = s
             graph = tg.make_ir(self.fun)(*full)
             outs = graph.outputs
-            if len(outs) != 1 or outs[0].shape != () or not np.issubdtype(outs[0].dtype, np.floating):
-                got = (f"{len(outs)} values" if len(outs) != 1
-                       else f"shape {outs[0].shape}" if outs[0].shape != () else f"dtype {outs[0].dtype}")
+            if (
+                len(outs) != 1
+                or outs[0].shape != ()
+                or not np.issubdtype(outs[0].dtype, np.floating)
+            ):
+                got = (
+                    f"{len(outs)} values"
+                    if len(outs) != 1
+                    else f"shape {outs[0].shape}"
+                    if outs[0].shape != ()
+                    else f"dtype {outs[0].dtype}"
+                )
                 raise TypeError(
                     f"{self._job.name}: the loss must return one float scalar per chunk (the "
                     f"chunk's partial sum), but for a chunk of {n} rows it returned {got}. Sum "
@@ -231,16 +256,21 @@ class DataParallel:
             )
         data = self._data(args)
         # other axes as one chunk each, so that a task holds whole rows
-        data = [x if all(len(c) == 1 for c in x.chunks[1:]) else x.rechunk({a: -1 for a in range(1, x.ndim)})
-                for x in data]
+        data = [
+            x
+            if all(len(c) == 1 for c in x.chunks[1:])
+            else x.rechunk({a: -1 for a in range(1, x.ndim)})
+            for x in data
+        ]
         self._check_loss(args, data)
         rows = [int(c) for c in data[0].chunks[0]]
         if not any(rows):
             raise ValueError(f"{self._job.name}: the data has no rows")
         client = _current_client(self.client)
         params = {i: a for i, a in enumerate(args) if i not in self.data_argnums}
-        payload = _Payload(self._job, params, self.data_argnums, len(args), len(rows),
-                           self.deterministic)
+        payload = _Payload(
+            self._job, params, self.data_argnums, len(args), len(rows), self.deterministic
+        )
         call = uuid.uuid4().hex[:12]
         scattered = None
         try:
@@ -269,16 +299,27 @@ class DataParallel:
         for index, n in enumerate(rows):
             if n:  # an empty chunk adds nothing to a sum
                 chunks = [b[index] for b in blocks]
-                parts.append(task(params_node, index, start, *chunks,
-                                  dask_key_name=f"tracegrad-chunk-{call}-{index}"))
+                parts.append(
+                    task(
+                        params_node,
+                        index,
+                        start,
+                        *chunks,
+                        dask_key_name=f"tracegrad-chunk-{call}-{index}",
+                    )
+                )
             start += n
         add = dask.delayed(_sum_task, pure=False)
         level = 0
         while level == 0 or len(parts) > 1:
-            groups = [parts[i : i + self.split_every] for i in range(0, len(parts), self.split_every)]
+            groups = [
+                parts[i : i + self.split_every] for i in range(0, len(parts), self.split_every)
+            ]
             final = len(groups) == 1
-            parts = [add(*group, final=final, dask_key_name=f"tracegrad-sum-{call}-{level}-{j}")
-                     for j, group in enumerate(groups)]
+            parts = [
+                add(*group, final=final, dask_key_name=f"tracegrad-sum-{call}-{level}-{j}")
+                for j, group in enumerate(groups)
+            ]
             level += 1
         return parts[0]
 
@@ -297,8 +338,15 @@ def _describe_chunks(chunks: tuple) -> str:
 
 
 def _transform(kind: str):
-    def make(fun=None, argnums=0, data_argnums=None, client=None, backend=None,
-             split_every=SPLIT_EVERY, deterministic=False):
+    def make(
+        fun=None,
+        argnums=0,
+        data_argnums=None,
+        client=None,
+        backend=None,
+        split_every=SPLIT_EVERY,
+        deterministic=False,
+    ):
         options = (kind, argnums, data_argnums, client, backend, split_every, deterministic)
         if fun is None:  # as a decorator: @tgd.grad(argnums=0, data_argnums=(1, 2))
             return lambda f: DataParallel(f, *options)
@@ -308,8 +356,15 @@ def _transform(kind: str):
     return make
 
 
-def value_and_grad(fun=None, argnums=0, data_argnums=None, client=None, backend=None,
-                   split_every=SPLIT_EVERY, deterministic=False) -> DataParallel:
+def value_and_grad(
+    fun=None,
+    argnums=0,
+    data_argnums=None,
+    client=None,
+    backend=None,
+    split_every=SPLIT_EVERY,
+    deterministic=False,
+) -> DataParallel:
     """`(loss, gradient)` of a loss that is a sum over the rows of `data_argnums` (dask arrays
     chunked along axis 0, the same row chunks for each): the sums over chunks of
     `tg.value_and_grad(fun, argnums)` on each chunk.
@@ -322,21 +377,38 @@ def value_and_grad(fun=None, argnums=0, data_argnums=None, client=None, backend=
       whichever worker runs which chunk (each chunk is copied to aligned memory first; see
       docs/distributed.md). Otherwise results agree to rounding (about 1e-15 relative in float64).
     """
-    return _transform("value_and_grad")(fun, argnums, data_argnums, client, backend, split_every,
-                                        deterministic)
+    return _transform("value_and_grad")(
+        fun, argnums, data_argnums, client, backend, split_every, deterministic
+    )
 
 
-def grad(fun=None, argnums=0, data_argnums=None, client=None, backend=None,
-         split_every=SPLIT_EVERY, deterministic=False) -> DataParallel:
+def grad(
+    fun=None,
+    argnums=0,
+    data_argnums=None,
+    client=None,
+    backend=None,
+    split_every=SPLIT_EVERY,
+    deterministic=False,
+) -> DataParallel:
     """The gradient of a loss that is a sum over rows: as `value_and_grad`, without the value."""
-    return _transform("grad")(fun, argnums, data_argnums, client, backend, split_every,
-                              deterministic)
+    return _transform("grad")(
+        fun, argnums, data_argnums, client, backend, split_every, deterministic
+    )
 
 
-def hessian(fun=None, argnums=0, data_argnums=None, client=None, backend=None,
-            split_every=SPLIT_EVERY, deterministic=False) -> DataParallel:
+def hessian(
+    fun=None,
+    argnums=0,
+    data_argnums=None,
+    client=None,
+    backend=None,
+    split_every=SPLIT_EVERY,
+    deterministic=False,
+) -> DataParallel:
     """The Hessian of a loss that is a sum over rows: the sum of `tg.hessian(fun, argnums)`
     over the chunks, shape `w.shape + w.shape` (nested dicts for a dict of parameters); options
     as for `value_and_grad`."""
-    return _transform("hessian")(fun, argnums, data_argnums, client, backend, split_every,
-                                 deterministic)
+    return _transform("hessian")(
+        fun, argnums, data_argnums, client, backend, split_every, deterministic
+    )

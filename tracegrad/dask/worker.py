@@ -28,8 +28,14 @@ class ChunkError(RuntimeError):
     """A chunk's task raised on a worker: the message names the chunk, its rows and the worker,
     then the worker's error. Attributes: `index`, `rows` (start, stop), `worker`, `error_type`."""
 
-    def __init__(self, message: str, index: int = -1, rows: tuple[int, int] = (0, 0),
-                 worker: str = "", error_type: str = ""):
+    def __init__(
+        self,
+        message: str,
+        index: int = -1,
+        rows: tuple[int, int] = (0, 0),
+        worker: str = "",
+        error_type: str = "",
+    ):
         super().__init__(message)
         self.index, self.rows, self.worker, self.error_type = index, rows, worker, error_type
 
@@ -57,7 +63,9 @@ class _Job:
             self.blob = None
             self.key = uuid.uuid4().hex
         else:
-            self.key = hashlib.sha256(self.blob + repr((kind, argnums, backend)).encode()).hexdigest()
+            self.key = hashlib.sha256(
+                self.blob + repr((kind, argnums, backend)).encode()
+            ).hexdigest()
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -69,15 +77,24 @@ class _Job:
         import cloudpickle
 
         fun = self.fun if self.fun is not None else cloudpickle.loads(self.blob)
-        make = {"value_and_grad": tg.value_and_grad, "grad": tg.grad, "hessian": tg.hessian}[self.kind]
+        make = {"value_and_grad": tg.value_and_grad, "grad": tg.grad, "hessian": tg.hessian}[
+            self.kind
+        ]
         return make(fun, argnums=self.argnums, backend=self.backend)
 
 
 class _Payload:
     """What is scattered once per call: the job and the parameters (every non-data argument)."""
 
-    def __init__(self, job: _Job, params: dict[int, Any], data_argnums: tuple[int, ...],
-                 n_args: int, n_chunks: int, deterministic: bool):
+    def __init__(
+        self,
+        job: _Job,
+        params: dict[int, Any],
+        data_argnums: tuple[int, ...],
+        n_args: int,
+        n_chunks: int,
+        deterministic: bool,
+    ):
         self.job, self.params, self.data_argnums = job, params, data_argnums
         self.n_args, self.n_chunks, self.deterministic = n_args, n_chunks, deterministic
         self._aligned: dict[int, Any] | None = None
@@ -177,7 +194,10 @@ def _chunk_task(payload: _Payload, index: int, start: int, *chunks: np.ndarray):
         raise ChunkError(
             f"chunk {index} of {payload.n_chunks} (rows {start}:{stop}) failed on {where}: "
             f"{type(exc).__name__}: {exc}",
-            index, (start, stop), where, type(exc).__name__,
+            index,
+            (start, stop),
+            where,
+            type(exc).__name__,
         ) from exc
 
 
@@ -197,7 +217,9 @@ def _as_partial(part: Any) -> _Partial:
     leaves, treedef = flatten(part)
     arrays = [np.asarray(x) for x in leaves]
     dtypes = [a.dtype for a in arrays]
-    wide = [a.astype(np.float64) if a.dtype.kind == "f" and a.dtype.itemsize < 8 else a for a in arrays]
+    wide = [
+        a.astype(np.float64) if a.dtype.kind == "f" and a.dtype.itemsize < 8 else a for a in arrays
+    ]
     return _Partial(treedef, wide, dtypes)
 
 
@@ -210,7 +232,9 @@ def _sum_task(*parts: Any, final: bool = False):
             t += x
     if not final:
         return _Partial(first.treedef, total, first.dtypes)
-    return unflatten(first.treedef, [np.asarray(t, dtype=d) for t, d in zip(total, first.dtypes, strict=True)])
+    return unflatten(
+        first.treedef, [np.asarray(t, dtype=d) for t, d in zip(total, first.dtypes, strict=True)]
+    )
 
 
 def trace_counts() -> dict[str, int]:

@@ -59,8 +59,9 @@ def header(out: Printer, title: str, backend: str, requested: str | None) -> Non
 
 def check_positive(name: str, value: int, minimum: int = 1) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ExampleError(f"--{name} must be an integer of at least {minimum}, got {value!r}",
-                           usage=True)
+        raise ExampleError(
+            f"--{name} must be an integer of at least {minimum}, got {value!r}", usage=True
+        )
     return value
 
 
@@ -73,9 +74,17 @@ class Progress:
     Without `watch`, the first step is assumed to be the one that compiles.
     """
 
-    def __init__(self, out: Printer, name: str, total: int, every: int | None = None,
-                 unit: str = "step", label: str = "loss", show_total: bool = True,
-                 watch: Sequence[Any] = ()):
+    def __init__(
+        self,
+        out: Printer,
+        name: str,
+        total: int,
+        every: int | None = None,
+        unit: str = "step",
+        label: str = "loss",
+        show_total: bool = True,
+        watch: Sequence[Any] = (),
+    ):
         self.out, self.name, self.total = out, name, total
         self.every = every or max(1, total // 10)
         self.unit, self.label, self.show_total = unit, label, show_total
@@ -88,7 +97,11 @@ class Progress:
         self._traces = self._trace_total()
         self.compiled_steps, self.compile_seconds = 0, 0.0  # steps that traced and compiled
         self.steady_steps, self.steady_seconds = 0, 0.0  # steps that only ran compiled programs
-        self._window = [0, 0.0, 0]  # since the last line: steady steps, their seconds, compiling steps
+        self._window = [
+            0,
+            0.0,
+            0,
+        ]  # since the last line: steady steps, their seconds, compiling steps
 
     def _trace_total(self) -> int:
         return sum(t.trace_count for t in self.watch)
@@ -119,7 +132,11 @@ class Progress:
             if not self.watch:
                 how = "including any tracing and compiling"
             else:
-                how = "with tracing and compiling" if compiled else "its programs were already compiled"
+                how = (
+                    "with tracing and compiling"
+                    if compiled
+                    else "its programs were already compiled"
+                )
             self.out(f"{self._where(1)}  (first {self.unit}: {seconds:.3f} s, {how})")
             self._window = [0, 0.0, 0]
         elif i % self.every == 0 or i == self.total:
@@ -139,21 +156,29 @@ class Progress:
         rate = self.steady_steps / max(self.steady_seconds, 1e-9) if self.steady_steps else 0.0
         measured = []
         if self.steady_steps:
-            measured.append(f"{rate:,.0f} {self.unit}s/s over the {self.steady_steps:,} that ran "
-                            "compiled programs")
+            measured.append(
+                f"{rate:,.0f} {self.unit}s/s over the {self.steady_steps:,} that ran "
+                "compiled programs"
+            )
         if self.compiled_steps:
             s = "s" if self.compiled_steps != 1 else ""
-            measured.append(f"{self.compiled_steps} {self.unit}{s} with tracing and compiling "
-                            f"took {self.compile_seconds:.3f} s")
+            measured.append(
+                f"{self.compiled_steps} {self.unit}{s} with tracing and compiling "
+                f"took {self.compile_seconds:.3f} s"
+            )
         elif self.watch:
             measured.append("nothing traced or compiled (the programs were cached)")
         line = f"{self.name}: {steps:,} {self.unit}s in {elapsed:.2f} s"
         line += (": " + ", ".join(measured)) if measured else ""
         line += f"; final {self.label} {self.loss:.6g}" + (f"; {extra}" if extra else "")
         self.out(line)
-        return {"seconds": elapsed, "first_step_seconds": self.first or 0.0,
-                "steps_per_second": rate, "compiled_steps": self.compiled_steps,
-                "compile_seconds": self.compile_seconds}
+        return {
+            "seconds": elapsed,
+            "first_step_seconds": self.first or 0.0,
+            "steps_per_second": rate,
+            "compiled_steps": self.compiled_steps,
+            "compile_seconds": self.compile_seconds,
+        }
 
 
 def new_figure(size: tuple[float, float] = (6.0, 4.0)):
@@ -175,8 +200,10 @@ def check_plot_path(plot: str | os.PathLike | None) -> None:
     new_figure()  # raises ExampleError if matplotlib is missing
     folder = os.path.dirname(os.path.abspath(os.fspath(plot)))
     if not os.path.isdir(folder):
-        raise ExampleError(f"cannot write the plot to {os.fspath(plot)}: folder {folder} does not exist",
-                           usage=True)
+        raise ExampleError(
+            f"cannot write the plot to {os.fspath(plot)}: folder {folder} does not exist",
+            usage=True,
+        )
 
 
 def save(fig, plot: str | os.PathLike, out: Printer) -> str:

@@ -76,8 +76,13 @@ def show(v: np.ndarray, n: int = 4) -> str:
     return "[" + ", ".join(items) + (", ...]" if len(v) > n else "]")
 
 
-def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAULT_STEPS,
-        plot=None, quiet: bool = False) -> dict:
+def run(
+    backend: str | None = None,
+    size: int = DEFAULT_SIZE,
+    steps: int = DEFAULT_STEPS,
+    plot=None,
+    quiet: bool = False,
+) -> dict:
     """Returns each version's value and gradient at large x, and the check_grad results."""
     no_plot(NAME, plot)
     check_positive("size", size, 2)
@@ -97,11 +102,17 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     results = {}
     out(f"  {'version':<34}  {'value':<18}  {'gradient':<40}  right")
     for key, (label, fun) in versions.items():
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # the naive one overflows
+        with np.errstate(
+            over="ignore", invalid="ignore", divide="ignore"
+        ):  # the naive one overflows
             value, gradient = tg.value_and_grad(fun, backend=name)(big)
-        right = bool(np.isclose(value, ref_value, rtol=1e-12) and np.allclose(gradient, ref_grad, rtol=1e-10))
+        right = bool(
+            np.isclose(value, ref_value, rtol=1e-12) and np.allclose(gradient, ref_grad, rtol=1e-10)
+        )
         results[key] = {"value": float(value), "gradient": gradient, "right": right}
-        out(f"  {label:<34}  {float(value):<18.12g}  {show(gradient):<40}  {'yes' if right else 'NO'}")
+        out(
+            f"  {label:<34}  {float(value):<18.12g}  {show(gradient):<40}  {'yes' if right else 'NO'}"
+        )
     out(f"  {'reference, by hand in NumPy':<34}  {ref_value:<18.12g}  {show(ref_grad)}")
     out()
 
@@ -125,12 +136,20 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     stable_right = results["shifted"]["right"] and results["custom"]["right"]
     stable_pass = checks["shifted"] == checks["custom"] == "passed"
     wrong_caught = checks["wrong"] != "passed"
-    out(f"custom-gradient: the naive version {'overflows' if naive_fails else 'does not overflow'}; the "
+    out(
+        f"custom-gradient: the naive version {'overflows' if naive_fails else 'does not overflow'}; the "
         f"stable versions {'agree' if stable_right else 'DISAGREE'} with the reference and "
         f"{'pass' if stable_pass else 'FAIL'} check_grad; the wrong rule is "
-        f"{'caught' if wrong_caught else 'NOT caught'}")
-    return {"backend": name, "x": big, "reference": (ref_value, ref_grad), "results": results,
-            "checks": checks, "ok": naive_fails and stable_right and stable_pass and wrong_caught}
+        f"{'caught' if wrong_caught else 'NOT caught'}"
+    )
+    return {
+        "backend": name,
+        "x": big,
+        "reference": (ref_value, ref_grad),
+        "results": results,
+        "checks": checks,
+        "ok": naive_fails and stable_right and stable_pass and wrong_caught,
+    }
 
 
 if __name__ == "__main__":

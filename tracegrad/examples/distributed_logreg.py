@@ -26,8 +26,10 @@ from tracegrad.examples._common import (
 )
 
 NAME = "distributed-logreg"
-DESCRIPTION = ("logistic regression by Newton's method on a Dask LocalCluster: tracegrad.dask "
-               "gradients and Hessians summed over row chunks")
+DESCRIPTION = (
+    "logistic regression by Newton's method on a Dask LocalCluster: tracegrad.dask "
+    "gradients and Hessians summed over row chunks"
+)
 DEFAULT_STEPS = 20
 STEPS_HELP = "Newton iteration limit"
 DEFAULT_WORKERS = 2
@@ -84,8 +86,15 @@ def _dask_module():
     return tgd
 
 
-def run(backend: str | None = None, steps: int = DEFAULT_STEPS, workers: int = DEFAULT_WORKERS,
-        rows: int = DEFAULT_ROWS, plot=None, quiet: bool = False, client=None) -> dict:
+def run(
+    backend: str | None = None,
+    steps: int = DEFAULT_STEPS,
+    workers: int = DEFAULT_WORKERS,
+    rows: int = DEFAULT_ROWS,
+    plot=None,
+    quiet: bool = False,
+    client=None,
+) -> dict:
     """Fit w by Newton's method from w = 0; returns the weights, the loss and gradient norm per
     iteration and the timings. `client`: run on this dask.distributed client instead of
     starting a LocalCluster (then `workers` only sets the chunking)."""
@@ -98,15 +107,21 @@ def run(backend: str | None = None, steps: int = DEFAULT_STEPS, workers: int = D
     out = Printer(quiet)
     chunk = chunk_rows(rows, workers)
     n_chunks = math.ceil(rows / chunk)
-    header(out, f"{NAME}: logistic regression on {rows:,} x {FEATURES} data in {n_chunks} chunks of "
-                f"{chunk:,} rows, by Newton's method", name, backend)
+    header(
+        out,
+        f"{NAME}: logistic regression on {rows:,} x {FEATURES} data in {n_chunks} chunks of "
+        f"{chunk:,} rows, by Newton's method",
+        name,
+        backend,
+    )
     cluster = None
     start = time.perf_counter()
     if client is None and workers > 0:
         from distributed import Client, LocalCluster
 
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=":0")
+        cluster = LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+        )
         client = Client(cluster, set_as_default=False)
     try:
         if client is None:
@@ -114,12 +129,15 @@ def run(backend: str | None = None, steps: int = DEFAULT_STEPS, workers: int = D
         else:
             what = "started a LocalCluster" if cluster is not None else "on the given client"
             count = len(client.scheduler_info()["workers"])
-            out(f"{what}: {count} worker process(es), scheduler at {client.scheduler.address} "
-                f"({time.perf_counter() - start:.1f} s)")
+            out(
+                f"{what}: {count} worker process(es), scheduler at {client.scheduler.address} "
+                f"({time.perf_counter() - start:.1f} s)"
+            )
         X, y = make_data(rows, chunk)
-        X, y = (client.persist([X, y]) if client is not None else _persist_here(X, y))
-        value_and_grad = tgd.value_and_grad(nll, argnums=0, data_argnums=(1, 2), client=client,
-                                            backend=name)
+        X, y = client.persist([X, y]) if client is not None else _persist_here(X, y)
+        value_and_grad = tgd.value_and_grad(
+            nll, argnums=0, data_argnums=(1, 2), client=client, backend=name
+        )
         hessian = tgd.hessian(nll, argnums=0, data_argnums=(1, 2), client=client, backend=name)
         result = _newton(value_and_grad, hessian, X, y, rows, steps, out)
         counts = value_and_grad.worker_trace_counts(client)
@@ -127,14 +145,26 @@ def run(backend: str | None = None, steps: int = DEFAULT_STEPS, workers: int = D
         if cluster is not None:
             client.close()
             cluster.close()
-    status = (f"converged in {result['iterations']} iterations" if result["converged"]
-              else f"NOT converged in {steps} iterations")
+    status = (
+        f"converged in {result['iterations']} iterations"
+        if result["converged"]
+        else f"NOT converged in {steps} iterations"
+    )
     error = float(np.abs(result["w"] - true_weights()).max())
-    out(f"{NAME}: {status} in {result['seconds']:.2f} s, final loss per row "
-        f"{result['losses'][-1]:.6g}; |w - w_true| = {error:.3f} (the data's noise)")
+    out(
+        f"{NAME}: {status} in {result['seconds']:.2f} s, final loss per row "
+        f"{result['losses'][-1]:.6g}; |w - w_true| = {error:.3f} (the data's noise)"
+    )
     out(f"programs traced per process (value_and_grad): {counts}")
-    return {"backend": name, "workers": workers, "rows": rows, "chunk_rows": chunk,
-            "trace_counts": counts, "ok": result["converged"], **result}
+    return {
+        "backend": name,
+        "workers": workers,
+        "rows": rows,
+        "chunk_rows": chunk,
+        "trace_counts": counts,
+        "ok": result["converged"],
+        **result,
+    }
 
 
 def _persist_here(X, y):
@@ -155,17 +185,26 @@ def _newton(value_and_grad, hessian, X, y, rows: int, steps: int, out: Printer) 
         norms.append(float(np.linalg.norm(g)) / rows)
         if norms[-1] < TOLERANCE:
             converged = True
-            out(f"  iteration {k:>2}  loss per row {losses[-1]:.10f}  |gradient| per row "
-                f"{norms[-1]:.1e}  converged")
+            out(
+                f"  iteration {k:>2}  loss per row {losses[-1]:.10f}  |gradient| per row "
+                f"{norms[-1]:.1e}  converged"
+            )
             break
         H = hessian(w, X, y)
         w = w - np.linalg.solve(H, g)
         first = "  (with tracing and compiling)" if k == 1 else ""
-        out(f"  iteration {k:>2}  loss per row {losses[-1]:.10f}  |gradient| per row "
-            f"{norms[-1]:.1e}  {time.perf_counter() - t:.2f} s{first}")
-    return {"w": w, "losses": losses, "gradient_norms": norms, "converged": converged,
-            "iterations": len(losses) - 1 if converged else steps,
-            "seconds": time.perf_counter() - start}
+        out(
+            f"  iteration {k:>2}  loss per row {losses[-1]:.10f}  |gradient| per row "
+            f"{norms[-1]:.1e}  {time.perf_counter() - t:.2f} s{first}"
+        )
+    return {
+        "w": w,
+        "losses": losses,
+        "gradient_norms": norms,
+        "converged": converged,
+        "iterations": len(losses) - 1 if converged else steps,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 if __name__ == "__main__":

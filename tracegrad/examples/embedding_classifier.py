@@ -12,7 +12,14 @@ import sys
 import numpy as np
 
 import tracegrad as tg
-from tracegrad.examples._common import Printer, Progress, check_positive, header, no_plot, resolve_backend
+from tracegrad.examples._common import (
+    Printer,
+    Progress,
+    check_positive,
+    header,
+    no_plot,
+    resolve_backend,
+)
 
 NAME = "embedding-classifier"
 DESCRIPTION = "token ids -> embedding table (gather) -> softmax classifier, label smoothing by in-place writes"
@@ -53,16 +60,26 @@ def predict(params, tokens):
     return np.argmax(pooled @ params["w"] + params["b"], axis=1)
 
 
-def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAULT_STEPS,
-        plot=None, quiet: bool = False) -> dict:
+def run(
+    backend: str | None = None,
+    size: int = DEFAULT_SIZE,
+    steps: int = DEFAULT_STEPS,
+    plot=None,
+    quiet: bool = False,
+) -> dict:
     """Trains by gradient descent with momentum; returns the losses and the accuracies."""
     no_plot(NAME, plot)
     check_positive("size", size, 10)
     check_positive("steps", steps)
     name = resolve_backend(backend)
     out = Printer(quiet)
-    header(out, f"embedding-classifier: {size} sentences of {LENGTH} tokens, vocabulary "
-                f"{VOCABULARY}, {CLASSES} classes, embeddings of width {WIDTH}", name, backend)
+    header(
+        out,
+        f"embedding-classifier: {size} sentences of {LENGTH} tokens, vocabulary "
+        f"{VOCABULARY}, {CLASSES} classes, embeddings of width {WIDTH}",
+        name,
+        backend,
+    )
     tokens, labels = sentences(size, 0)
     test_tokens, test_labels = sentences(200, 1)
     onehot = labels[:, None] == np.arange(CLASSES)
@@ -86,8 +103,10 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     progress.done()
     train = float(np.mean(predict(params, tokens) == labels))
     test = float(np.mean(predict(params, test_tokens) == test_labels))
-    out(f"accuracy: train {train:.1%}, test {test:.1%} (chance {1 / CLASSES:.0%}); "
-        f"loss {history[0]:.4f} -> {history[-1]:.4f}")
+    out(
+        f"accuracy: train {train:.1%}, test {test:.1%} (chance {1 / CLASSES:.0%}); "
+        f"loss {history[0]:.4f} -> {history[-1]:.4f}"
+    )
     return {"backend": name, "history": history, "train_accuracy": train, "test_accuracy": test}
 
 

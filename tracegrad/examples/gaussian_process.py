@@ -47,20 +47,35 @@ def negative_log_likelihood(theta, x, y):
 def finite_difference_check(f, grad, theta, x, y, eps=1e-5) -> float:
     """The largest relative difference between `grad` and central differences of `f`."""
     g = np.asarray(grad(theta, x, y))
-    fd = np.array([(f(theta + eps * e, x, y) - f(theta - eps * e, x, y)) / (2 * eps) for e in np.eye(len(theta))])
+    fd = np.array(
+        [
+            (f(theta + eps * e, x, y) - f(theta - eps * e, x, y)) / (2 * eps)
+            for e in np.eye(len(theta))
+        ]
+    )
     return float(np.max(np.abs(g - fd)) / max(1.0, float(np.max(np.abs(fd)))))
 
 
-def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAULT_STEPS,
-        plot=None, quiet: bool = False) -> dict:
+def run(
+    backend: str | None = None,
+    size: int = DEFAULT_SIZE,
+    steps: int = DEFAULT_STEPS,
+    plot=None,
+    quiet: bool = False,
+) -> dict:
     """Newton's method from theta = 0; returns the fitted hyper-parameters and the checks."""
     no_plot(NAME, plot)
     check_positive("size", size, 3)
     check_positive("steps", steps)
     name = resolve_backend(backend)
     out = Printer(quiet)
-    header(out, f"gaussian-process: {size} points, squared-exponential kernel, Newton's method on "
-                "log(length scale, signal variance, noise variance)", name, backend)
+    header(
+        out,
+        f"gaussian-process: {size} points, squared-exponential kernel, Newton's method on "
+        "log(length scale, signal variance, noise variance)",
+        name,
+        backend,
+    )
     x, y = data(size)
     value_and_grad = tg.value_and_grad(negative_log_likelihood, backend=name)
     hessian = tg.hessian(negative_log_likelihood, backend=name)
@@ -70,8 +85,10 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     for k in range(steps):
         f, g = value_and_grad(theta, x, y)
         history.append(float(f))
-        out(f"  step {k:>2}: -log p = {float(f):+.8f}  |grad| = {np.linalg.norm(g):.2e}  "
-            f"theta = {np.array2string(theta, precision=4)}")
+        out(
+            f"  step {k:>2}: -log p = {float(f):+.8f}  |grad| = {np.linalg.norm(g):.2e}  "
+            f"theta = {np.array2string(theta, precision=4)}"
+        )
         if np.linalg.norm(g) < TOLERANCE:
             converged = True
             break
@@ -89,15 +106,28 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     )
     hess_error = finite_difference_check(
         lambda t, x, y: tg.grad(negative_log_likelihood, backend="numpy")(t, x, y),
-        hessian, theta, x, y,
+        hessian,
+        theta,
+        x,
+        y,
     )
     scale, signal, noise = np.exp(theta)
-    out(f"{'converged' if converged else 'NOT converged'} after {len(history) - 1} Newton steps: "
-        f"length scale {scale:.4f}, signal variance {signal:.4f}, noise variance {noise:.5f}")
-    out(f"gradient vs finite differences: {grad_error:.1e} relative; "
-        f"Hessian vs finite differences of the gradient: {hess_error:.1e}")
-    return {"backend": name, "converged": converged, "theta": theta, "history": history,
-            "grad_error": grad_error, "hessian_error": hess_error}
+    out(
+        f"{'converged' if converged else 'NOT converged'} after {len(history) - 1} Newton steps: "
+        f"length scale {scale:.4f}, signal variance {signal:.4f}, noise variance {noise:.5f}"
+    )
+    out(
+        f"gradient vs finite differences: {grad_error:.1e} relative; "
+        f"Hessian vs finite differences of the gradient: {hess_error:.1e}"
+    )
+    return {
+        "backend": name,
+        "converged": converged,
+        "theta": theta,
+        "history": history,
+        "grad_error": grad_error,
+        "hessian_error": hess_error,
+    }
 
 
 if __name__ == "__main__":

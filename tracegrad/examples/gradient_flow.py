@@ -17,12 +17,21 @@ import numpy as np
 
 import tracegrad as tg
 from tracegrad.examples._common import (
-    Printer, Progress, check_plot_path, check_positive, header, new_figure, resolve_backend, save,
+    Printer,
+    Progress,
+    check_plot_path,
+    check_positive,
+    header,
+    new_figure,
+    resolve_backend,
+    save,
 )
 from tracegrad.examples.mlp import two_moons
 
 NAME = "gradient-flow"
-DESCRIPTION = "per-layer gradient norms of a 6-layer tanh MLP via tg.tap hooks: vanishing vs healthy [--plot]"
+DESCRIPTION = (
+    "per-layer gradient norms of a 6-layer tanh MLP via tg.tap hooks: vanishing vs healthy [--plot]"
+)
 DEFAULT_SIZE = 256  # training points
 DEFAULT_STEPS = 100  # SGD steps per initialisation
 PLOT = True
@@ -32,7 +41,9 @@ WIDTH = 32
 LEARNING_RATE = 0.1
 INITIALISATIONS = {
     "small (std 0.05)": lambda fan_in, rng, shape: rng.normal(scale=0.05, size=shape),
-    "Xavier (std 1/sqrt(fan_in))": lambda fan_in, rng, shape: rng.normal(size=shape) / np.sqrt(fan_in),
+    "Xavier (std 1/sqrt(fan_in))": lambda fan_in, rng, shape: (
+        rng.normal(size=shape) / np.sqrt(fan_in)
+    ),
 }
 
 
@@ -77,16 +88,25 @@ def train(init, points, labels, steps: int, backend: str, out: Printer, title: s
     return {name: np.array(values) for name, values in norms.items()}, float(value)
 
 
-def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAULT_STEPS,
-        plot=None, quiet: bool = False) -> dict:
+def run(
+    backend: str | None = None,
+    size: int = DEFAULT_SIZE,
+    steps: int = DEFAULT_STEPS,
+    plot=None,
+    quiet: bool = False,
+) -> dict:
     """Train the same network from two initialisations; returns the per-layer gradient norms."""
     check_positive("size", size, 4)
     check_positive("steps", steps)
     check_plot_path(plot)
     name = resolve_backend(backend)
     out = Printer(quiet)
-    header(out, f"{NAME}: {LAYERS} tanh layers of {WIDTH}, hooks record |d loss / d activations|",
-           name, backend)
+    header(
+        out,
+        f"{NAME}: {LAYERS} tanh layers of {WIDTH}, hooks record |d loss / d activations|",
+        name,
+        backend,
+    )
     points, labels = two_moons(size)
 
     results = {}
@@ -103,13 +123,17 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
         row = "".join(f"{np.mean(results[t]['norms'][layer]):>30.3e}" for t in titles)
         out(f"  {layer:<8}{row}")
     ratios = {
-        t: float(np.mean(results[t]["norms"]["layer1"]) / np.mean(results[t]["norms"][f"layer{LAYERS}"]))
+        t: float(
+            np.mean(results[t]["norms"]["layer1"]) / np.mean(results[t]["norms"][f"layer{LAYERS}"])
+        )
         for t in titles
     }
     out("  first/last layer ratio" + "".join(f"{ratios[t]:>22.3g}" for t in titles))
-    out(f"{NAME}: with the small initialisation the gradient at layer 1 is "
+    out(
+        f"{NAME}: with the small initialisation the gradient at layer 1 is "
         f"{ratios[titles[0]]:.1e} times the one at layer {LAYERS} (vanishing); "
-        f"with Xavier it is {ratios[titles[1]]:.2g} (healthy)")
+        f"with Xavier it is {ratios[titles[1]]:.2g} (healthy)"
+    )
 
     if plot is not None:
         fig = new_figure((8.0, 3.5))

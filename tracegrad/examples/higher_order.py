@@ -26,15 +26,24 @@ X0 = 0.5  # the point of expansion
 ORDER = 5
 
 
-def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAULT_STEPS,
-        plot=None, quiet: bool = False) -> dict:
+def run(
+    backend: str | None = None,
+    size: int = DEFAULT_SIZE,
+    steps: int = DEFAULT_STEPS,
+    plot=None,
+    quiet: bool = False,
+) -> dict:
     """Returns the derivatives, their closed forms, and the Taylor polynomial's errors."""
     no_plot(NAME, plot)
     check_positive("size", size, 2)
     name = resolve_backend(backend)
     out = Printer(quiet)
-    header(out, f"higher-order: derivatives of sin at x0 = {X0}, each the grad of the one before",
-           name, backend)
+    header(
+        out,
+        f"higher-order: derivatives of sin at x0 = {X0}, each the grad of the one before",
+        name,
+        backend,
+    )
 
     derivatives = [np.sin]
     for _ in range(ORDER):
@@ -44,10 +53,14 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     closed = [math.sin(X0 + k * math.pi / 2) for k in range(ORDER + 1)]
     nodes = [None] + [len(tg.make_ir(d)(X0).nodes) for d in derivatives[1:]]
 
-    out(f"  k  {'tracegrad d^k/dx^k sin':<22}  {'closed form sin(x0 + k*pi/2)':<28}  difference  IR nodes")
+    out(
+        f"  k  {'tracegrad d^k/dx^k sin':<22}  {'closed form sin(x0 + k*pi/2)':<28}  difference  IR nodes"
+    )
     for k in range(ORDER + 1):
         shown = "-" if nodes[k] is None else str(nodes[k])
-        out(f"  {k}  {computed[k]:<+22.15f}  {closed[k]:<+28.15f}  {abs(computed[k] - closed[k]):<10.1e}  {shown}")
+        out(
+            f"  {k}  {computed[k]:<+22.15f}  {closed[k]:<+28.15f}  {abs(computed[k] - closed[k]):<10.1e}  {shown}"
+        )
     max_error = max(abs(c - e) for c, e in zip(computed, closed, strict=True))
     out()
 
@@ -65,14 +78,24 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     within = bool(np.all(np.abs(exact - taylor) <= bound + 1e-15))
     polynomial_difference = float(np.max(np.abs(taylor - taylor_closed)))
     out()
-    out(f"higher-order: derivatives match the closed form to {max_error:.1e}; the Taylor "
+    out(
+        f"higher-order: derivatives match the closed form to {max_error:.1e}; the Taylor "
         f"polynomial matches the closed-form one to {polynomial_difference:.1e} and stays within "
-        f"the remainder bound at {'every' if within else 'NOT every'} point")
+        f"the remainder bound at {'every' if within else 'NOT every'} point"
+    )
     return {
-        "backend": name, "x0": X0, "derivatives": computed, "closed_form": closed,
-        "max_error": max_error, "ir_nodes": nodes[1:], "h": h, "taylor": taylor,
-        "taylor_error": np.abs(exact - taylor), "remainder_bound": bound,
-        "within_bound": within, "polynomial_difference": polynomial_difference,
+        "backend": name,
+        "x0": X0,
+        "derivatives": computed,
+        "closed_form": closed,
+        "max_error": max_error,
+        "ir_nodes": nodes[1:],
+        "h": h,
+        "taylor": taylor,
+        "taylor_error": np.abs(exact - taylor),
+        "remainder_bound": bound,
+        "within_bound": within,
+        "polynomial_difference": polynomial_difference,
     }
 
 

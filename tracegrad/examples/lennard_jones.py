@@ -54,16 +54,25 @@ def energy(x, i, j):
     return np.sum(per_atom)
 
 
-def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAULT_STEPS,
-        plot=None, quiet: bool = False) -> dict:
+def run(
+    backend: str | None = None,
+    size: int = DEFAULT_SIZE,
+    steps: int = DEFAULT_STEPS,
+    plot=None,
+    quiet: bool = False,
+) -> dict:
     """Newton's method (with a gradient step where the Hessian is not positive definite on the
     moving directions); returns the final energy and the checks."""
     no_plot(NAME, plot)
     check_positive("steps", steps)
     name = resolve_backend(backend)
     out = Printer(quiet)
-    header(out, "lennard-jones: 13 atoms from a perturbed icosahedron, pairs within "
-                f"{CUTOFF} sigma", name, backend)
+    header(
+        out,
+        f"lennard-jones: 13 atoms from a perturbed icosahedron, pairs within {CUTOFF} sigma",
+        name,
+        backend,
+    )
     x = icosahedron()
     i, j = neighbours(x)
     value_and_grad = tg.value_and_grad(energy, backend=name)
@@ -98,11 +107,23 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     probe = np.random.default_rng(1).normal(size=start.shape)
     analytic = float(np.sum(value_and_grad(start, i, j)[1] * probe))
     fd = (energy(start + eps * probe, i, j) - energy(start - eps * probe, i, j)) / (2 * eps)
-    out(f"{'converged' if converged else 'NOT converged'} after {len(history) - 1} steps: energy "
-        f"{final:.6f} (known minimum {MINIMUM}); {len(i)} pairs in the neighbour list")
-    out(f"directional derivative at the start: tg.grad {analytic:+.8e}, finite differences {fd:+.8e}")
-    return {"backend": name, "converged": converged, "energy": final, "history": history,
-            "pairs": len(i), "x": x, "derivative": analytic, "finite_difference": fd}
+    out(
+        f"{'converged' if converged else 'NOT converged'} after {len(history) - 1} steps: energy "
+        f"{final:.6f} (known minimum {MINIMUM}); {len(i)} pairs in the neighbour list"
+    )
+    out(
+        f"directional derivative at the start: tg.grad {analytic:+.8e}, finite differences {fd:+.8e}"
+    )
+    return {
+        "backend": name,
+        "converged": converged,
+        "energy": final,
+        "history": history,
+        "pairs": len(i),
+        "x": x,
+        "derivative": analytic,
+        "finite_difference": fd,
+    }
 
 
 if __name__ == "__main__":

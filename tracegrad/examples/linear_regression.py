@@ -1,6 +1,6 @@
 """Fit y = w*x + b to generated data by gradient descent, and print the loss curve.
 
-    python3 -m tracegrad run linear-regression --steps 200 --plot loss.png
+python3 -m tracegrad run linear-regression --steps 200 --plot loss.png
 """
 
 from __future__ import annotations
@@ -45,15 +45,25 @@ def loss(w, b, x, y):
     return np.mean((w * x + b - y) ** 2)
 
 
-def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAULT_STEPS,
-        plot=None, quiet: bool = False) -> dict:
+def run(
+    backend: str | None = None,
+    size: int = DEFAULT_SIZE,
+    steps: int = DEFAULT_STEPS,
+    plot=None,
+    quiet: bool = False,
+) -> dict:
     """Fit the line; returns w, b, the true values, the loss at every step and the timings."""
     check_positive("size", size, 2)
     check_positive("steps", steps)
     check_plot_path(plot)
     name = resolve_backend(backend)
     out = Printer(quiet)
-    header(out, f"linear regression: fit y = w*x + b to {size} points from y = {TRUE_W}*x - {-TRUE_B} + noise", name, backend)
+    header(
+        out,
+        f"linear regression: fit y = w*x + b to {size} points from y = {TRUE_W}*x - {-TRUE_B} + noise",
+        name,
+        backend,
+    )
 
     x, y = make_data(size)
     loss_and_grads = tg.value_and_grad(loss, argnums=(0, 1), backend=name)
@@ -70,19 +80,30 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     timing = progress.done(extra=f"w = {w:.4f} (true {TRUE_W}), b = {b:.4f} (true {TRUE_B})")
     # The best a line can do on this data: the least-squares solution, in closed form.
     w_ls, b_ls = np.polyfit(x, y, 1)
-    out(f"least squares in closed form: w = {w_ls:.4f}, b = {b_ls:.4f}, loss {loss(w_ls, b_ls, x, y):.6g}")
+    out(
+        f"least squares in closed form: w = {w_ls:.4f}, b = {b_ls:.4f}, loss {loss(w_ls, b_ls, x, y):.6g}"
+    )
 
     if plot is not None:
         fig = new_figure()
         ax = fig.add_subplot()
         ax.semilogy(np.arange(1, steps + 1), losses, label="gradient descent")
         ax.axhline(loss(w_ls, b_ls, x, y), color="gray", ls="--", label="least squares")
-        ax.set(xlabel="step", ylabel="mean squared error", title=f"linear regression ({name} backend)")
+        ax.set(
+            xlabel="step", ylabel="mean squared error", title=f"linear regression ({name} backend)"
+        )
         ax.legend()
         save(fig, plot, out)
     return {
-        "backend": name, "w": w, "b": b, "true_w": TRUE_W, "true_b": TRUE_B,
-        "least_squares": (float(w_ls), float(b_ls)), "losses": losses, "final_loss": final, **timing,
+        "backend": name,
+        "w": w,
+        "b": b,
+        "true_w": TRUE_W,
+        "true_b": TRUE_B,
+        "least_squares": (float(w_ls), float(b_ls)),
+        "losses": losses,
+        "final_loss": final,
+        **timing,
     }
 
 

@@ -1,6 +1,6 @@
 """A small tanh network learns two interleaved half-moons: value_and_grad over a dict of weights.
 
-    python3 -m tracegrad run mlp --size 500 --steps 1000 --plot boundary.png
+python3 -m tracegrad run mlp --size 500 --steps 1000 --plot boundary.png
 """
 
 from __future__ import annotations
@@ -49,9 +49,12 @@ def two_moons(size: int, noise: float = 0.15, seed: int = 0) -> tuple[np.ndarray
 def init_params(hidden: int = HIDDEN, seed: int = 1) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {
-        "W1": rng.normal(size=(2, hidden)), "b1": np.zeros(hidden),
-        "W2": rng.normal(size=(hidden, hidden)) / np.sqrt(hidden), "b2": np.zeros(hidden),
-        "W3": rng.normal(size=(hidden, 1)) / np.sqrt(hidden), "b3": np.zeros(1),
+        "W1": rng.normal(size=(2, hidden)),
+        "b1": np.zeros(hidden),
+        "W2": rng.normal(size=(hidden, hidden)) / np.sqrt(hidden),
+        "b2": np.zeros(hidden),
+        "W3": rng.normal(size=(hidden, 1)) / np.sqrt(hidden),
+        "b3": np.zeros(1),
     }
 
 
@@ -92,16 +95,25 @@ class Adam:
         return new
 
 
-def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAULT_STEPS,
-        plot=None, quiet: bool = False) -> dict:
+def run(
+    backend: str | None = None,
+    size: int = DEFAULT_SIZE,
+    steps: int = DEFAULT_STEPS,
+    plot=None,
+    quiet: bool = False,
+) -> dict:
     """Train; returns the training and test accuracy, the loss at every step and the timings."""
     check_positive("size", size, 4)
     check_positive("steps", steps)
     check_plot_path(plot)
     name = resolve_backend(backend)
     out = Printer(quiet)
-    header(out, f"mlp: 2-{HIDDEN}-{HIDDEN}-1 tanh network on two moons, {size} training points",
-           name, backend)
+    header(
+        out,
+        f"mlp: 2-{HIDDEN}-{HIDDEN}-1 tanh network on two moons, {size} training points",
+        name,
+        backend,
+    )
 
     points, labels = two_moons(size, seed=0)
     test_points, test_labels = two_moons(size, seed=1)
@@ -131,12 +143,20 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
         for label, color in ((-1.0, "#2171b5"), (1.0, "#d94801")):
             chosen = labels == label
             ax.scatter(points[chosen, 0], points[chosen, 1], s=8, color=color)
-        ax.set(title=f"decision boundary: train {accuracy:.1%}, test {test_accuracy:.1%}",
-               xlabel="x1", ylabel="x2")
+        ax.set(
+            title=f"decision boundary: train {accuracy:.1%}, test {test_accuracy:.1%}",
+            xlabel="x1",
+            ylabel="x2",
+        )
         save(fig, plot, out)
     return {
-        "backend": name, "accuracy": accuracy, "test_accuracy": test_accuracy,
-        "losses": losses, "final_loss": losses[-1], "params": params, **timing,
+        "backend": name,
+        "accuracy": accuracy,
+        "test_accuracy": test_accuracy,
+        "losses": losses,
+        "final_loss": losses[-1],
+        "params": params,
+        **timing,
     }
 
 

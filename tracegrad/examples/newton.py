@@ -24,7 +24,9 @@ from tracegrad.examples._common import (
 )
 
 NAME = "newton"
-DESCRIPTION = "Rosenbrock in n dimensions: Newton's method (tg.hessian) against gradient descent [--plot]"
+DESCRIPTION = (
+    "Rosenbrock in n dimensions: Newton's method (tg.hessian) against gradient descent [--plot]"
+)
 DEFAULT_SIZE = 10
 SIZE_HELP = "dimensions"  # what --size means
 DEFAULT_STEPS = 30000
@@ -66,9 +68,16 @@ def minimise(method: str, x0: np.ndarray, steps: int, backend: str, out: Printer
     x, t = x0.copy(), 1.0
     history = []
     newton = method == "Newton's method"
-    progress = Progress(out, method, steps, every=5 if newton else None, unit="iteration",
-                        label="f", show_total=not newton,
-                        watch=(value_and_grad, hessian) if newton else (value_and_grad,))
+    progress = Progress(
+        out,
+        method,
+        steps,
+        every=5 if newton else None,
+        unit="iteration",
+        label="f",
+        show_total=not newton,
+        watch=(value_and_grad, hessian) if newton else (value_and_grad,),
+    )
     converged = False
     start = time.perf_counter()
     for k in range(steps):
@@ -87,25 +96,44 @@ def minimise(method: str, x0: np.ndarray, steps: int, backend: str, out: Printer
         progress.step(k + 1, f)  # the whole iteration: a hessian compiled in it counts as such
     seconds = time.perf_counter() - start
     iterations = len(history) - 1 if converged else steps
-    status = f"converged in {iterations:,} iterations" if converged else f"NOT converged in {steps:,} iterations"
+    status = (
+        f"converged in {iterations:,} iterations"
+        if converged
+        else f"NOT converged in {steps:,} iterations"
+    )
     progress.loss = history[-1]
     progress.done(steps=max(iterations, 1), extra=status)
     return {
-        "converged": converged, "iterations": iterations, "x": x, "f": history[-1],
-        "gradient_norm": float(np.linalg.norm(g)), "history": history, "seconds": seconds,
+        "converged": converged,
+        "iterations": iterations,
+        "x": x,
+        "f": history[-1],
+        "gradient_norm": float(np.linalg.norm(g)),
+        "history": history,
+        "seconds": seconds,
     }
 
 
-def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAULT_STEPS,
-        plot=None, quiet: bool = False) -> dict:
+def run(
+    backend: str | None = None,
+    size: int = DEFAULT_SIZE,
+    steps: int = DEFAULT_STEPS,
+    plot=None,
+    quiet: bool = False,
+) -> dict:
     """Run both methods from x = 0; returns {"newton": {...}, "gradient_descent": {...}}."""
     check_positive("size", size, 2)
     check_positive("steps", steps)
     check_plot_path(plot)
     name = resolve_backend(backend)
     out = Printer(quiet)
-    header(out, f"newton: Rosenbrock function in {size} dimensions from x = 0; "
-                f"converged when |gradient| < {TOLERANCE:g}", name, backend)
+    header(
+        out,
+        f"newton: Rosenbrock function in {size} dimensions from x = 0; "
+        f"converged when |gradient| < {TOLERANCE:g}",
+        name,
+        backend,
+    )
     x0 = np.zeros(size)
     out("Newton's method, with tg.hessian:")
     newton = minimise("Newton's method", x0, steps, name, out)
@@ -115,7 +143,11 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     out()
 
     def line(label: str, r: dict) -> str:
-        what = f"{r['iterations']:>7,} iterations" if r["converged"] else f"not converged after {r['iterations']:,}"
+        what = (
+            f"{r['iterations']:>7,} iterations"
+            if r["converged"]
+            else f"not converged after {r['iterations']:,}"
+        )
         return f"  {label:<17} {what}  f = {r['f']:.3g}  |x - 1| = {np.abs(r['x'] - 1.0).max():.1e}  {r['seconds']:.2f} s"
 
     out("iterations to convergence:")
@@ -125,7 +157,9 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
         fig = new_figure()
         ax = fig.add_subplot()
         for label, r in (("Newton (tg.hessian)", newton), ("gradient descent", descent)):
-            ax.loglog(np.arange(1, len(r["history"]) + 1), np.maximum(r["history"], 1e-300), label=label)
+            ax.loglog(
+                np.arange(1, len(r["history"]) + 1), np.maximum(r["history"], 1e-300), label=label
+            )
         ax.set(xlabel="iteration", ylabel="f(x)", title=f"Rosenbrock, n = {size} ({name} backend)")
         ax.legend()
         save(fig, plot, out)

@@ -19,13 +19,21 @@ import numpy as np
 
 import tracegrad as tg
 from tracegrad.examples._common import (
-    Printer, check_plot_path, check_positive, header, new_figure, resolve_backend, save,
+    Printer,
+    check_plot_path,
+    check_positive,
+    header,
+    new_figure,
+    resolve_backend,
+    save,
 )
 from tracegrad.transforms import scan
 
 NAME = "ode-sensitivity"
-DESCRIPTION = ("d(final energy)/d(initial state, spring parameters) of a 1,000-step Verlet "
-               "integration written as a plain Python loop, rolled and checked [--plot]")
+DESCRIPTION = (
+    "d(final energy)/d(initial state, spring parameters) of a 1,000-step Verlet "
+    "integration written as a plain Python loop, rolled and checked [--plot]"
+)
 DEFAULT_SIZE = 32  # masses
 SIZE_HELP = "number of masses in the chain"
 DEFAULT_STEPS = 1000
@@ -74,24 +82,35 @@ def initial_state(n: int):
     return 0.3 * np.sin(np.pi * x), 0.2 * np.cos(3 * np.pi * x)
 
 
-def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAULT_STEPS,
-        plot=None, quiet: bool = False) -> dict:
+def run(
+    backend: str | None = None,
+    size: int = DEFAULT_SIZE,
+    steps: int = DEFAULT_STEPS,
+    plot=None,
+    quiet: bool = False,
+) -> dict:
     """Returns the final energy, the gradients, the finite-difference checks and timings."""
     check_positive("size", size, 2)
     check_positive("steps", steps)
     check_plot_path(plot)
     name = resolve_backend(backend)
     out = Printer(quiet)
-    header(out, f"{NAME}: {size} masses, {steps} velocity Verlet steps of {DT}, plain Python loop",
-           name, backend)
+    header(
+        out,
+        f"{NAME}: {size} masses, {steps} velocity Verlet steps of {DT}, plain Python loop",
+        name,
+        backend,
+    )
     q0, p0 = initial_state(size)
     k, beta = 1.5, 0.8
     ir = tg.make_ir(final_energy, static_argnums=4)(q0, p0, k, beta, steps)
     rolled = [node for node in ir.nodes if node.prim is scan.scan_p]
     if rolled:
-        out(f"  the loop was rolled: {len(ir.nodes)} IR nodes, a scan of "
+        out(
+            f"  the loop was rolled: {len(ir.nodes)} IR nodes, a scan of "
             f"{rolled[0].params['length']} steps over a body of "
-            f"{len(rolled[0].params['body'].nodes)} nodes")
+            f"{len(rolled[0].params['body'].nodes)} nodes"
+        )
     else:
         out(f"  the loop was not rolled ({len(ir.nodes)} IR nodes)")
 
@@ -103,7 +122,9 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     grad(q0, p0, k, beta, steps)
     again = time.perf_counter() - start
     out(f"  final energy {float(value):.6f} (initially {energy(q0, p0, k, beta):.6f})")
-    out(f"  first call (trace, differentiate, compile) {first:.2f} s; next call {again * 1e3:.1f} ms")
+    out(
+        f"  first call (trace, differentiate, compile) {first:.2f} s; next call {again * 1e3:.1f} ms"
+    )
 
     # finite differences: the parameters, and the initial state along a random direction
     eps = 1e-6
@@ -111,10 +132,15 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
     fd_k = fd(lambda e: final_energy(q0, p0, k + e, beta, steps))
     fd_beta = fd(lambda e: final_energy(q0, p0, k, beta + e, steps))
     direction = np.random.default_rng(0).normal(size=(2, size))
-    fd_state = fd(lambda e: final_energy(q0 + e * direction[0], p0 + e * direction[1], k, beta, steps))
+    fd_state = fd(
+        lambda e: final_energy(q0 + e * direction[0], p0 + e * direction[1], k, beta, steps)
+    )
     state = float(np.sum(gq * direction[0]) + np.sum(gp * direction[1]))
-    checks = {"k": (float(gk), fd_k), "beta": (float(gbeta), fd_beta),
-              "initial state (random direction)": (state, fd_state)}
+    checks = {
+        "k": (float(gk), fd_k),
+        "beta": (float(gbeta), fd_beta),
+        "initial state (random direction)": (state, fd_state),
+    }
     errors = {}
     out("  derivative                         tracegrad           finite differences")
     for what, (analytic, numeric) in checks.items():
@@ -122,8 +148,10 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
         out(f"  dE/d {what:<30} {analytic:+.10e}  {numeric:+.10e}")
     worst = max(errors.values())
     most = int(np.argmax(np.abs(gq)))
-    out(f"{NAME}: the final energy is most sensitive to the initial position of mass {most}; "
-        f"tracegrad's gradient agrees with finite differences to {worst:.1e} (relative)")
+    out(
+        f"{NAME}: the final energy is most sensitive to the initial position of mass {most}; "
+        f"tracegrad's gradient agrees with finite differences to {worst:.1e} (relative)"
+    )
 
     if plot is not None:
         fig = new_figure((9.0, 3.5))
@@ -136,9 +164,19 @@ def run(backend: str | None = None, size: int = DEFAULT_SIZE, steps: int = DEFAU
         ax.set(title="sensitivity to the initial state", xlabel="mass")
         ax.legend(fontsize=8)
         save(fig, plot, out)
-    return {"backend": name, "energy": float(value), "gq": gq, "gp": gp, "gk": float(gk),
-            "gbeta": float(gbeta), "checks": checks, "max_relative_error": worst,
-            "rolled": bool(rolled), "first_call_s": first, "next_call_s": again}
+    return {
+        "backend": name,
+        "energy": float(value),
+        "gq": gq,
+        "gp": gp,
+        "gk": float(gk),
+        "gbeta": float(gbeta),
+        "checks": checks,
+        "max_relative_error": worst,
+        "rolled": bool(rolled),
+        "first_call_s": first,
+        "next_call_s": again,
+    }
 
 
 if __name__ == "__main__":

@@ -80,7 +80,9 @@ def _safe_dir(path: str, create: bool) -> bool:
         _refused.add(path)
         log.warning(
             "tracegrad: not using the kernel cache at %s: it must be a directory owned by you "
-            "that no other user can write to (chmod 700 it, or set %s)", path, config.CACHE_DIR
+            "that no other user can write to (chmod 700 it, or set %s)",
+            path,
+            config.CACHE_DIR,
         )
     return ok
 
@@ -182,7 +184,9 @@ def _entry_is_intact(path: str, source: str) -> bool:
     if not os.path.exists(path):
         return False
     if not _safe_file(path):
-        log.warning("tracegrad: replacing kernel cache entry %s (unsafe owner or permissions)", path)
+        log.warning(
+            "tracegrad: replacing kernel cache entry %s (unsafe owner or permissions)", path
+        )
         with contextlib.suppress(OSError):
             os.unlink(path)
         return False
@@ -378,14 +382,25 @@ class CacheEntry:
     backend: str  # "cpu", "cuda", or "?" for a module tracegrad does not recognise
     summary: str  # what the module holds ("1 fused kernel", "a graph of 14 nodes, 4 launches")
     sources: tuple[str, ...]  # the user's lines its code came from, where the module records them
-    signatures: tuple[str, ...]  # argument types Numba compiled it for (cpu), e.g. "f64 2-d, f64 1-d"
+    signatures: tuple[
+        str, ...
+    ]  # argument types Numba compiled it for (cpu), e.g. "f64 2-d, f64 1-d"
     shapes: tuple[str, ...]  # array shapes baked into the module (cuda), e.g. "f64[5,1]"
     bytes: int  # the module and its compiled code
     last_used: float  # time stamp (refreshed whenever a process loads it)
 
 
-_NUMBA_DTYPES = {"float64": "f64", "float32": "f32", "float16": "f16", "int64": "i64",
-                 "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
+_NUMBA_DTYPES = {
+    "float64": "f64",
+    "float32": "f32",
+    "float16": "f16",
+    "int64": "i64",
+    "int32": "i32",
+    "int16": "i16",
+    "int8": "i8",
+    "uint8": "u8",
+    "bool": "bool",
+}
 
 
 def _numba_signatures(pycache: str, key: str, buffers: list[int]) -> tuple[str, ...]:
@@ -405,7 +420,9 @@ def _numba_signatures(pycache: str, key: str, buffers: list[int]) -> tuple[str, 
         for signature, *_ in overloads:
             arrays = [signature[i] for i in buffers if i < len(signature)]
             arrays = [t for t in arrays if hasattr(t, "ndim") and hasattr(t, "dtype")]
-            text = ", ".join(f"{_NUMBA_DTYPES.get(str(t.dtype), str(t.dtype))} {t.ndim}-d" for t in arrays)
+            text = ", ".join(
+                f"{_NUMBA_DTYPES.get(str(t.dtype), str(t.dtype))} {t.ndim}-d" for t in arrays
+            )
             if text and text not in found:
                 found.append(text)
     return tuple(found)
@@ -469,6 +486,8 @@ def entries() -> list[CacheEntry]:
                 size += os.lstat(compiled).st_size
         backend, summary, sources, shapes, buffers = _describe_module(path)
         signatures = _numba_signatures(pycache, key, buffers) if backend == "cpu" else ()
-        found.append(CacheEntry(key, backend, summary, sources, signatures, shapes, size, st.st_mtime))
+        found.append(
+            CacheEntry(key, backend, summary, sources, signatures, shapes, size, st.st_mtime)
+        )
     found.sort(key=lambda e: e.last_used, reverse=True)
     return found

@@ -51,7 +51,6 @@ def _log_enabled(topic: str) -> bool:
     return config.log_enabled(topic)
 
 
-
 @dataclass(frozen=True)
 class Signature:
     """What a compiled program is specialised on."""
@@ -102,8 +101,11 @@ class CompiledCall:
         attach = getattr(self.run, "attach", None)  # a tiered run replaces itself when compiled
         if attach is not None:
             attach(self)
-        consts = sum(n.params["value"].nbytes for n in self.graph.nodes
-                     if n.prim.name == "const" and isinstance(n.params.get("value"), np.ndarray))
+        consts = sum(
+            n.params["value"].nbytes
+            for n in self.graph.nodes
+            if n.prim.name == "const" and isinstance(n.params.get("value"), np.ndarray)
+        )
         self.nbytes = consts + self.captured.nbytes
 
     def __call__(self, arrays: list[np.ndarray]):

@@ -85,8 +85,14 @@ def prefix(key: tuple) -> str:
     """The part of an entry's name known before tracing (raises NotStable)."""
     spec, backend_name, variant, sig = key
     return hash_parts(
-        FORMAT, package_hash(), spec_text(spec), backend_name, repr(variant),
-        tree_text(sig.treedef), sig.avals, static_text(sig.static),
+        FORMAT,
+        package_hash(),
+        spec_text(spec),
+        backend_name,
+        repr(variant),
+        tree_text(sig.treedef),
+        sig.avals,
+        static_text(sig.static),
     )
 
 
@@ -135,12 +141,16 @@ def _graph_of(data: tuple) -> Graph:
         prim = P.PRIMITIVES[name]
         operands = tuple(vars_[i] for i in args)
         out = Var(shape, dtype)
-        inferred = prim.infer(tuple(v.shape for v in operands), tuple(v.dtype for v in operands), params)
+        inferred = prim.infer(
+            tuple(v.shape for v in operands), tuple(v.dtype for v in operands), params
+        )
         if (tuple(inferred[0]), np.dtype(inferred[1])) != (out.shape, out.dtype):
             raise ValueError(f"node {name} does not infer to its recorded type")
         vars_.append(out)
         built.append(Node(prim, operands, params, out, source))
-    return ir.verify(Graph(tuple(vars_[: len(inputs)]), tuple(built), tuple(vars_[i] for i in outputs)))
+    return ir.verify(
+        Graph(tuple(vars_[: len(inputs)]), tuple(built), tuple(vars_[i] for i in outputs))
+    )
 
 
 def _tree_data(tree: TreeDef) -> tuple:
@@ -164,12 +174,20 @@ class _Unpickler(pickle.Unpickler):
     """Only NumPy's arrays, dtypes and scalars and a few plain types: an entry holds data."""
 
     _ALLOWED = {
-        ("builtins", "slice"), ("builtins", "complex"), ("builtins", "range"), ("builtins", "set"),
-        ("builtins", "frozenset"), ("builtins", "bytearray"),
-        ("numpy", "dtype"), ("numpy", "ndarray"),
-        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-        ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+        ("builtins", "slice"),
+        ("builtins", "complex"),
+        ("builtins", "range"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "bytearray"),
+        ("numpy", "dtype"),
+        ("numpy", "ndarray"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.numeric", "_frombuffer"),
+        ("numpy._core.numeric", "_frombuffer"),
     }
 
     def find_class(self, module: str, name: str):
@@ -182,8 +200,15 @@ def _describe(key: tuple) -> str:
     return f"{key[0][0]} of {key[0][1]!r}" if isinstance(key[0], tuple) else "a function"
 
 
-def save(fun: Any, static: tuple, key: tuple, graph: Graph, out_tree: TreeDef, hooks: list,
-         captured: Captured) -> bool:
+def save(
+    fun: Any,
+    static: tuple,
+    key: tuple,
+    graph: Graph,
+    out_tree: TreeDef,
+    hooks: list,
+    captured: Captured,
+) -> bool:
     """Write the program of `key` (a key of the program store) to disk, if it can be made safe
     for another process. Returns whether it was written."""
     if not enabled() or hooks:
@@ -242,7 +267,9 @@ def load(fun: Any, static: tuple, key: tuple) -> tuple[Graph, TreeDef, Captured]
     if directory is None:
         return None
     try:
-        names = [n for n in os.listdir(directory) if n.startswith(head + "-") and n.endswith(".tgp")]
+        names = [
+            n for n in os.listdir(directory) if n.startswith(head + "-") and n.endswith(".tgp")
+        ]
     except OSError:
         return None
     paths = [os.path.join(directory, n) for n in names]

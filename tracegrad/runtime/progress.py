@@ -64,9 +64,14 @@ class CompileJob:
                 return
             self.shown = True
             elapsed = time.monotonic() - self.start
-            stage = (f"{self.done}/{self.total} kernels done" if self.total
-                     else "tracing, differentiating and planning")
-            self.stream.write(f"tracegrad: compiling {self.what}: {stage} after {elapsed:.0f} s ...")
+            stage = (
+                f"{self.done}/{self.total} kernels done"
+                if self.total
+                else "tracing, differentiating and planning"
+            )
+            self.stream.write(
+                f"tracegrad: compiling {self.what}: {stage} after {elapsed:.0f} s ..."
+            )
             self.stream.flush()
 
     def finish(self) -> None:
@@ -148,8 +153,11 @@ def check_graph(graph: Graph, backend: str) -> None:
 
 def check_size(chars: int, graph: Graph, backend: str) -> None:
     if chars > MAX_SOURCE_CHARS:
-        _too_large(graph, backend, f"{chars / 1e6:.1f} MB of source, over the "
-                                   f"{MAX_SOURCE_CHARS / 1e6:.0f} MB limit")
+        _too_large(
+            graph,
+            backend,
+            f"{chars / 1e6:.1f} MB of source, over the {MAX_SOURCE_CHARS / 1e6:.0f} MB limit",
+        )
 
 
 def _too_large(graph: Graph, backend: str, what: str) -> None:

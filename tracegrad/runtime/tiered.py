@@ -70,11 +70,7 @@ def interpreted_work(graph: Graph) -> int:
 
 def compile(backend: Any, graph: Graph, name: str = "a function") -> Any:
     """The executable of `graph` on `backend`: tiered where that pays, else compiled now."""
-    if (
-        backend.name in TIERED_BACKENDS
-        and enabled()
-        and interpreted_work(graph) <= MAX_WORK
-    ):
+    if backend.name in TIERED_BACKENDS and enabled() and interpreted_work(graph) <= MAX_WORK:
         return Tiered(backend, graph, name)
     return backend.compile(graph)
 
@@ -128,7 +124,6 @@ class Tiered:
         compiled = self.compiled
         program = self._program
         if program is not None and program.run is self:
-
             program.fresh = fresh_flags(compiled, len(self.graph.outputs))
             program.run = compiled
             _generation[0] += 1  # the fast paths made with the interpreter's run are stale
@@ -248,8 +243,11 @@ def _compile(tiered: Tiered, arrays: list | None) -> None:
         log.info("tracegrad: compiling %s in the background failed: %r", tiered.name, exc)
     else:
         tiered.compiled = compiled
-        log.info("tracegrad: compiled %s in the background (%.2f s)", tiered.name,
-                 time.perf_counter() - start)
+        log.info(
+            "tracegrad: compiled %s in the background (%.2f s)",
+            tiered.name,
+            time.perf_counter() - start,
+        )
     finally:
         if tiered.compiled is not None or tiered.error is not None:
             tiered.done.set()

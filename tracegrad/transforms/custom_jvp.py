@@ -108,8 +108,10 @@ class custom_jvp:
                 "it needs as arguments of the function"
             )
         expected = TreeDef("tuple", (out_tree, out_tree))
-        if rule_tree.kind not in ("tuple", "list") or len(rule_tree.children) != 2 or any(
-            c != out_tree for c in rule_tree.children
+        if (
+            rule_tree.kind not in ("tuple", "list")
+            or len(rule_tree.children) != 2
+            or any(c != out_tree for c in rule_tree.children)
         ):
             raise TypeError(
                 f"{name}: the jvp rule must return (primal_out, tangent_out), each shaped like "
@@ -139,6 +141,7 @@ def _with_output_dtypes(graph: Graph, dtypes) -> Graph:
     builder.nodes = list(graph.nodes)
     with ir.building(builder):
         outs = [
-            P.convert(v, d) if v.dtype != d else v for v, d in zip(graph.outputs, dtypes, strict=True)
+            P.convert(v, d) if v.dtype != d else v
+            for v, d in zip(graph.outputs, dtypes, strict=True)
         ]
     return builder.graph(outs)

@@ -88,7 +88,9 @@ def jacfwd(graph: Graph, wrt: Sequence[int], n_diff: int | None = None) -> Graph
             start = 0
             for i, size in zip(wrt, sizes, strict=True):
                 x = graph.inputs[i]
-                piece = P.slice_(moved, tuple((0, d, 1) for d in out.shape) + ((start, start + size, 1),))
+                piece = P.slice_(
+                    moved, tuple((0, d, 1) for d in out.shape) + ((start, start + size, 1),)
+                )
                 outputs.append(P.reshape(piece, out.shape + x.shape))
                 start += size
     return builder.graph(outputs)

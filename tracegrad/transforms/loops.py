@@ -66,7 +66,9 @@ from .scan import scan_p
 def _loop_infer(shapes, dtypes, p):
     body, n_consts = p["body"], p["n_consts"]
     if shapes[0] != () or not np.issubdtype(dtypes[0], np.integer):
-        raise ir.IRError(f"loop: the trip count must be an integer scalar, got {dtypes[0]}{shapes[0]}")
+        raise ir.IRError(
+            f"loop: the trip count must be an integer scalar, got {dtypes[0]}{shapes[0]}"
+        )
     given = list(zip(shapes[1:], dtypes[1:], strict=True))
     check_avals("loop body inputs", avals(body.inputs), given)
     check_avals("loop body outputs", avals(body.outputs), given[n_consts:])
@@ -74,8 +76,14 @@ def _loop_infer(shapes, dtypes, p):
     return (pack_size(layout),), pack_dtype(layout)
 
 
-def run_loop(run_body: Callable, args: Sequence, *, body: Graph, n_consts: int,
-             packed: np.ndarray | None = None):
+def run_loop(
+    run_body: Callable,
+    args: Sequence,
+    *,
+    body: Graph,
+    n_consts: int,
+    packed: np.ndarray | None = None,
+):
     n = int(args[0])
     consts, carry = list(args[1 : 1 + n_consts]), list(args[1 + n_consts :])
     for _ in range(max(n, 0)):
@@ -117,8 +125,12 @@ def loop_vjp(n: Var, consts, init, ct, body: Graph) -> tuple:
         g_consts, g_carry = grads[: len(f_consts)], grads[len(f_consts) :]
         new_acc = [P.add(a, g) for a, g in zip(acc_in, g_consts, strict=True)]
     rev_body = builder.graph([k] + g_carry + new_acc)
-    rev = loop(n, consts + init, [n] + [ct_final[i] for i in f_carry]
-               + [P.zeros_like(consts[i]) for i in f_consts], body=rev_body)
+    rev = loop(
+        n,
+        consts + init,
+        [n] + [ct_final[i] for i in f_carry] + [P.zeros_like(consts[i]) for i in f_consts],
+        body=rev_body,
+    )
     ct_init = dict(zip(f_carry, rev[1 : 1 + len(f_carry)], strict=True))
     ct_consts = dict(zip(f_consts, rev[1 + len(f_carry) :], strict=True))
     return tuple(ct_consts.get(i) for i in range(n_consts)) + tuple(
@@ -145,8 +157,10 @@ def _loop_batch(size, inputs, batched, *, body, n_consts):
         total = P.emit(P.reduce_max_p, n, axes=(0,))
         res = loop(total, consts + [n], [P.const(0, (), n.dtype)] + init, body=step_body)[1:]
     else:
-        init = [P._batched(v, b, size) if f else v
-                for v, f, b in zip(init, b_carry, b_init, strict=True)]
+        init = [
+            P._batched(v, b, size) if f else v
+            for v, f, b in zip(init, b_carry, b_init, strict=True)
+        ]
         new_body = batched_body(body, b_consts + b_carry, size, b_carry)
         res = loop(n, consts, init, body=new_body)
         res = [r if f else P._batched(r, False, size) for r, f in zip(res, b_carry, strict=True)]
@@ -178,8 +192,15 @@ def _loop_compiled(node, compile):
 
 
 loop_p = P._register(
-    Primitive("loop", Kind.CONTROL, _loop_impl, _loop_infer, _loop_adjoint, _loop_batch,
-              run_compiled=_loop_compiled)
+    Primitive(
+        "loop",
+        Kind.CONTROL,
+        _loop_impl,
+        _loop_infer,
+        _loop_adjoint,
+        _loop_batch,
+        run_compiled=_loop_compiled,
+    )
 )
 
 
@@ -200,9 +221,18 @@ def _while_infer(shapes, dtypes, p):
     return (pack_size(layout),), pack_dtype(layout)
 
 
-def run_while(run_cond: Callable, run_body: Callable, args: Sequence, *, cond: Graph, body: Graph,
-              n_cond_consts: int, n_body_consts: int, count: bool = False,
-              packed: np.ndarray | None = None):
+def run_while(
+    run_cond: Callable,
+    run_body: Callable,
+    args: Sequence,
+    *,
+    cond: Graph,
+    body: Graph,
+    n_cond_consts: int,
+    n_body_consts: int,
+    count: bool = False,
+    packed: np.ndarray | None = None,
+):
     cc = list(args[:n_cond_consts])
     bc = list(args[n_cond_consts : n_cond_consts + n_body_consts])
     carry = list(args[n_cond_consts + n_body_consts :])
@@ -216,13 +246,28 @@ def run_while(run_cond: Callable, run_body: Callable, args: Sequence, *, cond: G
 
 
 def _while_impl(*args, cond, body, n_cond_consts, n_body_consts):
-    return run_while(interpreted(cond), interpreted(body), args, cond=cond, body=body,
-                     n_cond_consts=n_cond_consts, n_body_consts=n_body_consts)
+    return run_while(
+        interpreted(cond),
+        interpreted(body),
+        args,
+        cond=cond,
+        body=body,
+        n_cond_consts=n_cond_consts,
+        n_body_consts=n_body_consts,
+    )
 
 
 def _count_impl(*args, cond, body, n_cond_consts, n_body_consts):
-    return run_while(interpreted(cond), interpreted(body), args, cond=cond, body=body,
-                     n_cond_consts=n_cond_consts, n_body_consts=n_body_consts, count=True)
+    return run_while(
+        interpreted(cond),
+        interpreted(body),
+        args,
+        cond=cond,
+        body=body,
+        n_cond_consts=n_cond_consts,
+        n_body_consts=n_body_consts,
+        count=True,
+    )
 
 
 def _while_adjoint(ct, out, *inputs, cond, body, n_cond_consts, n_body_consts):
@@ -263,8 +308,17 @@ def _while_batch(size, inputs, batched, *, cond, body, n_cond_consts, n_body_con
         stepped = ir.inline(builder, step, b_in + carry)
         kept = [select_rows(truth(p), new, old) for new, old in zip(stepped, carry, strict=True)]
     masked_body = builder.graph(kept)
-    packed = P.emit(while_p, *cc, *cc, *bc, *init, cond=any_cond, body=masked_body,
-                    n_cond_consts=n_cc, n_body_consts=n_cc + n_bc)
+    packed = P.emit(
+        while_p,
+        *cc,
+        *cc,
+        *bc,
+        *init,
+        cond=any_cond,
+        body=masked_body,
+        n_cond_consts=n_cc,
+        n_body_consts=n_cc + n_bc,
+    )
     res = unpack(packed, avals(masked_body.outputs))
     return repack_batched(res, avals(body.outputs), size, [False] * n_carry)
 
@@ -275,8 +329,15 @@ def _while_compiled(node, compile, count=False):
 
 
 while_p = P._register(
-    Primitive("while", Kind.CONTROL, _while_impl, _while_infer, _while_adjoint, _while_batch,
-              run_compiled=_while_compiled)
+    Primitive(
+        "while",
+        Kind.CONTROL,
+        _while_impl,
+        _while_infer,
+        _while_adjoint,
+        _while_batch,
+        run_compiled=_while_compiled,
+    )
 )
 
 
@@ -289,9 +350,13 @@ def _count_batch(size, inputs, batched, **params):
 
 while_count_p = P._register(
     Primitive(
-        "while_count", Kind.CONTROL, _count_impl,
+        "while_count",
+        Kind.CONTROL,
+        _count_impl,
         lambda shapes, dtypes, p: ((), np.dtype(np.int64)),
-        None, _count_batch, differentiable=False,
+        None,
+        _count_batch,
+        differentiable=False,
         run_compiled=lambda node, compile: _while_compiled(node, compile, count=True),
     )
 )
@@ -385,8 +450,15 @@ def _cond_compiled(node, compile):
 
 
 cond_p = P._register(
-    Primitive("cond", Kind.CONTROL, _cond_impl, _cond_infer, _cond_adjoint, _cond_batch,
-              run_compiled=_cond_compiled)
+    Primitive(
+        "cond",
+        Kind.CONTROL,
+        _cond_impl,
+        _cond_infer,
+        _cond_adjoint,
+        _cond_batch,
+        run_compiled=_cond_compiled,
+    )
 )
 
 

@@ -45,7 +45,9 @@ def split(graph: Graph, n_known: int, known_outputs: int) -> Split:
     residuals: list[Var] = []
     copied: list[Node] = []
     seen: set[Var] = set()
-    needed = [v for node in unknown_nodes for v in node.inputs] + list(graph.outputs[known_outputs:])
+    needed = [v for node in unknown_nodes for v in node.inputs] + list(
+        graph.outputs[known_outputs:]
+    )
     for v in needed:
         if v in unknown_vars or v in seen:
             continue

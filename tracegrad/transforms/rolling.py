@@ -217,8 +217,10 @@ def _plan_run(graph: Graph, start: int, period: int, repeats: int, position, use
         node = nodes[start + k]
         if node.prim is P.const_p:
             first = freeze(node.params["value"])
-            if any(freeze(nodes[start + r * period + k].params["value"]) != first
-                   for r in range(1, repeats)):
+            if any(
+                freeze(nodes[start + r * period + k].params["value"]) != first
+                for r in range(1, repeats)
+            ):
                 plan.varying.append(k)
     # slices of a value from before the loop whose window moves by a fixed step each iteration
     for k in range(period):
@@ -302,10 +304,12 @@ def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) ->
 
     # the scan node and the values that replace the iterations' values read after the loop
     xs_values = [
-        np.stack([
-            np.broadcast_to(nodes[start + r * period + k].params["value"], block[k].out.shape)
-            for r in range(repeats)
-        ])
+        np.stack(
+            [
+                np.broadcast_to(nodes[start + r * period + k].params["value"], block[k].out.shape)
+                for r in range(repeats)
+            ]
+        )
         for k in plan.varying
     ]
     builder = Builder()
@@ -322,8 +326,9 @@ def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) ->
             rows = P.slice_(value, tuple(window))  # every iteration's window, along `axis`
             rows = P.transpose(rows, [axis] + [a for a in range(rows.ndim) if a != axis])
             xs.append(P.reshape(rows, (repeats,) + block[k].out.shape))
-        results = scans.scan(plan.consts, [plan.init[k] for k in carried], xs, body=body,
-                             length=repeats)
+        results = scans.scan(
+            plan.consts, [plan.init[k] for k in carried], xs, body=body, length=repeats
+        )
         finals = dict(zip(carried, results[: len(carried)], strict=True))
         ys = dict(zip(stacked, results[len(carried) :], strict=True))
         for k, iterations in plan.outside.items():
@@ -337,7 +342,13 @@ def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) ->
     rest = []
     for node in nodes[start + period * repeats :]:
         inputs = tuple(replace.get(v, v) for v in node.inputs)
-        rest.append(node if inputs == node.inputs else Node(node.prim, inputs, node.params,
-                                                             node.out, node.source))
-    return Graph(graph.inputs, tuple(builder.nodes) + tuple(rest),
-                 tuple(replace.get(v, v) for v in graph.outputs))
+        rest.append(
+            node
+            if inputs == node.inputs
+            else Node(node.prim, inputs, node.params, node.out, node.source)
+        )
+    return Graph(
+        graph.inputs,
+        tuple(builder.nodes) + tuple(rest),
+        tuple(replace.get(v, v) for v in graph.outputs),
+    )

@@ -18,19 +18,50 @@ from collections.abc import Callable
 from .. import config
 
 from ._atrig import (
-    arccos_f32, arccos_f64, arcsin_f32, arcsin_f64, arctan2_f32, arctan2_f64, arctan_f32,
+    arccos_f32,
+    arccos_f64,
+    arcsin_f32,
+    arcsin_f64,
+    arctan2_f32,
+    arctan2_f64,
+    arctan_f32,
     arctan_f64,
 )
 from ._exp import (
-    cosh_f32, cosh_f64, exp2_f32, exp2_f64, exp_f32, exp_f64, expm1_f32, expm1_f64, sinh_f32,
-    sinh_f64, tanh_f32, tanh_f64,
+    cosh_f32,
+    cosh_f64,
+    exp2_f32,
+    exp2_f64,
+    exp_f32,
+    exp_f64,
+    expm1_f32,
+    expm1_f64,
+    sinh_f32,
+    sinh_f64,
+    tanh_f32,
+    tanh_f64,
 )
 from ._log import (
-    log1p_f32, log1p_f64, log2_f32, log2_f64, log10_f32, log10_f64, log_f32, log_f64,
+    log1p_f32,
+    log1p_f64,
+    log2_f32,
+    log2_f64,
+    log10_f32,
+    log10_f64,
+    log_f32,
+    log_f64,
 )
 from ._root import cbrt_f32, cbrt_f64, hypot_f32, hypot_f64
 from ._trig import (
-    TRIG_LIMIT, cos_f32, cos_f64, sin_f32, sin_f64, sincos_f32, sincos_f64, tan_f32, tan_f64,
+    TRIG_LIMIT,
+    cos_f32,
+    cos_f64,
+    sin_f32,
+    sin_f64,
+    sincos_f32,
+    sincos_f64,
+    tan_f32,
+    tan_f64,
 )
 
 #: primitive name -> (float64 implementation, float32 implementation)
@@ -114,7 +145,14 @@ def get(name: str, dtype) -> Callable:
 
 
 __all__ = [
-    "FUNCTIONS", "BINARY", "HELPERS", "MODES", "ENV_VAR", "TRIG_MAX_ARG", "math_mode",
-    "set_math_mode", "get",
+    "FUNCTIONS",
+    "BINARY",
+    "HELPERS",
+    "MODES",
+    "ENV_VAR",
+    "TRIG_MAX_ARG",
+    "math_mode",
+    "set_math_mode",
+    "get",
     *(f"{n}_{d}" for n in [*FUNCTIONS, *BINARY, *HELPERS] for d in ("f64", "f32")),
 ]

@@ -14,14 +14,17 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+
 def _cacheable() -> bool:
     """Whether Numba has somewhere to keep these functions' machine code (beside this file, or
     its per-user cache): then a new process compiling a new kernel loads them instead of
     compiling them again."""
     here = os.path.dirname(os.path.abspath(__file__))
     home = os.path.expanduser("~")
-    return bool(os.environ.get("NUMBA_CACHE_DIR")) or os.access(here, os.W_OK) or (
-        os.path.isdir(home) and os.access(home, os.W_OK)
+    return (
+        bool(os.environ.get("NUMBA_CACHE_DIR"))
+        or os.access(here, os.W_OK)
+        or (os.path.isdir(home) and os.access(home, os.W_OK))
     )
 
 
@@ -36,8 +39,12 @@ def _cacheable() -> bool:
 #   the body inside the caller with the caller's fast-math flags and error model, this keeps
 #   the flags above on every operation: a caller compiled with fastmath=True cannot reassociate
 #   (x + 1.5*2**52) - 1.5*2**52 away.
-JIT_OPTIONS = {"fastmath": {"contract"}, "error_model": "numpy", "forceinline": True,
-               "cache": _cacheable()}
+JIT_OPTIONS = {
+    "fastmath": {"contract"},
+    "error_model": "numpy",
+    "forceinline": True,
+    "cache": _cacheable(),
+}
 
 
 def jit(func):
