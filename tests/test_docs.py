@@ -214,16 +214,18 @@ def test_readme_quick_start_is_the_two_commands():
 
 
 def test_ci_runs_what_the_readme_says():
-    """.ci/run installs the test extra, lints with the README's command, then runs the suite."""
+    """.ci/run installs the test extra, checks formatting and lints with the README's commands,
+    then runs the suite."""
     readme = (ROOT / "README.md").read_text()
+    style = "python3 -m ruff format --check tracegrad tests benchmarks"
     lint = "python3 -m ruff check tracegrad tests benchmarks"
-    assert f"`{lint}`" in readme
+    assert f"`{style}`" in readme and f"`{lint}`" in readme
     steps = [
         line
         for line in (ROOT / ".ci" / "run").read_text().splitlines()
         if line.startswith("python3 ")
     ]
-    assert steps == ['python3 -m pip install -e ".[test]"', lint, "python3 -m pytest"]
+    assert steps == ['python3 -m pip install -e ".[test]"', style, lint, "python3 -m pytest"]
 
 
 def shell_commands(path: Path) -> list[str]:
