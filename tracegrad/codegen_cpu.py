@@ -1,6 +1,6 @@
 """Fused CPU kernels: Python source for `numba.njit`, written from the fusion plan.
 
-Each `FusedLoop` of the plan becomes one kernel module (see `tracegrad.cache`); a program runs its
+Each `FusedLoop` of the plan becomes one kernel module (see `tracegrad.runtime.cache`); a program runs its
 steps in order from a small generated Python driver, which allocates result arrays per call and
 reuses scratch arrays across calls. The readable source of a program (with a comment per IR node
 naming its values and the user's line) is what `tg.make_kernels` returns and

@@ -1,7 +1,7 @@
 """Fused CUDA kernels: the cuda backend. The same fusion plan as the CPU backend, another generator.
 
 A compiled program is one kernel module (written into the kernel cache directory, see
-`tracegrad.cache`, so Numba can keep the compiled kernels on disk) holding the program's kernels
+`tracegrad.runtime.cache`, so Numba can keep the compiled kernels on disk) holding the program's kernels
 (`tracegrad.cuda_kernels`) and `run`, a generated driver that launches them in order. Data stays
 on the device for the whole call:
 

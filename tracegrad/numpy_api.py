@@ -40,7 +40,7 @@ def _o(x: Any):
 
 def _array_operand(x: np.ndarray) -> Var:
     """A NumPy array used as an operand: a hidden input of the program when the traced function
-    read it from outside its arguments (a global, a closure: see capture.py), else a constant."""
+    read it from outside its arguments (a global, a closure: see tracing/scope.py), else a constant."""
     from .trace import operand  # trace imports this module: looked up when first needed
 
     return operand(x, ir.current_builder())
