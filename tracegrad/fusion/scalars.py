@@ -41,14 +41,14 @@ def _readers(plan: Plan) -> dict[int, list[Step]]:
     return readers
 
 
-def _scalar_stores(plan: Plan) -> dict[int, FusedLoop]:
-    """The 0-d buffers stored by scalar loops (not by reductions), with their loop."""
-    stored = {}
-    for step in plan.steps:
-        if isinstance(step, FusedLoop) and not step.shape:
-            for s in step.stores:
-                stored[id(s.buffer)] = step
-    return stored
+def _scalar_stores(plan: Plan) -> dict[int, Buffer]:
+    """The 0-d buffers stored by scalar loops (not by reductions), by id."""
+    return {
+        id(s.buffer): s.buffer
+        for step in plan.steps
+        if isinstance(step, FusedLoop) and not step.shape
+        for s in step.stores
+    }
 
 
 def _assemble(plan: Plan) -> Plan:
@@ -110,8 +110,7 @@ def _pool(plan: Plan) -> Plan:
     readers = _readers(plan)
     outputs = {id(b) for b in plan.outputs}
     by_dtype: dict[str, list[Buffer]] = {}
-    for b_id, loop in _scalar_stores(plan).items():
-        b = next(s.buffer for s in loop.stores if id(s.buffer) == b_id)
+    for b_id, b in _scalar_stores(plan).items():
         if (
             b.shape == ()
             and b.role == "temp"
