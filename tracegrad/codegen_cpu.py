@@ -38,27 +38,20 @@ from collections.abc import Callable
 import numpy as np
 
 from . import backends, cpu_loops, fusion, ir, passes, render
-from .fusion import donation, scalars
+from .fusion import donation, loop_ir, lower_cpu, scalars
 from .runtime import blas_threads, cache, progress
 from . import primitives as P
 from .fusion import (
     Buffer,
-    Clamp,
     Compute,
-    Equal,
     EvalStep,
     FusedLoop,
-    Index,
-    Inside,
-    Literal,
-    Load,
     MatmulStep,
     Plan,
-    Select,
     ViewStep,
 )
 from .ir import Graph, Node
-from .render import Lines, cast, literal, math_mode, render_math, render_node
+from .render import Lines, cast, math_mode, render_math, render_node
 
 log = logging.getLogger("tracegrad")
 
@@ -161,28 +154,34 @@ def _simple_number(value: np.ndarray) -> bool:
     return (float(v).is_integer() and abs(v) <= 8) or abs(v) == 0.5
 
 
-class _KernelWriter:
-    def __init__(self, loop: FusedLoop, mode: str, names: dict, bake_sizes: bool = False):
-        self.loop, self.mode, self.names = loop, mode, names
-        self.r = len(loop.shape)
-        self.ints: list[int] = list(loop.shape)
+class CpuPrinter(render.Printer):
+    """Prints a CPU kernel of the loop IR (`fusion.lower_cpu`) for `numba.njit`.
+
+    What it spells its own way: buffers are the arguments `b<k>`; sizes, slice offsets and
+    constants that do not come from the code are run-time arguments (`I` for integers, `F` for
+    floats), so that one compiled kernel serves every shape with the same structure; math calls
+    may be `tracegrad.vmath`'s; a reduction's step calls a helper compiled with fastmath
+    reassociation (`_r<helper>`)."""
+
+    def __init__(self, kernel: loop_ir.Kernel, shape, mode: str, names: dict, bake_sizes: bool):
+        super().__init__(render.Notes(names))
+        self.kernel, self.shape, self.mode = kernel, tuple(shape), mode
+        self.r = len(self.shape)
+        self.ints: list[int] = list(self.shape)
         self.floats: list[float] = []
         self.helpers: set[str] = set()
         self.uses_vmath = False
-        bufs = [op.buffer for op in loop.ops if isinstance(op, Load)]
-        bufs += [s.buffer for s in loop.stores] + [red.buffer for red in loop.reductions]
-        bufs += [scan.buffer for scan in loop.scans]
-        self.arrays = fusion.unique(bufs)
+        self.arrays = [a for a in kernel.args if not isinstance(a, str)]
         self.arg = {id(b): f"b{k}" for k, b in enumerate(self.arrays)}
         self.header = Lines()
         if self.r:
-            sizes = ", ".join(f"n{a}" for a in range(self.r))
+            sizes = ", ".join(kernel.info["sizes"])
             if bake_sizes:  # a specialisation: this kernel serves these sizes only
-                values = ", ".join(str(d) for d in loop.shape)
-                note = f"iteration space {list(loop.shape)} (sizes written in)"
+                values = ", ".join(str(d) for d in self.shape)
+                note = f"iteration space {list(self.shape)} (sizes written in)"
             else:
                 values = ", ".join(f"I[{a}]" for a in range(self.r))
-                note = f"iteration space {list(loop.shape)} (sizes are arguments)"
+                note = f"iteration space {list(self.shape)} (sizes are arguments)"
             self.header.add(1, f"{sizes} = {values}", note)
         self.nch_slot = None
         if self.r:
@@ -193,296 +192,113 @@ class _KernelWriter:
         self.ints.append(int(value))
         return len(self.ints) - 1
 
-    def int_param(self, value: int, prefix: str) -> str:
-        slot = self._int(value)
+    def size(self, n: int, prefix: str) -> str:
+        slot = self._int(n)
         name = f"{prefix}{slot}"
         self.header.add(1, f"{name} = I[{slot}]")
         return name
 
-    def ix(self, index: Index) -> str:
-        """An index expression: the stride is written in, a non-zero offset is an argument."""
-        if index.var is None:
-            if not self.loop.shape:  # a scalar loop: positions in assembled vectors and pools
-                return str(index.offset)
-            return "0" if index.offset == 0 else self.int_param(index.offset, "o")
-        var = index.var
-        term = (
-            var
-            if index.stride == 1
-            else (f"-{var}" if index.stride == -1 else f"{index.stride} * {var}")
-        )
-        if index.offset == 0:
+    # ---- the renderings that differ
+    def array(self, a) -> str:
+        return a if isinstance(a, str) else self.arg[id(a)]
+
+    def index(self, ix) -> str:
+        """The stride is written in; a non-zero offset is an argument (a literal in a scalar
+        loop, where it is a position in an assembled vector or a pool)."""
+        if isinstance(ix, str):
+            return ix
+        if ix.var is None:
+            if not self.r:
+                return str(ix.offset)
+            return "0" if ix.offset == 0 else self.size(ix.offset, "o")
+        var = ix.var
+        term = var if ix.stride == 1 else (f"-{var}" if ix.stride == -1 else f"{ix.stride} * {var}")
+        if ix.offset == 0:
             return term
-        return f"{term} + {self.int_param(index.offset, 'o')}"
+        return f"{term} + {self.size(ix.offset, 'o')}"
 
-    def subscript(self, buffer: Buffer, index: tuple[Index, ...]) -> str:
-        name = self.arg[id(buffer)]
-        if not index:
-            return f"{name}[()]"
-        return f"{name}[{', '.join(self.ix(ix) for ix in index)}]"
-
-    def describe_buffer(self, b: Buffer) -> str:
-        return render.describe_buffer(b, self.names)
-
-    def node_comment(self, node: Node) -> str:
-        return render.node_comment(node, self.names)
-
-    # ---- ops
-    def _pair(self) -> None:
-        """Two values computed by one call (sin and cos of the same argument: the primitive's
-        `pairing`), where the math library has that call."""
-        # op id -> (its id, the partner's id, argument, the call)
-        self.paired: dict[str, tuple[str, str, str, str]] = {}
-        self.emitted_pair: dict[tuple[str, str], bool] = {}
-        self.computes = {
-            op.id: op.node.prim.name for op in self.loop.ops if isinstance(op, Compute)
-        }
-        by_arg: dict[tuple[str, str], str] = {}
-        for op in self.loop.ops:
-            if isinstance(op, Compute) and len(op.args) == 1:
-                by_arg.setdefault((op.node.prim.name, op.args[0]), op.id)
-        for op in self.loop.ops:
-            pairing = op.node.prim.pairing if isinstance(op, Compute) else None
-            if pairing is None or by_arg.get((op.node.prim.name, op.args[0])) != op.id:
-                continue
-            arg = op.args[0]
-            partner = by_arg.get((pairing.partner, arg))
-            if partner is None:
-                continue
-            if render_math(pairing.call, self._dtype_of(arg), self.mode).startswith("_vm."):
-                self.paired[op.id] = self.paired[partner] = (op.id, partner, arg, pairing.call)
-
-    def _dtype_of(self, op_id: str) -> np.dtype:
-        if not hasattr(self, "_types"):
-            self._types = self.loop.op_types()
-        return self._types[op_id]
-
-    def op_line(self, op) -> tuple[str | None, str | None]:
-        pair = self.paired.get(op.id) if isinstance(op, Compute) else None
-        if pair is not None:
-            first, second, arg, call = pair
-            if self.emitted_pair.get((arg, call)):
-                return None, None  # computed with its partner
-            self.emitted_pair[(arg, call)] = True
-            self.uses_vmath = True
-            fn = render_math(call, self._dtype_of(arg), self.mode)
-            names = f"{self.computes[first]} and {self.computes[second]}"
-            return (
-                f"{first}, {second} = {fn}({arg})",
-                f"{names} of {arg}: {self.node_comment(op.node)}",
-            )
-        if isinstance(op, Load):
-            return (
-                f"{op.id} = {self.subscript(op.buffer, op.index)}",
-                f"load {self.describe_buffer(op.buffer)}",
-            )
-        if isinstance(op, Literal):
-            if _simple_number(op.value):
-                return f"{op.id} = {literal(op.value)}", None
-            dtype = op.value.dtype
-            if dtype.kind == "f":
-                self.floats.append(float(op.value))
-                return (
-                    f"{op.id} = {cast(dtype, f'F[{len(self.floats) - 1}]')}",
-                    f"constant {op.value.item()!r}",
-                )
-            slot = self._int(int(op.value))
-            return f"{op.id} = {cast(dtype, f'I[{slot}]')}", f"constant {op.value.item()!r}"
-        if isinstance(op, Compute):
-            text = render_node(op.node, op.args, self.mode)
-            if "_vm." in text:
-                self.uses_vmath = True
-            return f"{op.id} = {text}", self.node_comment(op.node)
-        if isinstance(op, Clamp):
-            base = self.ix(op.base)
-            n = self.int_param(op.length, "m")
-            return f"{op.id} = min(max({base}, 0), {n} - 1)", None
-        if isinstance(op, Inside):
-            base = self.ix(op.base)
-            n = self.int_param(op.length, "m")
-            return f"{op.id} = ({base} >= 0) & ({base} < {n})", None
-        if isinstance(op, Select):
-            return f"{op.id} = {op.then} if {op.cond} else {op.other}", None
-        if isinstance(op, Equal):
-            return f"{op.id} = {self.ix(op.a)} == {self.ix(op.b)}", "identity matrix: row == column"
-        raise AssertionError(op)  # pragma: no cover
-
-    # ---- reductions
-    def reduction_plan(self, red) -> dict:
-        axes = red.axes
-        p = min(axes)
-        suffix = axes == tuple(range(p, self.r))
-        kept = [a for a in range(self.r) if a not in axes]
-        monoid = P.MONOIDS[red.op]
-        acc_dtype = monoid.accumulator(red.buffer.dtype)
+    def combine(self, c) -> str:
+        if not c.reassociate:
+            return super().combine(c)
+        monoid = P.MONOIDS[c.op]
+        a, b = self.expr(c.a), self.expr(c.b)
         # A reassociable step on integers is written inline; any other calls its helper
         # (`_r<helper>`, with fastmath reassociation for floats).
-        inline = monoid.reassociate and acc_dtype.kind != "f"
-        return {
-            "p": p,
-            "suffix": suffix,
-            "kept": kept,
-            "acc": acc_dtype,
-            "ident": render.reduction_identity(red.op, acc_dtype),
-            "combine": None if inline else f"_r{monoid.helper}",
-            "op": red.op,
-            "partial": (suffix and p == 0) or (not suffix and 0 in axes),
-        }
-
-    def combine(self, rp: dict, a: str, b: str) -> str:
-        fn = rp["combine"]
-        if fn is None:
-            return render.combine_text(rp["op"], a, b)
+        if monoid.reassociate and np.dtype(c.dtype).kind != "f":
+            return render.combine_text(c.op, a, b)
+        fn = f"_r{monoid.helper}"
         self.helpers.add(fn)
         return f"{fn}({a}, {b})"
 
-    # ---- the whole kernel
-    def partial_shapes(self) -> list[tuple[str, tuple[str, ...], np.dtype]]:
-        """(name, shape in terms of nch and n<a>, dtype) of each partial-results argument."""
-        out = []
-        for k, red in enumerate(self.loop.reductions):
-            rp = self.reduction_plan(red)
-            if rp["partial"]:
-                dims = ("nch",) + (() if rp["suffix"] else tuple(f"n{a}" for a in rp["kept"]))
-                out.append((f"p{k}", dims, rp["acc"]))
-        return out
+    def let_literal(self, op):
+        if _simple_number(op.value):
+            return super().let_literal(op)
+        dtype = op.value.dtype
+        if dtype.kind == "f":
+            self.floats.append(float(op.value))
+            return (
+                f"{op.id} = {cast(dtype, f'F[{len(self.floats) - 1}]')}",
+                f"constant {op.value.item()!r}",
+            )
+        slot = self._int(int(op.value))
+        return f"{op.id} = {cast(dtype, f'I[{slot}]')}", f"constant {op.value.item()!r}"
+
+    def compute(self, op) -> str:
+        text = render_node(op.node, op.args, self.mode)
+        if "_vm." in text:
+            self.uses_vmath = True
+        return text
+
+    def let_pair(self, s):
+        self.uses_vmath = True
+        fn = render_math(s.call, s.dtype, self.mode)
+        names = f"{s.first.node.prim.name} and {s.second.node.prim.name}"
+        return (
+            f"{s.first.id}, {s.second.id} = {fn}({s.arg})",
+            f"{names} of {s.arg}: {self.notes.node(s.where.node)}",
+        )
 
     def write(self) -> Lines:
-        loop, r = self.loop, self.r
         body = Lines()
-        by_depth: dict[int, list] = {}
-        for op in loop.ops:
-            by_depth.setdefault(op.depth, []).append(op)
-        self._pair()
-        for op in by_depth.get(0, []):
-            code, comment = self.op_line(op)
-            if code is not None:
-                body.add(1, code, comment)
-        if r == 0:
-            for st in loop.stores:
-                body.add(
-                    1,
-                    f"{self.subscript(st.buffer, st.index)} = {st.value}",
-                    f"-> {self.describe_buffer(st.buffer)}",
-                )
-            return body
-        reds = [(k, red, self.reduction_plan(red)) for k, red in enumerate(loop.reductions)]
-        for k, red, rp in reds:
-            if rp["partial"]:
-                body.add(1, "", f"p{k}: partial results per chunk of {self.node_comment(red.node)}")
-        body.add(1, "for c in range(first, last):", "the chunks of axis 0 this call computes")
-        body.add(2, "lo = c * n0 // nch")
-        body.add(2, "hi = (c + 1) * n0 // nch")
-        for k, red, rp in reds:
-            if rp["suffix"] and rp["p"] == 0:
-                body.add(2, f"s{k} = {rp['ident']}")
-            elif not rp["suffix"]:
-                self._init_array_acc(body, k, red, rp)
-        self._nest(body, 0, reds, by_depth)
-        for k, _, rp in reds:
-            if rp["suffix"] and rp["p"] == 0:
-                body.add(2, f"p{k}[c] = s{k}")
-        if any(rp["partial"] for _, _, rp in reds):
-            body.add(1, "if finish:", "after the last chunk: combine the chunks' partial results")
-            for k, red, rp in reds:
-                if rp["partial"]:
-                    self._combine_partials(body, k, red, rp)
+        self.statements(self.kernel.body, 1, body)
         return body
 
-    def _target(self, red, rp, k: int, idx: list[str], with_chunk: bool) -> str:
-        if rp["partial"]:
-            return f"p{k}[{', '.join((['c'] if with_chunk else []) + idx)}]"
-        return f"{self.arg[id(red.buffer)]}[{', '.join(idx) if idx else '()'}]"
 
-    def _init_array_acc(self, body: Lines, k: int, red, rp: dict) -> None:
-        kept = rp["kept"]
-        indent = 2
-        idx = []
-        for _j, a in enumerate(kept):
-            bounds = "lo, hi" if a == 0 else f"n{a}"
-            body.add(indent, f"for q{a} in range({bounds}):")
-            indent += 1
-            idx.append(f"q{a}")
-        body.add(indent, f"{self._target(red, rp, k, idx, True)} = {rp['ident']}")
-
-    def _nest(self, body: Lines, a: int, reds, by_depth) -> None:
-        """The loop over axis a and everything inside it."""
-        indent = 2 + a
-        bounds = "lo, hi" if a == 0 else f"n{a}"
-        if a + 1 == self.r:  # scans run along the last axis, from its start
-            for k, scan in enumerate(self.loop.scans):
-                ident = render.reduction_identity(scan.op, scan.buffer.dtype)
-                body.add(
-                    indent,
-                    f"acc{k} = {ident}",
-                    f"running {scan.op}: {self.node_comment(scan.node)}",
-                )
-        body.add(indent, f"for i{a} in range({bounds}):")
-        inner = indent + 1
-        for op in by_depth.get(a + 1, []):
-            code, comment = self.op_line(op)
-            if code is not None:
-                body.add(inner, code, comment)
-        if a + 1 < self.r:
-            for k, _, rp in reds:
-                if rp["suffix"] and rp["p"] == a + 1:
-                    body.add(inner, f"s{k} = {rp['ident']}")
-            self._nest(body, a + 1, reds, by_depth)
-            for k, red, rp in reds:
-                if rp["suffix"] and rp["p"] == a + 1:
-                    idx = [f"i{j}" for j in range(a + 1)]
-                    value = cast(red.buffer.dtype, f"s{k}")
-                    body.add(
-                        inner,
-                        f"{self._target(red, rp, k, idx, False)} = {value}",
-                        f"-> {self.describe_buffer(red.buffer)}",
-                    )
-            return
-        for st in self.loop.stores:
-            body.add(
-                inner,
-                f"{self.subscript(st.buffer, st.index)} = {st.value}",
-                f"-> {self.describe_buffer(st.buffer)}",
-            )
-        for k, scan in enumerate(self.loop.scans):
-            step = render.combine_step(scan.op, scan.buffer.dtype, f"acc{k}", scan.value)
-            body.add(inner, f"acc{k} = {step}")
-            body.add(
-                inner,
-                f"{self.subscript(scan.buffer, scan.index)} = acc{k}",
-                f"-> {self.describe_buffer(scan.buffer)}",
-            )
-        for k, red, rp in reds:
-            comment = f"{self.node_comment(red.node)}"
-            if rp["suffix"]:
-                body.add(inner, f"s{k} = {self.combine(rp, f's{k}', red.value)}", comment)
-            else:
-                target = self._target(red, rp, k, [f"i{j}" for j in rp["kept"]], True)
-                body.add(inner, f"{target} = {self.combine(rp, target, red.value)}", comment)
-
-    def _combine_partials(self, body: Lines, k: int, red, rp: dict) -> None:
-        out = self.arg[id(red.buffer)]
-        indent = 2
-        idx = []
-        for a in rp["kept"] if not rp["suffix"] else []:
-            body.add(indent, f"for q{a} in range(n{a}):")
-            indent += 1
-            idx.append(f"q{a}")
-        body.add(
-            indent,
-            f"s{k} = {rp['ident']}",
-            f"combine the chunks of {self.names.get(red.node.out, '?')}",
-        )
-        body.add(indent, "for c in range(nch):")
-        body.add(
-            indent + 1,
-            f"s{k} = {self.combine(rp, f's{k}', f'p{k}[' + ', '.join(['c'] + idx) + ']')}",
-        )
-        body.add(
-            indent,
-            f"{out}[{', '.join(idx) if idx else '()'}] = {cast(red.buffer.dtype, f's{k}')}",
-            f"-> {self.describe_buffer(red.buffer)}",
-        )
+def pair_math(kernel: loop_ir.Kernel, types: dict, mode: str) -> None:
+    """A CPU pass over the loop IR: two values computed by one call (sin and cos of the same
+    argument: the primitive's `pairing`), where the math library has that call, become one
+    `LetPair` in the place of whichever of the two comes first."""
+    bodies = [kernel.body] + [s.body for s in loop_ir.walk(kernel.body) if hasattr(s, "body")]
+    for body in bodies:
+        lets = [s.op for s in body if isinstance(s, loop_ir.Let) and isinstance(s.op, Compute)]
+        by_arg: dict[tuple[str, str], Compute] = {}
+        for op in lets:
+            if len(op.args) == 1:
+                by_arg.setdefault((op.node.prim.name, op.args[0]), op)
+        pairs: dict[str, tuple[Compute, Compute]] = {}
+        for op in lets:
+            pairing = op.node.prim.pairing
+            if pairing is None or by_arg.get((op.node.prim.name, op.args[0])) is not op:
+                continue
+            partner = by_arg.get((pairing.partner, op.args[0]))
+            if partner is None:
+                continue
+            if render_math(pairing.call, types[op.args[0]], mode).startswith("_vm."):
+                pairs[op.id] = pairs[partner.id] = (op, partner)
+        if not pairs:
+            continue
+        out, done = [], set()
+        for s in body:
+            pair = pairs.get(s.op.id) if isinstance(s, loop_ir.Let) else None
+            if pair is None:
+                out.append(s)
+            elif id(pair) not in done:
+                done.add(id(pair))
+                first, second = pair
+                call = first.node.prim.pairing.call
+                arg = first.args[0]
+                out.append(loop_ir.LetPair(first, second, arg, call, types[arg], s.op))
+        body[:] = out
 
 
 def render_loop(
@@ -494,9 +310,11 @@ def render_loop(
     chunks first..last-1 of the iteration space (of `I[nch]` chunks); with `finish`, the per-chunk partial
     results of the reductions are then combined. A program calls it once for all the chunks, or
     from several threads with a share of the chunks each (the kernel releases the GIL)."""
-    w = _KernelWriter(loop, mode, names, bake_sizes)
+    kernel = lower_cpu.lower(loop, render.Notes(names))
+    pair_math(kernel, loop.op_types(), mode)
+    w = CpuPrinter(kernel, loop.shape, mode, names, bake_sizes)
     lines = w.write()
-    partials = w.partial_shapes()
+    partials = kernel.info["partials"]
     params = (["I"] if w.ints else []) + (
         ["F"] if w.floats else []
     )  # fewer arguments, faster calls
@@ -527,7 +345,7 @@ def render_loop(
         parts.append(f"def kernel({args}):")
         if comments:
             for k, b in enumerate(w.arrays):
-                parts.append(f"    # b{k}: {w.describe_buffer(b)}")
+                parts.append(f"    # b{k}: {w.notes.buffer(b)}")
         parts.append(w.header.render(comments))
         parts.append(lines.render(comments))
         return "\n".join(p for p in parts if p is not None) + "\n"

@@ -30,6 +30,7 @@ import numpy as np
 
 from . import config, ir
 from . import primitives as P
+from .fusion import loop_ir as L
 from .ir import Node
 
 log = logging.getLogger("tracegrad")
@@ -229,3 +230,148 @@ def dumped(program, prefix: str):
         except OSError as exc:
             log.warning("tracegrad: cannot dump kernels to %s (%s)", directory, exc)
     return program
+
+
+class Notes:
+    """The comments of generated source: buffers, nodes and values by their IR names."""
+
+    def __init__(self, names: dict, unnamed: str = "?"):
+        self.names, self.unnamed = names, unnamed
+
+    def buffer(self, b) -> str:
+        return describe_buffer(b, self.names, self.unnamed)
+
+    def node(self, node: Node) -> str:
+        return node_comment(node, self.names)
+
+    def value(self, var) -> str:
+        return self.names.get(var, "?")
+
+
+# ----------------------------------------------------------------------------------------------
+# The printer of the loop IR
+
+
+class Printer:
+    """Writes the statements of a loop-IR kernel (`tracegrad.fusion.loop_ir`) as Python source
+    for Numba. What is spelt the same on every target is written here; a target's printer
+    overrides the renderings that differ (the names of its arrays, how an index or a literal is
+    written, its math calls, its thread intrinsics)."""
+
+    lib = "np"  # where literals' nan and inf come from
+    zero_d = "()"  # the index of a 0-d array's element
+
+    def __init__(self, notes: Notes):
+        self.notes = notes
+
+    # ---- expressions
+    def array(self, a) -> str:
+        return a if isinstance(a, str) else a.name
+
+    def index(self, ix) -> str:
+        if isinstance(ix, str):
+            return ix
+        if ix.var is None:
+            return str(ix.offset)
+        term = ix.var if ix.stride == 1 else f"{ix.stride} * {ix.var}"
+        if ix.offset > 0:
+            return f"{term} + {ix.offset}"
+        if ix.offset < 0:
+            return f"{term} - {-ix.offset}"
+        return term
+
+    def subscript(self, array, index) -> str:
+        idx = ", ".join(self.index(ix) for ix in index)
+        return f"{self.array(array)}[{idx or self.zero_d}]"
+
+    def elem(self, e) -> str:
+        return self.subscript(e.array, e.index)
+
+    def combine(self, c) -> str:
+        return combine_step(c.op, c.dtype, self.expr(c.a), self.expr(c.b))
+
+    def special(self, name: str) -> str:
+        raise NotImplementedError(f"{type(self).__name__} has no {name}")
+
+    def expr(self, e) -> str:
+        if isinstance(e, str):
+            return e
+        if isinstance(e, L.Elem):
+            return self.elem(e)
+        if isinstance(e, L.Identity):
+            return reduction_identity(e.op, e.dtype, self.lib)
+        if isinstance(e, L.Combine):
+            return self.combine(e)
+        if isinstance(e, L.Cast):
+            return cast(e.dtype, self.expr(e.value))
+        return self.special(e.name)
+
+    # ---- the plan's ops
+    def size(self, n: int, prefix: str) -> str:
+        """An integer the kernel needs (a length, an offset)."""
+        return str(n)
+
+    def let(self, op) -> tuple[str | None, str | None]:
+        """(code, comment) binding one op of the plan."""
+        return getattr(self, "let_" + type(op).__name__.lower())(op)
+
+    def let_load(self, op):
+        code = f"{op.id} = {self.subscript(op.buffer, op.index)}"
+        return code, f"load {self.notes.buffer(op.buffer)}"
+
+    def let_literal(self, op):
+        return f"{op.id} = {literal(op.value, self.lib)}", None
+
+    def let_compute(self, op):
+        return f"{op.id} = {self.compute(op)}", self.notes.node(op.node)
+
+    def compute(self, op) -> str:
+        raise NotImplementedError
+
+    def let_clamp(self, op):
+        base, n = self.index(op.base), self.size(op.length, "m")  # in this order: slots
+        return f"{op.id} = min(max({base}, 0), {n} - 1)", None
+
+    def let_inside(self, op):
+        base, n = self.index(op.base), self.size(op.length, "m")
+        return f"{op.id} = ({base} >= 0) & ({base} < {n})", None
+
+    def let_select(self, op):
+        return f"{op.id} = {op.then} if {op.cond} else {op.other}", None
+
+    def let_equal(self, op):
+        code = f"{op.id} = {self.index(op.a)} == {self.index(op.b)}"
+        return code, "identity matrix: row == column"
+
+    def let_pair(self, s):
+        raise NotImplementedError
+
+    # ---- statements
+    def statements(self, body: list, indent: int, lines: Lines) -> None:
+        for s in body:
+            if isinstance(s, L.Let):
+                code, comment = self.let(s.op)
+                if code is not None:
+                    lines.add(indent, code, comment)
+            elif isinstance(s, L.LetPair):
+                lines.add(indent, *self.let_pair(s))
+            elif isinstance(s, L.Assign):
+                target = s.target if isinstance(s.target, str) else self.elem(s.target)
+                lines.add(indent, f"{target} {s.update or ''}= {self.expr(s.value)}", s.note)
+            elif isinstance(s, L.For):
+                bounds = s.stop if s.start is None else f"{s.start}, {s.stop}"
+                lines.add(indent, f"for {s.var} in range({bounds}):", s.note)
+                self.statements(s.body, indent + 1, lines)
+            elif isinstance(s, L.While):
+                lines.add(indent, f"while {s.cond}:", s.note)
+                self.statements(s.body, indent + 1, lines)
+            elif isinstance(s, L.If):
+                lines.add(indent, f"if {s.cond}:", s.note)
+                self.statements(s.body, indent + 1, lines)
+            elif isinstance(s, L.Note):
+                lines.add(indent, "", s.text)
+            else:
+                lines.add(indent, self.target_statement(s))
+
+    def target_statement(self, s) -> str:
+        raise NotImplementedError(f"{type(self).__name__} cannot write {type(s).__name__}")
