@@ -33,7 +33,7 @@ from . import config, fusion, ir, passes, render
 from .runtime import cache, progress
 from . import cuda_device as dev
 from . import primitives as P
-from .cuda_kernels import DEVICE_FUNCTIONS, Kernels, LoopWriter, library_source, matmul_kernel
+from .cuda_kernels import DEVICE_FUNCTIONS, Kernels, library_source, loop_kernels, matmul_kernel
 from .fusion import EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
 from .ir import Graph, Node
 
@@ -103,9 +103,7 @@ def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
                 step.roots,
                 step.scans,
             )
-            writer = LoopWriter(renamed, cfg, names, render_scalar)
-            writer.kernels(kernels)
-            helpers |= writer.helpers
+            helpers |= loop_kernels(renamed, cfg, names, render_scalar, kernels)
         elif isinstance(step, MatmulStep):
             matmul_kernel(
                 step,

@@ -1,15 +1,8 @@
 """CUDA kernel source, written from the fusion plan: one `numba.cuda.jit` kernel per launch.
 
-- A fused loop without reductions is an elementwise kernel: a grid-stride loop, one thread per
-  element of its iteration space.
-- A fused loop with reductions splits its space into kept axes ("rows") and reduced axes
-  ("columns"). A block holds `TK x TR` threads: TK rows at a time, TR threads on each row. Each
-  thread accumulates a strided part of its row in a register, then the block combines the TR
-  partial values of each row by a tree in shared memory. When the rows are too few to fill the
-  device, the columns are also split across blocks (grid axis y); each block then writes a
-  partial result and a second, small kernel (the same generator, on the partials) combines them.
-  The threads of a warp run along the innermost axis of the space (rows or columns, whichever
-  it is), so that loads are coalesced in both `sum(x, axis=0)` and `sum(x, axis=1)`.
+- A fused loop is lowered to the loop IR by `fusion.lower_gpu` (grid-stride loops, blocks of
+  threads, trees in shared memory: its docstring says how) and printed by `CudaPrinter`, which
+  shares `render.Printer` with the CPU's printer and overrides only what CUDA spells its own way.
 - A matrix product is a tiled kernel: each block computes a `BM x BN` tile of the result from
   shared-memory tiles of both operands, each thread a `U x U` block of it held in registers.
 
@@ -28,19 +21,7 @@ import numpy as np
 
 from . import render
 from .cuda_device import LaunchConfig
-from .fusion import (
-    Buffer,
-    Clamp,
-    Compute,
-    FusedLoop,
-    Index,
-    Inside,
-    Literal,
-    Load,
-    MatmulStep,
-    Reduction,
-    Select,
-)
+from .fusion import Buffer, FusedLoop, Index, MatmulStep, loop_ir, lower_gpu
 from .render import Lines
 
 # NumPy functions the shared scalar templates use that numba.cuda lacks: CUDA device functions.
@@ -91,21 +72,8 @@ def literal(value) -> str:
     return render.literal(value, "math")
 
 
-def index_text(ix: Index) -> str:
-    if ix.var is None:
-        return str(ix.offset)
-    term = ix.var if ix.stride == 1 else f"{ix.stride} * {ix.var}"
-    if ix.offset > 0:
-        return f"{term} + {ix.offset}"
-    if ix.offset < 0:
-        return f"{term} - {-ix.offset}"
-    return term
-
-
 def subscript(name: str, index: tuple[Index, ...]) -> str:
-    if not index:
-        return f"{name}[0]"
-    return f"{name}[{', '.join(index_text(ix) for ix in index)}]"
+    return _TEXT.subscript(name, index)
 
 
 def identity(op: str, dtype) -> str:
@@ -113,358 +81,89 @@ def identity(op: str, dtype) -> str:
     return render.reduction_identity(op, dtype, "math")
 
 
-combine = render.combine_step
-
-
-def _pow2_ceil(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
+_ceil_div = lower_gpu.ceil_div
 
 
 def _prod(shape) -> int:
     return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
 
 
-def _decompose(lines: Lines, indent: int, flat: str, axes: list[int], shape) -> None:
-    """Assign `i<a>` for each axis in `axes` (row-major) from the flat index `flat`."""
-    if not axes:
-        return
-    rest = flat
-    for pos in range(len(axes) - 1, -1, -1):
-        a, n = axes[pos], shape[axes[pos]]
-        if pos == 0:
-            lines.add(indent, f"i{a} = {rest}")
-        elif n == 1:
-            lines.add(indent, f"i{a} = 0")
-        else:
-            lines.add(indent, f"i{a} = {rest} % {n}")
-            lines.add(indent, f"_q = {rest} // {n}")
-            rest = "_q"
-
-
 # ----------------------------------------------------------------------------------------------
 # Fused loops
 
 
-class LoopWriter:
-    """Writes the kernels of one fused loop."""
+class CudaPrinter(render.Printer):
+    """Prints GPU kernels of the loop IR (`fusion.lower_gpu`) for `numba.cuda.jit`.
 
-    def __init__(self, loop: FusedLoop, cfg: LaunchConfig, names: dict, render):
-        self.loop, self.cfg, self.names, self.render = loop, cfg, names, render
+    What it spells its own way: sizes and offsets are literals; a 0-d array's element is `[0]`;
+    math calls are `math.*` (libdevice), with device functions for the NumPy calls numba.cuda
+    lacks (`DEVICE_FUNCTIONS`); thread intrinsics are `cuda.*`."""
+
+    lib = "math"
+    zero_d = "0"
+    SPECIALS = {
+        "thread": "cuda.grid(1)",
+        "threads": "cuda.gridsize(1)",
+        "thread_in_block": "cuda.threadIdx.x",
+        "block_x": "cuda.blockIdx.x",
+        "block_y": "cuda.blockIdx.y",
+        "blocks_x": "cuda.gridDim.x",
+    }
+
+    def __init__(self, notes: render.Notes, render_scalar=None):
+        super().__init__(notes)
+        self.render_scalar = render_scalar
         self.helpers: set[str] = set()
-        self.ops = {op.id: op for op in loop.ops}
 
-    # ---- comments
-    def describe_buffer(self, b: Buffer) -> str:
-        return render.describe_buffer(b, self.names, "partial results")
+    def special(self, name: str) -> str:
+        return self.SPECIALS[name]
 
-    def node_comment(self, node) -> str:
-        return render.node_comment(node, self.names)
+    def compute(self, op) -> str:
+        text = self.render_scalar(op.node, op.args)
+        for name, (replacement, helper) in DEVICE_FUNCTIONS.items():
+            if name in text:
+                text = text.replace(name, replacement)
+                self.helpers.add(helper)
+        return text
 
-    # ---- ops
-    def op_line(self, op) -> tuple[str, str | None]:
-        if isinstance(op, Load):
-            return (
-                f"{op.id} = {subscript(op.buffer.name, op.index)}",
-                f"load {self.describe_buffer(op.buffer)}",
-            )
-        if isinstance(op, Literal):
-            return f"{op.id} = {literal(op.value)}", None
-        if isinstance(op, Compute):
-            text = self.render(op.node, op.args)
-            for name, (replacement, helper) in DEVICE_FUNCTIONS.items():
-                if name in text:
-                    text = text.replace(name, replacement)
-                    self.helpers.add(helper)
-            return f"{op.id} = {text}", self.node_comment(op.node)
-        if isinstance(op, Clamp):
-            return f"{op.id} = min(max({index_text(op.base)}, 0), {op.length - 1})", None
-        if isinstance(op, Inside):
-            base = index_text(op.base)
-            return f"{op.id} = ({base} >= 0) & ({base} < {op.length})", None
-        if isinstance(op, Select):
-            return f"{op.id} = {op.then} if {op.cond} else {op.other}", None
-        raise AssertionError(op)  # pragma: no cover
+    def let_clamp(self, op):
+        return f"{op.id} = min(max({self.index(op.base)}, 0), {op.length - 1})", None
 
-    def needed(self, values: list[str]) -> list:
-        """The ops that `values` depend on, in program order."""
-        need: set[str] = set()
-        stack = list(values)
-        while stack:
-            name = stack.pop()
-            op = self.ops.get(name)
-            if op is None or name in need:
-                continue
-            need.add(name)
-            if isinstance(op, Compute):
-                stack += op.args
-            elif isinstance(op, Select):
-                stack += [op.cond, op.then, op.other]
-            elif isinstance(op, Load):
-                stack += [ix.var for ix in op.index if ix.var is not None]
-            elif isinstance(op, (Clamp, Inside)) and op.base.var is not None:
-                stack.append(op.base.var)
-        return [op for op in self.loop.ops if op.id in need]
+    def target_statement(self, s) -> str:
+        if isinstance(s, loop_ir.Shared):
+            return f"{s.name} = cuda.shared.array({s.size}, np.{np.dtype(s.dtype).name})"
+        if isinstance(s, loop_ir.Sync):
+            return "cuda.syncthreads()"
+        return super().target_statement(s)
 
-    def emit_ops(self, lines: Lines, indent: int, ops: list, depth0: bool) -> None:
-        for op in ops:
-            if (op.depth == 0) == depth0:
-                code, comment = self.op_line(op)
-                lines.add(indent, code, comment)
-
-    def emit_stores(self, lines: Lines, indent: int, stores) -> None:
-        for st in stores:
-            lines.add(
-                indent,
-                f"{subscript(st.buffer.name, st.index)} = {st.value}",
-                f"-> {self.describe_buffer(st.buffer)}",
-            )
-
-    # ---- kernels
-    def kernels(self, out: Kernels) -> None:
-        loop = self.loop
-        if loop.scans:
-            self.scan(out, loop.name)
-            return
-        groups: dict[tuple[int, ...], list[Reduction]] = {}
-        for red in loop.reductions:
-            groups.setdefault(tuple(red.axes), []).append(red)
-        per_kernel = max(1, self.cfg.shared_bytes // (self.cfg.threads * 8))
-        batches = [
-            (axes, reds[i : i + per_kernel])
-            for axes, reds in groups.items()
-            for i in range(0, len(reds), per_kernel)
-        ]
-        if not batches:
-            self.elementwise(out, loop.name, loop.stores)
-            return
-        for n, (axes, reds) in enumerate(batches):
-            name = loop.name if len(batches) == 1 else f"{loop.name}_{n}"
-            self.reduction(out, name, loop.stores if n == 0 else [], axes, reds)
-
-    def _header(self, name: str, args: list[str], what: str) -> Lines:
+    def kernel(self, k: loop_ir.Kernel) -> str:
         lines = Lines()
         lines.add(0, "@cuda.jit(cache=_CACHE)")
-        lines.add(0, f"def {name}({', '.join(args)}):")
-        lines.add(1, f'"""{what}"""')
-        for b in self._buffers(args):
-            lines.add(1, f"# {b.name}: {self.describe_buffer(b)}")
-        return lines
+        lines.add(0, f"def {k.name}({', '.join(k.args)}):")
+        lines.add(1, f'"""{k.doc}"""')
+        for b in k.info["described"]:
+            lines.add(1, f"# {b.name}: {self.notes.buffer(b)}")
+        self.statements(k.body, 1, lines)
+        return lines.render()
 
-    def _buffers(self, args: list[str]) -> list[Buffer]:
-        found = {}
-        for op in self.loop.ops:
-            if isinstance(op, Load):
-                found[op.buffer.name] = op.buffer
-        for st in self.loop.stores:
-            found[st.buffer.name] = st.buffer
-        for red in self.loop.reductions:
-            found[red.buffer.name] = red.buffer
-        for scan in self.loop.scans:
-            found[scan.buffer.name] = scan.buffer
-        return [found[a] for a in args if a in found]
 
-    def _args(self, ops: list, stores, reds, extra: list[Buffer] = ()) -> list[str]:
-        names = []
-        for op in ops:
-            if isinstance(op, Load) and op.buffer.name not in names:
-                names.append(op.buffer.name)
-        for b in [st.buffer for st in stores] + [r.buffer for r in reds] + list(extra):
-            if b.name not in names:
-                names.append(b.name)
-        return names
+_TEXT = CudaPrinter(render.Notes({}))
 
-    def scan(self, out: Kernels, name: str) -> None:
-        """Scans along the loop's last axis: one thread per row (the other axes), each running
-        along its row in order."""
-        loop, cfg = self.loop, self.cfg
-        shape, r = loop.shape, len(loop.shape)
-        rows, n = _prod(shape[:-1]), shape[-1]
-        if rows * n == 0:
-            return
-        ops = self.needed([scan.value for scan in loop.scans])
-        args = self._args(ops, [], [], [scan.buffer for scan in loop.scans])
-        what = f"running {', '.join(s.op for s in loop.scans)} along the last axis of {list(shape)}"
-        lines = self._header(name, args, f"{what}: a thread per row")
-        self.emit_ops(lines, 1, ops, depth0=True)
-        lines.add(1, "_t = cuda.grid(1)")
-        lines.add(1, "_step = cuda.gridsize(1)")
-        lines.add(1, f"while _t < {rows}:")
-        _decompose(lines, 2, "_t", list(range(r - 1)), shape)
-        for k, scan in enumerate(loop.scans):
-            lines.add(
-                2, f"_acc{k} = {identity(scan.op, scan.buffer.dtype)}", self.node_comment(scan.node)
-            )
-        lines.add(2, f"for i{r - 1} in range({n}):")
-        self.emit_ops(lines, 3, ops, depth0=False)
-        for k, scan in enumerate(loop.scans):
-            lines.add(3, f"_acc{k} = {combine(scan.op, scan.buffer.dtype, f'_acc{k}', scan.value)}")
-            lines.add(
-                3,
-                f"{subscript(scan.buffer.name, scan.index)} = _acc{k}",
-                f"-> {self.describe_buffer(scan.buffer)}",
-            )
-        lines.add(2, "_t += _step")
-        blocks = max(1, min(_ceil_div(rows, cfg.threads), cfg.blocks))
-        out.sources.append(lines.render())
-        out.launches.append(
-            Launch(name, (blocks,), (cfg.threads,), args, f"{name}: {what}, {rows} rows")
-        )
 
-    def elementwise(self, out: Kernels, name: str, stores) -> None:
-        loop, cfg = self.loop, self.cfg
-        size = _prod(loop.shape)
-        if size == 0 or not stores:
-            return
-        ops = self.needed([st.value for st in stores])
-        args = self._args(ops, stores, [])
-        lines = self._header(name, args, f"{list(loop.shape)}: elementwise, a grid-stride loop")
-        self.emit_ops(lines, 1, ops, depth0=True)
-        lines.add(1, "_t = cuda.grid(1)")
-        lines.add(1, "_step = cuda.gridsize(1)")
-        lines.add(1, f"while _t < {size}:")
-        _decompose(lines, 2, "_t", list(range(len(loop.shape))), loop.shape)
-        self.emit_ops(lines, 2, ops, depth0=False)
-        self.emit_stores(lines, 2, stores)
-        lines.add(2, "_t += _step")
-        blocks = max(1, min(_ceil_div(size, cfg.threads), cfg.blocks))
-        out.sources.append(lines.render())
-        out.launches.append(
-            Launch(
-                name,
-                (blocks,),
-                (cfg.threads,),
-                args,
-                f"{name}: {len(ops)} ops over {size} elements",
-            )
-        )
+def write_kernels(kernels: list[loop_ir.Kernel], printer: CudaPrinter, out: Kernels) -> None:
+    """Print lowered kernels into `out`, with their launches."""
+    for k in kernels:
+        out.sources.append(printer.kernel(k))
+        grid, block, comment, layout = k.info["launch"]
+        out.launches.append(Launch(k.name, grid, block, k.args, comment, layout))
 
-    def reduction(
-        self,
-        out: Kernels,
-        name: str,
-        stores,
-        axes: tuple[int, ...],
-        reds: list[Reduction],
-        nsplit: int | None = None,
-    ) -> None:
-        loop, cfg = self.loop, self.cfg
-        shape, r = loop.shape, len(loop.shape)
-        kept = [a for a in range(r) if a not in axes]
-        rows, cols = _prod([shape[a] for a in kept]), _prod([shape[a] for a in axes])
-        if rows == 0:
-            return
-        T = cfg.threads
-        reduced_inner = (r - 1) in axes
-        if reduced_inner:
-            TR = min(T, _pow2_ceil(cols))
-            TK = T // TR
-        else:
-            TK = min(T, cfg.warp, _pow2_ceil(rows))
-            TR = T // TK
-        groups = _ceil_div(rows, TK)  # groups of TK rows; each block does one at a time
-        blocks_x = min(groups, cfg.blocks)
-        if nsplit is None:
-            nsplit = min(_ceil_div(cfg.blocks, blocks_x), max(1, _ceil_div(cols, TR)), 65535)
-        chunk = max(TR, _ceil_div(_ceil_div(cols, max(nsplit, 1)), TR) * TR)
-        nsplit = max(1, _ceil_div(cols, chunk))
-        partials = []
-        if nsplit > 1:
-            for red in reds:
-                kshape = tuple(shape[a] for a in kept)
-                partials.append(
-                    Buffer(f"p{len(out.scratch)}", (nsplit,) + kshape, red.buffer.dtype, "temp")
-                )
-                out.scratch.append(partials[-1])
-        ops = self.needed([st.value for st in stores] + [red.value for red in reds])
-        args = self._args(ops, stores, [] if partials else reds, partials)
-        what = (
-            f"reduce axes {list(axes)} of {list(shape)}: {rows} rows of {cols}; blocks of "
-            f"{TK} rows x {TR} threads" + (f", columns split in {nsplit}" if nsplit > 1 else "")
-        )
-        lines = self._header(name, args, what)
-        for k, red in enumerate(reds):
-            lines.add(1, f"_sh{k} = cuda.shared.array({T}, np.{np.dtype(red.buffer.dtype).name})")
-        lines.add(1, "_tid = cuda.threadIdx.x")
-        if reduced_inner:
-            lines.add(1, f"_lane = _tid % {TR}", "this thread's place along its row")
-            lines.add(1, f"_row = _tid // {TR}")
-        else:
-            lines.add(1, f"_lane = _tid // {TK}", "this thread's place along its row")
-            lines.add(1, f"_row = _tid % {TK}")
-        lines.add(1, "_split = cuda.blockIdx.y")
-        self.emit_ops(lines, 1, ops, depth0=True)
-        lines.add(1, "_group = cuda.blockIdx.x")
-        lines.add(1, f"while _group < {groups}:", f"{TK} rows at a time")
-        lines.add(2, f"_k = _group * {TK} + _row", "this thread's row")
-        for k, red in enumerate(reds):
-            lines.add(2, f"_acc{k} = {identity(red.op, red.buffer.dtype)}")
-        _decompose(lines, 2, "_k", kept, shape)
-        lines.add(2, f"if _k < {rows}:")
-        lines.add(3, f"_r = _split * {chunk} + _lane")
-        lines.add(3, f"_end = min({cols}, _split * {chunk} + {chunk})")
-        lines.add(3, "while _r < _end:")
-        _decompose(lines, 4, "_r", list(axes), shape)
-        self.emit_ops(lines, 4, ops, depth0=False)
-        self.emit_stores(lines, 4, stores)
-        for k, red in enumerate(reds):
-            dtype = red.buffer.dtype
-            lines.add(
-                4,
-                f"_acc{k} = {combine(red.op, dtype, f'_acc{k}', red.value)}",
-                self.node_comment(red.node),
-            )
-        lines.add(4, f"_r += {TR}")
-        for k in range(len(reds)):
-            lines.add(2, f"_sh{k}[_tid] = _acc{k}")
-        lines.add(2, "cuda.syncthreads()")
-        partner = "1" if reduced_inner else str(TK)
-        lines.add(2, f"_s = {TR // 2}", "a tree over each row's threads")
-        lines.add(2, "while _s > 0:")
-        lines.add(3, "if _lane < _s:")
-        for k, red in enumerate(reds):
-            other = f"_sh{k}[_tid + _s * {partner}]" if partner != "1" else f"_sh{k}[_tid + _s]"
-            lines.add(
-                4, f"_sh{k}[_tid] = {combine(red.op, red.buffer.dtype, f'_sh{k}[_tid]', other)}"
-            )
-        lines.add(3, "cuda.syncthreads()")
-        lines.add(3, "_s //= 2")
-        lines.add(2, f"if _lane == 0 and _k < {rows}:")
-        kept_index = tuple(Index(f"i{a}") for a in kept)
-        for k, red in enumerate(reds):
-            if partials:
-                target = subscript(partials[k].name, (Index("_split"),) + kept_index)
-                lines.add(3, f"{target} = _sh{k}[_tid]", "this block's partial result")
-            else:
-                lines.add(
-                    3,
-                    f"{subscript(red.buffer.name, kept_index)} = _sh{k}[_tid]",
-                    f"-> {self.describe_buffer(red.buffer)}",
-                )
-        lines.add(2, "_group += cuda.gridDim.x")
-        out.sources.append(lines.render())
-        out.launches.append(
-            Launch(name, (blocks_x, nsplit), (T,), args, f"{name}: {what}", (TK, TR, nsplit))
-        )
-        for k, red in enumerate(reds if partials else []):
-            self._combine(
-                out, f"{name}_combine{k}", partials[k], red, tuple(shape[a] for a in kept)
-            )
 
-    def _combine(self, out: Kernels, name: str, part: Buffer, red: Reduction, kshape) -> None:
-        """A second kernel: reduce the partial results over their first axis."""
-        space = part.shape
-        index = tuple(Index(f"i{a}") for a in range(len(space)))
-        load = Load("v0", part, index, len(space))
-        loop = FusedLoop(
-            name, space, [load], [], [Reduction("v0", red.buffer, (0,), red.op, red.node)]
-        )
-        writer = LoopWriter(loop, self.cfg, self.names, self.render)
-        writer.reduction(out, name, [], (0,), loop.reductions, nsplit=1)
-        self.helpers |= writer.helpers
+def loop_kernels(loop: FusedLoop, cfg: LaunchConfig, names: dict, render_scalar, out: Kernels):
+    """The kernels of one fused loop, into `out`; returns the device functions they call."""
+    notes = render.Notes(names, "partial results")
+    printer = CudaPrinter(notes, render_scalar)
+    write_kernels(lower_gpu.lower(loop, cfg, notes, out.scratch), printer, out)
+    return printer.helpers
 
 
 # ----------------------------------------------------------------------------------------------
@@ -589,14 +288,11 @@ def matmul_kernel(
     dest = part if part is not None else o
     out.launches.append(Launch(name, grid, (TS, TS), [a.name, b.name, dest.name], comment))
     if part is not None:  # sum the parts: a reduction over the first axis of the partials
-        space = part.shape
-        load = Load("v0", part, tuple(Index(f"i{d}") for d in range(len(space))), len(space))
-        loop = FusedLoop(
-            f"{name}_combine", space, [load], [], [Reduction("v0", o, (0,), "sum", step.node)]
+        notes = render.Notes(names, "partial results")
+        kernels = lower_gpu.combine(
+            f"{name}_combine", part, o, "sum", step.node, cfg, notes, out.scratch
         )
-        LoopWriter(loop, cfg, names, render).reduction(
-            out, loop.name, [], (0,), loop.reductions, nsplit=1
-        )
+        write_kernels(kernels, CudaPrinter(notes, render), out)
 
 
 # ----------------------------------------------------------------------------------------------
