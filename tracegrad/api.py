@@ -189,13 +189,16 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
     return make
 
 
-def make_kernels(fun: Callable, static_argnums=(), backend: str | None = None):
+def make_kernels(
+    fun: Callable, static_argnums=(), backend: str | None = None, loop_ir: bool = False
+):
     """A function returning the source of the fused kernels `fun` compiles to, readable.
 
     Works for any transform, like `make_ir`: `tg.make_kernels(tg.grad(f))(x)`. The text shows
     the fusion plan, each kernel with a comment per IR node (its values and the user's line),
     and the driver that runs them. `backend` is "cpu" or "cuda" (default: the default backend,
-    or "cpu" when that is the interpreter).
+    or "cpu" when that is the interpreter). With `loop_ir=True` the text is the fused loops as
+    the backend lowers them into the loop IR, before its printer writes them as source.
     """
     import importlib
 
@@ -207,7 +210,7 @@ def make_kernels(fun: Callable, static_argnums=(), backend: str | None = None):
 
     def make(*args, **kwargs) -> str:
         graph, _ = passes.extract_hooks(passes.optimize(make_graph(*args, **kwargs)))
-        return module.program_source(graph)
+        return module.program_loop_ir(graph) if loop_ir else module.program_source(graph)
 
     return make
 

@@ -760,4 +760,18 @@ def program_source(graph: Graph) -> str:
     return build(graph, load=False).source()
 
 
+def program_loop_ir(graph: Graph) -> str:
+    """The fused loops of the program the cpu backend makes of an optimised graph, as kernels of
+    the loop IR (lowered for the CPU, before printing)."""
+    program = build(graph, load=False)
+    notes = render.Notes(_names(graph))
+    out = []
+    for step in program.plan.loops:
+        kernel = lower_cpu.lower(step, notes)
+        kernel.name = step.name
+        pair_math(kernel, step.op_types(), program.mode)
+        out.append(loop_ir.text(kernel))
+    return "\n\n".join(out) + "\n"
+
+
 BACKEND = CpuBackend()

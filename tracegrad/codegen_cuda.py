@@ -34,7 +34,7 @@ from .runtime import cache, progress
 from . import cuda_device as dev
 from . import primitives as P
 from .cuda_kernels import DEVICE_FUNCTIONS, Kernels, library_source, loop_kernels, matmul_kernel
-from .fusion import EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
+from .fusion import EvalStep, FusedLoop, MatmulStep, Plan, ViewStep, loop_ir, lower_gpu
 from .ir import Graph, Node
 
 log = logging.getLogger("tracegrad")
@@ -435,6 +435,17 @@ def program_source(graph: Graph) -> str:
     the simulator, or a reference device where there is neither)."""
     ok, _ = dev.availability()
     return build(graph, dev.launch_config() if ok else REFERENCE_CONFIG, load=False).source()
+
+
+def program_loop_ir(graph: Graph) -> str:
+    """The fused loops of the program the cuda backend makes of an optimised graph, as kernels
+    of the loop IR (lowered for the GPU, before printing)."""
+    ok, _ = dev.availability()
+    cfg = dev.launch_config() if ok else REFERENCE_CONFIG
+    plan, names, scratch = _plan(graph), ir._names(graph), []
+    notes = render.Notes(names, "partial results")
+    kernels = [k for loop in plan.loops for k in lower_gpu.lower(loop, cfg, notes, scratch)]
+    return "\n\n".join(loop_ir.text(k) for k in kernels) + "\n"
 
 
 class CudaBackend:

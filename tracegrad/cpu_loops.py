@@ -5,7 +5,8 @@ serial fused kernels writing fresh outputs (the common case: elementwise steps a
 `scan_driver` writes one more module, cached on disk like the kernels: an `njit` function whose
 loop calls the body's kernels step after step, with the carries in two buffers used in turn, the
 x slices and y slices taken as views of the stacked arrays, and the saved carries copied into
-the packed result. Calling it once replaces one Python call of the body program per step (tens of
+the packed result. The loop is written in the loop IR (a `For` over the steps, a `Call` of each
+kernel) and printed by `render.Printer`. Calling it once replaces one Python call of the body program per step (tens of
 microseconds each). Bodies with matrix products, views or host steps keep the Python loop.
 """
 
@@ -15,8 +16,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .runtime import cache
+from . import render
 from .fusion import FusedLoop
+from .fusion import loop_ir as L
+from .render import Lines
+from .runtime import cache
 
 
 def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | None:
@@ -75,19 +79,18 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
         '@njit(nogil=True, error_model="numpy", cache=globals().get("_TG_CACHE", False))',
         f"def scan_loop({', '.join(params)}):",
     ]
-    body = []
+    body: list = []
     for k in range(len(carries)):
-        body.append(f"ca{k} = init{k}.copy()")
-        body.append(f"cb{k} = np.empty_like(init{k})")
-    body.append("for s in range(length):")
-    loop = ["t = length - 1 - s if reverse else s"]
+        body.append(L.Assign(f"ca{k}", f"init{k}.copy()"))
+        body.append(L.Assign(f"cb{k}", f"np.empty_like(init{k})"))
+    step: list = [L.Assign("t", "length - 1 - s if reverse else s")]
     if save:
         for k, b in enumerate(carries):
-            loop.append(f"saved{k}[t] = ca{k}" if b.ndim else f"saved{k}[t] = ca{k}[()]")
+            step.append(L.Assign(L.Elem(f"saved{k}", ("t",)), f"ca{k}" if b.ndim else f"ca{k}[()]"))
     for j, b in enumerate(xs):
-        loop.append(f"x{j} = {row(f'xs{j}', b)}")
+        step.append(L.Assign(f"x{j}", row(f"xs{j}", b)))
     for j, b in enumerate(ys):
-        loop.append(f"y{j} = {row(f'ys{j}', b)}")
+        step.append(L.Assign(f"y{j}", row(f"ys{j}", b)))
     if any(id(b) not in name for call in calls for b in call.source.arrays + call.partials):
         return None  # a buffer this loop does not know how to pass (a view)
     for j, call in enumerate(calls):
@@ -96,14 +99,18 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
         }
         extra = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
         args = [name[id(b)] for b in call.source.arrays] + extra
-        chunks = ", 0, 1, 1" if call.loop.shape else ""  # a 0-d loop takes no chunk range
-        loop.append(f"_k{j}({', '.join(args)}{chunks})")
+        if call.loop.shape:  # a 0-d loop takes no chunk range
+            args += ["0", "1", "1"]
+        step.append(L.Call(f"_k{j}", args))
     for k in range(n_carry):
-        loop.append(f"ca{k}, cb{k} = cb{k}, ca{k}")
-    body += ["    " + line for line in loop]
+        step.append(L.Assign(f"ca{k}, cb{k}", f"cb{k}, ca{k}"))
+    body.append(L.For("s", "length", step))
     for k, b in enumerate(carries):
-        body.append(f"final{k}[...] = ca{k}" if b.ndim else f"final{k}[()] = ca{k}[()]")
-    lines += ["    " + line for line in body]
+        final = L.Elem(f"final{k}", ("...",) if b.ndim else ())
+        body.append(L.Assign(final, f"ca{k}" if b.ndim else f"ca{k}[()]"))
+    text = Lines()
+    render.Printer(render.Notes({})).statements(body, 1, text)
+    lines.append(text.render())
     source = "\n".join(lines) + "\n"
     module = cache.load_module(source)
     loop_fn = module.scan_loop

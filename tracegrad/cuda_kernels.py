@@ -176,7 +176,7 @@ def matmul_kernel(
     cfg: LaunchConfig,
     names: dict,
     out: Kernels,
-    render,
+    render_scalar,
     transposed: tuple[bool, bool] = (False, False),
 ) -> None:
     """A tiled kernel for `out = a @ b`. When its tiles are too few to fill the device, the
@@ -292,7 +292,7 @@ def matmul_kernel(
         kernels = lower_gpu.combine(
             f"{name}_combine", part, o, "sum", step.node, cfg, notes, out.scratch
         )
-        write_kernels(kernels, CudaPrinter(notes, render), out)
+        write_kernels(kernels, CudaPrinter(notes, render_scalar), out)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -370,6 +370,8 @@ class Printer:
                 self.statements(s.body, indent + 1, lines)
             elif isinstance(s, L.Note):
                 lines.add(indent, "", s.text)
+            elif isinstance(s, L.Call):
+                lines.add(indent, f"{s.function}({', '.join(s.args)})")
             else:
                 lines.add(indent, self.target_statement(s))
 

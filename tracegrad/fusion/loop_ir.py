@@ -18,12 +18,14 @@ Statements
     While(cond, body)             `while cond`
     If(cond, body)                `if cond`
     Note(text)                    a comment on its own line
+    Call(function, args)          a call of another kernel (the steps of a scan call its body's)
     Shared(name, size, dtype)     a block's array in fast shared memory (GPU)
     Sync()                        every thread of the block waits here (GPU)
 
 Expressions (the right-hand side of an `Assign`)
-    str                           a name, or integer index arithmetic in Python's syntax (which
-                                  every target shares: both compile Python through Numba)
+    str                           a name, or an expression in Python's syntax (index arithmetic,
+                                  an array's row or copy), which every target shares: both
+                                  compile Python through Numba
     Elem(array, index)            an element of a buffer (or of a kernel-local array, by name);
                                   index entries are the plan's `Index` values or strings
     Identity(op, dtype)           the identity of the monoid `op` in `dtype`
@@ -142,6 +144,14 @@ class Note:
 
 
 @dataclass
+class Call:
+    """A call of another kernel (a loop body's kernel, from the loop that runs it)."""
+
+    function: str
+    args: list[str]
+
+
+@dataclass
 class Shared:
     name: str
     size: int
@@ -153,7 +163,7 @@ class Sync:
     pass
 
 
-Stmt = Let | LetPair | Assign | For | While | If | Note | Shared | Sync
+Stmt = Let | LetPair | Assign | For | While | If | Note | Call | Shared | Sync
 
 
 @dataclass
@@ -257,7 +267,7 @@ def _lines(body: list[Stmt], indent: int, out: list[str]) -> None:
         elif isinstance(s, Assign):
             out.append(f"{pad}{_expr(s.target)} {s.update or ''}= {_expr(s.value)}")
         elif isinstance(s, For):
-            start = f"{s.start}.." if s.start is not None else ""
+            start = f"{s.start}.." if s.start is not None else "0.."
             out.append(f"{pad}for {s.var} in {start}{s.stop}:")
             _lines(s.body, indent + 1, out)
         elif isinstance(s, While):
@@ -268,6 +278,8 @@ def _lines(body: list[Stmt], indent: int, out: list[str]) -> None:
             _lines(s.body, indent + 1, out)
         elif isinstance(s, Note):
             out.append(f"{pad}# {s.text}")
+        elif isinstance(s, Call):
+            out.append(f"{pad}call {s.function}({', '.join(s.args)})")
         elif isinstance(s, Shared):
             out.append(f"{pad}{s.name} = shared {np.dtype(s.dtype).name}[{s.size}]")
         elif isinstance(s, Sync):
