@@ -335,15 +335,15 @@ def grad_in_math_mode(fun, mode: str, *args):
 def grad_with_parallel_loops(fun, *args):
     """tracegrad's gradient compiled with its loops on all threads although the program calls
     BLAS (the default runs them on one thread there): what that choice is worth."""
-    from tracegrad import codegen_cpu
+    from tracegrad.cpu import program as cpu_program
 
     g = tg.grad(lambda *a: fun(*a), backend="cpu")
-    old = codegen_cpu.BLAS_NEIGHBOURS
-    codegen_cpu.BLAS_NEIGHBOURS = "parallel"
+    old = cpu_program.BLAS_NEIGHBOURS
+    cpu_program.BLAS_NEIGHBOURS = "parallel"
     try:
         g(*args)  # compiles now, with the setting
     finally:
-        codegen_cpu.BLAS_NEIGHBOURS = old
+        cpu_program.BLAS_NEIGHBOURS = old
     return g
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import tracegrad as tg
 from tracegrad import backends, codegen_cpu, interpreter, ir, passes, render
+from tracegrad.cpu import program as cpu_program
 from tracegrad import primitives as P
 
 
@@ -114,8 +115,8 @@ def test_concurrent_calls_get_their_own_scratch():
 
 
 def test_parallel_loops_agree_with_serial_ones(monkeypatch):
-    monkeypatch.setattr(codegen_cpu, "PARALLEL_WORK", 0)
-    monkeypatch.setattr(codegen_cpu, "_threads", lambda: 3)  # several chunks even on one core
+    monkeypatch.setattr(cpu_program, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 3)  # several chunks even on one core
 
     def f(x):  # every reduction placement: all axes, a suffix, axis 0, a middle axis
         e = np.exp(np.sin(x))
@@ -272,7 +273,7 @@ def test_unslice_and_concatenate_at_the_edges(n):
 def test_parallel_loops_work_in_a_forked_child(monkeypatch):
     import multiprocessing
 
-    monkeypatch.setattr(codegen_cpu, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpu_program, "PARALLEL_WORK", 0)
     f = tg.jit(lambda x: np.sum(np.sin(x)), backend="cpu")
     x = np.linspace(0, 1, 1000)
     expected = float(np.sum(np.sin(x)))

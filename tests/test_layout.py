@@ -66,7 +66,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
             "codegen_cuda",
             "cuda_kernels",
             "cuda_device",
-            "cpu_loops",
+            "cpu",
             "vmath",
             "backends",
         ),

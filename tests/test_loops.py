@@ -363,7 +363,7 @@ def test_branching_on_a_traced_value_names_the_control_flow_functions():
 
 def test_a_compiled_loop_called_from_several_threads_at_once():
     """Each call has its own scratch: concurrent calls of one program give each its own answer
-    (the cpu backend's loop runs in one compiled function, cpu_loops.py)."""
+    (the cpu backend's loop runs in one compiled function, cpu/scan_loop.py)."""
     import concurrent.futures
 
     def f(x):

@@ -1,6 +1,6 @@
 """A scan on the cpu backend as one compiled function: the loop over the steps runs inside Numba.
 
-A loop node's body is compiled as a program of its own (codegen_cpu). When that program is only
+A loop node's body is compiled as a program of its own (`program.CpuProgram`). When that program is only
 serial fused kernels writing fresh outputs (the common case: elementwise steps and reductions),
 `scan_driver` writes one more module, cached on disk like the kernels: an `njit` function whose
 loop calls the body's kernels step after step, with the carries in two buffers used in turn, the
@@ -16,11 +16,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import render
-from .fusion import FusedLoop
-from .fusion import loop_ir as L
-from .render import Lines
-from .runtime import cache
+from .. import render
+from ..fusion import FusedLoop
+from ..fusion import loop_ir as L
+from ..render import Lines
+from ..runtime import cache
 
 
 def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | None:

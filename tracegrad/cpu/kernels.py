@@ -1,0 +1,264 @@
+"""A fused loop's kernel module for `numba.njit`, printed from the loop IR.
+
+The CPU's lowering pass (`fusion.lower_cpu`) writes a fused loop as a loop nest over chunks of
+axis 0; `CpuPrinter` prints it with the CPU's renderings, and `render_loop` wraps it in a module
+(imports, options, the `kernel` function and its arguments). Kernels take sizes, slice offsets
+and most constants as run-time arguments (two small arrays, `I` for integers and `F` for floats),
+so a new shape with the same structure reuses the compiled kernel; only constants that come from
+the code (small integers, halves, infinities) are written into the source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import fusion, render
+from .. import primitives as P
+from ..fusion import Compute, FusedLoop, loop_ir, lower_cpu
+from ..fusion.steps import Buffer
+from ..render import Lines, cast, render_math, render_node
+
+
+@dataclass
+class KernelSource:
+    module: str  # the module's text, as written to the cache (no per-graph comments)
+    readable: str  # the same kernel with a comment per node
+    arrays: list[Buffer]  # the kernel's array arguments, in order
+    ints: list[int]  # the values of I (sizes, chunks, offsets, integer constants)
+    int_slots: dict[str, int]  # which entry of I is the number of chunks ("nch")
+    floats: list[float]  # the values of F
+    uses_vmath: bool
+    cost: int  # inline cost of one iteration
+    params: list[str]  # the kernel's arguments after the arrays
+    partials: list  # (name, shape in symbols, dtype) of its partial-results arguments
+
+
+def _simple_number(value: np.ndarray) -> bool:
+    """Constants written into the source: the ones that come from the code rather than from the
+    shapes (small integers, halves, infinities). The rest are run-time arguments, so that `x / n`
+    compiles once for every n."""
+    v = value.item()
+    if isinstance(v, bool):
+        return True
+    if isinstance(v, int):
+        return abs(v) <= 16 or value.dtype == np.uint64
+    if not np.isfinite(v):
+        return True
+    return (float(v).is_integer() and abs(v) <= 8) or abs(v) == 0.5
+
+
+class CpuPrinter(render.Printer):
+    """Prints a CPU kernel of the loop IR (`fusion.lower_cpu`) for `numba.njit`.
+
+    What it spells its own way: buffers are the arguments `b<k>`; sizes, slice offsets and
+    constants that do not come from the code are run-time arguments (`I` for integers, `F` for
+    floats), so that one compiled kernel serves every shape with the same structure; math calls
+    may be `tracegrad.vmath`'s; a reduction's step calls a helper compiled with fastmath
+    reassociation (`_r<helper>`)."""
+
+    def __init__(self, kernel: loop_ir.Kernel, shape, mode: str, names: dict, bake_sizes: bool):
+        super().__init__(render.Notes(names))
+        self.kernel, self.shape, self.mode = kernel, tuple(shape), mode
+        self.r = len(self.shape)
+        self.ints: list[int] = list(self.shape)
+        self.floats: list[float] = []
+        self.helpers: set[str] = set()
+        self.uses_vmath = False
+        self.arrays = [a for a in kernel.args if not isinstance(a, str)]
+        self.arg = {id(b): f"b{k}" for k, b in enumerate(self.arrays)}
+        self.header = Lines()
+        if self.r:
+            sizes = ", ".join(kernel.info["sizes"])
+            if bake_sizes:  # a specialisation: this kernel serves these sizes only
+                values = ", ".join(str(d) for d in self.shape)
+                note = f"iteration space {list(self.shape)} (sizes written in)"
+            else:
+                values = ", ".join(f"I[{a}]" for a in range(self.r))
+                note = f"iteration space {list(self.shape)} (sizes are arguments)"
+            self.header.add(1, f"{sizes} = {values}", note)
+        self.nch_slot = None
+        if self.r:
+            self.nch_slot = self._int(1)
+            self.header.add(1, f"nch = I[{self.nch_slot}]", "chunks of axis 0 (one per task)")
+
+    def _int(self, value: int) -> int:
+        self.ints.append(int(value))
+        return len(self.ints) - 1
+
+    def size(self, n: int, prefix: str) -> str:
+        slot = self._int(n)
+        name = f"{prefix}{slot}"
+        self.header.add(1, f"{name} = I[{slot}]")
+        return name
+
+    # ---- the renderings that differ
+    def array(self, a) -> str:
+        return a if isinstance(a, str) else self.arg[id(a)]
+
+    def index(self, ix) -> str:
+        """The stride is written in; a non-zero offset is an argument (a literal in a scalar
+        loop, where it is a position in an assembled vector or a pool)."""
+        if isinstance(ix, str):
+            return ix
+        if ix.var is None:
+            if not self.r:
+                return str(ix.offset)
+            return "0" if ix.offset == 0 else self.size(ix.offset, "o")
+        var = ix.var
+        term = var if ix.stride == 1 else (f"-{var}" if ix.stride == -1 else f"{ix.stride} * {var}")
+        if ix.offset == 0:
+            return term
+        return f"{term} + {self.size(ix.offset, 'o')}"
+
+    def combine(self, c) -> str:
+        if not c.reassociate:
+            return super().combine(c)
+        monoid = P.MONOIDS[c.op]
+        a, b = self.expr(c.a), self.expr(c.b)
+        # A reassociable step on integers is written inline; any other calls its helper
+        # (`_r<helper>`, with fastmath reassociation for floats).
+        if monoid.reassociate and np.dtype(c.dtype).kind != "f":
+            return render.combine_text(c.op, a, b)
+        fn = f"_r{monoid.helper}"
+        self.helpers.add(fn)
+        return f"{fn}({a}, {b})"
+
+    def let_literal(self, op):
+        if _simple_number(op.value):
+            return super().let_literal(op)
+        dtype = op.value.dtype
+        if dtype.kind == "f":
+            self.floats.append(float(op.value))
+            return (
+                f"{op.id} = {cast(dtype, f'F[{len(self.floats) - 1}]')}",
+                f"constant {op.value.item()!r}",
+            )
+        slot = self._int(int(op.value))
+        return f"{op.id} = {cast(dtype, f'I[{slot}]')}", f"constant {op.value.item()!r}"
+
+    def compute(self, op) -> str:
+        text = render_node(op.node, op.args, self.mode)
+        if "_vm." in text:
+            self.uses_vmath = True
+        return text
+
+    def let_pair(self, s):
+        self.uses_vmath = True
+        fn = render_math(s.call, s.dtype, self.mode)
+        names = f"{s.first.node.prim.name} and {s.second.node.prim.name}"
+        return (
+            f"{s.first.id}, {s.second.id} = {fn}({s.arg})",
+            f"{names} of {s.arg}: {self.notes.node(s.where.node)}",
+        )
+
+    def write(self) -> Lines:
+        body = Lines()
+        self.statements(self.kernel.body, 1, body)
+        return body
+
+
+def pair_math(kernel: loop_ir.Kernel, types: dict, mode: str) -> None:
+    """A CPU pass over the loop IR: two values computed by one call (sin and cos of the same
+    argument: the primitive's `pairing`), where the math library has that call, become one
+    `LetPair` in the place of whichever of the two comes first."""
+    bodies = [kernel.body] + [s.body for s in loop_ir.walk(kernel.body) if hasattr(s, "body")]
+    for body in bodies:
+        lets = [s.op for s in body if isinstance(s, loop_ir.Let) and isinstance(s.op, Compute)]
+        by_arg: dict[tuple[str, str], Compute] = {}
+        for op in lets:
+            if len(op.args) == 1:
+                by_arg.setdefault((op.node.prim.name, op.args[0]), op)
+        pairs: dict[str, tuple[Compute, Compute]] = {}
+        for op in lets:
+            pairing = op.node.prim.pairing
+            if pairing is None or by_arg.get((op.node.prim.name, op.args[0])) is not op:
+                continue
+            partner = by_arg.get((pairing.partner, op.args[0]))
+            if partner is None:
+                continue
+            if render_math(pairing.call, types[op.args[0]], mode).startswith("_vm."):
+                pairs[op.id] = pairs[partner.id] = (op, partner)
+        if not pairs:
+            continue
+        out, done = [], set()
+        for s in body:
+            pair = pairs.get(s.op.id) if isinstance(s, loop_ir.Let) else None
+            if pair is None:
+                out.append(s)
+            elif id(pair) not in done:
+                done.add(id(pair))
+                first, second = pair
+                call = first.node.prim.pairing.call
+                arg = first.args[0]
+                out.append(loop_ir.LetPair(first, second, arg, call, types[arg], s.op))
+        body[:] = out
+
+
+def render_loop(
+    loop: FusedLoop, mode: str, names: dict, salt: str, bake_sizes: bool = False
+) -> KernelSource:
+    """The kernel module for one fused loop.
+
+    `kernel(arrays..., [I], [F], [partials..., first, last, finish])`: a loop nest over the axis-0
+    chunks first..last-1 of the iteration space (of `I[nch]` chunks); with `finish`, the per-chunk partial
+    results of the reductions are then combined. A program calls it once for all the chunks, or
+    from several threads with a share of the chunks each (the kernel releases the GIL)."""
+    kernel = lower_cpu.lower(loop, render.Notes(names))
+    pair_math(kernel, loop.op_types(), mode)
+    w = CpuPrinter(kernel, loop.shape, mode, names, bake_sizes)
+    lines = w.write()
+    partials = kernel.info["partials"]
+    params = (["I"] if w.ints else []) + (
+        ["F"] if w.floats else []
+    )  # fewer arguments, faster calls
+    if loop.shape:
+        params += [name for name, _, _ in partials] + ["first", "last", "finish"]
+    args = ", ".join([w.arg[id(b)] for b in w.arrays] + params)
+
+    def module(comments: bool) -> str:
+        parts = [
+            "# A tracegrad kernel, generated by tracegrad.codegen_cpu from the fusion plan.",
+            f"# salt {salt} (tracegrad, numba and python versions, vmath source, math mode {mode})",
+            "import math",
+            "",
+            "import numpy as np",
+            "from numba import njit",
+        ]
+        if w.uses_vmath:
+            parts.append("from tracegrad import vmath as _vm")
+        parts += [
+            "",
+            '_OPTS = dict(error_model="numpy", nogil=True, cache=globals().get("_TG_CACHE", False))',
+            "",
+        ]
+        if w.helpers:
+            parts.append(f"from tracegrad.codegen_cpu import {', '.join(sorted(w.helpers))}")
+        parts.append("")
+        parts.append("@njit(**_OPTS)")
+        parts.append(f"def kernel({args}):")
+        if comments:
+            for k, b in enumerate(w.arrays):
+                parts.append(f"    # b{k}: {w.notes.buffer(b)}")
+        parts.append(w.header.render(comments))
+        parts.append(lines.render(comments))
+        return "\n".join(p for p in parts if p is not None) + "\n"
+
+    cost = sum(fusion.node_cost(op.node) for op in loop.ops if isinstance(op, Compute))
+    return KernelSource(
+        module(False),
+        module(True),
+        w.arrays,
+        w.ints,
+        {"nch": w.nch_slot},
+        w.floats,
+        w.uses_vmath,
+        cost,
+        params,
+        partials,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Programs

@@ -1,0 +1,375 @@
+"""A compiled CPU program: the plan's steps run in order from a small generated Python driver.
+
+The driver allocates result arrays per call and reuses scratch arrays across calls. A fused
+loop's kernel runs all its chunks in one call when it is small; a loop with enough work
+(`PARALLEL_WORK`) has its chunks shared by `numba.get_num_threads()` threads, each calling the
+same compiled kernel (which releases the GIL), and a last call combines the chunks' partial
+reductions. This is instead of `prange`: a parallel=True kernel took 1.9 s to compile against
+0.4 s for the serial one (W1's gradient), which is most of a cold first call, and its OpenMP
+threads keep spinning after each loop, next to BLAS's. Programs with matrix products run their
+loops on one thread (`BLAS_NEIGHBOURS`): OpenBLAS's threads spin after each product.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import passes
+from ..fusion import Buffer, EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
+from ..ir import Graph, Node
+from ..runtime import blas_threads, cache, progress
+from . import scan_loop
+from .kernels import KernelSource, render_loop
+
+log = logging.getLogger("tracegrad")
+
+# A loop runs on all cores when (elements x inline cost) reaches this much work.
+PARALLEL_WORK = 1 << 17
+CHUNKS_PER_THREAD = 4
+# "serial": loops of programs that call BLAS run on one core; "parallel": as any other loop.
+BLAS_NEIGHBOURS = "serial"
+
+
+def _threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+@dataclass
+class _KernelCall:
+    loop: FusedLoop
+    source: KernelSource
+    module: object
+    parallel: bool
+    ints: np.ndarray
+    floats: np.ndarray
+    partials: list[Buffer]  # scratch for per-chunk partial results
+    threads: int
+
+
+_pool_lock = threading.Lock()
+_pools: dict[int, object] = {}
+if hasattr(os, "register_at_fork"):  # a forked child has none of its parent's pool threads
+    os.register_at_fork(after_in_child=_pools.clear)
+
+
+def _thread_pool(workers: int):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _pool_lock:
+        if workers not in _pools:
+            _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="tracegrad")
+        return _pools[workers]
+
+
+def _in_parallel(kernel, args: tuple, nch: int, threads: int) -> None:
+    """Run a kernel's `nch` chunks on `threads` threads (this one and a pool), then combine.
+
+    Chunks are handed out one by one, so a thread slowed down by another process does less."""
+    next_chunk = itertools.count().__next__
+
+    def work():
+        while True:
+            c = next_chunk()
+            if c >= nch:
+                return
+            kernel(*args, c, c + 1, 0)
+
+    pool = _thread_pool(threads - 1)
+    futures = [pool.submit(work) for _ in range(threads - 1)]
+    try:
+        work()
+    finally:
+        for future in futures:
+            future.result()
+    kernel(*args, nch, nch, 1)
+
+
+class CpuProgram:
+    """A compiled graph: call it with the input arrays, get the output arrays."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        plan: Plan,
+        mode: str,
+        names: dict,
+        salt: str,
+        load: bool = True,
+        bake_sizes: bool = False,
+    ):
+        self.graph, self.plan, self.mode = graph, plan, mode
+        self.load = load
+        self.calls: dict[int, _KernelCall] = {}
+        self.held: list[CpuProgram] = []  # the programs of the graphs its loops hold
+        threads = _threads()
+        # Next to BLAS calls, parallel loops fight OpenBLAS's spinning threads for the cores
+        # (PERF-NOTES): programs with matrix products run their loops serially.
+        with_blas = any(isinstance(step, MatmulStep) for step in plan.steps)
+        if with_blas and BLAS_NEIGHBOURS == "serial":
+            threads = 1
+        self.scratch: list[Buffer] = []  # partial results of reductions, per chunk
+        for step in plan.steps:
+            if not isinstance(step, FusedLoop):
+                continue
+            src = render_loop(step, mode, names, salt, bake_sizes)
+            size = int(np.prod(step.shape, dtype=np.int64)) if step.shape else 1
+            parallel = bool(step.shape) and threads > 1 and size * max(1, src.cost) >= PARALLEL_WORK
+            # a scan along axis 0 (its last) runs in order: one chunk
+            parallel = parallel and not (step.scans and len(step.shape) == 1)
+            ints = list(src.ints)
+            partials = []
+            if step.shape:
+                nch = max(1, min(step.shape[0], threads * CHUNKS_PER_THREAD)) if parallel else 1
+                ints[src.int_slots["nch"]] = nch
+                sizes = {f"n{a}": d for a, d in enumerate(step.shape)} | {"nch": nch}
+                for name, dims, dtype in src.partials:
+                    buf = Buffer(
+                        f"_{step.name}_{name}", tuple(sizes[d] for d in dims), dtype, "temp"
+                    )
+                    self.scratch.append(buf)
+                    partials.append(buf)
+            module = cache.load_module(src.module) if load else None
+            self.calls[id(step)] = _KernelCall(
+                step,
+                src,
+                module,
+                parallel,
+                np.array(ints, np.int64),
+                np.array(src.floats, np.float64),
+                partials,
+                threads if parallel else 1,
+            )
+        progress.check_size(sum(len(c.source.module) for c in self.calls.values()), graph, "cpu")
+        progress.kernels_planned(len(self.calls))
+        self.driver_source, self._namespace, self._temps = self._driver()
+        # results allocated by the driver (or a matmul) on every call: no caller must copy them
+        fresh = {id(b) for b in plan.buffers if b.role == "output" and not self._from_eval(b)}
+        self.fresh_outputs = tuple(
+            id(b) in fresh and plan.outputs.count(b) == 1 for b in plan.outputs
+        )
+        self._lock = threading.Lock()
+        if load:
+            self._bind()
+            self._run = self._first_call
+
+    # ---- the driver
+    def _driver(self):
+        plan = self.plan
+        ns: dict = {
+            "_empty": np.empty,
+            "_matmul": np.matmul,
+            "_asarray": np.asarray,
+            "_in_parallel": _in_parallel,
+        }
+        temps = [b for b in plan.buffers if b.role == "temp" and self._allocated_by_us(b)]
+        temps += self.scratch
+        lines = [
+            f"def _run(args, {', '.join(b.name for b in temps)}):" if temps else "def _run(args):"
+        ]
+        names = [b.name for b in plan.inputs]
+        if names:
+            lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
+        for b in plan.buffers:
+            if b.role == "const":
+                ns[b.name] = b.value
+        for b in plan.buffers:
+            if b.role == "output" and self._allocated_by_us(b):
+                ns[f"_dt_{b.name}"] = np.dtype(b.dtype)
+                lines.append(f"    {b.name} = _empty({tuple(b.shape)!r}, _dt_{b.name})")
+        for j, step in enumerate(plan.steps):
+            if isinstance(step, FusedLoop):
+                call = self.calls[id(step)]
+                ns[f"_I{j}"], ns[f"_F{j}"] = call.ints, call.floats
+                ns[f"_{step.name}"] = None  # bound to the kernel in _bind
+                named = {"I": f"_I{j}", "F": f"_F{j}"} | {
+                    p.name.split("_")[-1]: p.name for p in call.partials
+                }
+                params = [
+                    named[p] for p in call.source.params if p not in ("first", "last", "finish")
+                ]
+                args = ", ".join([b.name for b in call.source.arrays] + params)
+                if not step.shape:
+                    lines.append(f"    _{step.name}({args})")
+                elif call.parallel:
+                    nch = int(call.ints[call.source.int_slots["nch"]])
+                    lines.append(
+                        f"    _in_parallel(_{step.name}, ({args},), {nch}, {call.threads})"
+                    )
+                else:
+                    lines.append(f"    _{step.name}({args}, 0, 1, 1)")
+            elif isinstance(step, MatmulStep):
+                mm = "_matmul"
+                if _multiply_adds(step) < blas_threads.SMALL_PRODUCT:  # see blas_threads.py
+                    mm = "_matmul1"
+                    ns["_matmul1"] = blas_threads.single_threaded()
+                if step.out.role == "temp":
+                    lines.append(f"    {mm}({step.a.name}, {step.b.name}, out={step.out.name})")
+                else:
+                    lines.append(f"    {step.out.name} = {mm}({step.a.name}, {step.b.name})")
+            elif isinstance(step, ViewStep):
+                ns[f"_view{j}"] = functools.partial(step.node.prim.impl, **step.node.params)
+                lines.append(f"    {step.out.name} = _view{j}({step.src.name})")
+            elif isinstance(step, EvalStep):
+                ns[f"_eval{j}"] = _evaluator(step.node, self._compile_held)
+                ns[f"_dt_{step.out.name}"] = np.dtype(step.out.dtype)
+                args = ", ".join(b.name for b in step.args)
+                lines.append(
+                    f"    {step.out.name} = _asarray(_eval{j}({args}), _dt_{step.out.name})"
+                )
+        outs = ", ".join(b.name for b in plan.outputs)
+        lines.append(f"    return [{outs}]")
+        return "\n".join(lines) + "\n", ns, temps
+
+    def scan_driver(self, n_consts: int, n_carry: int, save: bool):
+        """This program as the body of a scan, looped inside one compiled function (or None:
+        the scan calls the program once per step). See scan_loop.py."""
+        if not self.load:
+            return None
+        return scan_loop.scan_driver(self, n_consts, n_carry, save)
+
+    def _compile_held(self, graph: Graph) -> CpuProgram:
+        """A graph a node holds (a loop body), optimised and compiled like a program of its own."""
+        from ..codegen_cpu import build  # the entry point of this stage builds programs
+
+        program = build(passes.optimize(graph), load=self.load)
+        self.held.append(program)
+        return program
+
+    def _from_eval(self, b: Buffer) -> bool:
+        return any(isinstance(step, EvalStep) and step.out is b for step in self.plan.steps)
+
+    def _allocated_by_us(self, b: Buffer) -> bool:
+        """Buffers the driver allocates (the others come from a matmul or an evaluation)."""
+        for step in self.plan.steps:
+            if isinstance(step, EvalStep) and step.out is b:
+                return False
+            if isinstance(step, MatmulStep) and step.out is b:
+                return b.role == "temp"
+        return b.role in ("temp", "output")
+
+    def _bind(self) -> None:
+        ns = self._namespace
+        for step in self.plan.steps:
+            if isinstance(step, FusedLoop):
+                call = self.calls[id(step)]
+                ns[f"_{step.name}"] = progress.timed_first_call(
+                    ns,
+                    f"_{step.name}",
+                    call.module.kernel,
+                    f"{step.name} of a {len(self.graph.nodes)}-node program",
+                )
+        exec(compile(self.driver_source, "<tracegrad driver>", "exec"), ns)
+        body = ns["_run"]
+        temps = self._temps
+        if not temps:
+            self._fast = body
+            return
+        buffers = [np.empty(b.shape, b.dtype) for b in temps]
+        lock = self._lock
+
+        def run(args):
+            if lock.acquire(False):
+                try:
+                    return body(args, *buffers)
+                finally:
+                    lock.release()
+            return body(args, *[np.empty(b.shape, b.dtype) for b in temps])  # a concurrent call
+
+        self._fast = run
+
+    def _first_call(self, args):
+        try:
+            out = self._fast(args)
+        except Exception as exc:
+            # Numba's cached machine code may be damaged: compile from source and try again. Any
+            # other error (a MemoryError, an argument Numba cannot type) is the call's own: it is
+            # raised as it is, and the healthy cache entry stays.
+            on_disk = any(getattr(c.module, "_TG_CACHE", False) for c in self.calls.values())
+            if not (on_disk and _failed_loading_cached_code(exc)):
+                raise
+            log.warning(
+                "tracegrad: Numba could not load a cached kernel's machine code (%s: %s); "
+                "compiling it again",
+                type(exc).__name__,
+                exc,
+            )
+            for call in self.calls.values():
+                call.module = cache.reload_without_compiled(call.module, call.source.module)
+            self._bind()
+            out = self._fast(args)
+        self._run = self._fast
+        return out
+
+    def __call__(self, args):
+        return self._run(args)
+
+    # ---- showing it
+    def source(self) -> str:
+        """The readable program: the plan, each kernel with comments, and the driver."""
+        parts = [
+            f"# tracegrad program for a graph of {len(self.graph.nodes)} nodes "
+            f"(math mode {self.mode})",
+            "#",
+            *("# " + line for line in self.plan.describe().splitlines()),
+            "",
+        ]
+        for step in self.plan.steps:
+            if isinstance(step, FusedLoop):
+                call = self.calls[id(step)]
+                kind = "parallel" if call.parallel else "serial"
+                parts.append(
+                    f"# ---- kernel {step.name} (runs {kind}; module k_{cache.module_key(call.source.module)})"
+                )
+                parts.append(call.source.readable)
+        parts.append("# ---- driver")
+        parts.append(self.driver_source)
+        for k, program in enumerate(self.held):
+            parts.append(f"# ==== held program {k} (a loop body or branch, run by an _eval step)")
+            parts.append(program.source())
+        return "\n".join(parts)
+
+
+def _multiply_adds(step: MatmulStep) -> int:
+    """The multiply-adds of a (batched) matrix product: batch x m x k x n."""
+    a, b = step.a.shape, step.b.shape
+    return int(np.prod(a, dtype=np.int64)) * int(b[-1])
+
+
+def _failed_loading_cached_code(exc: BaseException) -> bool:
+    """Whether `exc` was raised while Numba loaded cached machine code (a damaged disk-cache
+    entry), as opposed to while typing, compiling or running a kernel."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.endswith(_NUMBA_CACHING) and code.co_name in _NUMBA_LOADERS:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+_NUMBA_CACHING = os.path.join("numba", "core", "caching.py")
+# the functions of numba.core.caching that read and rebuild a cached overload
+_NUMBA_LOADERS = frozenset({"load_overload", "_load_overload", "load", "_load_index", "_load_data"})
+
+
+def _evaluator(node: Node, compile_held: Callable) -> Callable:
+    if node.prim.run_compiled is not None:  # a loop or conditional: its graphs compiled here too
+        impl, params = node.prim.run_compiled(node, compile_held), {}
+    else:
+        impl, params = node.prim.impl, node.params
+
+    def evaluate(*args):
+        with np.errstate(all="ignore"):
+            return impl(*args, **params)
+
+    return evaluate
