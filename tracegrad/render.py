@@ -304,6 +304,8 @@ class Printer:
             return self.combine(e)
         if isinstance(e, L.Cast):
             return cast(e.dtype, self.expr(e.value))
+        if isinstance(e, L.BinOp):
+            return f"{self.expr(e.left)} {e.op} {self.expr(e.right)}"
         return self.special(e.name)
 
     # ---- the plan's ops
@@ -360,6 +362,7 @@ class Printer:
                 lines.add(indent, f"{target} {s.update or ''}= {self.expr(s.value)}", s.note)
             elif isinstance(s, L.For):
                 bounds = s.stop if s.start is None else f"{s.start}, {s.stop}"
+                bounds += f", {s.step}" if s.step is not None else ""
                 lines.add(indent, f"for {s.var} in range({bounds}):", s.note)
                 self.statements(s.body, indent + 1, lines)
             elif isinstance(s, L.While):
@@ -368,6 +371,9 @@ class Printer:
             elif isinstance(s, L.If):
                 lines.add(indent, f"if {s.cond}:", s.note)
                 self.statements(s.body, indent + 1, lines)
+                if s.orelse is not None:
+                    lines.add(indent, "else:")
+                    self.statements(s.orelse, indent + 1, lines)
             elif isinstance(s, L.Note):
                 lines.add(indent, "", s.text)
             elif isinstance(s, L.Call):

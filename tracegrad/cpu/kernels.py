@@ -163,8 +163,7 @@ def pair_math(kernel: loop_ir.Kernel, types: dict, mode: str) -> None:
     """A CPU pass over the loop IR: two values computed by one call (sin and cos of the same
     argument: the primitive's `pairing`), where the math library has that call, become one
     `LetPair` in the place of whichever of the two comes first."""
-    bodies = [kernel.body] + [s.body for s in loop_ir.walk(kernel.body) if hasattr(s, "body")]
-    for body in bodies:
+    for body in list(loop_ir.blocks(kernel.body)):
         lets = [s.op for s in body if isinstance(s, loop_ir.Let) and isinstance(s.op, Compute)]
         by_arg: dict[tuple[str, str], Compute] = {}
         for op in lets:

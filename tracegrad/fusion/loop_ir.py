@@ -14,12 +14,14 @@ Statements
                                   two values one call computes (sin and cos of one argument)
     Assign(target, value, update) `target = value` (`target += value` with update "+");
                                   a target is a name or an `Elem`
-    For(var, stop, body, start)   `for var in range(start, stop)` (start None: from 0)
+    For(var, stop, body, start, step)
+                                  `for var in range(start, stop, step)` (start None: from 0)
     While(cond, body)             `while cond`
-    If(cond, body)                `if cond`
+    If(cond, body, orelse)        `if cond`, and `else` when there is an `orelse`
     Note(text)                    a comment on its own line
     Call(function, args)          a call of another kernel (the steps of a scan call its body's)
     Shared(name, size, dtype)     a block's array in fast shared memory (GPU)
+    Local(name, size, dtype)      a thread's own small array, in registers (GPU)
     Sync()                        every thread of the block waits here (GPU)
 
 Expressions (the right-hand side of an `Assign`)
@@ -34,6 +36,7 @@ Expressions (the right-hand side of an `Assign`)
                                   may change (a reduction's, not a running scan's)
     Cast(dtype, value)            a conversion to `dtype`
     Special(name)                 a value the target provides (a thread's index, on a GPU)
+    BinOp(left, op, right)        integer arithmetic on any of these
 
 `str(kernel)` prints a kernel in a target-neutral form (see `text`); `tg.make_kernels` shows the
 generated source, which the printers write from the same statements.
@@ -86,7 +89,16 @@ class Special:
     name: str
 
 
-Expr = str | Elem | Identity | Combine | Cast | Special
+@dataclass(frozen=True)
+class BinOp:
+    """`left op right` on integers (index arithmetic on values the target provides)."""
+
+    left: Expr
+    op: str
+    right: Expr
+
+
+Expr = str | Elem | Identity | Combine | Cast | Special | BinOp
 
 # ----------------------------------------------------------------------------------------------
 # Statements
@@ -122,6 +134,7 @@ class For:
     body: list[Stmt]
     start: str | None = None
     note: str | None = None
+    step: str | None = None
 
 
 @dataclass
@@ -136,6 +149,7 @@ class If:
     cond: str
     body: list[Stmt]
     note: str | None = None
+    orelse: list[Stmt] | None = None
 
 
 @dataclass
@@ -154,7 +168,14 @@ class Call:
 @dataclass
 class Shared:
     name: str
-    size: int
+    size: int | tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass
+class Local:
+    name: str
+    size: int | tuple[int, ...]
     dtype: np.dtype
 
 
@@ -163,7 +184,7 @@ class Sync:
     pass
 
 
-Stmt = Let | LetPair | Assign | For | While | If | Note | Call | Shared | Sync
+Stmt = Let | LetPair | Assign | For | While | If | Note | Call | Shared | Local | Sync
 
 
 @dataclass
@@ -219,9 +240,18 @@ def walk(body: list[Stmt]):
     """Every statement of `body`, nested ones included, in order."""
     for s in body:
         yield s
-        inner = getattr(s, "body", None)
-        if inner is not None:
-            yield from walk(inner)
+        for inner in (getattr(s, "body", None), getattr(s, "orelse", None)):
+            if inner is not None:
+                yield from walk(inner)
+
+
+def blocks(body: list[Stmt]):
+    """`body` and every statement list nested in it (loop bodies, branches)."""
+    yield body
+    for s in walk(body):
+        for inner in (getattr(s, "body", None), getattr(s, "orelse", None)):
+            if inner is not None:
+                yield inner
 
 
 # ----------------------------------------------------------------------------------------------
@@ -241,6 +271,8 @@ def _expr(e: Expr) -> str:
         return f"{e.op}({_expr(e.a)}, {_expr(e.b)})  ({np.dtype(e.dtype).name}, {how})"
     if isinstance(e, Special):
         return f"<{e.name}>"
+    if isinstance(e, BinOp):
+        return f"{_expr(e.left)} {e.op} {_expr(e.right)}"
     return f"{np.dtype(e.dtype).name}({_expr(e.value)})"
 
 
@@ -268,7 +300,8 @@ def _lines(body: list[Stmt], indent: int, out: list[str]) -> None:
             out.append(f"{pad}{_expr(s.target)} {s.update or ''}= {_expr(s.value)}")
         elif isinstance(s, For):
             start = f"{s.start}.." if s.start is not None else "0.."
-            out.append(f"{pad}for {s.var} in {start}{s.stop}:")
+            step = f" step {s.step}" if s.step is not None else ""
+            out.append(f"{pad}for {s.var} in {start}{s.stop}{step}:")
             _lines(s.body, indent + 1, out)
         elif isinstance(s, While):
             out.append(f"{pad}while {s.cond}:")
@@ -276,12 +309,18 @@ def _lines(body: list[Stmt], indent: int, out: list[str]) -> None:
         elif isinstance(s, If):
             out.append(f"{pad}if {s.cond}:")
             _lines(s.body, indent + 1, out)
+            if s.orelse is not None:
+                out.append(f"{pad}else:")
+                _lines(s.orelse, indent + 1, out)
         elif isinstance(s, Note):
             out.append(f"{pad}# {s.text}")
         elif isinstance(s, Call):
             out.append(f"{pad}call {s.function}({', '.join(s.args)})")
-        elif isinstance(s, Shared):
-            out.append(f"{pad}{s.name} = shared {np.dtype(s.dtype).name}[{s.size}]")
+        elif isinstance(s, (Shared, Local)):
+            where = "shared" if isinstance(s, Shared) else "local"
+            out.append(
+                f"{pad}{s.name} = {where} {np.dtype(s.dtype).name}{list(np.atleast_1d(s.size))}"
+            )
         elif isinstance(s, Sync):
             out.append(f"{pad}sync")
 

@@ -23,6 +23,8 @@ import numpy as np
 
 from .loop_ir import (
     Assign,
+    BinOp,
+    Local,
     Combine,
     Elem,
     For,
@@ -37,7 +39,7 @@ from .loop_ir import (
     While,
     needed,
 )
-from .steps import Buffer, FusedLoop, Index, Load, Reduction
+from .steps import Buffer, FusedLoop, Index, Load, MatmulStep, Reduction
 
 
 def _pow2_ceil(n: int) -> int:
@@ -284,3 +286,158 @@ def combine(
     load = Load("v0", part, tuple(Index(f"i{a}") for a in range(len(space))), len(space))
     loop = FusedLoop(name, space, [load], [], [Reduction("v0", out, (0,), op, node)])
     return _Lowering(loop, cfg, notes, scratch).reduction(name, [], (0,), loop.reductions, 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Matrix products
+
+
+def matmul(
+    step: MatmulStep, name: str, cfg, notes, scratch: list[Buffer], transposed=(False, False)
+) -> list[Kernel]:
+    """A tiled kernel for `out = a @ b`: each block computes a `BM x BN` tile of the result from
+    shared-memory tiles of both operands, each thread a `U x U` block of it held in registers.
+    When its tiles are too few to fill the device, the k-range is split across blocks too
+    (split-K), and a reduction kernel sums the parts. `transposed` says which operand is a
+    transposed view (as in every adjoint of a product): its tile is then read along its other
+    axis, so that neighbouring threads read neighbouring memory."""
+    a, b, o = step.a, step.b, step.out
+    batch = tuple(o.shape[:-2])
+    M, N = o.shape[-2], o.shape[-1]
+    K = a.shape[-1]
+    nb = _prod(batch)
+    if nb * M * N == 0:
+        return []
+    TS, U, BK = cfg.mm_threads, cfg.mm_micro, cfg.mm_depth
+    BM = BN = TS * U
+    tiles = ceil_div(N, BN) * ceil_div(M, BM) * nb
+    splits = max(1, min(ceil_div(cfg.mm_blocks, tiles), ceil_div(K, 4 * BK)))
+    kc = ceil_div(ceil_div(K, splits), BK) * BK if K else BK  # each part's k-range
+    splits = max(1, ceil_div(K, kc))
+    part = None
+    if splits > 1:
+        part = Buffer(f"p{len(scratch)}", (splits,) + tuple(o.shape), o.dtype, "temp")
+        scratch.append(part)
+    zero = Identity("sum", o.dtype)
+    pre = tuple(f"_b{j}" for j in range(len(batch)))
+    where = f"   [{step.node.source}]" if step.node.source else ""
+    comment = (
+        f"{notes.value(o.var)} = {notes.value(a.var)} @ {notes.value(b.var)}: "
+        f"{list(batch)} x [{M}, {K}] @ [{K}, {N}]{where}"
+    )
+    how = f"tiles {BM}x{BN}x{BK}, {U}x{U} results per thread"
+    if part is not None:
+        how += f", k split in {splits} parts of {kc}"
+    body: list[Stmt] = [
+        Shared("_as", (BK, BM), o.dtype),
+        Shared("_bs", (BK, BN), o.dtype),
+        Local("_acc", (U, U), o.dtype),
+        Local("_ar", U, o.dtype),
+        Local("_br", U, o.dtype),
+        Assign("_tx", Special("thread_x")),
+        Assign("_ty", Special("thread_y")),
+        Assign("_tid", f"_ty * {TS} + _tx"),
+        Assign("_row0", BinOp(Special("block_y"), "*", str(BM))),
+        Assign("_col0", BinOp(Special("block_x"), "*", str(BN))),
+        Assign("_z", Special("block_z")),
+    ]
+    each: list[Stmt] = [
+        Assign("_split", f"_z % {splits}"),
+        Assign("_kbeg", f"_split * {kc}"),
+        Assign("_kend", f"min({K}, _kbeg + {kc})"),
+    ]
+    rest = f"_z // {splits}"
+    for j in range(len(batch) - 1, -1, -1):
+        if j == 0:
+            each.append(Assign("_b0", rest))
+        else:
+            each += [
+                Assign(f"_b{j}", f"{rest} % {batch[j]}"),
+                Assign("_q", f"{rest} // {batch[j]}"),
+            ]
+            rest = "_q"
+    acc = Elem("_acc", ("_i", "_j"))
+    each.append(For("_i", str(U), [For("_j", str(U), [Assign(acc, zero)])]))
+
+    def tile(dest: str, src: str, rows_first: bool, inner: int, outer: int, inside: str, read):
+        if rows_first:  # a transposed view: the other axis is contiguous in memory
+            at = [Assign("_r", f"_e % {outer}"), Assign("_c", f"_e // {outer}")]
+        else:
+            at = [Assign("_r", f"_e // {inner}"), Assign("_c", f"_e % {inner}")]
+        store = Elem(dest, read[0])
+        load = If(inside, [Assign(store, Elem(src, pre + read[1]))], orelse=[Assign(store, zero)])
+        return at + [load]
+
+    a_tile = tile(
+        "_as",
+        "_a",
+        transposed[0],
+        BK,
+        BM,
+        f"_row0 + _r < {M} and _k0 + _c < _kend",
+        (("_c", "_r"), ("_row0 + _r", "_k0 + _c")),
+    )
+    b_tile = tile(
+        "_bs",
+        "_b",
+        transposed[1],
+        BN,
+        BK,
+        f"_k0 + _r < _kend and _col0 + _c < {N}",
+        (("_r", "_c"), ("_k0 + _r", "_col0 + _c")),
+    )
+    products = [
+        For("_i", str(U), [Assign(Elem("_ar", ("_i",)), f"_as[_kk, _ty + _i * {TS}]")]),
+        For("_j", str(U), [Assign(Elem("_br", ("_j",)), f"_bs[_kk, _tx + _j * {TS}]")]),
+        For("_i", str(U), [For("_j", str(U), [Assign(acc, "_ar[_i] * _br[_j]", update="+")])]),
+    ]
+    each.append(
+        For(
+            "_k0",
+            "_kend",
+            [
+                For(
+                    "_e",
+                    str(BM * BK),
+                    a_tile,
+                    "_tid",
+                    "both tiles into shared memory",
+                    str(TS * TS),
+                ),
+                For("_e", str(BK * BN), b_tile, "_tid", None, str(TS * TS)),
+                Sync(),
+                For("_kk", str(BK), products),
+                Sync(),
+            ],
+            "_kbeg",
+            step=str(BK),
+        )
+    )
+    target = Elem("_o", (("_split",) if part is not None else ()) + pre + ("_r", "_c"))
+    each.append(
+        For(
+            "_i",
+            str(U),
+            [
+                Assign("_r", f"_row0 + _ty + _i * {TS}"),
+                For(
+                    "_j",
+                    str(U),
+                    [
+                        Assign("_c", f"_col0 + _tx + _j * {TS}"),
+                        If(f"_r < {M} and _c < {N}", [Assign(target, "_acc[_i, _j]")]),
+                    ],
+                ),
+            ],
+        )
+    )
+    each.append(Assign("_z", Special("blocks_z"), update="+"))
+    body.append(While(f"_z < {nb * splits}", each, "one (batch entry, part of k) per step"))
+    grid = (ceil_div(N, BN), ceil_div(M, BM), min(nb * splits, 65535))
+    dest = part if part is not None else o
+    launch = (grid, (TS, TS), comment, None)
+    info = {"described": [], "launch": launch, "launch_args": [a.name, b.name, dest.name]}
+    out = [Kernel(name, ["_a", "_b", "_o"], body, f"{comment}; {how}", info)]
+    if part is not None:  # sum the parts: a reduction over the first axis of the partials
+        out += combine(f"{name}_combine", part, o, "sum", step.node, cfg, notes, scratch)
+    return out
