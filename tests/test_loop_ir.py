@@ -207,3 +207,32 @@ def test_printers_override_renderings_only():
     cuda_tree = ast.parse((PACKAGE / "codegen_cuda.py").read_text())
     imported = {n.module for n in ast.walk(cuda_tree) if isinstance(n, ast.ImportFrom)}
     assert "codegen_cpu" not in imported
+
+
+class _MatmulConfig:  # the fields of a launch configuration the matrix product reads
+    threads, blocks, warp, shared_bytes = 64, 4, 32, 48 * 1024
+    mm_threads, mm_micro, mm_depth, mm_blocks = 4, 2, 8, 16
+
+
+@pytest.mark.parametrize("k", [6, 700])
+def test_gpu_matmul_is_lowered_to_tiles_in_shared_memory_and_split_k_parts(k):
+    a, b = np.ones((8, k)), np.ones((k, 8))
+    graph, plan = _plan(tg.jit(lambda a, b: a @ b), a, b)
+    (step,) = [s for s in plan.steps if isinstance(s, fusion.MatmulStep)]
+    scratch: list = []
+    kernels = lower_gpu.matmul(step, "mm", _MatmulConfig, render.Notes(ir._names(graph)), scratch)
+    tiled = kernels[0]
+    assert {"Shared", "Local", "Sync", "While", "If"} <= _kinds(tiled.body)
+    branches = [s for s in L.walk(tiled.body) if isinstance(s, L.If) and s.orelse is not None]
+    assert len(branches) == 2  # each tile's load, zero outside the matrix
+    steps = [s for s in L.walk(tiled.body) if isinstance(s, L.For) and s.step is not None]
+    assert [s.var for s in steps] == ["_k0", "_e", "_e"]
+    split = k == 700
+    assert (len(scratch) == 1) == split and len(kernels) == 1 + split
+    lines = render.Lines()
+    cuda_kernels.CudaPrinter(render.Notes({})).statements(tiled.body, 1, lines)
+    source = lines.render()
+    ast.parse("def k():\n" + source)
+    assert "cuda.local.array((2, 2), np.float64)" in source
+    assert "_row0 = cuda.blockIdx.y * 8" in source
+    assert ("_o[_split, _r, _c] = _acc[_i, _j]" in source) == split
