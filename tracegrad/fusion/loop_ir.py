@@ -318,9 +318,8 @@ def _lines(body: list[Stmt], indent: int, out: list[str]) -> None:
             out.append(f"{pad}call {s.function}({', '.join(s.args)})")
         elif isinstance(s, (Shared, Local)):
             where = "shared" if isinstance(s, Shared) else "local"
-            out.append(
-                f"{pad}{s.name} = {where} {np.dtype(s.dtype).name}{list(np.atleast_1d(s.size))}"
-            )
+            size = [s.size] if isinstance(s.size, int) else list(s.size)
+            out.append(f"{pad}{s.name} = {where} {np.dtype(s.dtype).name}{size}")
         elif isinstance(s, Sync):
             out.append(f"{pad}sync")
 
