@@ -480,6 +480,111 @@ def test_small_products_run_on_one_blas_thread(rng):
     assert "_matmul1(" in source  # a small product: one BLAS thread
 
 
+class _FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def _program_of_settings(choice, clock, one_s: float, all_s: float, log: list):
+    """A stand-in program whose calls take `one_s` or `all_s` on the fake clock, by setting."""
+
+    def run(args):
+        log.append(choice.one)
+        clock.now += one_s if choice.one else all_s
+        return args
+
+    return choice.timed(run)
+
+
+@pytest.mark.parametrize("one_faster", [True, False])
+def test_blas_thread_choice_follows_the_faster_setting(one_faster):
+    from tracegrad.runtime import blas_threads
+
+    clock = _FakeClock()
+    choice = blas_threads.ThreadChoice(clock)
+    log: list = []
+    fast, slow = 0.001, 0.011
+    run = _program_of_settings(choice, clock, *((fast, slow) if one_faster else (slow, fast)), log)
+    for k in range(1 + 2 * choice.EXPLORE):  # the untimed first call, then both settings
+        assert run(k) == k
+    assert choice.choices == [one_faster] and choice.one == one_faster
+    assert log[0] is True and sorted(log[1:]) == [False] * 3 + [True] * 3  # alternated
+    for _ in range(choice.KEEP_CALLS):  # kept: no call tries the other setting
+        run(0)
+    assert set(log[1 + 2 * choice.EXPLORE :]) == {one_faster}
+
+
+def test_blas_thread_choice_is_checked_again_when_the_machine_changes():
+    from tracegrad.runtime import blas_threads
+
+    clock = _FakeClock()
+    choice = blas_threads.ThreadChoice(clock)
+    times = {True: 0.001, False: 0.005}  # loaded: one thread wins
+
+    def run(args):
+        clock.now += times[choice.one]
+
+    timed = choice.timed(run)
+    for _ in range(1 + 2 * choice.EXPLORE):
+        timed(None)
+    assert choice.choices == [True]
+    times[True], times[False] = 0.004, 0.002  # the machine is idle now: all threads win
+    calls = 0
+    while len(choice.choices) < 2:
+        timed(None)
+        calls += 1
+        assert calls < 10_000, "never checked again"
+    assert choice.choices == [True, False] and choice.one is False
+    assert calls >= choice.KEEP_CALLS and clock.now >= choice.KEEP_S
+
+
+def test_blas_thread_choice_gives_the_same_products_either_way(rng):
+    from tracegrad.runtime import blas_threads
+
+    choice = blas_threads.ThreadChoice()
+    a, b = rng.standard_normal((300, 64)), rng.standard_normal((64, 64))
+    results = []
+    for one in (True, False):
+        choice.one = one
+        out = np.empty((300, 64))
+        choice.matmul(a, b, out=out)
+        results += [out, choice.matmul(a, b)]
+    for r in results:
+        np.testing.assert_allclose(r, a @ b, rtol=1e-13, atol=1e-13)
+    blas = blas_threads._openblas()
+    if blas is not None:
+        before = blas[0]()
+        choice.one = True
+        choice.matmul(a, b)
+        assert blas[0]() == before  # one thread only for the call
+
+
+def test_compiled_program_makes_its_blas_choice_from_its_calls(monkeypatch, rng):
+    from tracegrad.runtime import blas_threads
+
+    if blas_threads._openblas() is None:
+        pytest.skip("NumPy without its bundled OpenBLAS: products run as NumPy runs them")
+    monkeypatch.setenv("TRACEGRAD_TIERED", "0")
+    made: list = []
+    real = blas_threads.ThreadChoice
+
+    class Recorded(real):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    monkeypatch.setattr(blas_threads, "ThreadChoice", Recorded)
+    w, x = rng.standard_normal((4, 3)), rng.standard_normal((6, 4))
+    g = tg.grad(lambda w, x: np.sum(np.tanh(x @ w)), backend="cpu")
+    want = tg.grad(lambda w, x: np.sum(np.tanh(x @ w)), backend="numpy")(w, x)
+    for _ in range(1 + 2 * real.EXPLORE):
+        np.testing.assert_allclose(g(w, x), want, rtol=1e-12)
+    assert made and made[-1].choices  # it timed its calls and chose
+
+
 def test_same_function_under_two_names_is_never_stale(persisted):
     def make(scale):
         def inner(x):

@@ -151,6 +151,8 @@ class CpuProgram:
             )
         progress.check_size(sum(len(c.source.module) for c in self.calls.values()), graph, "cpu")
         progress.kernels_planned(len(self.calls))
+        self.blas = blas_threads.thread_choice()  # for the small products, if there are any
+        self.blas_used = False
         self.driver_source, self._namespace, self._temps = self._driver()
         # results allocated by the driver (or a matmul) on every call: no caller must copy them
         fresh = {id(b) for b in plan.buffers if b.role == "output" and not self._from_eval(b)}
@@ -209,9 +211,10 @@ class CpuProgram:
                     lines.append(f"    _{step.name}({args}, 0, 1, 1)")
             elif isinstance(step, MatmulStep):
                 mm = "_matmul"
-                if _multiply_adds(step) < blas_threads.SMALL_PRODUCT:  # see blas_threads.py
-                    mm = "_matmul1"
-                    ns["_matmul1"] = blas_threads.single_threaded()
+                if _multiply_adds(step) < blas_threads.SMALL_PRODUCT and self.blas is not None:
+                    mm = "_matmul1"  # one BLAS thread or all, as timing says (blas_threads.py)
+                    ns["_matmul1"] = self.blas.matmul
+                    self.blas_used = True
                 if step.out.role == "temp":
                     lines.append(f"    {mm}({step.a.name}, {step.b.name}, out={step.out.name})")
                 else:
@@ -270,6 +273,8 @@ class CpuProgram:
                 )
         exec(compile(self.driver_source, "<tracegrad driver>", "exec"), ns)
         body = ns["_run"]
+        if self.blas_used:
+            body = self.blas.timed(body)
         temps = self._temps
         if not temps:
             self._fast = body

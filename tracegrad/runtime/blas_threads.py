@@ -1,13 +1,16 @@
-"""Small matrix products on one BLAS thread.
+"""Small matrix products on one BLAS thread, or on all of them, as a program's timing says.
 
 NumPy's OpenBLAS shares every product among its threads, and they synchronise at its end. For a
 small product (a thin network's layer: 2,048 x 64 by 64 x 64) the work per thread is tiny, and on
 a machine whose cores are busy a thread that has been descheduled makes the others wait for it:
 measured on a loaded 2-core machine, the 10-64-64-1 network's value_and_grad (N = 2,048, float64)
 took 42 ms per step with OpenBLAS's two threads and 3.8-5.5 ms with one (JAX: 3.5-6.2 ms in the
-same runs). The cpu backend's driver calls products of fewer than `SMALL_PRODUCT` multiply-adds
-(all of a thin network's, none of W2's 4096x256 by 256x512) through `single_threaded`, which
-lowers OpenBLAS's thread count to one for the call; the larger ones keep all threads.
+same runs). On an idle machine the same products run 1.4-1.9x faster on both threads. So the cpu
+backend's driver calls products of fewer than `SMALL_PRODUCT` multiply-adds (all of a thin
+network's, none of W2's 4096x256 by 256x512) through its program's `ThreadChoice`, which times
+the program's calls with one thread and with all, keeps the faster, and checks again every few
+seconds; the larger products keep all threads. `single_threaded` and `small_on_one_thread`
+(np.linalg's factorisations of small matrices) always use one.
 
 Only NumPy's bundled OpenBLAS (the wheels' `scipy_openblas`) is known; with any other BLAS the
 products run as NumPy runs them. The thread count is process-wide: a counter of products running
@@ -24,6 +27,7 @@ import glob
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -119,3 +123,84 @@ def small_on_one_thread(fn: Callable, work: Callable[..., int]) -> Callable:
     call.__name__ = getattr(fn, "__name__", "call")
     call.__wrapped__ = fn
     return call
+
+
+class ThreadChoice:
+    """One program's choice, for its small products, between one OpenBLAS thread and all of
+    them, made from the timing of the program's own calls.
+
+    Neither is right everywhere. On an idle machine all threads run the 10-64-64-1 network's
+    products 1.4-1.9x faster; on a loaded one OpenBLAS's threads wait for each other and one
+    thread was 11x faster (see the module docstring). So a program times its calls: after its
+    first call (which loads or compiles), `EXPLORE` calls with each setting, alternating; the
+    faster median is kept for `KEEP_S` seconds (and at least `KEEP_CALLS` calls), then both are
+    timed again. A setting changes only which threads compute the products, never the result.
+    Calls made from several threads at once share the setting; their timings all count.
+    """
+
+    EXPLORE = 3
+    KEEP_S = 4.0
+    KEEP_CALLS = 50
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+        self.one = True  # the setting calls use now: one thread (what was measured safe)
+        self.clock = clock
+        self.choices: list[bool] = []  # every setting chosen, in order (for tests and logs)
+        self._lock = threading.Lock()
+        self._samples: dict[bool, list[float]] = {True: [], False: []}
+        self._exploring = True
+        self._skip = 1  # the first call loads or compiles: not timed
+        self._until, self._calls_left = 0.0, 0
+
+    def matmul(self, a, b, out=None):
+        if self.one:
+            with one_thread():
+                return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+
+    def timed(self, run: Callable) -> Callable:
+        """`run`, timed while the choice is being made."""
+
+        def call(*args):
+            if not self._exploring:
+                self._calls_left -= 1
+                if self._calls_left > 0 or self.clock() < self._until:
+                    return run(*args)
+                with self._lock:
+                    self._start_exploring()
+            setting = self.one
+            start = self.clock()
+            out = run(*args)
+            self._record(setting, self.clock() - start)
+            return out
+
+        return call
+
+    def _start_exploring(self) -> None:
+        if not self._exploring:
+            self._exploring = True
+            self._samples = {True: [], False: []}
+
+    def _record(self, setting: bool, seconds: float) -> None:
+        with self._lock:
+            if not self._exploring:
+                return
+            if self._skip:
+                self._skip -= 1
+                return
+            self._samples[setting].append(seconds)
+            ones, alls = self._samples[True], self._samples[False]
+            if min(len(ones), len(alls)) >= self.EXPLORE:
+                self.one = float(np.median(ones)) <= float(np.median(alls))
+                self.choices.append(self.one)
+                self._exploring = False
+                self._until = self.clock() + self.KEEP_S
+                self._calls_left = self.KEEP_CALLS
+            else:
+                self.one = len(ones) <= len(alls)  # alternate, starting from one thread
+
+
+def thread_choice() -> ThreadChoice | None:
+    """A new program's choice of BLAS threads, or None where OpenBLAS is not known (products
+    then run as NumPy runs them)."""
+    return ThreadChoice() if _openblas() is not None else None
