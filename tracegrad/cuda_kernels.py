@@ -22,7 +22,7 @@ import numpy as np
 
 from . import render
 from .cuda_device import LaunchConfig
-from .fusion import Buffer, FusedLoop, Index, MatmulStep, loop_ir, lower_gpu
+from .fusion import Buffer, FusedLoop, MatmulStep, loop_ir, lower_gpu
 from .render import Lines
 
 # NumPy functions the shared scalar templates use that numba.cuda lacks: CUDA device functions.
@@ -62,31 +62,6 @@ class Kernels:
     launches: list[Launch] = field(default_factory=list)
     scratch: list[Buffer] = field(default_factory=list)
     helpers: set[str] = field(default_factory=set)
-
-
-# ----------------------------------------------------------------------------------------------
-# Text helpers
-
-
-def literal(value) -> str:
-    """Source text for a typed constant (nan and infinities from `math`)."""
-    return render.literal(value, "math")
-
-
-def subscript(name: str, index: tuple[Index, ...]) -> str:
-    return _TEXT.subscript(name, index)
-
-
-def identity(op: str, dtype) -> str:
-    """The identity of the reduction `op` in `dtype` (partial results stay in the result's dtype)."""
-    return render.reduction_identity(op, dtype, "math")
-
-
-_ceil_div = lower_gpu.ceil_div
-
-
-def _prod(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
 
 
 # ----------------------------------------------------------------------------------------------
@@ -151,9 +126,6 @@ class CudaPrinter(render.Printer):
             lines.add(1, f"# {b.name}: {self.notes.buffer(b)}")
         self.statements(k.body, 1, lines)
         return lines.render()
-
-
-_TEXT = CudaPrinter(render.Notes({}))
 
 
 def write_kernels(kernels: list[loop_ir.Kernel], printer: CudaPrinter, out: Kernels) -> None:
