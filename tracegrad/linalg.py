@@ -22,7 +22,7 @@ from .runtime import blas_threads
 from . import primitives as P
 from .errors import TracingError
 from .ir import Var
-from .numpy_api import _src, _v
+from .numpy_namespace.operands import _src, _v
 from .primitives import Kind, Primitive
 
 
@@ -603,7 +603,7 @@ def _cond(x, p=None):
         first = P.reshape(P.slice_(s, lead + ((0, 1, 1),)), s.shape[:-1])
         last = P.reshape(P.slice_(s, lead + ((k - 1, k, 1),)), s.shape[:-1])
         return P.div(last, first) if p == -2 else P.div(first, last)
-    from .numpy_api import _norm
+    from .numpy_namespace.reductions import _norm
 
     _check_square(a.shape, "cond")
     return P.mul(_norm(a, p, axis=(-2, -1)), _norm(P.emit(inv_p, a), p, axis=(-2, -1)))

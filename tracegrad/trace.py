@@ -21,19 +21,10 @@ from .tracing.scope import Scope
 from .tracing.source import user_line, user_source
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
-from .numpy_api import (
-    FUNCTIONS,
-    UFUNCS,
-    _basic_index,
-    _bitwise,
-    _cmp,
-    _getitem,
-    _matmul,
-    _neg,
-    _setitem,
-    is_basic_index,
-)
+from .numpy_api import FUNCTIONS, UFUNCS
 from .numpy_arrays import add_at, put_along_axis, set_regions
+from .numpy_namespace.indexing import _basic_index, _getitem, _setitem, is_basic_index
+from .numpy_namespace.ufuncs import _bitwise, _cmp, _matmul, _neg
 from .tree import TreeDef, flatten, unflatten
 
 
