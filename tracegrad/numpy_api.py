@@ -12,7 +12,19 @@ from __future__ import annotations
 from . import primitives as P
 from .linalg import FUNCTIONS as _LINALG_FUNCTIONS
 from .numpy_arrays import FUNCTIONS as _ARRAY_FUNCTIONS
-from .numpy_namespace.ufuncs import UFUNCS, _imag_part, _real_part, _rounding
+from .numpy_namespace.elementwise import (
+    _clip,
+    _filled,
+    _full_like,
+    _nan_to_num,
+    _round,
+    _sinc,
+    _where,
+)
+from .numpy_namespace.indexing import is_basic_index, written_value
+from .numpy_namespace.operands import _v
+from .numpy_namespace.products import _dot, _einsum, _inner, _outer
+from .numpy_namespace.reductions import _mean, _norm, _reduction, _std, _var
 from .numpy_namespace.shapes import (
     _broadcast_to,
     _column_stack,
@@ -32,20 +44,7 @@ from .numpy_namespace.shapes import (
     _transpose,
     _vstack,
 )
-from .numpy_namespace.elementwise import (
-    _clip,
-    _filled,
-    _full_like,
-    _nan_to_num,
-    _round,
-    _sinc,
-    _where,
-)
-from .numpy_namespace.products import _dot, _einsum, _inner, _outer
-from .numpy_namespace.reductions import _mean, _norm, _reduction, _std, _var
-from .numpy_namespace.indexing import is_basic_index, written_value
-from .numpy_namespace.operands import _v
-
+from .numpy_namespace.ufuncs import UFUNCS, _imag_part, _real_part, _rounding
 
 FUNCTIONS = {
     "real": lambda val: _real_part(val, "np.real"),

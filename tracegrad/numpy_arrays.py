@@ -13,19 +13,18 @@ calls are re-exported here.
 from __future__ import annotations
 
 from . import primitives as P
-from .numpy_namespace.scans import (
-    _all,
-    _any,
-    _arg_extremum,
-    _average,
-    _count_nonzero,
-    _diff,
-    _gradient,
-    _nanmean,
-    _nansum,
-    _ptp,
-    _scan,
+from .numpy_namespace.diagonals import (
+    _cross,
+    _diag,
+    _diagflat,
+    _diagonal,
+    _kron,
+    _tensordot,
+    _trace,
+    _triangle,
 )
+from .numpy_namespace.elementwise import _linspace, _select
+from .numpy_namespace.gathers import _np_take, _take_along_axis, add_at, advanced_getitem
 from .numpy_namespace.manipulation import (
     _append,
     _array_split,
@@ -45,6 +44,20 @@ from .numpy_namespace.manipulation import (
     _tile,
     _vsplit,
 )
+from .numpy_namespace.scans import (
+    _all,
+    _any,
+    _arg_extremum,
+    _average,
+    _count_nonzero,
+    _diff,
+    _gradient,
+    _nanmean,
+    _nansum,
+    _ptp,
+    _scan,
+)
+from .numpy_namespace.scatters import put_along_axis, scatter_set, set_regions, setitem_advanced
 from .numpy_namespace.sorting import (
     _argpartition,
     _argsort,
@@ -55,20 +68,6 @@ from .numpy_namespace.sorting import (
     _rollaxis,
     _sort,
 )
-from .numpy_namespace.diagonals import (
-    _cross,
-    _diag,
-    _diagflat,
-    _diagonal,
-    _kron,
-    _tensordot,
-    _trace,
-    _triangle,
-)
-from .numpy_namespace.elementwise import _linspace, _select
-from .numpy_namespace.gathers import _np_take, _take_along_axis, add_at, advanced_getitem
-from .numpy_namespace.scatters import put_along_axis, scatter_set, set_regions, setitem_advanced
-
 
 FUNCTIONS = {
     "flip": _flip,

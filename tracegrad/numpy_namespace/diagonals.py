@@ -4,13 +4,13 @@ trace, tril/triu, kron, cross, tensordot.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-import numpy as np
 from .operands import _axis, _src, _take, _v
 from .shapes import _ravel
-
 
 # ---- diagonals, triangles, products of shapes
 

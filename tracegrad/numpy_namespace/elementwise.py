@@ -4,15 +4,17 @@ nan_to_num, sinc, where, clip, full_like and friends, linspace, select.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-from typing import Any
-import numpy as np
-from .operands import _axis, _o, _src, _v
 from .indexing import _broadcast_value
-from .ufuncs import _is_int
+from .operands import _axis, _o, _src, _v
 from .reductions import _no_extra
+from .ufuncs import _is_int
 
 
 def _round(a, decimals=0, out=None):

@@ -4,14 +4,14 @@ take_along_axis, add.at.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-import numpy as np
-from .operands import _axis, _src, _v
 from .indexing import _getitem
+from .operands import _axis, _src, _v
 from .shapes import _ravel
-
 
 # ---- gathers: integer-array and static boolean indexing, take, take_along_axis, add.at
 

@@ -4,10 +4,11 @@ written; integer-array indices go to gathers.py and scatters.py.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-import numpy as np
 from .operands import _src, _v
 
 

@@ -6,15 +6,16 @@ order and fuses into the kernels like any other node.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-from collections.abc import Sequence
-import itertools
-import numpy as np
 from .operands import _axis, _full_ranges, _src, _take, _v, _zeros_along
 from .shapes import _concatenate, _ravel
-
 
 # ---- flipping, rolling, rotating
 

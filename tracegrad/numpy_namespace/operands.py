@@ -7,12 +7,14 @@ are, and anything nested (lists of arrays) raw; `_v`/`_o` convert the rest.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from .. import ir
 from .. import primitives as P
 from ..errors import at
 from ..ir import Var
-from typing import Any
-import numpy as np
 
 
 def _src() -> str:

@@ -4,15 +4,14 @@ the matrix product primitive and elementwise products.
 
 from __future__ import annotations
 
-from .. import primitives as P
-from ..errors import ShapeError
-from ..errors import TracingError
-from ..ir import Var
 import numpy as np
-from .diagonals import _diagonal
-from .shapes import _ravel
-from .operands import _src, _v
 
+from .. import primitives as P
+from ..errors import ShapeError, TracingError
+from ..ir import Var
+from .diagonals import _diagonal
+from .operands import _src, _v
+from .shapes import _ravel
 
 # ----------------------------------------------------------------------------------------------
 # Linear algebra

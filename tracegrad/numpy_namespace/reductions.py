@@ -4,12 +4,12 @@ np.linalg.norm.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-import numpy as np
 from .operands import _src, _v
-
 
 # ----------------------------------------------------------------------------------------------
 # Reductions

@@ -5,13 +5,13 @@ average.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-import numpy as np
 from .operands import _axis, _src, _take, _v, _zeros_along
 from .shapes import _concatenate, _ravel
-
 
 # ---- differences and scans
 

@@ -4,13 +4,13 @@ y[idx] += v, np.put_along_axis, and the regions written by several assignments.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import primitives as P
 from ..ir import Var
-import numpy as np
-from .operands import _axis, _src, _v
-from .indexing import _basic_index, _broadcast_value, _setitem, written_value
 from .gathers import _take_along_axis, advanced_getitem
-
+from .indexing import _basic_index, _broadcast_value, _setitem, written_value
+from .operands import _axis, _src, _v
 
 # ---- writes through integer-array indices: y[idx] = v, y[idx] += v, np.put_along_axis
 

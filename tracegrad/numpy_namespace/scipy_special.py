@@ -4,11 +4,11 @@ functions and xlogy, written with primitives (NumPy dispatches them to tracers l
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import primitives as P
 from ..ir import Var
-import numpy as np
 from .operands import _o, _v
-
 
 # ---- scipy.special's ufuncs (NumPy dispatches them to tracers like its own)
 

@@ -4,14 +4,13 @@ moved, added or removed, broadcast_to, concatenation and stacking, shape/ndim/si
 
 from __future__ import annotations
 
-from .. import primitives as P
-from ..errors import ShapeError
-from ..errors import TracingError
-from ..ir import Var
 import numpy as np
+
+from .. import primitives as P
+from ..errors import ShapeError, TracingError
+from ..ir import Var
 from .indexing import _getitem
 from .operands import _src, _v
-
 
 # ----------------------------------------------------------------------------------------------
 # Shapes

@@ -4,14 +4,14 @@ partition, quantile, percentile, median (and rollaxis).
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-import numpy as np
+from .gathers import _take_along_axis
 from .operands import _axis, _src, _v
 from .shapes import _ravel
-from .gathers import _take_along_axis
-
 
 # ---- sorting, and the statistics built on it
 

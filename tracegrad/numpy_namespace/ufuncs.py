@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-import numpy as np
-from .scipy_special import _log_ndtr, _logit, _ndtr, _xlogy
 from .operands import _o, _src, _v
+from .scipy_special import _log_ndtr, _logit, _ndtr, _xlogy
 
 
 def _unary(prim):

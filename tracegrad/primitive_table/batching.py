@@ -11,7 +11,6 @@ from ..ir import Var
 from .facets import Primitive
 from .ops import broadcast_to, emit, reshape
 
-
 # ----------------------------------------------------------------------------------------------
 # Batching rules: batch(size, inputs, batched, **params) -> output with a leading batch axis.
 

@@ -40,7 +40,6 @@ from .ops import (
     where,
 )
 
-
 # ----------------------------------------------------------------------------------------------
 # Scalar templates. `M.f(...)` is a math-library call; each code generator renders it.
 

@@ -12,7 +12,6 @@ from .batching import _batched
 from .facets import OWN_STEP, Kind, Primitive, _register
 from .ops import add, broadcast_to, const, emit, reshape, transpose
 
-
 # ---- Gathers and scatter-adds along one axis, with integer indices that may be traced values.
 # They run as steps of their own (no kernel template: the planner gives them an evaluation step
 # on every backend); an index out of range raises NumPy's IndexError when the program runs.

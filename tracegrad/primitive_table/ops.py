@@ -18,7 +18,6 @@ from ..errors import ShapeError, at
 from ..ir import Var
 from .facets import Dtypes, Primitive, Shapes, registered
 
-
 # ----------------------------------------------------------------------------------------------
 # Emitting nodes
 

@@ -30,7 +30,6 @@ from .ops import (
     where,
 )
 
-
 # ---- Inverse hyperbolic functions, arctan2, hypot, cbrt, copysign (one block; NumPy's names)
 arcsinh_p = _ew(
     "arcsinh",
