@@ -73,7 +73,7 @@ def _integer_pow_rule(ct, out, x, n):
 
 
 # ----------------------------------------------------------------------------------------------
-# The table
+# The elementwise entries
 
 
 _ONE_CALL = re.compile(r"M\.(\w+)\(\{0\}(, \{1\})?\)")
