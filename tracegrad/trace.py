@@ -47,7 +47,7 @@ class Tracer(NdarrayInterface, Unknowable):
         self.builder = builder
         self._view = view
         # writes through static basic indices not yet in the graph: [(index, value, source)],
-        # emitted together when the value is next read (see numpy_arrays.set_regions)
+        # emitted together when the value is next read (see numpy_namespace/scatters.py: set_regions)
         self._pending: list | None = None
 
     @property

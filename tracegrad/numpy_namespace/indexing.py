@@ -74,7 +74,7 @@ def is_basic_index(index) -> bool:
 
 def _getitem(x: Var, index) -> Var:
     """Basic indexing (static ints, slices, None, Ellipsis), and integer-array or static boolean
-    indexing (numpy_arrays.advanced_getitem)."""
+    indexing (gathers.advanced_getitem)."""
     if not is_basic_index(index):
         from .gathers import advanced_getitem  # gathers imports this module
 
@@ -141,7 +141,7 @@ def _setitem(x: Var, index, value) -> Var:
             )
         full_mask = P.broadcast_to(P.reshape(m, m.shape + (1,) * len(tail)), x.shape)
         return P.where(full_mask, _broadcast_value(v, x.shape, "x[mask] = value"), x)
-    if not is_basic_index(index):  # integer arrays: a scatter (numpy_arrays.setitem_advanced)
+    if not is_basic_index(index):  # integer arrays: a scatter (scatters.setitem_advanced)
         from .scatters import setitem_advanced
 
         return setitem_advanced(x, index, v)
