@@ -183,10 +183,10 @@ def main(argv=None) -> int:
 
 def _forget_programs() -> None:
     """Each program's functions are new: drop what the store keeps of the last one."""
-    from tracegrad.runtime import program
+    from tracegrad.runtime import program_store
 
-    program.clear_programs()
-    counts = getattr(program, "_trace_counts", None)  # per-function bookkeeping, where kept
+    program_store.clear_programs()
+    counts = getattr(program_store, "_trace_counts", None)  # per-function bookkeeping, where kept
     if isinstance(counts, dict):
         counts.clear()
 

@@ -113,7 +113,7 @@ CHILD = textwrap.dedent(
     import numpy as np
     t0 = time.perf_counter()
     import tracegrad as tg
-    from tracegrad.runtime.program import _programs
+    from tracegrad.runtime.program_store import _programs
     def f(x):
         return np.sum(np.cos(x) * x)
     g = tg.grad(f, backend="cpu")

@@ -1,5 +1,5 @@
 """Values a traced function reads from outside its arguments are never stale, results never share
-memory, and per-function bookkeeping dies with the function (capture.py, program.py)."""
+memory, and per-function bookkeeping dies with the function (capture.py, program_store.py)."""
 
 import gc
 import logging
@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.calls import transformed
-from tracegrad.runtime import program
+from tracegrad.runtime import program_store
 
 # ---- results are arrays of their own
 
@@ -292,7 +291,7 @@ def test_a_value_that_keeps_changing_is_reported(caplog):
 
     g = tg.grad(loss, backend="numpy")
     with caplog.at_level(logging.WARNING, logger="tracegrad"):
-        for n in range(transformed.GUARD_RETRACE_WARNING + 1):
+        for n in range(program_store.GUARD_RETRACE_WARNING + 1):
             box["n"] = n
             assert g(np.ones(1))[0] == n
     assert "keeps changing" in caplog.text and "tracegrad: tracegrad" not in caplog.text
@@ -389,8 +388,8 @@ def test_held_views_of_captured_arrays_are_bounded_and_freed():
 
 
 def test_the_program_store_is_bounded_in_bytes(monkeypatch):
-    store = program.ProgramStore(max_count=100, max_bytes=3 * 8 * 10_000)
-    monkeypatch.setattr(transformed, "_programs", store)
+    store = program_store.ProgramStore(max_count=100, max_bytes=3 * 8 * 10_000)
+    monkeypatch.setattr(program_store, "_programs", store)
     f = tg.jit(lambda x: x.sum() + np.arange(10_000.0), backend="numpy")  # an 80 kB constant
     for k in range(1, 9):
         np.testing.assert_array_equal(f(np.ones(k)), np.arange(10_000.0) + k)

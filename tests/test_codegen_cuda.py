@@ -134,7 +134,7 @@ def test_numpy_inputs_are_copied_in_once_and_results_out_once(transfers, rng):
 
 
 def _last_program() -> codegen_cuda.CudaProgram:
-    from tracegrad.runtime.program import _programs
+    from tracegrad.runtime.program_store import _programs
 
     return next(p for p in reversed(_programs.values()) if p.backend == "cuda").run
 

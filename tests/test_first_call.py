@@ -18,7 +18,7 @@ import tracegrad as tg
 from tracegrad.runtime import tiered
 from tracegrad.backends import get_backend
 from tracegrad.errors import BackendError
-from tracegrad.runtime.program import _programs
+from tracegrad.runtime.program_store import _programs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -29,7 +29,7 @@ from .api import (
 from .backends import available_backends, default_backend_name
 from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
-from .runtime.program import clear_programs
+from .runtime.program_store import clear_programs
 from .runtime.tiered import wait_compiled
 from .transforms import loops  # noqa: F401  (loop, while and cond join the primitive table)
 from .tree_util import (

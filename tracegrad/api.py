@@ -17,7 +17,8 @@ from .calls.arguments import as_array, leaf_names
 from .calls.transformed import Transformed, name_of
 from .ir import Graph
 from .runtime import program_cache
-from .runtime.program import _programs, aval, clear_programs
+from .runtime.program import aval
+from .runtime.program_store import _programs, clear_programs
 from .trace import Tracer
 from .tree import flatten, unflatten
 

@@ -26,7 +26,8 @@ import numpy as np
 
 from . import primitives as P
 from .ir import Var
-from .numpy_api import _src, _stack, _v
+from .numpy_namespace.operands import _src, _v
+from .numpy_namespace.shapes import _stack
 from .fillable import CONSTRUCTORS, Fillable, _traced, fillable_constructor
 from .trace import Tracer, _call
 

@@ -17,27 +17,18 @@ from . import ir
 from . import primitives as P
 from .tracing.reads import check_random_sources, refuse_array_subclass, snapshot_random_sources
 from .tracing.messages import Unknowable, function_name, unsupported
+from .tracing.ndarray import NdarrayInterface
 from .tracing.scope import Scope
 from .tracing.source import user_line, user_source
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
-from .numpy_api import (
-    FUNCTIONS,
-    UFUNCS,
-    _basic_index,
-    _bitwise,
-    _cmp,
-    _getitem,
-    _matmul,
-    _neg,
-    _setitem,
-    is_basic_index,
-)
+from .numpy_api import FUNCTIONS, UFUNCS
 from .numpy_arrays import add_at, put_along_axis, set_regions
+from .numpy_namespace.indexing import _basic_index, _getitem, _setitem, is_basic_index
 from .tree import TreeDef, flatten, unflatten
 
 
-class Tracer(Unknowable):
+class Tracer(NdarrayInterface, Unknowable):
     """A traced array: shape and dtype are known, the values are not.
 
     Writes (`y[0] = a`, `y[1:] += b`, `x *= 2`) are functional: the tracer then stands for a new
@@ -56,7 +47,7 @@ class Tracer(Unknowable):
         self.builder = builder
         self._view = view
         # writes through static basic indices not yet in the graph: [(index, value, source)],
-        # emitted together when the value is next read (see numpy_arrays.set_regions)
+        # emitted together when the value is next read (see numpy_namespace/scatters.py: set_regions)
         self._pending: list | None = None
 
     @property
@@ -241,116 +232,6 @@ class Tracer(Unknowable):
                 result._as_view(args[0], lambda v: handler(v, *rest, **kwargs))
         return result
 
-    # ---- operators: NumPy's ufuncs (x + y is np.add(x, y))
-    def __add__(self, o):
-        return _call(UFUNCS["add"], self, o)
-
-    def __radd__(self, o):
-        return _call(UFUNCS["add"], o, self)
-
-    def __sub__(self, o):
-        return _call(UFUNCS["subtract"], self, o)
-
-    def __rsub__(self, o):
-        return _call(UFUNCS["subtract"], o, self)
-
-    def __mul__(self, o):
-        return _call(UFUNCS["multiply"], self, o)
-
-    def __rmul__(self, o):
-        return _call(UFUNCS["multiply"], o, self)
-
-    def __truediv__(self, o):
-        return _call(UFUNCS["divide"], self, o)
-
-    def __rtruediv__(self, o):
-        return _call(UFUNCS["divide"], o, self)
-
-    def __pow__(self, o):
-        return _call(UFUNCS["power"], self, o)
-
-    def __rpow__(self, o):
-        return _call(UFUNCS["power"], o, self)
-
-    def __matmul__(self, o):
-        return _call(_matmul, self, o)
-
-    def __rmatmul__(self, o):
-        return _call(_matmul, o, self)
-
-    def __neg__(self):
-        return _call(_neg, self)
-
-    def __pos__(self):
-        return Tracer(self.ir_var, self.builder)  # +x is a new array
-
-    def __abs__(self):
-        return _call(UFUNCS["absolute"], self)
-
-    def __lt__(self, o):
-        return _call(_cmp(P.lt_p), self, o)
-
-    def __le__(self, o):
-        return _call(_cmp(P.le_p), self, o)
-
-    def __gt__(self, o):
-        return _call(_cmp(P.gt_p), self, o)
-
-    def __ge__(self, o):
-        return _call(_cmp(P.ge_p), self, o)
-
-    def __eq__(self, o):
-        return _call(_cmp(P.eq_p), self, o)  # type: ignore[override]
-
-    def __ne__(self, o):
-        return _call(_cmp(P.ne_p), self, o)  # type: ignore[override]
-
-    # bitwise on integers, logical on bools, as NumPy's & | ^ ~
-    def __and__(self, o):
-        return _call(_bitwise(P.bitwise_and_p), self, o)
-
-    def __rand__(self, o):
-        return _call(_bitwise(P.bitwise_and_p), o, self)
-
-    def __or__(self, o):
-        return _call(_bitwise(P.bitwise_or_p), self, o)
-
-    def __ror__(self, o):
-        return _call(_bitwise(P.bitwise_or_p), o, self)
-
-    def __xor__(self, o):
-        return _call(_bitwise(P.bitwise_xor_p), self, o)
-
-    def __rxor__(self, o):
-        return _call(_bitwise(P.bitwise_xor_p), o, self)
-
-    def __invert__(self):
-        return _call(_bitwise(P.invert_p), self)
-
-    def __floordiv__(self, o):
-        return _call(UFUNCS["floor_divide"], self, o)
-
-    def __rfloordiv__(self, o):
-        return _call(UFUNCS["floor_divide"], o, self)
-
-    def __mod__(self, o):
-        return _call(UFUNCS["remainder"], self, o)
-
-    def __rmod__(self, o):
-        return _call(UFUNCS["remainder"], o, self)
-
-    def __divmod__(self, o):
-        return _call(UFUNCS["divmod"], self, o)
-
-    def __rdivmod__(self, o):
-        return _call(UFUNCS["divmod"], o, self)
-
-    def __ifloordiv__(self, o):
-        return self._inplace("__floordiv__", o)
-
-    def __imod__(self, o):
-        return self._inplace("__mod__", o)
-
     def __getitem__(self, index):
         result = _call(_getitem, self, index)
         if not is_basic_index(index):  # advanced indexing makes a copy, as in NumPy
@@ -361,121 +242,18 @@ class Tracer(Unknowable):
     T = property(lambda self: _call(P.transpose, self)._as_view(self, P.transpose))
     mT = property(lambda self: _call(P.swap_last, self)._as_view(self, P.swap_last))
 
-    def sum(self, axis=None, keepdims=False, **kw):
-        return np.sum(self, axis=axis, keepdims=keepdims, **kw)
-
-    def mean(self, axis=None, keepdims=False, **kw):
-        return np.mean(self, axis=axis, keepdims=keepdims, **kw)
-
-    def max(self, axis=None, keepdims=False, **kw):
-        return np.max(self, axis=axis, keepdims=keepdims, **kw)
-
-    def min(self, axis=None, keepdims=False, **kw):
-        return np.min(self, axis=axis, keepdims=keepdims, **kw)
-
-    def prod(self, axis=None, keepdims=False, **kw):
-        return np.prod(self, axis=axis, keepdims=keepdims, **kw)
-
-    def var(self, axis=None, keepdims=False, **kw):
-        return np.var(self, axis=axis, keepdims=keepdims, **kw)
-
-    def std(self, axis=None, keepdims=False, **kw):
-        return np.std(self, axis=axis, keepdims=keepdims, **kw)
-
-    def dot(self, other):
-        return np.dot(self, other)
-
-    def ravel(self, order="C"):
-        return np.ravel(self, order=order)
-
-    def flatten(self, order="C"):
-        return np.ravel(self, order=order).copy()  # a copy, not a view
-
-    def squeeze(self, axis=None):
-        return np.squeeze(self, axis=axis)
-
-    def swapaxes(self, a, b):
-        return np.swapaxes(self, a, b)
+    def __pos__(self):
+        return Tracer(self.ir_var, self.builder)  # +x is a new array
 
     def copy(self, order="C"):
         return Tracer(self.ir_var, self.builder)
 
-    def clip(self, min=None, max=None, **kw):
-        return np.clip(self, min, max, **kw)
-
-    def reshape(self, *shape, order="C"):
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        return np.reshape(self, shape, order=order)
-
-    def transpose(self, *axes):
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        return np.transpose(self, axes or None)
-
     def astype(self, dtype, copy=True):
         return _call(lambda x: P.convert(x, dtype), self)
 
-    # the rest of ndarray's methods, through the NumPy functions of the same names
-    def all(self, axis=None, keepdims=False, **kw):
-        return np.all(self, axis=axis, keepdims=keepdims, **kw)
-
-    def any(self, axis=None, keepdims=False, **kw):
-        return np.any(self, axis=axis, keepdims=keepdims, **kw)
-
-    def argmax(self, axis=None, **kw):
-        return np.argmax(self, axis=axis, **kw)
-
-    def argmin(self, axis=None, **kw):
-        return np.argmin(self, axis=axis, **kw)
-
-    def argsort(self, axis=-1, kind=None, order=None):
-        return np.argsort(self, axis, kind, order)
-
-    def argpartition(self, kth, axis=-1, **kw):
-        return np.argpartition(self, kth, axis, **kw)
-
-    def cumsum(self, axis=None, dtype=None):
-        return np.cumsum(self, axis=axis, dtype=dtype)
-
-    def cumprod(self, axis=None, dtype=None):
-        return np.cumprod(self, axis=axis, dtype=dtype)
-
-    def diagonal(self, offset=0, axis1=0, axis2=1):
-        return np.diagonal(self, offset, axis1, axis2)
-
-    def trace(self, offset=0, axis1=0, axis2=1, dtype=None):
-        return np.trace(self, offset, axis1, axis2, dtype)
-
-    def repeat(self, repeats, axis=None):
-        return np.repeat(self, repeats, axis)
-
-    def round(self, decimals=0):
-        return np.round(self, decimals)
-
-    def take(self, indices, axis=None, **kw):
-        return np.take(self, indices, axis, **kw)
-
-    def nonzero(self):
-        return np.nonzero(self)
-
-    def conj(self):
-        return np.conj(self)
-
-    conjugate = conj
-    real = property(lambda self: np.real(self))
-    imag = property(lambda self: np.imag(self))
-    itemsize = property(lambda self: self.dtype.itemsize)
-    nbytes = property(lambda self: self.size * self.dtype.itemsize)
-
-    def sort(self, axis=-1, kind=None, order=None):  # in place, as ndarray.sort
-        self[...] = np.sort(self, axis, kind, order)
-
-    def partition(self, kth, axis=-1, kind="introselect", order=None):  # in place
-        self[...] = np.partition(self, kth, axis, kind, order)
-
-    def fill(self, value):  # in place
-        self[...] = value
+    def _apply(self, fn: Callable, *args, **kwargs):
+        """`fn` on traced arguments (NdarrayInterface's operators and methods call it)."""
+        return _call(fn, *args, **kwargs)
 
 
 # NumPy functions that write into their first argument, and the value it then holds

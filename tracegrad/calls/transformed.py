@@ -1,8 +1,8 @@
 """`Transformed`: a function under a transform, and the path of its calls to a compiled program.
 
 Called on arrays, a `Transformed` splits its arguments into static values and traced leaves,
-keys the program store by (transform, backend, signature), and on a miss traces, transforms,
-optimises and compiles; called on tracers (inside another trace), it inlines the graph it derives.
+looks its program up in the program store (runtime/program_store.py: the key, the lookup, what
+is kept), and on a miss traces, transforms and optimises, and has the store compile and keep it; called on tracers (inside another trace), it inlines the graph it derives.
 """
 
 from __future__ import annotations
@@ -19,35 +19,22 @@ from .. import autodiff, backends, ir, passes
 from .. import primitives as P
 from ..tracing.scope import Scope
 from ..ir import Graph
-from ..runtime import program_cache, progress, tiered
+from ..runtime import program_store, progress
 from ..runtime.program import (
     _MISS,
     CompiledCall,
-    Signature,
-    _BoundedDict,
     _cheap_signature,
     _configure_logging,
     _fast_call,
     _generation,
-    _last_signature,
-    _log_enabled,
-    _programs,
-    _trace_counts,
     aval,
-    log,
-    static_key,
-    variant,
 )
+from ..runtime.program_store import Signature
 from ..trace import CallArgs, Tracer, inline_graph, trace
 from ..transforms import forward, rolling
 from ..tree import LEAF, TreeDef, flatten, replace_leaves, tuple_of, unflatten
 from ..tree_nodes import is_user_node_type
 from .arguments import as_array, check_argnums, int_tuple, leaf_names
-
-GUARD_RETRACE_WARNING = 8  # traces caused by changed captured values before a warning
-
-
-_guard_retraces: _BoundedDict = _BoundedDict()
 
 
 def spec_of(fun: Callable) -> Any:
@@ -134,7 +121,7 @@ class Transformed:
     def trace_count(self) -> int:
         """How many times this transform of this function (of its code: lambdas made afresh
         from one line count together) has been traced to a new program for its backend."""
-        return _trace_counts.get((self.spec, backends.get_backend(self.backend).name), 0)
+        return program_store.trace_count(self.spec, backends.get_backend(self.backend).name)
 
     def __repr__(self) -> str:
         return f"<tracegrad {name_of(self)}>"
@@ -261,20 +248,10 @@ class Transformed:
                 f"{name_of(self)} got a GPU (device) array but runs on the {backend.name!r} "
                 "backend; pass backend='cuda', or copy the array to the host first"
             )
-        sig = Signature(
-            treedef, tuple((s, d.str) for s, d in avals), static_key(static, self._static_self)
+        sig, key = program_store.program_key(
+            self.spec, backend, treedef, avals, static, self._static_self
         )
-        key = (self.spec, backend.name, variant(backend), sig)
-        program = _programs.get(key)
-        hidden = None if program is None else program.captured.read(self, static)
-        if hidden is None:  # persisted by an earlier process (program_cache.py)?
-            stored = program_cache.load(self, static, key)
-            if stored is not None:
-                graph, out_tree, captured = stored
-                run = tiered.compile(backend, graph, name_of(self))
-                program = CompiledCall(graph, out_tree, run, backend.name, [], captured)
-                _programs.put(key, program)
-                hidden = captured.read(self, static)
+        program, hidden = program_store.find(self, static, key, backend, name_of(self))
         if hidden is None:
             names = leaf_names(treedef, positions, self._self_shift)
             why = None if program is None else program.captured.why(self, static)
@@ -285,12 +262,9 @@ class Transformed:
                 assert not captures, "a top-level trace cannot capture values"
                 graph, hooks = passes.extract_hooks(passes.optimize(graph))
                 captured = scope.finish(self, static)
-                run = tiered.compile(backend, graph, name_of(self))
-                program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured)
-                _programs.put(key, program)
-                program_cache.save(self, static, key, graph, out_tree, hooks, captured)
-                counted = (self.spec, backend.name)
-                _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
+                program = program_store.keep(
+                    self, static, key, backend, name_of(self), graph, out_tree, hooks, captured
+                )
                 hidden = captured.read(self, static)
                 if hidden is None:  # cannot happen unless a guard is flaky: use what was traced
                     hidden = [v for _, v in scope.hidden]
@@ -320,21 +294,7 @@ class Transformed:
         self._fast_calls[cheap] = _fast_call(program, self.backend, _generation[0])
 
     def _note_retrace(self, sig: Signature, names: list[str], why: str | None) -> None:
-        old = _last_signature.get(self.spec)
-        _last_signature[self.spec] = sig
-        if why is not None:
-            _guard_retraces[self.spec] = count = _guard_retraces.get(self.spec, 0) + 1
-            if count == GUARD_RETRACE_WARNING:
-                log.warning(
-                    "tracegrad: %s was traced %d times because a value it reads from outside "
-                    "its arguments keeps changing (last: %s). Pass that value as an argument.",
-                    name_of(self),
-                    count,
-                    why,
-                )
-        if _log_enabled("retrace") and (old is not None or why is not None):
-            reason = why if why is not None else sig.describe_change(old, names)
-            log.info("re-tracing %s because %s", name_of(self), reason)
+        program_store.note_retrace(self.spec, name_of(self), sig, names, why)
 
     def _arrays(self, leaves: list, treedef: TreeDef, positions: list[int]) -> list[np.ndarray]:
         """The call's leaves as arrays; names for the error message only when one is bad."""

@@ -3,8 +3,10 @@
 The last stage of the pipeline (trace -> IR -> adjoint -> passes -> fusion -> code generation ->
 runtime), below only the public API (api.py) and the command line.
 
-- program.py: `CompiledCall` and the in-memory program store, keyed by (transform, backend,
-  argument signature): the one home of the store and its key.
+- program_store.py: the in-memory program store, keyed by (transform, backend, argument
+  signature): the one home of the store and its key, where a call finds its program or keeps a
+  new one, and the count of traces;
+- program.py: `CompiledCall`, a compiled program ready to call, and the cached-call fast path.
 - program_cache.py: persisted programs, the optimised graph of a call kept on disk, named by
   digests.py: digests of code, classes and values that mean the same in every process.
 - tiered.py: a new program answers on the NumPy interpreter while it compiles in the background.

@@ -1,16 +1,13 @@
-"""Compiled programs and where they are kept: one per (transform, backend, argument signature).
-
-A `CompiledCall` runs a compiled graph and turns its flat outputs back into the user's result:
-fresh arrays that never alias the inputs, hooks called with the cotangents they observe, NaNs traced
-to their origin when `TRACEGRAD_DEBUG_NANS` is set. The store is global, so a transform written
-inline in a loop (`tg.hessian(f)(x)`) finds the program of the previous iteration.
+"""Compiled programs (stage: runtime): a `CompiledCall` runs a compiled graph and turns its flat
+outputs back into the user's result: fresh arrays that never alias the inputs, hooks called with
+the cotangents they observe, NaNs traced to their origin when `TRACEGRAD_DEBUG_NANS` is set. Also
+the cached-call fast path, and host and device arrays. The store that keeps programs between
+calls, and its key, are in program_store.py.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,11 +18,6 @@ from .. import backends, config, ir
 from ..tracing.guards import Captured
 from ..ir import Graph
 from ..tree import TreeDef, unflatten
-
-MAX_PROGRAMS = 512
-# The programs held in memory also keep their constants and the snapshots their guards compare
-# with: past this many bytes, the least recently used programs are dropped.
-MAX_PROGRAM_BYTES = config.program_memory_bytes()
 
 log = logging.getLogger("tracegrad")
 
@@ -49,36 +41,6 @@ def _configure_logging() -> None:
 
 def _log_enabled(topic: str) -> bool:
     return config.log_enabled(topic)
-
-
-@dataclass(frozen=True)
-class Signature:
-    """What a compiled program is specialised on."""
-
-    treedef: TreeDef
-    avals: tuple[tuple[tuple[int, ...], str], ...]
-    static: tuple
-
-    def describe_change(self, old: Signature, names: list[str]) -> str:
-        if old.static != self.static:
-            before, after = (tuple(_plain(t) for t in sig.static) for sig in (old, self))
-            return f"a static argument changed: {before} -> {after}"
-        if old.treedef != self.treedef:
-            return f"the argument structure changed: {old.treedef} -> {self.treedef}"
-        changes = []
-        for name, (s0, d0), (s1, d1) in zip(names, old.avals, self.avals, strict=True):
-            if s0 != s1:
-                changes.append(f"{name} changed shape {s0} -> {s1}")
-            if d0 != d1:
-                changes.append(f"{name} changed dtype {np.dtype(d0)} -> {np.dtype(d1)}")
-        return "; ".join(changes) or "the backend changed"
-
-
-def _plain(typed: tuple) -> Any:
-    """One entry of a static key (_typed below: a (type, value) pair, nested for tuples and lists)
-    as the value the user passed."""
-    kind, value = typed
-    return tuple(_plain(v) for v in value) if kind in (tuple, list) else value
 
 
 @dataclass
@@ -145,72 +107,6 @@ def _nan_report(graph: Graph, arrays: list[np.ndarray]) -> str:
     )
 
 
-class ProgramStore:
-    """The compiled programs held in memory, least recently used first, bounded in count and in
-    the bytes of the constants they hold."""
-
-    def __init__(self, max_count: int = MAX_PROGRAMS, max_bytes: int = MAX_PROGRAM_BYTES):
-        self.max_count, self.max_bytes = max_count, max_bytes
-        self._programs: OrderedDict[tuple, CompiledCall] = OrderedDict()
-        self.nbytes = 0
-        # threads calling transformed functions share the store: a get between another thread's
-        # pop and re-insert of the same key once raised KeyError in move_to_end
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple) -> CompiledCall | None:
-        with self._lock:
-            program = self._programs.get(key)
-            if program is not None:
-                self._programs.move_to_end(key)
-            return program
-
-    def put(self, key: tuple, program: CompiledCall) -> None:
-        with self._lock:
-            self._put(key, program)
-
-    def _put(self, key: tuple, program: CompiledCall) -> None:
-        old = self._programs.pop(key, None)
-        if old is not None:
-            self.nbytes -= old.nbytes
-        self._programs[key] = program
-        self.nbytes += program.nbytes
-        while len(self._programs) > 1 and (
-            len(self._programs) > self.max_count or self.nbytes > self.max_bytes
-        ):
-            _, dropped = self._programs.popitem(last=False)
-            self.nbytes -= dropped.nbytes
-
-    def values(self):
-        return list(self._programs.values())
-
-    def __len__(self) -> int:
-        return len(self._programs)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._programs.clear()
-            self.nbytes = 0
-
-
-class _BoundedDict(OrderedDict):
-    """Per-function bookkeeping (trace counts, last signatures): keyed by the function's code,
-    never by the function object (which would keep its closure alive), and bounded."""
-
-    def __init__(self, limit: int = 4096):
-        super().__init__()
-        self.limit = limit
-
-    def __setitem__(self, key, value) -> None:
-        super().__setitem__(key, value)
-        if len(self) > self.limit:
-            self.popitem(last=False)
-
-
-_programs = ProgramStore()
-_trace_counts: _BoundedDict = _BoundedDict()
-_last_signature: _BoundedDict = _BoundedDict()
-
-
 # ----------------------------------------------------------------------------------------------
 # Host and device arrays
 
@@ -262,19 +158,6 @@ def _copy_device(out: Any) -> Any:
     new = cuda.device_array_like(out)
     new.copy_to_device(out)
     return new
-
-
-def variant(backend: Any) -> Any:
-    """What else a backend's compiled code depends on (the cpu backend: its math mode)."""
-    of = getattr(backend, "variant", None)
-    return None if of is None else of()
-
-
-def clear_programs() -> None:
-    """Forget every compiled program held in memory (the next calls trace again)."""
-    _generation[0] += 1
-    _programs.clear()
-    _last_signature.clear()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -344,37 +227,3 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
         return outs[0] if single else unflatten(tree, outs)
 
     return call
-
-
-class _Instance:
-    """A static `self` in a cache key: by identity, without keeping the object alive (its
-    attributes are guarded, so an object that reuses the id finds a program that is current)."""
-
-    __slots__ = ("id",)
-
-    def __init__(self, obj: Any):
-        self.id = id(obj)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is _Instance and other.id == self.id
-
-    def __hash__(self) -> int:
-        return hash(("instance", self.id))
-
-    def __repr__(self) -> str:
-        return f"<object at {self.id:#x}>"
-
-
-def static_key(static: tuple, static_self: bool = False) -> tuple:
-    """Static arguments with their types: `2` and `2.0` are equal and hash alike, but a program
-    traced with one computes in another dtype than with the other. A method's static `self`
-    (static_self) is keyed by its type and identity."""
-    if static_self:
-        return ((type(static[0]), _Instance(static[0])), *(_typed(s) for s in static[1:]))
-    return tuple(_typed(s) for s in static)
-
-
-def _typed(value: Any) -> Any:
-    if type(value) in (tuple, list):
-        return (type(value), tuple(_typed(v) for v in value))
-    return (type(value), value)

@@ -25,5 +25,7 @@ The guard of a program is generated as one small Python function, so a call pays
   and array subclasses; guards.py: paths, guards and a program's `Captured` check;
 - source.py: the user's line (the IR's source comments, errors); messages.py: what tracing says
   when a traced value is asked for something a trace cannot give (`Unknowable`, a base of
-  `Tracer`), or a function has no traced version.
+  `Tracer`), or a function has no traced version;
+- ndarray.py: ndarray's operators and methods on a tracer (`NdarrayInterface`, a base of
+  `Tracer`).
 """

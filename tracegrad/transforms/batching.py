@@ -3,7 +3,7 @@
 `vmap(graph, axes, size, out_axes)` takes the graph of the function on one example and returns
 the graph on the whole batch: each mapped input has the batch axis at its position in `axes`,
 which is moved to the front, every node is emitted through its primitive's `batch` rule (a
-matrix product stays one product: see `primitives._batch_matmul`), and each output's batch axis
+matrix product stays one product: see `primitive_table/matmul.py`), and each output's batch axis
 is moved to its position in `out_axes` (an output that does not depend on a mapped input is
 broadcast, unless its out_axis is None).
 """

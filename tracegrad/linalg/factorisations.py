@@ -1,0 +1,323 @@
+"""The linear-algebra primitives of the table and their rules (stage: tracing, registered when the
+traced NumPy namespace is built): inv, solve, det, log|det|, cholesky, eigh, svd and qr, each
+referencing NumPy's LAPACK-backed function and batched over leading axes as NumPy's is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import primitives as P
+from ..ir import Var
+from ..numpy_namespace.operands import _src
+from ..primitives import Kind, Primitive
+from ..runtime import blas_threads
+
+
+def _check_square(shape, what: str) -> None:
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise np.linalg.LinAlgError(
+            f"Last 2 dimensions of the array must be square (np.linalg.{what} of shape {shape}){_src()}"
+        )
+
+
+def _square_infer(out_shape):
+    def infer(shapes, dtypes, params):
+        return out_shape(shapes[0]), dtypes[0]
+
+    return infer
+
+
+def _work(*arrays) -> int:
+    """About the multiply-adds of a factorisation or solve of these operands."""
+    return sum(int(x.size) * int(x.shape[-1]) for x in arrays if getattr(x, "ndim", 0) >= 2)
+
+
+def _register(name, impl, infer, adjoint, differentiable=True) -> Primitive:
+    # small matrices on one BLAS thread: several threads on a few hundred rows wait for each
+    # other far longer than they save (and on a busy machine, for a descheduled one)
+    impl = blas_threads.small_on_one_thread(impl, _work)
+    prim = Primitive(
+        name, Kind.SHAPE, impl, infer, adjoint, None, None, differentiable, index_map=P.OWN_STEP
+    )
+    # a leading batch axis is one more stacked matrix: the same primitive on the batch
+    object.__setattr__(prim, "batch", P.batch_every_operand(prim))
+    return P._register(prim)
+
+
+def _t(x: Var) -> Var:
+    return P.swap_last(x)
+
+
+def _mm(a: Var, b: Var) -> Var:
+    return P.matmul_(a, b)
+
+
+def _expand(v: Var, like: Var) -> Var:
+    """A per-matrix value (shape like[:-2]) broadcast over the matrices' two last axes."""
+    return P.broadcast_to(P.reshape(v, v.shape + (1, 1)), like.shape)
+
+
+def _lower_only(sym_ct: Var) -> Var:
+    """The cotangent of the input of a function that reads the lower triangle of A as the
+    symmetric matrix S = tril(A) + tril(A, -1)^T, from the cotangent of S."""
+    n = sym_ct.shape[-1]
+    both = P.add(sym_ct, _t(sym_ct))
+    strict = P.broadcast_to(P.const(np.tril(np.ones((n, n), bool), -1)), sym_ct.shape)
+    diag = P.broadcast_to(P.const(np.eye(n, dtype=bool)), sym_ct.shape)
+    zero = P.const(0, sym_ct.shape, sym_ct.dtype)
+    return P.where(strict, both, P.where(diag, sym_ct, zero))
+
+
+# ---- inv, solve, det, log|det|
+
+
+inv_p = _register(
+    "inv",
+    np.linalg.inv,
+    _square_infer(lambda s: s),
+    lambda ct, out, a: (P.neg(_mm(_t(out), _mm(ct, _t(out)))),),
+)
+
+
+# A solve's `structure`: None (a general matrix: LU), or "lower" / "upper" when the matrix is a
+# Cholesky factor or its transpose (known from the graph; see `_structure_of`): a triangular
+# solve, O(n^2) per right-hand side instead of an O(n^3) factorisation.
+_TRANSPOSED = {None: None, "lower": "upper", "upper": "lower"}
+
+
+def solve(a: Var, b: Var, structure: str | None = None) -> Var:
+    """a^-1 b (a general or, with `structure`, a triangular solve)."""
+    return P.emit(solve_p, a, b, **({"structure": structure} if structure else {}))
+
+
+def _solve_rule(ct, out, a, b, structure=None):
+    ct_b = solve(_t(a), ct, _TRANSPOSED[structure])
+    return P.neg(_mm(ct_b, _t(out))), ct_b
+
+
+def _solve_impl(a, b, structure=None):
+    if structure is None:
+        return np.linalg.solve(a, b)
+    try:
+        from scipy.linalg import solve_triangular
+    except ImportError:  # SciPy is optional: NumPy's LU solve gives the same answer, slower
+        return np.linalg.solve(a, b)
+    lower = structure == "lower"
+    if a.ndim == 2:
+        return solve_triangular(a, b, lower=lower, check_finite=False)
+    out = np.empty(
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], np.result_type(a, b)
+    )
+    for i in np.ndindex(out.shape[:-2]):
+        out[i] = solve_triangular(a[i], b[i], lower=lower, check_finite=False)
+    return out
+
+
+solve_p = _register(
+    "solve",
+    _solve_impl,
+    lambda shapes, dtypes, p: (shapes[1], dtypes[1]),
+    _solve_rule,
+)
+det_p = _register(
+    "det",
+    np.linalg.det,
+    _square_infer(lambda s: s[:-2]),
+    lambda ct, out, a: (P.mul(_expand(P.mul(ct, out), a), _t(P.emit(inv_p, a))),),
+)
+logabsdet_p = _register(
+    "logabsdet",
+    lambda a: np.linalg.slogdet(a)[1],
+    _square_infer(lambda s: s[:-2]),
+    lambda ct, out, a: (P.mul(_expand(ct, a), _t(P.emit(inv_p, a))),),
+)
+signdet_p = _register(
+    "signdet",
+    lambda a: np.linalg.slogdet(a)[0],
+    _square_infer(lambda s: s[:-2]),
+    lambda ct, out, a: (None,),
+    differentiable=False,
+)
+
+
+# ---- cholesky and eigh
+
+
+def _cholesky_rule(ct, out, a):
+    """A = L L^T: with P = Phi(L^T ct) (the lower triangle, its diagonal halved), the cotangent
+    of the symmetric matrix is sym(L^-T P L^-1); NumPy reads A's lower triangle."""
+    n = out.shape[-1]
+    phi = _mm(_t(out), ct)
+    halved = (np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(out.dtype)
+    phi = P.mul(phi, P.broadcast_to(P.const(halved), phi.shape))
+    y = solve(_t(out), phi, "upper")  # L^-T P
+    m = _t(solve(_t(out), _t(y), "upper"))  # L^-T P L^-1
+    return (_lower_only(P.mul(P.add(m, _t(m)), 0.5)),)
+
+
+cholesky_p = _register("cholesky", np.linalg.cholesky, _square_infer(lambda s: s), _cholesky_rule)
+
+
+def _eigh_values_rule(ct, out, a):
+    v = P.emit(eigh_vectors_p, a)
+    n = a.shape[-1]
+    scaled = P.mul(v, P.broadcast_to(P.reshape(ct, ct.shape[:-1] + (1, n)), v.shape))
+    return (_lower_only(_mm(scaled, _t(v))),)
+
+
+def _eigh_vectors_rule(ct, out, a):
+    w = P.emit(eigh_values_p, a)
+    n = a.shape[-1]
+    shape = a.shape
+    gaps = P.sub(
+        P.broadcast_to(P.reshape(w, w.shape[:-1] + (1, n)), shape),
+        P.broadcast_to(P.reshape(w, w.shape[:-1] + (n, 1)), shape),
+    )  # w_j - w_i
+    off = P.broadcast_to(P.const(~np.eye(n, dtype=bool)), shape)
+    safe = P.where(off, gaps, P.const(1, shape, gaps.dtype))
+    f = P.where(off, P.div(1.0, safe), P.const(0, shape, gaps.dtype))
+    inner = P.mul(f, _mm(_t(out), ct))
+    s = _mm(out, _mm(inner, _t(out)))
+    return (_lower_only(P.mul(P.add(s, _t(s)), 0.5)),)
+
+
+eigh_values_p = _register(
+    "eigh_values",
+    lambda a: np.linalg.eigh(a)[0],
+    _square_infer(lambda s: s[:-1]),
+    _eigh_values_rule,
+)
+eigh_vectors_p = _register(
+    "eigh_vectors", lambda a: np.linalg.eigh(a)[1], _square_infer(lambda s: s), _eigh_vectors_rule
+)
+
+
+# ---- svd and qr (reduced: U (..., m, k), s (..., k), Vt (..., k, n) with k = min(m, n); Q and R)
+
+
+def _eye(n: int, like: Var) -> Var:
+    return P.broadcast_to(P.const(np.eye(n, dtype=like.dtype)), like.shape[:-2] + (n, n))
+
+
+def _svd_cotangent(a: Var, ct_u, ct_s, ct_vt) -> Var:
+    """The cotangent of A = U diag(s) V^T from those of U, s and V^T (None: zero), for distinct
+    nonzero singular values (Townsend, "Differentiating the singular value decomposition"):
+    A_ct = U [(F o (U^T U_ct - U_ct^T U)) S + diag(s_ct) + S (F o (V^T V_ct - V_ct^T V))] V^T
+           + (I - U U^T) U_ct S^-1 V^T + U S^-1 V_ct^T (I - V V^T),  F_ij = 1 / (s_j^2 - s_i^2)."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    u, s, vt = P.emit(svd_u_p, a), P.emit(svd_s_p, a), P.emit(svd_vt_p, a)
+    lead = a.shape[:-2]
+    sq = (*lead, k, k)
+    s_j = P.broadcast_to(P.reshape(s, (*lead, 1, k)), sq)  # s of the column
+    s_i = P.broadcast_to(P.reshape(s, (*lead, k, 1)), sq)  # s of the row
+    inner = None  # the k x k matrix between U and V^T
+    if ct_s is not None:
+        inner = P.mul(_eye(k, a), P.broadcast_to(P.reshape(ct_s, (*lead, 1, k)), sq))
+    if ct_u is not None or ct_vt is not None:
+        off = P.broadcast_to(P.const(~np.eye(k, dtype=bool)), sq)
+        gap = P.sub(P.mul(s_j, s_j), P.mul(s_i, s_i))
+        f = P.where(
+            off, P.div(1.0, P.where(off, gap, P.const(1, sq, gap.dtype))), P.const(0, sq, gap.dtype)
+        )
+    extra = None  # the terms outside U's and V's span
+    if ct_u is not None:
+        utg = _mm(_t(u), ct_u)
+        term = P.mul(P.mul(f, P.sub(utg, _t(utg))), s_j)
+        inner = term if inner is None else P.add(inner, term)
+        if m > k:
+            scaled = P.div(ct_u, P.broadcast_to(P.reshape(s, (*lead, 1, k)), ct_u.shape))
+            extra = _mm(P.sub(scaled, _mm(u, _mm(_t(u), scaled))), vt)
+    if ct_vt is not None:
+        v, ct_v = _t(vt), _t(ct_vt)
+        vtg = _mm(vt, ct_v)
+        term = P.mul(s_i, P.mul(f, P.sub(vtg, _t(vtg))))
+        inner = term if inner is None else P.add(inner, term)
+        if n > k:
+            rows = P.sub(ct_vt, _mm(_mm(ct_vt, v), vt))  # V_ct^T (I - V V^T)
+            scaled = P.div(rows, P.broadcast_to(P.reshape(s, (*lead, k, 1)), rows.shape))
+            term = _mm(u, scaled)
+            extra = term if extra is None else P.add(extra, term)
+    out = _mm(u, _mm(inner, vt))
+    return out if extra is None else P.add(out, extra)
+
+
+def _svd_impl(which: int):
+    return lambda a: np.linalg.svd(a, full_matrices=False)[which]
+
+
+def _svd_infer(which: int):
+    def infer(shapes, dtypes, params):
+        *lead, m, n = shapes[0]
+        k = min(m, n)
+        return (tuple(lead) + ((m, k), (k,), (k, n))[which]), dtypes[0]
+
+    return infer
+
+
+svd_u_p = _register(
+    "svd_u", _svd_impl(0), _svd_infer(0), lambda ct, out, a: (_svd_cotangent(a, ct, None, None),)
+)
+svd_s_p = _register(
+    "svd_s",
+    lambda a: np.linalg.svd(a, compute_uv=False),
+    _svd_infer(1),
+    lambda ct, out, a: (_svd_cotangent(a, None, ct, None),),
+)
+svd_vt_p = _register(
+    "svd_vt", _svd_impl(2), _svd_infer(2), lambda ct, out, a: (_svd_cotangent(a, None, None, ct),)
+)
+
+
+def _copyltu(x: Var) -> Var:
+    """tril(x) + tril(x, -1)^T: the symmetric matrix with x's lower triangle."""
+    n = x.shape[-1]
+    lower = P.broadcast_to(P.const(np.tril(np.ones((n, n), bool))), x.shape)
+    return P.where(lower, x, _t(x))
+
+
+def _qr_square_cotangent(q: Var, r: Var, ct_q: Var, ct_r: Var) -> Var:
+    """A = QR with A m x n, m >= n: A_ct = (Q_ct + Q copyltu(M)) R^-T, M = R R_ct^T - Q_ct^T Q."""
+    mm = P.sub(_mm(r, _t(ct_r)), _mm(_t(ct_q), q))
+    b = P.add(ct_q, _mm(q, _copyltu(mm)))
+    return _t(solve(r, _t(b), "upper"))  # B R^-T (R is upper triangular)
+
+
+def _qr_cotangent(a: Var, ct_q, ct_r) -> Var:
+    m, n = a.shape[-2:]
+    q, r = P.emit(qr_q_p, a), P.emit(qr_r_p, a)
+    ct_q = P.zeros_like(q) if ct_q is None else ct_q
+    ct_r = P.zeros_like(r) if ct_r is None else ct_r
+    if m >= n:
+        return _qr_square_cotangent(q, r, ct_q, ct_r)
+    # wide: A = Q [R1 R2] with X = A[..., :m] = Q R1 and Y = A[..., m:] = Q R2
+    lead = tuple((0, d, 1) for d in a.shape[:-2])
+    r1 = P.slice_(r, lead + ((0, m, 1), (0, m, 1)))
+    ct_r1 = P.slice_(ct_r, lead + ((0, m, 1), (0, m, 1)))
+    ct_r2 = P.slice_(ct_r, lead + ((0, m, 1), (m, n, 1)))
+    y = P.slice_(a, lead + ((0, m, 1), (m, n, 1)))
+    ct_x = _qr_square_cotangent(q, r1, P.add(ct_q, _mm(y, _t(ct_r2))), ct_r1)
+    ct_y = _mm(q, ct_r2)
+    return P.concatenate([ct_x, ct_y], a.ndim - 1)
+
+
+def _qr_impl(which: int):
+    return lambda a: np.linalg.qr(a, mode="reduced")[which]
+
+
+def _qr_infer(which: int):
+    def infer(shapes, dtypes, params):
+        *lead, m, n = shapes[0]
+        k = min(m, n)
+        return tuple(lead) + ((m, k), (k, n))[which], dtypes[0]
+
+    return infer
+
+
+qr_q_p = _register(
+    "qr_q", _qr_impl(0), _qr_infer(0), lambda ct, out, a: (_qr_cotangent(a, ct, None),)
+)
+qr_r_p = _register(
+    "qr_r", _qr_impl(1), _qr_infer(1), lambda ct, out, a: (_qr_cotangent(a, None, ct),)
+)

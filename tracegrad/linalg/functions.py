@@ -1,0 +1,369 @@
+"""np.linalg's functions on traced values (stage: tracing): each lowered to the factorisation
+primitives (factorisations.py) and the basic ones; `FUNCTIONS` is their part of the traced NumPy
+namespace.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ir
+from .. import primitives as P
+from ..errors import TracingError
+from ..ir import Var
+from ..numpy_namespace.operands import _src, _v
+from .factorisations import (
+    _check_square,
+    _mm,
+    _t,
+    cholesky_p,
+    det_p,
+    eigh_values_p,
+    eigh_vectors_p,
+    inv_p,
+    logabsdet_p,
+    qr_q_p,
+    qr_r_p,
+    signdet_p,
+    solve,
+    svd_s_p,
+    svd_u_p,
+    svd_vt_p,
+)
+
+# ---- the NumPy functions
+
+
+def _square_float(a, what: str) -> Var:
+    x = _v(a)
+    _check_square(x.shape, what)
+    if not P.is_float(x.dtype):
+        x = P.convert(x, np.float64)
+    return x
+
+
+def _inv(a):
+    return P.emit(inv_p, _square_float(a, "inv"))
+
+
+def _solve(a, b):
+    x = _square_float(a, "solve")
+    y = _v(b)
+    y = P.convert(y, P._result_dtype([x, y]) if P.is_float(y.dtype) else x.dtype)
+    x = P.convert(x, y.dtype)
+    vector = y.ndim == 1  # NumPy 2: b is a vector only when it is 1-D
+    if vector:
+        y = P.reshape(y, y.shape + (1,))
+    if y.shape[-2] != x.shape[-1]:
+        raise ValueError(
+            f"np.linalg.solve: shapes {x.shape} and {_v(b).shape} do not match{_src()}"
+        )
+    lead = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    x = P.broadcast_to(x, lead + x.shape[-2:])
+    y = P.broadcast_to(y, lead + y.shape[-2:])
+    out = solve(x, y, _structure_of(x))
+    return P.reshape(out, out.shape[:-1]) if vector else out
+
+
+def _producer(x: Var):
+    """The node of the graph being built that computes `x` (None for an input)."""
+    for node in reversed(ir.current_builder().nodes):
+        if node.out is x:
+            return node
+    return None
+
+
+def _structure_of(x: Var) -> str | None:
+    """ "lower" when `x` is a Cholesky factor, "upper" when it is one's transpose, else None."""
+    node = _producer(x)
+    if node is not None and node.prim is cholesky_p:
+        return "lower"
+    swap = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    if node is not None and node.prim is P.transpose_p and tuple(node.params["perm"]) == swap:
+        inner = _producer(node.inputs[0])
+        if inner is not None and inner.prim is cholesky_p:
+            return "upper"
+    return None
+
+
+def _factor_of(x: Var) -> Var | None:
+    """The Cholesky factor of `x` when the graph being built already computes one."""
+    for node in ir.current_builder().nodes:
+        if node.prim is cholesky_p and node.inputs[0] is x:
+            return node.out
+    return None
+
+
+def _det(a):
+    return P.emit(det_p, _square_float(a, "det"))
+
+
+def _slogdet(a):
+    x = _square_float(a, "slogdet")
+    lower = _factor_of(x)
+    if lower is not None:
+        # the program factors x = L L^T already (so x is positive definite, or the program fails
+        # there, as NumPy's would): log|det x| = 2 sum(log(diag L)), and the derivative goes
+        # through the Cholesky rule (triangular solves) instead of forming inv(x)
+        n = x.shape[-1]
+        diagonal = P.slice_(
+            P.reshape(lower, lower.shape[:-2] + (n * n,)),
+            tuple((0, d, 1) for d in lower.shape[:-2]) + ((0, n * n, n + 1),),
+        )
+        logdet = P.mul(P.reduce_sum(P.unary(P.log_p, diagonal), (x.ndim - 2,)), 2.0)
+        return P.const(1, logdet.shape, logdet.dtype), logdet
+    return P.emit(signdet_p, x), P.emit(logabsdet_p, x)
+
+
+def _cholesky(a, upper=False):
+    x = _square_float(a, "cholesky")
+    lower = P.emit(cholesky_p, x)
+    return _t(lower) if upper else lower
+
+
+def _eigh(a, UPLO="L"):
+    if UPLO != "L":
+        raise TracingError(f"np.linalg.eigh: only UPLO='L' is supported on traced values{_src()}")
+    x = _square_float(a, "eigh")
+    return P.emit(eigh_values_p, x), P.emit(eigh_vectors_p, x)
+
+
+def _eigvalsh(a, UPLO="L"):
+    return _eigh(a, UPLO)[0]
+
+
+def _matrix_power(a, n):
+    x = _v(a)
+    _check_square(x.shape, "matrix_power")
+    if not isinstance(n, (int, np.integer)):
+        raise TypeError(f"exponent must be an integer{_src()}")
+    if n == 0:
+        eye = P.const(np.broadcast_to(np.eye(x.shape[-1], dtype=x.dtype), x.shape).copy())
+        return eye
+    if n < 0:
+        x, n = P.emit(inv_p, _square_float(x, "matrix_power")), -n
+    result, power = None, x
+    while n:
+        if n & 1:
+            result = power if result is None else _mm(result, power)
+        n >>= 1
+        if n:
+            power = _mm(power, power)
+    return result
+
+
+def _matrix_float(a, what: str) -> Var:
+    x = _v(a)
+    if x.ndim < 2:
+        raise np.linalg.LinAlgError(
+            f"{x.ndim}-dimensional array given. Array must be at least two-dimensional "
+            f"(np.linalg.{what}){_src()}"
+        )
+    return x if P.is_float(x.dtype) else P.convert(x, np.float64)
+
+
+def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    x = _matrix_float(a, "svd")
+    if hermitian:
+        raise TracingError(
+            f"np.linalg.svd(..., hermitian=True) is not supported on traced values{_src()}; "
+            "use the default hermitian=False (same values)"
+        )
+    if not compute_uv:
+        return P.emit(svd_s_p, x)
+    m, n = x.shape[-2:]
+    if full_matrices and m != n:
+        raise TracingError(
+            f"np.linalg.svd of a {m}x{n} matrix with full_matrices=True (NumPy's default) returns "
+            f"{'U' if m > n else 'V^T'} completed by an arbitrary orthonormal basis, which has no "
+            f"derivative{_src()}; pass full_matrices=False (the reduced factors: the same "
+            "singular values and the same leading singular vectors)"
+        )
+    return P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
+
+
+def _svdvals(x):
+    return P.emit(svd_s_p, _matrix_float(x, "svdvals"))
+
+
+def _qr(a, mode="reduced"):
+    x = _matrix_float(a, "qr")
+    m, n = x.shape[-2:]
+    if mode == "complete" and m > n:
+        raise TracingError(
+            f"np.linalg.qr(..., mode='complete') of a {m}x{n} matrix completes Q by an arbitrary "
+            f"orthonormal basis, which has no derivative{_src()}; use mode='reduced' (the default)"
+        )
+    if mode in ("reduced", "complete"):
+        return P.emit(qr_q_p, x), P.emit(qr_r_p, x)
+    if mode == "r":
+        return P.emit(qr_r_p, x)
+    raise TracingError(
+        f"np.linalg.qr: mode {mode!r} is not supported on traced values{_src()}; "
+        "use 'reduced', 'complete' or 'r'"
+    )
+
+
+def _lstsq(a, b, rcond=None):
+    """np.linalg.lstsq by the SVD, as NumPy's (LAPACK gelsd): singular values below
+    rcond * s_max are treated as zero. Returns (x, residuals, rank, s). NumPy's residuals are
+    empty unless the matrix is tall and of full rank; here a tall matrix always gets them (the
+    shape must be known while tracing): the same values when the rank is full."""
+    x = _matrix_float(a, "lstsq")
+    if x.ndim != 2:
+        raise np.linalg.LinAlgError(f"np.linalg.lstsq: a must be two-dimensional{_src()}")
+    y = _v(b)
+    y = P.convert(y, P._result_dtype([x, y]) if P.is_float(y.dtype) else x.dtype)
+    x = P.convert(x, y.dtype)
+    m, n = x.shape
+    if y.shape[0] != m or y.ndim > 2:
+        raise np.linalg.LinAlgError(f"Incompatible dimensions: a {x.shape}, b {y.shape}{_src()}")
+    vector = y.ndim == 1
+    y2 = P.reshape(y, (m, 1)) if vector else y
+    k = min(m, n)
+    u, s, vt = P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
+    if rcond is None:
+        rcond = float(np.finfo(x.dtype).eps) * max(m, n)
+    kept, inv_s = _cutoff_inverse(s, float(rcond))
+    coeffs = P.mul(_mm(_t(u), y2), P.broadcast_to(P.reshape(inv_s, (k, 1)), (k, y2.shape[1])))
+    sol = _mm(_t(vt), coeffs)
+    rank = P.convert(P.reduce_sum(P.convert(kept, np.int64)), np.intc)  # NumPy's C int
+    if m > n:
+        r = P.sub(y2, _mm(x, sol))
+        residuals = P.reduce_sum(P.mul(r, r), 0)
+    else:
+        residuals = P.const(np.zeros((0,), y.dtype))
+    return (P.reshape(sol, (n,)) if vector else sol), residuals, rank, s
+
+
+def _cutoff_inverse(s: Var, rtol: float) -> tuple[Var, Var]:
+    """Which singular values exceed rtol times the largest (per matrix), and 1 / s there (0
+    elsewhere)."""
+    lead = tuple((0, d, 1) for d in s.shape[:-1])
+    top = P.broadcast_to(P.slice_(s, lead + ((0, 1, 1),)), s.shape)
+    kept = P.compare(P.gt_p, s, P.mul(top, rtol))
+    one = P.const(1, s.shape, s.dtype)
+    return kept, P.where(kept, P.div(1.0, P.where(kept, s, one)), P.const(0, s.shape, s.dtype))
+
+
+def _pinv(a, rcond=None, hermitian=False, *, rtol=None):
+    """The pseudo-inverse V diag(1/s) U^T, singular values below rtol * s_max dropped (NumPy's
+    default rtol: max(m, n) * eps)."""
+    x = _matrix_float(a, "pinv")
+    m, n = x.shape[-2:]
+    tol = rcond if rcond is not None else rtol
+    if tol is None:
+        tol = max(m, n) * float(np.finfo(x.dtype).eps)
+    if not isinstance(tol, (int, float, np.integer, np.floating)):
+        raise TracingError(
+            f"np.linalg.pinv: only a scalar rcond/rtol is supported on traced values{_src()}"
+        )
+    u, s, vt = P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
+    inv_s = _cutoff_inverse(s, float(tol))[1]
+    scaled = P.mul(
+        _t(vt),
+        P.broadcast_to(P.reshape(inv_s, inv_s.shape[:-1] + (1, inv_s.shape[-1])), _t(vt).shape),
+    )
+    return _mm(scaled, _t(u))
+
+
+def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    """The number of singular values above the tolerance (NumPy's default: s_max * max(m, n) *
+    eps); an integer, no derivative."""
+    x = _v(A)
+    if x.ndim < 2:
+        return P.convert(
+            P.reduce(P.reduce_max_p, P.convert(P.compare(P.ne_p, x, 0), np.int64), None), np.int64
+        )
+    x = _matrix_float(x, "matrix_rank")
+    s = P.emit(svd_s_p, x)
+    m, n = x.shape[-2:]
+    if tol is not None:
+        if not isinstance(tol, (int, float, np.integer, np.floating)):
+            raise TracingError(
+                f"np.linalg.matrix_rank: only a scalar tol is supported on traced values{_src()}"
+            )
+        kept = P.compare(P.gt_p, s, float(tol))
+    else:
+        r = rtol if rtol is not None else max(m, n) * float(np.finfo(x.dtype).eps)
+        kept = _cutoff_inverse(s, float(r))[0]
+    return P.reduce_sum(P.convert(kept, np.int64), s.ndim - 1)
+
+
+def _cond(x, p=None):
+    a = _matrix_float(x, "cond")
+    if p is None or p in (2, -2):
+        s = P.emit(svd_s_p, a)
+        k = s.shape[-1]
+        lead = tuple((0, d, 1) for d in s.shape[:-1])
+        first = P.reshape(P.slice_(s, lead + ((0, 1, 1),)), s.shape[:-1])
+        last = P.reshape(P.slice_(s, lead + ((k - 1, k, 1),)), s.shape[:-1])
+        return P.div(last, first) if p == -2 else P.div(first, last)
+    from ..numpy_namespace.reductions import _norm
+
+    _check_square(a.shape, "cond")
+    return P.mul(_norm(a, p, axis=(-2, -1)), _norm(P.emit(inv_p, a), p, axis=(-2, -1)))
+
+
+def _multi_dot(arrays, *, out=None):
+    """A chain of products, in NumPy's order of least work (the classic dynamic programme)."""
+    if out is not None:
+        raise TracingError(
+            f"np.linalg.multi_dot(..., out=...) is not supported on traced values{_src()}"
+        )
+    xs = [_v(a) for a in arrays]
+    if len(xs) < 2:
+        raise ValueError(f"Expecting at least two arrays.{_src()}")
+    first_vec, last_vec = xs[0].ndim == 1, xs[-1].ndim == 1
+    if first_vec:
+        xs[0] = P.reshape(xs[0], (1,) + xs[0].shape)
+    if last_vec:
+        xs[-1] = P.reshape(xs[-1], xs[-1].shape + (1,))
+    dims = [x.shape[0] for x in xs] + [xs[-1].shape[1]]
+    n = len(xs)
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+
+    def chain(i, j):
+        if i == j:
+            return xs[i]
+        k = split[i][j]
+        return P.matmul(chain(i, k), chain(k + 1, j))
+
+    result = chain(0, n - 1)  # (rows, columns): drop the axes that the vectors added
+    return P.reshape(
+        result,
+        tuple(
+            d
+            for i, d in enumerate(result.shape)
+            if not ((i == 0 and first_vec) or (i == 1 and last_vec))
+        ),
+    )
+
+
+FUNCTIONS = {
+    "linalg.pinv": _pinv,
+    "linalg.matrix_rank": _matrix_rank,
+    "linalg.cond": _cond,
+    "linalg.multi_dot": _multi_dot,
+    "linalg.svd": _svd,
+    "linalg.svdvals": _svdvals,
+    "linalg.qr": _qr,
+    "linalg.lstsq": _lstsq,
+    "linalg.inv": _inv,
+    "linalg.solve": _solve,
+    "linalg.det": _det,
+    "linalg.slogdet": _slogdet,
+    "linalg.cholesky": _cholesky,
+    "linalg.eigh": _eigh,
+    "linalg.eigvalsh": _eigvalsh,
+    "linalg.matrix_power": _matrix_power,
+}

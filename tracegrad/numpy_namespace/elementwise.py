@@ -1,0 +1,187 @@
+"""NumPy's elementwise functions that are not ufuncs, on traced values (stage: tracing): round,
+nan_to_num, sinc, where, clip, full_like and friends, linspace, select.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import primitives as P
+from ..errors import TracingError
+from ..ir import Var
+from .indexing import _broadcast_value
+from .operands import _axis, _o, _src, _v
+from .reductions import _no_extra
+from .ufuncs import _is_int
+
+
+def _round(a, decimals=0, out=None):
+    """np.round / np.around: half to even, at `decimals` places (rint(x * 10**d) / 10**d, as
+    NumPy computes it); integers are returned unchanged for decimals >= 0."""
+    if out is not None:
+        raise TracingError(f"np.round(..., out=...) is not supported on traced values{_src()}")
+    x = _v(a)
+    if x.dtype == np.bool_:
+        raise TypeError(
+            f"np.round of booleans is not supported{_src()}; convert with .astype(float)"
+        )
+    if not P.is_float(x.dtype):
+        if decimals >= 0:
+            return x
+        # NumPy rounds integers to tens, hundreds, ... through float64, half to even
+        scale = 10.0**-decimals
+        y = P.mul(P.unary(P.rint_p, P.div(P.convert(x, np.float64), scale)), scale)
+        return P.convert(y, x.dtype)
+    if decimals == 0:
+        return P.unary(P.rint_p, x)
+    scale = 10.0**decimals
+    if decimals > 0:
+        return P.div(P.unary(P.rint_p, P.mul(x, scale)), scale)
+    scale = 10.0**-decimals
+    return P.mul(P.unary(P.rint_p, P.div(x, scale)), scale)
+
+
+def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    x = _v(x)
+    if not P.is_float(x.dtype):
+        return x
+    info = np.finfo(x.dtype)
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    out = P.where(P.emit(P.isnan_p, x), nan, x)
+    out = P.where(P.compare(P.eq_p, x, np.inf), posinf, out)
+    return P.where(P.compare(P.eq_p, x, -np.inf), neginf, out)
+
+
+def _sinc(x):
+    """sin(pi x) / (pi x), 1 at 0. Near 0 a Taylor polynomial (exact to rounding for |pi x| <
+    1e-3), so that every derivative at 0 is the true one (sinc''(0) = -pi^2 / 3), not 0."""
+    x = _v(x)
+    x = P.convert(x, P.float_dtype(x.dtype))
+    t = P.mul(x, np.pi)
+    small = P.compare(P.lt_p, P.emit(P.abs_p, t), 1e-3)
+    safe = P.where(small, 1.0, t)  # the far branch never divides by 0, so its gradient is finite
+    far = P.div(P.unary(P.sin_p, safe), safe)
+    t2 = P.mul(t, t)
+    near = P.add(P.sub(1.0, P.div(t2, 6.0)), P.div(P.mul(t2, t2), 120.0))
+    return P.where(small, near, far)
+
+
+# ----------------------------------------------------------------------------------------------
+# Selection and clipping
+
+
+def _where(condition, x=None, y=None):
+    if x is None or y is None:
+        raise TracingError(
+            f"np.where(condition) with one argument returns data-dependent indices and cannot be "
+            f"traced{_src()}; use np.where(condition, a, b)"
+        )
+    x, y = _o(x), _o(y)
+    dtype = P._result_dtype([x, y])
+    if dtype.kind in "iu":  # NumPy casts an out-of-range Python int into the integer dtype
+        x, y = (_wrapped(v, dtype) for v in (x, y))
+    return P.where(_o(condition), x, y)
+
+
+def _wrapped(v, dtype: np.dtype):
+    """A Python int as NumPy's C cast puts it into `dtype` (300 -> 44 in int8); others as they are."""
+    if not _is_int(v) or np.iinfo(dtype).min <= v <= np.iinfo(dtype).max:
+        return v
+    if not -(2**63) <= v < 2**64:
+        raise OverflowError(f"Python int too large to convert to C long{_src()}")
+    return int(np.array(v).astype(dtype))
+
+
+def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
+    _no_extra("clip", {**kwargs, "out": out})
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    x = _v(a)
+    if x.dtype.kind in "iu":  # a Python int bound beyond the dtype's range clips nothing
+        info = np.iinfo(x.dtype)
+        lo = None if _is_int(lo) and lo < info.min else lo
+        hi = None if _is_int(hi) and hi > info.max else hi
+    if lo is not None:
+        lo = _o(lo)
+        x = P.where(P.compare(P.lt_p, x, lo), lo, x)
+    if hi is not None:
+        hi = _o(hi)
+        x = P.where(P.compare(P.gt_p, x, hi), hi, x)
+    return x
+
+
+def _filled(value):
+    def handler(a, dtype=None, order="K", subok=True, shape=None, **kw):
+        ref = _v(a)
+        if shape is None:
+            shape = ref.shape
+        elif isinstance(shape, (int, np.integer)):
+            shape = (int(shape),)
+        return P.const(value, tuple(shape), dtype or ref.dtype)
+
+    return handler
+
+
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
+    if isinstance(fill_value, Var):  # a traced fill value: broadcast it
+        ref = _v(a)
+        shape = (
+            ref.shape
+            if shape is None
+            else ((int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape))
+        )
+        if fill_value.ndim:
+            raise TracingError(
+                f"np.full_like: the fill value must be a scalar, got shape {fill_value.shape}{_src()}"
+            )
+        return _broadcast_value(P.convert(fill_value, dtype or ref.dtype), shape, "np.full_like")
+    if not isinstance(fill_value, (int, float, bool, np.generic)):
+        raise TracingError(f"np.full_like: the fill value must be a number{_src()}")
+    return _filled(fill_value)(a, dtype, order, subok, shape)
+
+
+def _linspace(
+    start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None
+):
+    """Traced bounds, a static number of points: start + arange(num) * step, the last point
+    exactly `stop` (as NumPy computes it)."""
+    if not isinstance(num, (int, np.integer)) or num < 0:
+        raise TracingError(f"np.linspace: num must be a static non-negative int{_src()}")
+    a, b = _o(start), _o(stop)
+    dt = P.float_dtype(P._result_dtype([a, b]))
+    a, b = (P.convert(_v(v), dt) if isinstance(v, Var) else P.const(v, (), dt) for v in (a, b))
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    div = (num - 1) if endpoint else num
+    step = P.div(P.sub(b, a), float(div)) if div > 0 else P.sub(b, a)
+    k = P.const(np.arange(num, dtype=dt).reshape((num,) + (1,) * len(shape)))
+    lead = (num,) + shape
+    grow = P.broadcast_to(
+        P.reshape(step, (1,) + (1,) * (len(shape) - step.ndim) + step.shape), lead
+    )
+    base = P.broadcast_to(P.reshape(a, (1,) + (1,) * (len(shape) - a.ndim) + a.shape), lead)
+    y = P.add(P.mul(P.broadcast_to(k, lead), grow), base)
+    if endpoint and num > 1:
+        last = np.zeros(lead, bool)
+        last[-1] = True
+        end = P.broadcast_to(P.reshape(b, (1,) + (1,) * (len(shape) - b.ndim) + b.shape), lead)
+        y = P.where(P.const(last), end, y)
+    if axis != 0:  # the samples' axis moves to `axis` of the result, as NumPy's moveaxis does
+        axis = _axis(axis, y.ndim)
+        perm = list(range(1, y.ndim))
+        perm.insert(axis, 0)
+        y = P.transpose(y, perm)
+    if dtype is not None:
+        y = P.convert(y, dtype)
+    return (y, step) if retstep else y
+
+
+def _select(condlist, choicelist, default=0):
+    if len(condlist) != len(choicelist):
+        raise ValueError(f"list of cases must be same length as list of conditions{_src()}")
+    out: Any = default
+    for cond, choice in reversed(list(zip(condlist, choicelist, strict=True))):
+        out = P.where(_v(cond), _o(choice), _o(out))
+    return _v(out)

@@ -1,0 +1,201 @@
+"""Gathers on traced values (stage: tracing): integer-array and static boolean indexing, take,
+take_along_axis, add.at.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import primitives as P
+from ..errors import TracingError
+from ..ir import Var
+from .indexing import _getitem
+from .operands import _axis, _src, _v
+from .shapes import _ravel
+
+# ---- gathers: integer-array and static boolean indexing, take, take_along_axis, add.at
+
+
+def _index_array(item) -> bool:
+    return isinstance(item, (Var, np.ndarray, list))
+
+
+def _as_indices(item, n: int, what: str) -> Var:
+    """An integer index array as an int64 value (static lists and arrays become constants)."""
+    if isinstance(item, list):
+        item = np.asarray(item)
+    if isinstance(item, np.ndarray):
+        if item.dtype.kind not in "iu":
+            raise IndexError(
+                f"arrays used as indices must be of integer (or boolean) type, got {item.dtype}{_src()}"
+            )
+        if item.size and (item.max() >= n or item.min() < -n):
+            bad = int(item.max() if item.max() >= n else item.min())
+            raise IndexError(f"index {bad} is out of bounds for {what} with size {n}{_src()}")
+        return P.const(item.astype(np.int64))
+    if item.dtype.kind not in "iu":
+        raise IndexError(
+            f"arrays used as indices must be of integer (or boolean) type, got {item.dtype}{_src()}"
+        )
+    return P.convert(item, np.int64)
+
+
+def _from_the_end(idx: Var, n: int) -> Var:
+    """Negative indices counted from the end of an axis of length n, as NumPy's."""
+    return P.where(P.compare(P.lt_p, idx, 0), P.add(idx, n), idx)
+
+
+def advanced_getitem(x: Var, index) -> Var:
+    """NumPy's advanced indexing, for what research code uses: one integer array (traced or
+    not) among basic indices; several integer arrays on the leading axes; a static boolean
+    mask. A traced boolean mask would give a result whose shape depends on the values: refused,
+    with the np.where form. The gather's adjoint is a scatter-add, so repeated indices
+    accumulate their gradients."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    expanded = []
+    for item in items:
+        if isinstance(item, (list, np.ndarray)) and np.asarray(item).dtype == np.bool_:
+            expanded.extend(np.nonzero(np.asarray(item)))  # static: the selected positions
+        elif isinstance(item, Var) and item.dtype == np.bool_:
+            raise TracingError(
+                f"indexing with a traced boolean mask (x[mask]) gives a result whose shape depends "
+                f"on the values{_src()}; write np.where(mask, x, 0) (or another neutral value) "
+                "and reduce over it, e.g. np.sum(np.where(mask, x, 0))"
+            )
+        else:
+            expanded.append(item)
+    items = expanded
+    arrays = [k for k, item in enumerate(items) if _index_array(item)]
+    if len(arrays) > 1:
+        if any(not (_index_array(i) or isinstance(i, (int, np.integer))) for i in items):
+            raise TracingError(
+                f"indexing with several integer arrays mixed with slices is not supported{_src()}; "
+                "index the leading axes with arrays only (x[i, j]), or one axis at a time"
+            )
+        return _gather_leading(x, items)
+    k = arrays[0]
+    used = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if used > x.ndim:
+        raise IndexError(f"too many indices for a traced value of {x.ndim} dimensions{_src()}")
+    ellipsis = [j for j, i in enumerate(items) if i is Ellipsis]
+    if ellipsis:
+        e = ellipsis[0]
+        items = items[:e] + [slice(None)] * (x.ndim - used) + items[e + 1 :]
+        k = next(j for j, item in enumerate(items) if _index_array(item))
+    basic = items[:k] + [slice(None)] + items[k + 1 :]
+    y = _v(_getitem_basic(x, tuple(basic)))
+    axis = sum(1 for i in items[:k] if not isinstance(i, (int, np.integer)))
+    source_axis = sum(1 for i in items[:k] if i is not None)
+    idx = _as_indices(items[k], x.shape[source_axis], f"axis {source_axis}")
+    out = P.gather(y, idx, axis)
+    # NumPy: ints count as advanced indices next to an array; separated from it by a slice, the
+    # array's dimensions go first
+    ints = [j for j, i in enumerate(items) if isinstance(i, (int, np.integer))]
+    positions = sorted(ints + [k])
+    if positions != list(range(positions[0], positions[-1] + 1)) and axis:
+        moved = list(range(axis, axis + idx.ndim))
+        rest = [d for d in range(out.ndim) if d not in moved]
+        out = P.transpose(out, moved + rest)
+    return out
+
+
+def _getitem_basic(x: Var, index):
+    return _getitem(x, index)
+
+
+def _gather_leading(x: Var, items) -> Var:
+    """x[i0, i1, ...] with integer arrays (or ints) on the leading axes: one gather of the
+    flattened leading axes at the broadcast flat index."""
+    k = len(items)
+    if k > x.ndim:
+        raise IndexError(f"too many indices for a traced value of {x.ndim} dimensions{_src()}")
+    idx = [
+        _as_indices(
+            np.asarray(i) if isinstance(i, (int, np.integer)) else i, x.shape[a], f"axis {a}"
+        )
+        for a, i in enumerate(items)
+    ]
+    shape = np.broadcast_shapes(*(i.shape for i in idx))
+    flat = None
+    for a, i in enumerate(idx):
+        n = x.shape[a]
+        i = _from_the_end(i, n)
+        i = P.broadcast_to(P.reshape(i, (1,) * (len(shape) - i.ndim) + i.shape), shape)
+        flat = i if flat is None else P.add(P.mul(flat, n), i)
+    lead = int(np.prod(x.shape[:k], dtype=np.int64))
+    return P.gather(P.reshape(x, (lead,) + x.shape[k:]), flat, 0)
+
+
+def _np_take(a, indices, axis=None, out=None, mode="raise"):
+    if out is not None or mode != "raise":
+        raise TracingError(f"np.take: out= and mode= other than 'raise' are not supported{_src()}")
+    x = _v(a)
+    if axis is None:
+        x, axis = _ravel(x), 0
+    axis = _axis(axis, x.ndim)
+    return P.gather(x, _as_indices(indices, x.shape[axis], f"axis {axis}"), axis)
+
+
+def _take_along_axis(arr, indices, axis=-1):
+    x = _v(arr)
+    if axis is None:
+        x, axis = _ravel(x), 0
+    axis = _axis(axis, x.ndim)
+    idx = _as_indices(indices, x.shape[axis], f"axis {axis}")
+    if idx.ndim != x.ndim:
+        raise ValueError(f"`indices` and `arr` must have the same number of dimensions{_src()}")
+    shape = tuple(
+        idx.shape[d] if d == axis else max(x.shape[d], idx.shape[d]) for d in range(x.ndim)
+    )
+    x = P.broadcast_to(x, tuple(x.shape[d] if d == axis else shape[d] for d in range(x.ndim)))
+    idx = P.broadcast_to(idx, shape)
+    n = x.shape[axis]
+    idx = _from_the_end(idx, n)
+    # each position's own row: flatten every axis, offsetting the indices by the row's start
+    perm = [d for d in range(x.ndim) if d != axis] + [axis]
+    xt, it = P.transpose(x, perm), P.transpose(idx, perm)
+    rows = int(np.prod(xt.shape[:-1], dtype=np.int64))
+    starts = P.const((np.arange(rows, dtype=np.int64) * n).reshape(xt.shape[:-1] + (1,)))
+    flat_idx = P.add(it, P.broadcast_to(starts, it.shape))
+    out = P.gather(P.reshape(xt, (rows * n,)), flat_idx, 0)
+    return P.transpose(out, list(np.argsort(perm)))
+
+
+def add_at(a: Var, indices, b) -> Var:
+    """The value of `a` after np.add.at(a, indices, b): a scatter-add (repeated indices add up)."""
+    items = indices if isinstance(indices, tuple) else (indices,)
+    v = _v(b) if isinstance(b, (Var, np.ndarray)) else P.const(b, (), a.dtype)
+    v = P.convert(v, a.dtype)
+    leading = a.ndim > 0 and len(items) == 1 and _index_array(items[0])
+    if leading:  # one index array on axis 0
+        idx = _as_indices(items[0], a.shape[0], "axis 0")
+        idx = _from_the_end(idx, a.shape[0])
+        target = idx.shape + a.shape[1:]
+    else:
+        # any index NumPy accepts (ints, slices, several arrays): the flat positions it selects,
+        # from a table of positions indexed like `a`; one scatter-add into the flattened array
+        table = np.arange(a.size, dtype=np.int64).reshape(a.shape)
+        if all(not isinstance(i, Var) for i in items):
+            try:
+                idx = P.const(
+                    np.asarray(table[indices if isinstance(indices, tuple) else (indices,)])
+                )
+            except IndexError as e:
+                raise IndexError(f"np.add.at: {e}{_src()}") from None
+        else:
+            idx = _v(_getitem_basic(P.const(table), indices))
+        target = idx.shape
+    try:
+        np.broadcast_shapes(v.shape, target)
+        if v.ndim > len(target) or np.broadcast_shapes(v.shape, target) != target:
+            raise ValueError
+    except ValueError:
+        raise ValueError(
+            f"np.add.at: values of shape {v.shape} do not broadcast to the {target} elements the "
+            f"indices select{_src()}"
+        ) from None
+    v = P.broadcast_to(P.reshape(v, (1,) * (len(target) - v.ndim) + v.shape), target)
+    if leading:
+        return P.add(a, P.scatter_add(v, idx, 0, a.shape))
+    flat = P.scatter_add(P.reshape(v, (idx.size,)), P.reshape(idx, (idx.size,)), 0, (a.size,))
+    return P.add(a, P.reshape(flat, a.shape))

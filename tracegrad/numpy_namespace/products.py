@@ -1,0 +1,198 @@
+"""NumPy's products on traced values (stage: tracing): dot, inner, outer and einsum, lowered to
+the matrix product primitive and elementwise products.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import primitives as P
+from ..errors import ShapeError, TracingError
+from ..ir import Var
+from .diagonals import _diagonal
+from .operands import _src, _v
+from .shapes import _ravel
+
+# ----------------------------------------------------------------------------------------------
+# Linear algebra
+
+
+def _dot(a, b, out=None):
+    """np.dot: a product with a scalar; the inner product of vectors; otherwise the sum over the
+    last axis of `a` and the second-to-last of `b` (the last, for a vector), in the operands'
+    promoted dtype."""
+    if out is not None:
+        raise TracingError(f"np.dot(..., out=...) is not supported on traced values{_src()}")
+    a, b = _v(a), _v(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return P.mul(a, b)
+    k = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if a.shape[-1] != k:
+        raise ShapeError(
+            f"shapes {a.shape} and {b.shape} not aligned: {a.shape[-1]} (dim {a.ndim - 1}) != "
+            f"{k} (dim {max(b.ndim - 2, 0)}){_src()}"
+        )
+    if b.ndim <= 2:
+        return P.matmul(a, b)
+    # b: (..., k, m) -> (k, ... * m), one matrix product, then the axes back in NumPy's order
+    moved = P.transpose(b, [b.ndim - 2] + [i for i in range(b.ndim) if i != b.ndim - 2])
+    a2 = P.reshape(a, (_prod(a.shape[:-1]), k))
+    out = P.matmul(a2, P.reshape(moved, (k, _prod(moved.shape[1:]))))
+    return P.reshape(out, a.shape[:-1] + b.shape[:-2] + b.shape[-1:])
+
+
+def _prod(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _inner(a, b):
+    """np.inner: contracts the last axis of `a` with the last axis of `b` (the result's shape is
+    a.shape[:-1] + b.shape[:-1]); a scalar operand multiplies."""
+    a, b = _v(a), _v(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return P.mul(a, b)
+    if a.shape[-1] != b.shape[-1]:
+        raise ShapeError(
+            f"shapes {a.shape} and {b.shape} not aligned: {a.shape[-1]} (dim {a.ndim - 1}) != "
+            f"{b.shape[-1]} (dim {b.ndim - 1}){_src()}"
+        )
+    dtype = P._result_dtype([a, b])
+    k = a.shape[-1]
+    a2 = P.reshape(P.convert(a, dtype), (_prod(a.shape[:-1]), k))
+    b2 = P.reshape(P.convert(b, dtype), (_prod(b.shape[:-1]), k))
+    return P.reshape(P.matmul(a2, P.transpose(b2)), a.shape[:-1] + b.shape[:-1])
+
+
+def _outer(a, b, out=None):
+    a, b = _ravel(a), _ravel(b)
+    return P.mul(P.reshape(a, (a.size, 1)), P.reshape(b, (1, b.size)))
+
+
+def _einsum_from_sublists(args) -> tuple[str, list]:
+    """np.einsum(a, [0, 1], b, [1, 2], [0, 2]): the operand / index-list form as a string."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def term(sub) -> str:
+        return "".join("..." if i is Ellipsis else letters[int(i)] for i in sub)
+
+    operands, terms = list(args[0::2]), [term(s) for s in args[1::2]]
+    out = None
+    if len(args) % 2 == 1:  # a trailing output list
+        out = term(args[-1])
+        operands = operands[:-1] if len(operands) > len(terms) else operands
+    spec = ",".join(terms[: len(operands)])
+    return (spec + "->" + out if out is not None else spec), operands
+
+
+def _einsum(subscripts, *operands, **kwargs):
+    """np.einsum in full: the string and the operand/index-list forms, '...', repeated indices
+    (diagonals), any number of operands, contracted pairwise in a greedy order (the pair whose
+    result is smallest first), each pair as one batched matrix product."""
+    if kwargs.get("out") is not None:
+        raise TracingError(f"np.einsum(..., out=...) is not supported on traced values{_src()}")
+    if not isinstance(subscripts, str):
+        subscripts, operands = _einsum_from_sublists((subscripts, *operands))
+    spec = subscripts.replace(" ", "")
+    lhs, out = spec.split("->") if "->" in spec else (spec, None)
+    terms = lhs.split(",")
+    xs = [_v(x) for x in operands]
+    if len(terms) != len(xs):
+        raise ValueError(f"np.einsum: {len(terms)} subscripts for {len(xs)} operands{_src()}")
+    # '...': as many fresh capital letters as the operand has dimensions beyond its letters
+    spare = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    widest = max(
+        (x.ndim - (len(t) - 3) for t, x in zip(terms, xs, strict=True) if "..." in t), default=0
+    )
+    ellipsis = "".join(next(spare) for _ in range(widest))
+    for k, (t, x) in enumerate(zip(terms, xs, strict=True)):
+        if "..." in t:
+            n = x.ndim - (len(t) - 3)
+            terms[k] = t.replace("...", ellipsis[widest - n :])
+        if len(terms[k]) != x.ndim:
+            raise ValueError(f"np.einsum: subscripts {t!r} do not fit a {x.ndim}-d operand{_src()}")
+    if out is None:
+        letters = "".join(terms)
+        out = ellipsis + "".join(
+            sorted(c for c in set(letters) if letters.count(c) == 1 and c.islower())
+        )
+    else:
+        out = out.replace("...", ellipsis)
+    if len(set(out)) != len(out):
+        raise ValueError(f"np.einsum: an output index appears twice in {out!r}{_src()}")
+    # repeated indices within one operand: take its diagonal first
+    for k in range(len(xs)):
+        t, x = terms[k], xs[k]
+        while len(set(t)) != len(t):
+            c = next(c for c in t if t.count(c) > 1)
+            first, second = t.index(c), t.index(c, t.index(c) + 1)
+            x = _diagonal(x, 0, first, second)  # that axis moves to the end
+            t = "".join(ch for i, ch in enumerate(t) if i not in (first, second)) + c
+        terms[k], xs[k] = t, x
+    dtype = P._result_dtype(xs)
+    xs = [P.convert(x, dtype) for x in xs]
+    while len(xs) > 1:
+        best = None
+        for i in range(len(xs)):
+            for j in range(i + 1, len(xs)):
+                rest = "".join(t for k, t in enumerate(terms) if k not in (i, j)) + out
+                keep = "".join(c for c in dict.fromkeys(terms[i] + terms[j]) if c in rest)
+                sizes = {
+                    c: d
+                    for t, x in zip(terms, xs, strict=True)
+                    for c, d in zip(t, x.shape, strict=True)
+                }
+                cost = int(np.prod([sizes[c] for c in keep], dtype=np.int64))
+                if best is None or cost < best[0]:
+                    best = (cost, i, j, keep)
+        _, i, j, keep = best
+        merged = _einsum2(terms[i], terms[j], keep, xs[i], xs[j])
+        terms = [t for k, t in enumerate(terms) if k not in (i, j)] + [keep]
+        xs = [x for k, x in enumerate(xs) if k not in (i, j)] + [merged]
+    (term,), (x,) = terms, xs
+    missing = [c for c in out if c not in term]
+    if missing:
+        raise ValueError(f"np.einsum: output index {missing[0]!r} appears in no operand{_src()}")
+    x = P.reduce_sum(x, tuple(i for i, c in enumerate(term) if c not in out))
+    kept = [c for c in term if c in out]
+    # NumPy's einsum keeps the operands' type (np.sum would widen small integers)
+    return P.convert(P.transpose(x, [kept.index(c) for c in out]), dtype)
+
+
+def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
+    """Two-operand einsum as one batched matrix product: a -> [batch, free_a, contracted]."""
+    dtype = P._result_dtype([a, b])
+    a, b = P.convert(a, dtype), P.convert(b, dtype)
+    # indices summed in one operand only are summed first
+    a = P.reduce_sum(a, tuple(i for i, c in enumerate(ta) if c not in tb and c not in out))
+    ta = "".join(c for c in ta if c in tb or c in out)
+    b = P.reduce_sum(b, tuple(i for i, c in enumerate(tb) if c not in ta and c not in out))
+    tb = "".join(c for c in tb if c in ta or c in out)
+    size: dict[str, int] = {}
+    for term, x in ((ta, a), (tb, b)):
+        for c, d in zip(term, x.shape, strict=True):
+            if size.get(c, 1) == 1:
+                size[c] = d
+            elif d not in (1, size[c]):
+                raise ShapeError(f"np.einsum: index {c!r} has sizes {size[c]} and {d}{_src()}")
+    # a size-1 axis broadcasts against the other operand's, as in NumPy
+    a, b = (
+        x if x.shape == tuple(size[c] for c in t) else P.broadcast_to(x, tuple(size[c] for c in t))
+        for t, x in ((ta, a), (tb, b))
+    )
+    batch = [c for c in ta if c in tb and c in out]
+    contracted = [c for c in ta if c in tb and c not in out]
+    free_a = [c for c in ta if c not in tb]
+    free_b = [c for c in tb if c not in ta]
+    n = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))
+    a3 = P.reshape(
+        P.transpose(a, [ta.index(c) for c in batch + free_a + contracted]),
+        (n(batch), n(free_a), n(contracted)),
+    )
+    b3 = P.reshape(
+        P.transpose(b, [tb.index(c) for c in batch + contracted + free_b]),
+        (n(batch), n(contracted), n(free_b)),
+    )
+    r = P.matmul_(a3, b3)
+    order = batch + free_a + free_b
+    r = P.reshape(r, tuple(size[c] for c in order))
+    return P.transpose(r, [order.index(c) for c in out])

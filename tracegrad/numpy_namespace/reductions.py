@@ -1,0 +1,186 @@
+"""NumPy's reductions on traced values (stage: tracing): sum, prod, max, min, mean, var, std and
+np.linalg.norm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import primitives as P
+from ..errors import TracingError
+from ..ir import Var
+from .operands import _src, _v
+
+# ----------------------------------------------------------------------------------------------
+# Reductions
+
+
+def _no_extra(name: str, kwargs: dict, allowed=()):
+    extra = [k for k, v in kwargs.items() if k not in allowed and v is not None and k != "out"]
+    if kwargs.get("out") is not None:
+        extra.append("out")
+    if extra:
+        raise TracingError(
+            f"np.{name}: argument(s) {extra} are not supported on traced values{_src()}"
+        )
+
+
+def _reduction(prim, name):
+    def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        _no_extra(name, {**kwargs, "out": out})
+        x = _v(a)
+        if dtype is not None:
+            x = P.convert(x, dtype)
+        if x.ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
+            axis = ()  # NumPy's reduce takes axis 0 or -1 of a 0-d value as no axis
+        return P.reduce(prim, x, axis, keepdims)
+
+    return handler
+
+
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    _no_extra("mean", {**kwargs, "out": out})
+    x = _v(a)
+    if dtype is None:
+        dtype = P.float_dtype(x.dtype)
+    axes = P.normalize_axes(axis, x.ndim)
+    total = P.reduce(P.reduce_sum_p, P.convert(x, dtype), axes, keepdims)
+    return _divide_count(total, _count(x, axes), np.dtype(dtype))
+
+
+def _count(x: Var, axes) -> int:
+    return int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
+
+
+def _divide_count(total: Var, count: int, dtype: np.dtype) -> Var:
+    """total / count, cast back to `dtype` as NumPy's mean and var do (truncating integers)."""
+    if not count:
+        return P.convert(P.mul(total, float("nan")), P.float_dtype(dtype))
+    return P.convert(P.div(total, count if P.is_float(dtype) else float(count)), dtype)
+
+
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    """NumPy's var: the mean and the sum of squares are accumulated in `dtype` (float64 for
+    integer input by default), the deviations in the promoted dtype of the input and the mean."""
+    _no_extra("var", {**kwargs, "out": out})
+    x = _v(a)
+    if dtype is None:
+        dtype = P.float_dtype(x.dtype)
+    dtype = np.dtype(dtype)
+    axes = P.normalize_axes(axis, x.ndim)
+    mean = _divide_count(P.reduce_sum(P.convert(x, dtype), axes, True), _count(x, axes), dtype)
+    centred = P.sub(x, mean)
+    squares = P.reduce_sum(P.convert(P.mul(centred, centred), dtype), axes, keepdims)
+    count = max(_count(x, axes) - ddof, 0)
+    if not count:
+        return P.div(squares, 0.0)
+    return _divide_count(squares, count, dtype)
+
+
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    # Where the variance is 0 (one element, or constant data) the standard deviation has a kink,
+    # like |t| at 0: its derivative there is 0 at every order (as np.abs's), not 0 * inf = NaN.
+    var = _var(a, axis, dtype, out, ddof, keepdims, **kwargs)
+    root = P.where(P.compare(P.eq_p, var, 0.0), 0.0, P.unary(P.sqrt_p, var))
+    if P.is_float(var.dtype):
+        return root
+    if var.ndim:
+        raise TypeError(
+            f"np.std with the integer dtype {var.dtype} over an axis cannot store its float square "
+            f"roots (NumPy raises the same){_src()}; use a float dtype"
+        )
+    return P.convert(root, var.dtype)
+
+
+_SVD_NORMS = (2, -2, "nuc")  # the matrix norms read from the singular values
+
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    """np.linalg.norm: vector norms of every order, and matrix norms of every order (2, -2 and
+    'nuc' from the singular values, linalg.svd_s_p)."""
+    x = _v(x)
+    x = P.convert(x, P.float_dtype(x.dtype))
+    if axis is None:
+        if (
+            ord is None
+            or (ord in ("f", "fro") and x.ndim == 2)
+            or (_is_number(ord) and ord == 2 and x.ndim == 1)
+        ):
+            out = _sqrt_sum_squares(x, tuple(range(x.ndim)))
+            return P.reshape(out, (1,) * x.ndim) if keepdims else out
+        axis = tuple(range(x.ndim))
+    elif not isinstance(axis, tuple):
+        axis = (int(axis),)
+    if len(axis) == 1:
+        (ax,) = P.normalize_axes(axis, x.ndim)
+        out = _vector_norm(x, ord, ax)
+        return P.reshape(out, P._keepdims_shape(x.shape, (ax,))) if keepdims else out
+    if len(axis) == 2:
+        row, col = [P.normalize_axes(a, x.ndim)[0] for a in axis]
+        if row == col:
+            raise ValueError(f"Duplicate axes given.{_src()}")
+        out = _matrix_norm(x, ord, row, col)
+        return P.reshape(out, P._keepdims_shape(x.shape, (row, col))) if keepdims else out
+    raise ValueError(f"Improper number of dimensions to norm.{_src()}")
+
+
+def _is_number(ord) -> bool:
+    return isinstance(ord, (int, float, np.integer, np.floating)) and not isinstance(ord, bool)
+
+
+def _sqrt_sum_squares(x: Var, axes) -> Var:
+    return P.unary(P.sqrt_p, P.reduce_sum(P.mul(x, x), axes))
+
+
+def _abs_extremum(prim, x: Var, axis: int) -> Var:
+    """max/min of |x| over `axis`; NumPy's max starts at 0, so an empty axis gives 0."""
+    if x.shape[axis] == 0 and prim is P.reduce_max_p:
+        return P.const(0, tuple(d for i, d in enumerate(x.shape) if i != axis), x.dtype)
+    return P.reduce(prim, P.emit(P.abs_p, x), axis)
+
+
+def _vector_norm(x: Var, ord, axis: int) -> Var:
+    if ord is None:
+        return _sqrt_sum_squares(x, axis)
+    if not _is_number(ord):
+        raise ValueError(f"Invalid norm order {ord!r} for vectors{_src()}")
+    if ord == np.inf:
+        return _abs_extremum(P.reduce_max_p, x, axis)
+    if ord == -np.inf:
+        return _abs_extremum(P.reduce_min_p, x, axis)
+    if ord == 0:  # the number of nonzero entries
+        return P.reduce_sum(P.convert(P.compare(P.ne_p, x, 0.0), x.dtype), axis)
+    if ord == 1:
+        return P.reduce_sum(P.emit(P.abs_p, x), axis)
+    if ord == 2:
+        return _sqrt_sum_squares(x, axis)
+    p = float(ord)
+    total = P.reduce_sum(P.power(P.emit(P.abs_p, x), p), axis)
+    return P.power(total, 1.0 / p)
+
+
+def _matrix_norm(x: Var, ord, row: int, col: int) -> Var:
+    if ord in (None, "fro", "f"):
+        return _sqrt_sum_squares(x, (row, col))
+    if _is_number(ord) and ord in (1, -1, np.inf, -np.inf):
+        # 1-norms: the largest (smallest) column sum of |x|; inf-norms: the same over rows
+        summed, other = (row, col) if abs(ord) == 1 else (col, row)
+        sums = P.reduce_sum(P.emit(P.abs_p, x), summed)
+        other -= other > summed
+        if ord > 0:
+            if sums.shape[other] == 0:
+                return P.const(0, tuple(d for i, d in enumerate(sums.shape) if i != other), x.dtype)
+            return P.reduce(P.reduce_max_p, sums, other)
+        return P.reduce(P.reduce_min_p, sums, other)
+    if (_is_number(ord) or isinstance(ord, str)) and ord in _SVD_NORMS:
+        from ..linalg import svd_s_p  # the singular values (linalg imports this package)
+
+        rest = [d for d in range(x.ndim) if d not in (row, col)]
+        s = P.emit(svd_s_p, P.transpose(x, rest + [row, col]))
+        if ord == "nuc":
+            return P.reduce_sum(s, s.ndim - 1)
+        k = s.shape[-1]
+        lead = tuple((0, d, 1) for d in s.shape[:-1])
+        pick = (0, 1, 1) if ord == 2 else (k - 1, k, 1)  # NumPy's singular values descend
+        return P.reshape(P.slice_(s, lead + (pick,)), s.shape[:-1])
+    raise ValueError(f"Invalid norm order {ord!r} for matrices.{_src()}")

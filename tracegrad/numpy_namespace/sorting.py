@@ -1,0 +1,146 @@
+"""Sorting on traced values, and the statistics built on it (stage: tracing): sort, argsort,
+partition, quantile, percentile, median (and rollaxis).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import primitives as P
+from ..errors import TracingError
+from ..ir import Var
+from .gathers import _take_along_axis
+from .operands import _axis, _src, _v
+from .shapes import _ravel
+
+# ---- sorting, and the statistics built on it
+
+
+def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    if order is not None:
+        raise TracingError(f"np.argsort: order= is not supported on traced values{_src()}")
+    x = _v(a)
+    if axis is None:
+        x, axis = _ravel(x), 0
+    kind = "stable" if stable else (kind or "quicksort")
+    return P.emit(P.argsort_p, x, axis=_axis(axis, x.ndim), kind=kind)
+
+
+def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    """Values in order: a gather by the sorting permutation, so the derivative of each sorted
+    value goes to the element it came from (ties: to one of them)."""
+    x = _v(a)
+    if axis is None:
+        x, axis = _ravel(x), 0
+    perm = _argsort(x, axis, kind, order, stable=stable)
+    return _take_along_axis(x, perm, axis)
+
+
+def _partition(a, kth, axis=-1, kind="introselect", order=None):
+    """np.partition: NumPy leaves the order inside each part unspecified; a full sort is one valid
+    answer (the kth elements are where NumPy puts them), and its derivative goes through the
+    permutation. The values equal NumPy's at the kth positions and as sets within each part."""
+    return _sort(a, axis, None, order)
+
+
+def _argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    return _argsort(a, axis, "stable", order)
+
+
+def _rollaxis(a, axis, start=0):
+    x = _v(a)
+    n = x.ndim
+    axis = _axis(axis, n)
+    if not -n <= start <= n:
+        raise np.exceptions.AxisError(f"start {start} is out of bounds for {n} dimensions{_src()}")
+    if start < 0:
+        start += n
+    if axis < start:
+        start -= 1
+    perm = [d for d in range(n) if d != axis]
+    perm.insert(start, axis)
+    return P.transpose(x, perm)
+
+
+def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method: str) -> Var:
+    """NumPy's 'linear' quantile (its default): interpolate between the order statistics at
+    floor and ceil of q (n - 1); the other methods pick one of them."""
+    n = s.shape[axis]
+    position = q * (n - 1)
+    lo = np.floor(position).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    weight = position - lo
+    if method == "lower":
+        hi, weight = lo, np.zeros_like(weight)
+    elif method == "higher":
+        lo, weight = np.ceil(position).astype(np.int64), np.zeros_like(weight)
+    elif method == "nearest":
+        lo, weight = np.around(position).astype(np.int64), np.zeros_like(weight)
+    elif method == "midpoint":
+        weight = np.where(hi > lo, 0.5, 0.0)
+    elif method != "linear":
+        raise TracingError(
+            f"np.quantile: method {method!r} is not supported on traced values{_src()}"
+        )
+    a = P.gather(s, P.const(lo.reshape(-1)), axis)
+    b = P.gather(s, P.const(hi.reshape(-1)), axis)
+    w = P.const(weight.reshape((-1,) + (1,) * (s.ndim - axis - 1)).astype(s.dtype))
+    out = P.add(a, P.mul(P.sub(b, a), P.broadcast_to(w, a.shape)))  # (..., len(q), ...)
+    # NumPy: a slice holding a NaN has NaN quantiles; the sort puts NaNs last
+    last = P.broadcast_to(P.gather(s, P.const(np.array([n - 1], np.int64)), axis), out.shape)
+    out = P.where(P.emit(P.isnan_p, last), last, out)
+    out = P.reshape(out, s.shape[:axis] + q.shape + s.shape[axis + 1 :])
+    if q.ndim:  # NumPy puts the q axes first
+        k = q.ndim
+        out = P.transpose(
+            out, list(range(axis, axis + k)) + list(range(axis)) + list(range(axis + k, out.ndim))
+        )
+    if keepdims:
+        out = P.reshape(out, q.shape + s.shape[:axis] + (1,) + s.shape[axis + 1 :])
+    return out
+
+
+def _quantile(
+    a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, **kw
+):
+    if out is not None or kw:
+        raise TracingError(
+            f"np.quantile: out= and {sorted(kw)} are not supported on traced values{_src()}"
+        )
+    if isinstance(q, Var):
+        raise TracingError(f"np.quantile: q must be static (numbers), not a traced value{_src()}")
+    x = _v(a)
+    # NumPy's result dtype: a Python number q is weak (float32 data stays float32), an array is not
+    dtype = np.result_type(
+        P.float_dtype(x.dtype), q if isinstance(q, (int, float)) else np.asarray(q)
+    )
+    q = np.asarray(q, dtype=np.float64)
+    if np.any((q < 0) | (q > 1)):
+        raise ValueError(f"Quantiles must be in the range [0, 1]{_src()}")
+    x = P.convert(x, dtype)
+    if axis is None:
+        shape = x.shape
+        x, axis = _ravel(x), 0
+        result = _quantile_of_sorted(_sort(x, 0), q, 0, False, method)
+        if keepdims:
+            result = P.reshape(result, q.shape + (1,) * len(shape))
+        return result
+    if isinstance(axis, (tuple, list)):
+        raise TracingError(
+            f"np.quantile: a tuple of axes is not supported on traced values{_src()}"
+        )
+    axis = _axis(axis, x.ndim)
+    return _quantile_of_sorted(_sort(x, axis), q, axis, keepdims, method)
+
+
+def _percentile(
+    a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, **kw
+):
+    if isinstance(q, Var):
+        raise TracingError(f"np.percentile: q must be static (numbers), not a traced value{_src()}")
+    q = q / 100 if isinstance(q, (int, float)) else np.asarray(q) / 100
+    return _quantile(a, q, axis, out, overwrite_input, method, keepdims, **kw)
+
+
+def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    return _quantile(a, 0.5, axis, out, overwrite_input, "linear", keepdims)

@@ -1,0 +1,297 @@
+"""The elementwise entries of the table (stage: primitives), first part: how an elementwise entry is
+declared (`_ew`, scalar templates), then literals, arithmetic, powers, exponentials, logarithms,
+trigonometric and hyperbolic functions, sigmoid and softplus.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from .batching import batch_every_operand
+from .facets import (
+    _PICK_MAX,
+    _PICK_MIN,
+    NO_ALGEBRA,
+    PRIMITIVES,
+    Algebra,
+    Kind,
+    Pairing,
+    Primitive,
+    _register,
+    registered,
+)
+from .ops import (
+    _same,
+    _unary_rule,
+    add,
+    compare,
+    ct_mul,
+    div,
+    emit,
+    integer_pow,
+    mul,
+    neg,
+    reciprocal,
+    sub,
+    unary,
+    where,
+)
+
+# ----------------------------------------------------------------------------------------------
+# Scalar templates. `M.f(...)` is a math-library call; each code generator renders it.
+
+
+def _integer_pow_scalar(args, params):
+    # x*x is correctly rounded, x*x*x within 1.2 ulp and 1/x correctly rounded; any other power
+    # calls pow() with a float exponent (within 1 ulp, like NumPy's power, and no intermediate
+    # overflow or underflow: 1e155 ** -2 is 1e-310). An integer exponent would make Numba
+    # multiply repeatedly (48 ulp at n = 64). Integer x only reaches here with n <= 3.
+    x, n = args[0], params["n"]
+    if n == 0:
+        return f"({x} ** 0)"
+    if 0 < n <= 3:
+        return "(" + " * ".join([x] * n) + ")"
+    if n == -1:
+        return f"(1 / {x})"
+    return f"M.pow({x}, {float(n)!r})"
+
+
+def _pow_rule(ct, out, a, b):
+    ct_a = ct_mul(ct, mul(b, emit(pow_p, a, sub(b, 1.0))))
+    # out * log(a) is 0 * -inf at a = 0; its limit (b > 0) is 0.
+    ct_b = ct_mul(ct, where(compare(registered("eq"), out, 0.0), 0.0, mul(out, unary(log_p, a))))
+    return ct_a, ct_b
+
+
+def _integer_pow_rule(ct, out, x, n):
+    if n == 0:
+        return (None,)
+    return (ct_mul(ct, mul(integer_pow(x, n - 1), float(n))),)
+
+
+# ----------------------------------------------------------------------------------------------
+# The elementwise entries
+
+
+_ONE_CALL = re.compile(r"M\.(\w+)\(\{0\}(, \{1\})?\)")
+
+
+def _ew(
+    name,
+    impl,
+    adjoint=None,
+    scalar=None,
+    infer=_same,
+    differentiable=True,
+    linear=False,
+    domain=(-2.0, 2.0),
+    algebra=NO_ALGEBRA,
+    pairing=None,
+):
+    call = _ONE_CALL.fullmatch(scalar) if isinstance(scalar, str) else None
+    prim = Primitive(
+        name,
+        Kind.ELEMENTWISE,
+        impl,
+        infer,
+        adjoint,
+        None,
+        scalar,
+        differentiable,
+        linear,
+        domain,
+        algebra=algebra,
+        pairing=pairing,
+        math_call=call.group(1) if call else None,
+    )
+    object.__setattr__(prim, "batch", batch_every_operand(prim))
+    return _register(prim)
+
+
+def math_names() -> dict[str, str]:
+    """Math-library names whose vectorised version (tracegrad.vmath) is named otherwise: the
+    primitive's name (asin -> arcsin)."""
+    return {
+        p.math_call: p.name
+        for p in PRIMITIVES.values()
+        if p.math_call is not None and p.math_call != p.name
+    }
+
+
+const_p = _register(
+    Primitive(
+        "const",
+        Kind.CONST,
+        impl=lambda value, shape: np.broadcast_to(value, shape),
+        infer=lambda shapes, dtypes, p: (tuple(p["shape"]), p["value"].dtype),
+        differentiable=False,
+    )
+)
+
+neg_p = _ew(
+    "neg",
+    np.negative,
+    lambda ct, out, x: (neg(ct),),
+    "(-{0})",
+    linear=True,
+    algebra=Algebra(involution=True),
+)
+add_p = _ew(
+    "add",
+    np.add,
+    lambda ct, out, a, b: (ct, ct),
+    "({0} + {1})",
+    linear=True,
+    algebra=Algebra(neutral=((1, 0), (0, 0))),
+)
+sub_p = _ew(
+    "sub",
+    np.subtract,
+    lambda ct, out, a, b: (ct, neg(ct)),
+    "({0} - {1})",
+    linear=True,
+    algebra=Algebra(neutral=((1, 0),)),
+)
+mul_p = _ew(
+    "mul",
+    np.multiply,
+    lambda ct, out, a, b: (ct_mul(ct, b), ct_mul(ct, a)),
+    "({0} * {1})",
+    algebra=Algebra(neutral=((1, 1), (0, 1))),
+)
+div_p = _ew(
+    "div",
+    np.true_divide,
+    lambda ct, out, a, b: (ct_mul(ct, reciprocal(b)), ct_mul(ct, neg(div(out, b)))),
+    "({0} / {1})",
+    domain=(0.5, 2.0),
+    algebra=Algebra(neutral=((1, 1),)),
+)
+pow_p = _ew("pow", np.power, _pow_rule, "({0} ** {1})", domain=(0.5, 2.0))
+integer_pow_p = _ew(
+    "integer_pow",
+    lambda x, n: np.power(x, n) if n >= 0 else np.power(x, float(n)).astype(x.dtype),
+    _integer_pow_rule,
+    _integer_pow_scalar,
+    # x**0 is 1, even for nan and inf (as in NumPy)
+    algebra=Algebra(
+        rewrite=lambda node, fills, producers: (
+            np.ones((), node.out.dtype) if node.params["n"] == 0 else None
+        )
+    ),
+)
+ct_mul_p = _ew(
+    "ct_mul",
+    lambda ct, d: np.where(ct == 0, ct, ct * d),
+    # d(out)/d(d) is ct, itself 0 where masked: mask that term on ct, not on g.
+    lambda g, out, ct, d: (ct_mul(g, d), ct_mul(ct, g)),
+    "({0} * {1} if {0} != 0 else {0})",
+    algebra=Algebra(absorbing=((0, 0),), neutral=((1, 1), (0, 1))),
+)
+maximum_p = _ew("maximum", np.maximum, None, f"({_PICK_MAX})")
+minimum_p = _ew("minimum", np.minimum, None, f"({_PICK_MIN})")
+
+exp_p = _ew("exp", np.exp, _unary_rule(lambda x, out: out), "M.exp({0})")
+expm1_p = _ew("expm1", np.expm1, _unary_rule(lambda x, out: add(out, 1.0)), "M.expm1({0})")
+log_p = _ew(
+    "log", np.log, _unary_rule(lambda x, out: reciprocal(x)), "M.log({0})", domain=(0.2, 3.0)
+)
+log1p_p = _ew(
+    "log1p",
+    np.log1p,
+    _unary_rule(lambda x, out: reciprocal(add(x, 1.0))),
+    "M.log1p({0})",
+    domain=(-0.5, 2.0),
+)
+sqrt_p = _ew(
+    "sqrt", np.sqrt, _unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})", domain=(0.2, 3.0)
+)
+sin_p = _ew(
+    "sin",
+    np.sin,
+    _unary_rule(lambda x, out: unary(cos_p, x)),
+    "M.sin({0})",
+    pairing=Pairing("cos", "sincos"),
+)
+cos_p = _ew("cos", np.cos, _unary_rule(lambda x, out: neg(unary(sin_p, x))), "M.cos({0})")
+tan_p = _ew(
+    "tan",
+    np.tan,
+    _unary_rule(lambda x, out: add(mul(out, out), 1.0)),
+    "M.tan({0})",
+    domain=(-1.2, 1.2),
+)
+arcsin_p = _ew(
+    "arcsin",
+    np.arcsin,
+    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(1.0, mul(x, x))))),
+    "M.asin({0})",
+    domain=(-0.9, 0.9),
+)
+arccos_p = _ew(
+    "arccos",
+    np.arccos,
+    _unary_rule(lambda x, out: neg(reciprocal(unary(sqrt_p, sub(1.0, mul(x, x)))))),
+    "M.acos({0})",
+    domain=(-0.9, 0.9),
+)
+arctan_p = _ew(
+    "arctan", np.arctan, _unary_rule(lambda x, out: reciprocal(add(mul(x, x), 1.0))), "M.atan({0})"
+)
+sinh_p = _ew("sinh", np.sinh, _unary_rule(lambda x, out: unary(cosh_p, x)), "M.sinh({0})")
+cosh_p = _ew("cosh", np.cosh, _unary_rule(lambda x, out: unary(sinh_p, x)), "M.cosh({0})")
+tanh_p = _ew("tanh", np.tanh, _unary_rule(lambda x, out: sub(1.0, mul(out, out))), "M.tanh({0})")
+# ---- Base-2 and base-10 logs and powers, softplus and sigmoid (one block; docs/limitations.md)
+# As exact as NumPy's: log2 and exp2 at powers of two, log10 at powers of ten (kernels call
+# tracegrad.vmath's versions, or libm's). Their derivatives are written with primitives, so every
+# order exists.
+
+
+# math.exp2 is Python 3.11's (and what numba.cuda lowers); before it, pow(2, x)
+_EXP2_SCALAR = "M.exp2({0})" if hasattr(math, "exp2") else "M.pow(2.0, {0})"
+
+
+def _sigmoid_impl(x):
+    e = np.exp(-np.abs(x))  # never overflows
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+def _softplus_impl(x):
+    # log(1 + e**x) without overflow; its limits: 0 at -inf, x at +inf
+    return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))).astype(x.dtype, copy=False)
+
+
+log2_p = _ew(
+    "log2",
+    np.log2,
+    _unary_rule(lambda x, out: div(1 / math.log(2.0), x)),
+    "M.log2({0})",
+    domain=(0.2, 3.0),
+)
+log10_p = _ew(
+    "log10",
+    np.log10,
+    _unary_rule(lambda x, out: div(1 / math.log(10.0), x)),
+    "M.log10({0})",
+    domain=(0.2, 3.0),
+)
+exp2_p = _ew("exp2", np.exp2, _unary_rule(lambda x, out: mul(out, math.log(2.0))), _EXP2_SCALAR)
+# sigmoid(x) = 1 / (1 + e**-x); its derivative sigmoid(x) * sigmoid(-x) is 1 - sigmoid(x) without
+# the cancellation for large x.
+sigmoid_p = _ew(
+    "sigmoid",
+    _sigmoid_impl,
+    _unary_rule(lambda x, out: mul(out, unary(sigmoid_p, neg(x)))),
+    "((1.0 if {0} >= 0 else M.exp(-abs({0}))) / (1.0 + M.exp(-abs({0}))))",
+)
+# softplus(x) = log(1 + e**x), smooth everywhere (the simplifier rewrites the stable idioms
+# max(x, 0) + log1p(exp(-|x|)) and friends to it, see passes.smooth_idioms).
+softplus_p = _ew(
+    "softplus",
+    _softplus_impl,
+    _unary_rule(lambda x, out: unary(sigmoid_p, x)),
+    "(({0} if {0} > 0 else 0.0) + M.log1p(M.exp(-abs({0}))))",
+)

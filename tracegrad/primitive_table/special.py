@@ -1,0 +1,153 @@
+"""Elementwise entries of the table (stage: primitives): inverse hyperbolic functions, arctan2,
+hypot, cbrt, copysign, the error function, log-gamma and digamma.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Var
+from .elementwise import _ew, exp_p, log_p, sqrt_p, tan_p
+from .facets import registered
+from .ops import (
+    _unary_rule,
+    add,
+    compare,
+    const,
+    convert,
+    ct_mul,
+    div,
+    emit,
+    float_dtype,
+    mul,
+    neg,
+    ones_like,
+    reciprocal,
+    sub,
+    unary,
+    where,
+)
+
+# ---- Inverse hyperbolic functions, arctan2, hypot, cbrt, copysign (one block; NumPy's names)
+arcsinh_p = _ew(
+    "arcsinh",
+    np.arcsinh,
+    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, add(mul(x, x), 1.0)))),
+    "np.arcsinh({0})",
+)
+arccosh_p = _ew(
+    "arccosh",
+    np.arccosh,
+    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(mul(x, x), 1.0)))),
+    "np.arccosh({0})",
+    domain=(1.2, 3.0),
+)
+arctanh_p = _ew(
+    "arctanh",
+    np.arctanh,
+    _unary_rule(lambda x, out: reciprocal(sub(1.0, mul(x, x)))),
+    "np.arctanh({0})",
+    domain=(-0.9, 0.9),
+)
+# cbrt' = 1 / (3 cbrt(x)^2): infinite at 0, like the function's slope
+cbrt_p = _ew(
+    "cbrt",
+    np.cbrt,
+    _unary_rule(lambda x, out: div(1.0 / 3.0, mul(out, out))),
+    "M.cbrt({0})",
+    domain=(0.2, 3.0),
+)
+
+
+def _arctan2_rule(ct, out, y, x):
+    r2 = add(mul(x, x), mul(y, y))
+    return ct_mul(ct, div(x, r2)), ct_mul(ct, neg(div(y, r2)))
+
+
+arctan2_p = _ew("arctan2", np.arctan2, _arctan2_rule, "M.atan2({0}, {1})", domain=(0.5, 2.0))
+hypot_p = _ew(
+    "hypot",
+    np.hypot,
+    lambda ct, out, a, b: (ct_mul(ct, div(a, out)), ct_mul(ct, div(b, out))),
+    "M.hypot({0}, {1})",
+    domain=(0.5, 2.0),
+)
+# copysign(a, b) = |a| sign(b): slope sign(a) sign(b) in a (as |a|'s, 0 at a = 0), none in b
+copysign_p = _ew(
+    "copysign",
+    np.copysign,
+    lambda ct, out, a, b: (
+        ct_mul(ct, mul(emit(registered("sign"), a), emit(copysign_p, ones_like(b), b))),
+        None,
+    ),
+    "np.copysign({0}, {1})",
+)
+# ---- The error function (scipy.special.erf / erfc, and the normal distribution built on them)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+erf_p = _ew(
+    "erf",
+    lambda x: _special("erf")(x),
+    _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), _TWO_OVER_SQRT_PI)),
+    "M.erf({0})",
+)
+erfc_p = _ew(
+    "erfc",
+    lambda x: _special("erfc")(x),
+    _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), -_TWO_OVER_SQRT_PI)),
+    "M.erfc({0})",
+)
+
+
+def _special(name: str, math_name: str | None = None):
+    """scipy.special's ufunc, or math's function vectorised when SciPy is not installed (the
+    reference implementation must not need an optional dependency)."""
+    try:
+        import scipy.special
+
+        return getattr(scipy.special, name)
+    except ImportError:
+        scalar = getattr(math, math_name or name)
+        return lambda x: np.vectorize(scalar, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
+# ---- log|Gamma| and its derivatives (scipy.special.gammaln, digamma). gammaln is a primitive whose
+# kernels call libm's lgamma; digamma (its derivative) is a composition of primitives: the
+# recurrence psi(x) = psi(x + 8) - sum_k 1 / (x + k) and the asymptotic series at x + 8 >= 8.5
+# (truncation error below 1e-14), reflected below 1/2 (psi(x) = psi(1 - x) - pi / tan(pi x)). Being
+# primitives all the way down, its derivatives (the polygamma functions) exist at every order and
+# the whole function fuses into the loop that uses it.
+_DIGAMMA_SHIFT = 8
+# the asymptotic series' coefficients of y**-2k: B_2k / (2k)
+_DIGAMMA_SERIES = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760)
+
+
+def digamma(x: Var) -> Var:
+    """psi(x) = d/dx log|Gamma(x)|, as one fusable chain of elementwise primitives."""
+    x = convert(x, float_dtype(x.dtype))
+    reflect = compare(registered("lt"), x, 0.5)
+    z = where(reflect, sub(1.0, x), x)
+    shift = None
+    for k in range(_DIGAMMA_SHIFT):
+        term = div(1.0, add(z, float(k)) if k else z)
+        shift = term if shift is None else add(shift, term)
+    y = add(z, float(_DIGAMMA_SHIFT))
+    inv2 = div(1.0, mul(y, y))
+    series = None
+    for c in reversed(_DIGAMMA_SERIES):  # Horner in y**-2
+        series = const(c, inv2.shape, inv2.dtype) if series is None else add(series, c)
+        series = mul(series, inv2)
+    psi = sub(sub(sub(unary(log_p, y), div(0.5, y)), series), shift)
+    # pi / tan(pi x) only where reflected (elsewhere tan is evaluated at a harmless 1/4)
+    t = unary(tan_p, mul(where(reflect, x, 0.25), math.pi))
+    return where(reflect, sub(psi, div(math.pi, t)), psi)
+
+
+gammaln_p = _ew(
+    "gammaln",
+    lambda x: _special("gammaln", "lgamma")(x),
+    _unary_rule(lambda x, out: digamma(x)),
+    "M.lgamma({0})",
+    domain=(0.5, 4.0),
+)
