@@ -1,4 +1,5 @@
-"""The CPU code generator's parts, beside its entry point `tracegrad/codegen_cpu.py`.
+"""The CPU code generator's parts: the code generation stage of the pipeline, beside its entry
+point `tracegrad/codegen_cpu.py`.
 
 - `kernels.py`: a fused loop's kernel module, printed from the loop IR (`CpuPrinter`);
 - `program.py`: the program that runs a plan's steps (the generated driver, threads for large
