@@ -5,6 +5,8 @@ The rest of the suite runs with both off (conftest.py); here they are turned on 
 
 from __future__ import annotations
 
+import itertools
+
 import contextlib
 import os
 import subprocess
@@ -539,6 +541,23 @@ def test_blas_thread_choice_is_checked_again_when_the_machine_changes():
         assert calls < 10_000, "never checked again"
     assert choice.choices == [True, False] and choice.one is False
     assert calls >= choice.KEEP_CALLS and clock.now >= choice.KEEP_S
+
+
+def test_blas_thread_choice_checks_less_often_while_it_holds():
+    from tracegrad.runtime import blas_threads
+
+    clock = _FakeClock()
+    choice = blas_threads.ThreadChoice(clock)
+    timed = choice.timed(lambda args: setattr(clock, "now", clock.now + 0.001))
+    checked_at = []
+    while len(choice.choices) < 6:
+        before = len(choice.choices)
+        timed(None)
+        if len(choice.choices) > before:
+            checked_at.append(clock.now)
+    gaps = [b - a for a, b in itertools.pairwise(checked_at)]
+    assert all(g2 > 1.5 * g1 for g1, g2 in itertools.pairwise(gaps)), gaps
+    assert gaps[-1] <= choice.MAX_KEEP_S + 1
 
 
 def test_blas_thread_choice_gives_the_same_products_either_way(rng):

@@ -134,12 +134,15 @@ class ThreadChoice:
     thread was 11x faster (see the module docstring). So a program times its calls: after its
     first call (which loads or compiles), `EXPLORE` calls with each setting, alternating; the
     faster median is kept for `KEEP_S` seconds (and at least `KEEP_CALLS` calls), then both are
-    timed again. A setting changes only which threads compute the products, never the result.
+    timed again. Each check that confirms the setting doubles the time to the next one (up to
+    `MAX_KEEP_S`): under load a check costs a few slow calls. A setting changes only which threads
+    compute the products, never the result.
     Calls made from several threads at once share the setting; their timings all count.
     """
 
     EXPLORE = 3
     KEEP_S = 4.0
+    MAX_KEEP_S = 64.0
     KEEP_CALLS = 50
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter):
@@ -151,6 +154,7 @@ class ThreadChoice:
         self._exploring = True
         self._skip = 1  # the first call loads or compiles: not timed
         self._until, self._calls_left = 0.0, 0
+        self._keep_s = self.KEEP_S
 
     def matmul(self, a, b, out=None):
         if self.one:
@@ -192,9 +196,11 @@ class ThreadChoice:
             ones, alls = self._samples[True], self._samples[False]
             if min(len(ones), len(alls)) >= self.EXPLORE:
                 self.one = float(np.median(ones)) <= float(np.median(alls))
+                confirmed = bool(self.choices) and self.choices[-1] == self.one
+                self._keep_s = min(2 * self._keep_s, self.MAX_KEEP_S) if confirmed else self.KEEP_S
                 self.choices.append(self.one)
                 self._exploring = False
-                self._until = self.clock() + self.KEEP_S
+                self._until = self.clock() + self._keep_s
                 self._calls_left = self.KEEP_CALLS
             else:
                 self.one = len(ones) <= len(alls)  # alternate, starting from one thread
