@@ -73,10 +73,11 @@ def main() -> None:
     parser.add_argument("--jax-python", default="/tmp/benchenv/bin/python")
     args = parser.parse_args()
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
-    rows: dict[str, list[dict]] = {"one": [], "all": [], "chosen": []}
+    rules = ("one", "all", "chosen")
+    rows: dict[str, list[dict]] = {rule: [] for rule in rules}
     try:
         for _ in range(args.rounds):
-            for rule in rows:
+            for rule in rules:
                 rows[rule].append(run(rule))
             if args.jax:
                 sys.path[:0] = [ROOT, HERE]
