@@ -604,6 +604,27 @@ def test_compiled_program_makes_its_blas_choice_from_its_calls(monkeypatch, rng)
     assert made and made[-1].choices  # it timed its calls and chose
 
 
+def test_blas_thread_choice_under_concurrent_calls(monkeypatch, rng):
+    """Calls from several threads while the program is still timing its settings: every result
+    right, and the OpenBLAS thread count restored afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tracegrad.runtime import blas_threads
+
+    monkeypatch.setenv("TRACEGRAD_TIERED", "0")
+    w, x = rng.standard_normal((16, 8)), rng.standard_normal((64, 16))
+    g = tg.grad(lambda w, x: np.sum(np.tanh(x @ w) ** 2), backend="cpu")
+    want = tg.grad(lambda w, x: np.sum(np.tanh(x @ w) ** 2), backend="numpy")(w, x)
+    blas = blas_threads._openblas()
+    before = blas[0]() if blas is not None else None
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: g(w, x), range(40)))
+    for got in results:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    if blas is not None:
+        assert blas[0]() == before
+
+
 def test_same_function_under_two_names_is_never_stale(persisted):
     def make(scale):
         def inner(x):
