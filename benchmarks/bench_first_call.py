@@ -267,6 +267,17 @@ def first_calls(rounds: int, jax_python: str | None, before: str | None) -> dict
     }
 
 
+def per_step(g, *args) -> float:
+    """Median seconds per call of a warmed-up `g(*args)`: 15 blocks of 10 calls."""
+    times = []
+    for _ in range(15):
+        t = time.perf_counter()
+        for _ in range(10):
+            g(*args)
+        times.append((time.perf_counter() - t) / 10)
+    return float(np.median(times))
+
+
 def thin_mlp(rounds: int, jax_python: str | None, cases: list[tuple[int, str]]) -> dict:
     """Per-step medians: {case: {"tracegrad": s, "JAX": s}}."""
     os.environ["TRACEGRAD_TIERED"] = "0"  # steady state: the compiled program
@@ -285,13 +296,7 @@ def thin_mlp(rounds: int, jax_python: str | None, cases: list[tuple[int, str]]) 
         prepared[f"{n}:{d}"] = (g, params, X, y)
     for _ in range(rounds):
         for case, (g, params, X, y) in prepared.items():
-            times = []
-            for _ in range(15):
-                t = time.perf_counter()
-                for _ in range(10):
-                    g(params, X, y)
-                times.append((time.perf_counter() - t) / 10)
-            out[case]["tracegrad"].append(float(np.median(times)))
+            out[case]["tracegrad"].append(per_step(g, params, X, y))
         if jax_python:
             env = base_env(tempfile.gettempdir(), None)
             env.pop("PYTHONPATH", None)

@@ -47,11 +47,8 @@ def layout(red: Reduction, r: int) -> ReductionLayout:
 
 
 def buffers(loop: FusedLoop) -> list:
-    """The arrays a kernel of `loop` takes, in argument order."""
-    bufs = [op.buffer for op in loop.ops if hasattr(op, "buffer")]
-    bufs += [s.buffer for s in loop.stores] + [red.buffer for red in loop.reductions]
-    bufs += [scan.buffer for scan in loop.scans]
-    return unique(bufs)
+    """The arrays a kernel of `loop` takes, in argument order: what it reads, then writes."""
+    return unique(loop.reads + loop.writes)
 
 
 def partials(loop: FusedLoop) -> list[tuple[str, tuple[str, ...], np.dtype]]:

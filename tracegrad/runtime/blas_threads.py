@@ -155,11 +155,11 @@ class ThreadChoice:
         self._skip = 1  # the first call loads or compiles: not timed
         self._until, self._calls_left = 0.0, 0
         self._keep_s = self.KEEP_S
+        self._single = single_threaded()
 
     def matmul(self, a, b, out=None):
         if self.one:
-            with one_thread():
-                return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+            return self._single(a, b, out)
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
 
     def timed(self, run: Callable) -> Callable:
