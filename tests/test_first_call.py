@@ -462,8 +462,13 @@ def test_thin_mlp_matrix_vector_products_are_fused_sums(backend, rng):
         np.testing.assert_allclose(grads[4][i, 0], (plus - minus) / (2 * eps), rtol=1e-6, atol=1e-9)
 
 
-def test_small_products_run_on_one_blas_thread(rng):
+def test_small_products_run_on_one_blas_thread(monkeypatch, rng):
+    """With pooled products off (tests/test_products.py has them on), a program's small products
+    go through its ThreadChoice."""
+    from tracegrad.cpu import program as cpu_program
     from tracegrad.runtime import blas_threads
+
+    monkeypatch.setattr(cpu_program, "POOLED_PRODUCTS", False)
 
     a, b = rng.standard_normal((33, 7)), rng.standard_normal((7, 5))
     single = blas_threads.single_threaded()
@@ -582,7 +587,10 @@ def test_blas_thread_choice_gives_the_same_products_either_way(rng):
 
 
 def test_compiled_program_makes_its_blas_choice_from_its_calls(monkeypatch, rng):
+    from tracegrad.cpu import program as cpu_program
     from tracegrad.runtime import blas_threads
+
+    monkeypatch.setattr(cpu_program, "POOLED_PRODUCTS", False)
 
     if blas_threads._openblas() is None:
         pytest.skip("NumPy without its bundled OpenBLAS: products run as NumPy runs them")
@@ -609,7 +617,10 @@ def test_blas_thread_choice_under_concurrent_calls(monkeypatch, rng):
     right, and the OpenBLAS thread count restored afterwards."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from tracegrad.cpu import program as cpu_program
     from tracegrad.runtime import blas_threads
+
+    monkeypatch.setattr(cpu_program, "POOLED_PRODUCTS", False)
 
     monkeypatch.setenv("TRACEGRAD_TIERED", "0")
     w, x = rng.standard_normal((16, 8)), rng.standard_normal((64, 16))

@@ -2,18 +2,21 @@
 
 The driver allocates result arrays per call and reuses scratch arrays across calls. A fused
 loop's kernel runs all its chunks in one call when it is small; a loop with enough work
-(`PARALLEL_WORK`) has its chunks shared by `numba.get_num_threads()` threads, each calling the
-same compiled kernel (which releases the GIL), and a last call combines the chunks' partial
-reductions. This is instead of `prange`: a parallel=True kernel took 1.9 s to compile against
-0.4 s for the serial one (W1's gradient), which is most of a cold first call, and its OpenMP
-threads keep spinning after each loop, next to BLAS's. Programs with matrix products run their
-loops on one thread (`BLAS_NEIGHBOURS`): OpenBLAS's threads spin after each product.
+(`PARALLEL_WORK`) has its chunks shared by `numba.get_num_threads()` threads (pool.py), each
+calling the same compiled kernel (which releases the GIL), and a last call combines the chunks'
+partial reductions. This is instead of `prange`: a parallel=True kernel took 1.9 s to compile
+against 0.4 s for the serial one (W1's gradient), which is most of a cold first call, and its
+OpenMP threads keep spinning after each loop, next to BLAS's.
+
+Matrix products: a program whose products are all small runs with OpenBLAS on one thread and
+shares each product out over the same threads as its loops (products.py). A program with a large
+product leaves its products to OpenBLAS's threads and runs its loops on one thread
+(`BLAS_NEIGHBOURS`): OpenBLAS's threads spin after each product.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import os
 import threading
@@ -26,7 +29,7 @@ from .. import passes
 from ..fusion import Buffer, EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
 from ..ir import Graph, Node
 from ..runtime import blas_threads, cache, progress
-from . import scan_loop
+from . import pool, products, scan_loop
 from .kernels import KernelSource, render_loop
 
 log = logging.getLogger("tracegrad")
@@ -34,14 +37,16 @@ log = logging.getLogger("tracegrad")
 # A loop runs on all cores when (elements x inline cost) reaches this much work.
 PARALLEL_WORK = 1 << 17
 CHUNKS_PER_THREAD = 4
-# "serial": loops of programs that call BLAS run on one core; "parallel": as any other loop.
+# "serial": loops of programs that leave products to OpenBLAS's threads run on one core;
+# "parallel": as any other loop.
 BLAS_NEIGHBOURS = "serial"
+# Whether programs whose products are all small share them out over tracegrad's threads
+# (products.py); if not, their products go through a `blas_threads.ThreadChoice`.
+POOLED_PRODUCTS = True
 
 
 def _threads() -> int:
-    import numba
-
-    return numba.get_num_threads()
+    return pool.threads()
 
 
 @dataclass
@@ -54,44 +59,6 @@ class _KernelCall:
     floats: np.ndarray
     partials: list[Buffer]  # scratch for per-chunk partial results
     threads: int
-
-
-_pool_lock = threading.Lock()
-_pools: dict[int, object] = {}
-if hasattr(os, "register_at_fork"):  # a forked child has none of its parent's pool threads
-    os.register_at_fork(after_in_child=_pools.clear)
-
-
-def _thread_pool(workers: int):
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _pool_lock:
-        if workers not in _pools:
-            _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="tracegrad")
-        return _pools[workers]
-
-
-def _in_parallel(kernel, args: tuple, nch: int, threads: int) -> None:
-    """Run a kernel's `nch` chunks on `threads` threads (this one and a pool), then combine.
-
-    Chunks are handed out one by one, so a thread slowed down by another process does less."""
-    next_chunk = itertools.count().__next__
-
-    def work():
-        while True:
-            c = next_chunk()
-            if c >= nch:
-                return
-            kernel(*args, c, c + 1, 0)
-
-    pool = _thread_pool(threads - 1)
-    futures = [pool.submit(work) for _ in range(threads - 1)]
-    try:
-        work()
-    finally:
-        for future in futures:
-            future.result()
-    kernel(*args, nch, nch, 1)
 
 
 class CpuProgram:
@@ -112,12 +79,21 @@ class CpuProgram:
         self.calls: dict[int, _KernelCall] = {}
         self.held: list[CpuProgram] = []  # the programs of the graphs its loops hold
         threads = _threads()
-        # Next to BLAS calls, parallel loops fight OpenBLAS's spinning threads for the cores
-        # (PERF-NOTES): programs with matrix products run their loops serially.
+        self.pooled = _pooled_products(plan)
+        # Next to OpenBLAS's threads, parallel loops fight them for the cores as they spin
+        # (PERF-NOTES): programs that leave their products to OpenBLAS run their loops serially.
         with_blas = any(isinstance(step, MatmulStep) for step in plan.steps)
-        if with_blas and BLAS_NEIGHBOURS == "serial":
+        if with_blas and not self.pooled and BLAS_NEIGHBOURS == "serial":
             threads = 1
-        self.scratch: list[Buffer] = []  # partial results of reductions, per chunk
+        self.scratch: list[Buffer] = []  # partial results of reductions and products, per chunk
+        self.splits: dict[int, products.Split] = {}  # a pooled program's products' splits
+        for step in plan.steps:
+            if self.pooled and isinstance(step, MatmulStep):
+                split = products.plan(step.a.shape, step.b.shape, step.out.dtype, threads)
+                self.splits[id(step)] = split
+                if split.partials is not None:
+                    name = f"_{step.out.name}_parts"
+                    self.scratch.append(Buffer(name, split.partials, step.out.dtype, "temp"))
         for step in plan.steps:
             if not isinstance(step, FusedLoop):
                 continue
@@ -151,7 +127,8 @@ class CpuProgram:
             )
         progress.check_size(sum(len(c.source.module) for c in self.calls.values()), graph, "cpu")
         progress.kernels_planned(len(self.calls))
-        self.blas = blas_threads.thread_choice()  # for the small products, if there are any
+        # a program that leaves its small products to OpenBLAS chooses their threads by timing
+        self.blas = None if self.pooled else blas_threads.thread_choice()
         self.blas_used = False
         self.driver_source, self._namespace, self._temps = self._driver()
         # results allocated by the driver (or a matmul) on every call: no caller must copy them
@@ -171,7 +148,7 @@ class CpuProgram:
             "_empty": np.empty,
             "_matmul": np.matmul,
             "_asarray": np.asarray,
-            "_in_parallel": _in_parallel,
+            "_in_parallel": pool.in_parallel,
         }
         temps = [b for b in plan.buffers if b.role == "temp" and self._allocated_by_us(b)]
         temps += self.scratch
@@ -209,6 +186,21 @@ class CpuProgram:
                     )
                 else:
                     lines.append(f"    _{step.name}({args}, 0, 1, 1)")
+            elif isinstance(step, MatmulStep) and self.pooled:
+                split = self.splits[id(step)]
+                ns[f"_mm{j}"] = functools.partial(products.matmul, split)
+                parts = f", _{step.out.name}_parts" if split.partials is not None else ""
+                lines.append(
+                    f"    # {step.out.name} = {step.a.name} @ {step.b.name}: {split.describe()}"
+                )
+                if step.out.role == "temp":
+                    lines.append(
+                        f"    _mm{j}({step.a.name}, {step.b.name}, {step.out.name}{parts})"
+                    )
+                else:
+                    lines.append(
+                        f"    {step.out.name} = _mm{j}({step.a.name}, {step.b.name}, None{parts})"
+                    )
             elif isinstance(step, MatmulStep):
                 mm = "_matmul"
                 if _multiply_adds(step) < blas_threads.SMALL_PRODUCT and self.blas is not None:
@@ -275,6 +267,8 @@ class CpuProgram:
         body = ns["_run"]
         if self.blas_used:
             body = self.blas.timed(body)
+        if self.pooled:
+            body = _on_one_blas_thread(body)
         temps = self._temps
         if not temps:
             self._fast = body
@@ -342,6 +336,29 @@ class CpuProgram:
             parts.append(f"# ==== held program {k} (a loop body or branch, run by an _eval step)")
             parts.append(program.source())
         return "\n".join(parts)
+
+
+def _pooled_products(plan: Plan) -> bool:
+    """Whether a program shares its products out over tracegrad's threads (products.py): when
+    all of them are small, OpenBLAS is NumPy's own (its thread count can be set), and no step
+    runs NumPy code that might want OpenBLAS's threads (a factorisation, a loop's body)."""
+    steps = plan.steps
+    matmuls = [step for step in steps if isinstance(step, MatmulStep)]
+    return (
+        POOLED_PRODUCTS
+        and bool(matmuls)
+        and all(_multiply_adds(step) < blas_threads.SMALL_PRODUCT for step in matmuls)
+        and not any(isinstance(step, EvalStep) for step in steps)
+        and blas_threads.openblas_known()
+    )
+
+
+def _on_one_blas_thread(run: Callable) -> Callable:
+    def call(*args):
+        with blas_threads.one_thread():
+            return run(*args)
+
+    return call
 
 
 def _multiply_adds(step: MatmulStep) -> int:

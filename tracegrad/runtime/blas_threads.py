@@ -5,10 +5,13 @@ small product (a thin network's layer: 2,048 x 64 by 64 x 64) the work per threa
 a machine whose cores are busy a thread that has been descheduled makes the others wait for it:
 measured on a loaded 2-core machine, the 10-64-64-1 network's value_and_grad (N = 2,048, float64)
 took 42 ms per step with OpenBLAS's two threads and 3.8-5.5 ms with one (JAX: 3.5-6.2 ms in the
-same runs). On an idle machine the same products run 1.4-1.9x faster on both threads. So the cpu
-backend's driver calls products of fewer than `SMALL_PRODUCT` multiply-adds (all of a thin
-network's, none of W2's 4096x256 by 256x512) through its program's `ThreadChoice`, which times
-the program's calls with one thread and with all, keeps the faster, and checks again every few
+same runs). On an idle machine the same products run 1.4-1.9x faster on both threads.
+
+Products of fewer than `SMALL_PRODUCT` multiply-adds (all of a thin network's, none of W2's
+4096x256 by 256x512) are small. A cpu program whose products are all small runs under
+`one_thread` and shares them out over tracegrad's own threads (cpu/products.py). A program that
+also has large products calls its small ones through its `ThreadChoice`, which times the
+program's calls with one thread and with all, keeps the faster, and checks again every few
 seconds; the larger products keep all threads. `single_threaded` and `small_on_one_thread`
 (np.linalg's factorisations of small matrices) always use one.
 
@@ -59,6 +62,11 @@ def _openblas_in(folder: str) -> tuple[Callable, Callable] | None:
 def _openblas() -> tuple[Callable, Callable] | None:
     """(get, set) of the thread count of NumPy's bundled OpenBLAS, or None."""
     return _openblas_in(os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs"))
+
+
+def openblas_known() -> bool:
+    """Whether NumPy's OpenBLAS is the bundled one, whose thread count tracegrad can set."""
+    return _openblas() is not None
 
 
 _scipy_found: list = []  # [(get, set) or None] once looked for

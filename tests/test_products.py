@@ -1,0 +1,151 @@
+"""Small matrix products shared out over tracegrad's threads (tracegrad/cpu/products.py), and the
+programs that use them: OpenBLAS on one thread for the whole call, loops on all threads."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad import backends, passes
+from tracegrad.cpu import program as cpu_program
+from tracegrad.cpu import products
+from tracegrad.runtime import blas_threads
+
+
+def _compile(fun, *args):
+    graph = passes.optimize(tg.make_ir(fun, optimize=False)(*args))
+    return backends.get_backend("cpu").compile(graph)
+
+
+def _net(w1, w2, x):
+    return np.sum(np.tanh(np.tanh(x @ w1) @ w2) ** 2)
+
+
+def _net_args(rng, n, dtype=np.float64):
+    shapes = [(10, 64), (64, 64), (n, 10)]
+    return [(rng.standard_normal(s) / 4).astype(dtype) for s in shapes]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "threads", "kind"),
+    [
+        ((4096, 64), (64, 64), 2, "rows"),
+        ((64, 4096), (4096, 64), 2, "inner"),  # a weight gradient: the rows are few
+        ((8, 8), (8, 8), 2, "whole"),  # too small to pay for the hand-off
+        ((4096, 64), (64, 64), 1, "whole"),  # one thread
+        ((3, 512, 64), (64, 64), 2, "whole"),  # batched
+        ((100, 100), (100, 100), 2, "whole"),  # few rows, short inner dimension
+    ],
+)
+def test_a_product_is_split_by_rows_or_inner_dimension(a, b, threads, kind):
+    split = products.plan(a, b, np.float64, threads)
+    assert split.kind == kind
+    if kind != "whole":
+        assert 2 <= split.chunks <= threads * products.CHUNKS_PER_THREAD
+    assert products.plan(a, b, np.int64, threads).kind == "whole"  # not BLAS's business
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shapes", [((1001, 37), (37, 19)), ((19, 2999), (2999, 23))])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_split_products_equal_numpys(rng, dtype, shapes, transposed):
+    (m, k), (_, n) = shapes
+    a = rng.standard_normal((k, m)).astype(dtype).T if transposed else rng.standard_normal((m, k))
+    a, b = a.astype(dtype, copy=False), rng.standard_normal((k, n)).astype(dtype)
+    a_before, b_before = a.copy(), b.copy()
+    split = products.plan(a.shape, b.shape, dtype, 3)
+    assert split.kind in ("rows", "inner") and split.chunks > 2  # chunks do not divide evenly
+    partials = np.empty(split.partials, dtype) if split.partials else None
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    with blas_threads.one_thread():
+        fresh = products.matmul(split, a, b, None, partials)
+        out = np.full((m, n), np.nan, dtype)
+        products.matmul(split, a, b, out, partials)
+    for got in (fresh, out):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k))
+    np.testing.assert_array_equal(fresh, out)  # fixed chunks: the same sums every call
+    np.testing.assert_array_equal(a, a_before)
+    np.testing.assert_array_equal(b, b_before)
+
+
+def test_a_program_of_small_products_shares_them_out_and_runs_its_loops_in_parallel(
+    monkeypatch, rng
+):
+    if not blas_threads.openblas_known():
+        pytest.skip("NumPy without its bundled OpenBLAS: products run as NumPy runs them")
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
+    args = _net_args(rng, 2048)
+    program = _compile(tg.value_and_grad(_net, argnums=(0, 1)), *args)
+    assert program.pooled and program.blas is None
+    assert any(call.parallel for call in program.calls.values())  # not held back for BLAS
+    kinds = {split.kind for split in program.splits.values()}
+    assert {"rows", "inner"} <= kinds
+    text = program.source()
+    assert "chunks of its rows on 2 threads" in text and "chunks of its inner on 2" in text
+    get = blas_threads._openblas()[0]
+    before = get()
+    seen = []
+    real = products.matmul
+
+    def spy(split, a, b, out=None, partials=None):
+        seen.append(get())
+        return real(split, a, b, out, partials)
+
+    monkeypatch.setattr(products, "matmul", spy)
+    program = _compile(tg.value_and_grad(_net, argnums=(0, 1)), *args)  # binds the spy
+    want = tg.value_and_grad(_net, argnums=(0, 1), backend="numpy")(*args)
+    for _ in range(2):
+        value, grads = program(args)[0], program(args)[1:3]
+        np.testing.assert_allclose(value, want[0], rtol=1e-12)
+        for got, expected in zip(grads, want[1], strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+    assert seen and set(seen) == {1}  # OpenBLAS on one thread during the call...
+    assert get() == before  # ...and as it was afterwards
+
+
+def test_programs_that_keep_openblas_threads(monkeypatch, rng):
+    """A large product, a step that runs NumPy code, or the setting off: products go to
+    OpenBLAS, and the program's loops run on one thread beside them."""
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
+    args = _net_args(rng, 2048)
+    grad = tg.value_and_grad(_net, argnums=(0, 1))
+    monkeypatch.setattr(blas_threads, "SMALL_PRODUCT", 1 << 10)  # every product counts as large
+    large = _compile(grad, *args)
+    monkeypatch.undo()
+    monkeypatch.setattr(cpu_program, "POOLED_PRODUCTS", False)
+    off = _compile(grad, *args)
+    monkeypatch.undo()
+
+    def solving(w, x):
+        return np.sum(np.linalg.solve(w.T @ w + np.eye(10), x.T @ np.tanh(x @ w)))
+
+    w, x = rng.standard_normal((10, 10)), rng.standard_normal((2048, 10))
+    with_eval = _compile(tg.grad(solving), w, x)
+    for program in (large, off, with_eval):
+        assert not program.pooled and not program.splits
+        assert not any(call.parallel for call in program.calls.values())
+    np.testing.assert_allclose(
+        tg.grad(solving, backend="cpu")(w, x), tg.grad(solving, backend="numpy")(w, x), rtol=1e-9
+    )
+
+
+def test_a_pooled_program_called_from_threads_at_once(monkeypatch, rng):
+    monkeypatch.setenv("TRACEGRAD_TIERED", "0")
+    args = _net_args(rng, 1024)
+    g = tg.value_and_grad(_net, argnums=(0, 1), backend="cpu")
+    want = tg.value_and_grad(_net, argnums=(0, 1), backend="numpy")(*args)
+    blas = blas_threads._openblas()
+    before = blas[0]() if blas is not None else None
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: g(*args), range(24)))
+    for value, grads in results:
+        np.testing.assert_allclose(value, want[0], rtol=1e-12)
+        for got, expected in zip(grads, want[1], strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+    if blas is not None:
+        assert blas[0]() == before
