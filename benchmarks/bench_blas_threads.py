@@ -1,15 +1,17 @@
-"""The thin MLP's step under the three rules for small products' BLAS threads, idle or loaded.
+"""The thin MLP's step under four rules for small products' threads, idle or loaded.
 
     python3 benchmarks/bench_blas_threads.py                 # idle machine, 2 rounds
     python3 benchmarks/bench_blas_threads.py --load 2        # with 2 busy processes beside it
     python3 benchmarks/bench_blas_threads.py --jax           # and JAX's step, after each round
 
-The rules: "one" (every small product on one OpenBLAS thread: the rule before the timed choice),
-"all" (every product on all threads), "chosen" (each program times its calls with both and keeps
-the faster: `tracegrad.runtime.blas_threads.ThreadChoice`, the default). Each rule runs in a fresh
-process, in turn, for the 10-64-64-1 network of `bench_first_call.py` (value_and_grad, float64 and
-float32, N = 2,048 and 16,384), and prints the median step after 20 warm-up calls. Only ratios
-within one run mean anything on a shared machine.
+The rules: "pooled" (the default: OpenBLAS on one thread for the program's whole call, each
+product shared out over tracegrad's threads, loops on all threads: cpu/products.py), and, with
+pooled products off (loops then on one thread beside OpenBLAS), "one" (every small product on one
+OpenBLAS thread), "all" (every product on all of OpenBLAS's threads) and "chosen" (each program
+times its calls with both and keeps the faster: `blas_threads.ThreadChoice`). Each rule runs in a
+fresh process, in turn, for the 10-64-64-1 network of `bench_first_call.py` (value_and_grad,
+float64 and float32, N = 2,048 and 16,384), and prints the median step after 20 warm-up calls.
+Only ratios within one run mean anything on a shared machine.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ import tracegrad as tg
 from tracegrad.runtime import blas_threads
 
 rule = sys.argv[1]
+if rule != "pooled":
+    from tracegrad.cpu import program
+
+    program.POOLED_PRODUCTS = False
 if rule == "one":  # never leave one thread
     blas_threads.ThreadChoice._record = lambda self, setting, seconds: None
 elif rule == "all":  # every product counts as large
@@ -67,7 +73,7 @@ def main() -> None:
     parser.add_argument("--jax-python", default="/tmp/benchenv/bin/python")
     args = parser.parse_args()
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
-    rules = ("one", "all", "chosen")
+    rules = ("pooled", "one", "all", "chosen")
     rows: dict[str, list[dict]] = {rule: [] for rule in rules}
     try:
         for _ in range(args.rounds):

@@ -149,3 +149,84 @@ def test_a_pooled_program_called_from_threads_at_once(monkeypatch, rng):
             np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
     if blas is not None:
         assert blas[0]() == before
+
+
+def test_chunks_run_once_each_on_several_threads():
+    import threading
+    import time
+
+    from tracegrad.cpu import pool
+
+    seen: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def task(c):
+        time.sleep(0.002)  # long enough that the worker takes some chunks
+        with lock:
+            seen[c] = threading.get_ident()
+
+    pool.run_chunks(task, 12, 3)
+    assert sorted(seen) == list(range(12))
+    assert len(set(seen.values())) > 1
+
+
+def test_a_chunks_error_is_raised_in_the_caller_and_the_workers_go_on(rng):
+    from tracegrad.cpu import pool
+
+    def task(c):
+        if c == 5:
+            raise FloatingPointError(f"chunk {c}")
+
+    for _ in range(3):  # whichever thread took chunk 5
+        with pytest.raises(FloatingPointError, match="chunk 5"):
+            pool.run_chunks(task, 8, 2)
+    done: list = []
+    pool.run_chunks(done.append, 8, 2)
+    assert sorted(done) == list(range(8))
+
+
+def test_callers_at_once_each_get_all_their_chunks():
+    import threading
+
+    from tracegrad.cpu import pool
+
+    results: dict[int, list] = {}
+
+    def caller(k):
+        for _ in range(50):
+            got: list = []
+            pool.run_chunks(got.append, 9, 2)  # busy workers: the caller does its own chunks
+            assert sorted(got) == list(range(9))
+        results[k] = got
+
+    callers = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert sorted(results) == [0, 1, 2, 3]
+
+
+def test_workers_interrupted_while_waited_for_are_never_used_again(monkeypatch):
+    """Ctrl-C while the caller waits: a worker's report still to come must not end a later
+    call's wait early (that call would read chunks not computed yet)."""
+    from tracegrad.cpu import pool
+
+    workers = pool._workers_for(1)
+
+    class Interrupted:
+        def __init__(self, lock):
+            self.lock = lock
+
+        def acquire(self):
+            self.lock.acquire()  # the worker has finished: nothing is left running
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(workers, "_done", [Interrupted(workers._done[0])])
+    with pytest.raises(KeyboardInterrupt):
+        pool.run_chunks(lambda c: None, 4, 2)
+    assert workers.broken
+    assert pool._workers_for(1) is not workers
+    done: list = []
+    pool.run_chunks(done.append, 6, 2)
+    assert sorted(done) == list(range(6))
