@@ -42,31 +42,79 @@ _lock = threading.Lock()
 _state: dict = {"active": 0, "saved": []}
 
 
-def _openblas_in(folder: str) -> tuple[Callable, Callable] | None:
-    """(get, set) of the thread count of the bundled OpenBLAS in a wheel's `.libs` folder."""
+def _library_in(folder: str) -> tuple[ctypes.CDLL, str] | None:
+    """(library, symbol suffix) of the bundled OpenBLAS in a wheel's `.libs` folder: "64_" for
+    the 64-bit-integer build NumPy ships, "" for a 32-bit one."""
     for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
         for suffix in ("64_", ""):
-            get = getattr(lib, f"scipy_openblas_get_num_threads{suffix}", None)
-            set_ = getattr(lib, f"scipy_openblas_set_num_threads{suffix}", None)
-            if get is not None and set_ is not None:
-                get.restype, set_.argtypes = ctypes.c_int, [ctypes.c_int]
-                return get, set_
+            if hasattr(lib, f"scipy_openblas_get_num_threads{suffix}"):
+                return lib, suffix
     return None
+
+
+def _openblas_in(folder: str) -> tuple[Callable, Callable] | None:
+    """(get, set) of the thread count of the bundled OpenBLAS in a wheel's `.libs` folder."""
+    found = _library_in(folder)
+    if found is None:
+        return None
+    lib, suffix = found
+    get = getattr(lib, f"scipy_openblas_get_num_threads{suffix}", None)
+    set_ = getattr(lib, f"scipy_openblas_set_num_threads{suffix}", None)
+    if get is None or set_ is None:
+        return None
+    get.restype, set_.argtypes = ctypes.c_int, [ctypes.c_int]
+    return get, set_
+
+
+def _numpy_libs() -> str:
+    return os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
 
 
 @functools.lru_cache(maxsize=1)
 def _openblas() -> tuple[Callable, Callable] | None:
     """(get, set) of the thread count of NumPy's bundled OpenBLAS, or None."""
-    return _openblas_in(os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs"))
+    return _openblas_in(_numpy_libs())
 
 
 def openblas_known() -> bool:
     """Whether NumPy's OpenBLAS is the bundled one, whose thread count tracegrad can set."""
     return _openblas() is not None
+
+
+@functools.lru_cache(maxsize=4)
+def gemm(dtype) -> Callable | None:
+    """cblas_dgemm (float64) or cblas_sgemm (float32) of NumPy's bundled OpenBLAS, or None.
+
+    Called through ctypes, a product releases the GIL for its whole length; NumPy's matmul of a
+    2-D product holds it (measured: two threads each running 512 x 64 by 64 x 64 products took as
+    long as one thread running both), so only these calls let products run side by side on
+    tracegrad's threads (cpu/products.py). Arguments: (order, trans_a, trans_b, m, n, k, alpha,
+    a, lda, b, ldb, beta, c, ldc), pointers as integers."""
+    kind = {
+        np.dtype(np.float64): ("d", ctypes.c_double),
+        np.dtype(np.float32): ("s", ctypes.c_float),
+    }
+    if np.dtype(dtype) not in kind:
+        return None
+    found = _library_in(_numpy_libs())
+    if found is None:
+        return None
+    lib, suffix = found
+    letter, scalar = kind[np.dtype(dtype)]
+    fn = getattr(lib, f"scipy_cblas_{letter}gemm{suffix}", None)
+    if fn is None:
+        return None
+    size = ctypes.c_int64 if suffix == "64_" else ctypes.c_int
+    ptr = ctypes.c_void_p
+    fn.restype = None
+    fn.argtypes = (
+        [ctypes.c_int] * 3 + [size] * 3 + [scalar, ptr, size, ptr, size, scalar, ptr, size]
+    )
+    return fn
 
 
 _scipy_found: list = []  # [(get, set) or None] once looked for
