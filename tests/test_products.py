@@ -50,11 +50,23 @@ def test_a_product_is_split_by_rows_or_inner_dimension(a, b, threads, kind):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("shapes", [((1001, 37), (37, 19)), ((19, 2999), (2999, 23))])
-@pytest.mark.parametrize("transposed", [False, True])
-def test_split_products_equal_numpys(rng, dtype, shapes, transposed):
+@pytest.mark.parametrize("layout", ["rows", "columns", "strided"])
+def test_split_products_equal_numpys(monkeypatch, rng, dtype, shapes, layout):
+    """Row-major and transposed operands are read in place by cblas, chunk by chunk; a strided
+    one is multiplied by NumPy. Every way, NumPy's product."""
+    monkeypatch.setattr(products, "CHUNK_WORK", 1 << 12)  # several chunks of a small product
+    calls = []
+    real_gemm = blas_threads.gemm
+
+    def counted(dt):
+        fn = real_gemm(dt)
+        return None if fn is None else lambda *args: calls.append(1) or fn(*args)
+
+    monkeypatch.setattr(blas_threads, "gemm", counted)
     (m, k), (_, n) = shapes
-    a = rng.standard_normal((k, m)).astype(dtype).T if transposed else rng.standard_normal((m, k))
-    a, b = a.astype(dtype, copy=False), rng.standard_normal((k, n)).astype(dtype)
+    base = rng.standard_normal((k, m) if layout == "columns" else (m, 2 * k)).astype(dtype)
+    a = {"rows": base[:, :k], "columns": base.T, "strided": base[:, ::2]}[layout]
+    b = rng.standard_normal((k, n)).astype(dtype)
     a_before, b_before = a.copy(), b.copy()
     split = products.plan(a.shape, b.shape, dtype, 3)
     assert split.kind in ("rows", "inner") and split.chunks > 2  # chunks do not divide evenly
@@ -71,6 +83,8 @@ def test_split_products_equal_numpys(rng, dtype, shapes, transposed):
     np.testing.assert_array_equal(fresh, out)  # fixed chunks: the same sums every call
     np.testing.assert_array_equal(a, a_before)
     np.testing.assert_array_equal(b, b_before)
+    if blas_threads.openblas_known():
+        assert len(calls) == (0 if layout == "strided" else 2 * split.chunks)
 
 
 def test_a_program_of_small_products_shares_them_out_and_runs_its_loops_in_parallel(
@@ -230,3 +244,21 @@ def test_workers_interrupted_while_waited_for_are_never_used_again(monkeypatch):
     done: list = []
     pool.run_chunks(done.append, 6, 2)
     assert sorted(done) == list(range(6))
+
+
+def test_a_pooled_program_takes_inputs_of_any_layout(monkeypatch, rng):
+    monkeypatch.setenv("TRACEGRAD_TIERED", "0")
+    w1, w2, x = _net_args(rng, 1024)  # products of 2 chunks (CHUNK_WORK)
+    g = tg.value_and_grad(_net, argnums=(0, 1), backend="cpu")
+    want = tg.value_and_grad(_net, argnums=(0, 1), backend="numpy")(w1, w2, x)
+    wide = np.repeat(x, 2, axis=1)
+    layouts = [
+        (w1, w2, wide[:, ::2]),  # strided columns: NumPy multiplies it
+        (np.asfortranarray(w1), w2.T.copy().T, np.asfortranarray(x)),  # column-major
+        (w1, w2, x[::-1][::-1]),
+    ]
+    for args in layouts:
+        value, grads = g(*args)
+        np.testing.assert_allclose(value, want[0], rtol=1e-12)
+        for got, expected in zip(grads, want[1], strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)

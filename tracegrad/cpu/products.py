@@ -24,8 +24,9 @@ import numpy as np
 from ..runtime import blas_threads
 from . import pool
 
-# A product of fewer multiply-adds runs in one call: handing chunks to the pool costs 30-60 us.
-SPLIT_WORK = 1 << 18
+# Each chunk has at least this many multiply-adds (60-120 us on one core): waking a worker takes
+# 30-50 us on this kind of machine, and a product too small for two chunks runs in one call.
+CHUNK_WORK = 1 << 21
 CHUNKS_PER_THREAD = 4
 MIN_ROWS = 64  # rows of the result per chunk, at least
 MIN_INNER = 256  # inner-dimension length per chunk, at least
@@ -52,9 +53,9 @@ def plan(a_shape: tuple, b_shape: tuple, dtype, threads: int) -> Split:
     if len(a_shape) != 2 or len(b_shape) != 2 or np.dtype(dtype).kind not in "fc":
         return Split("whole")
     (m, k), n = a_shape, b_shape[1]
-    if threads < 2 or m * k * n < SPLIT_WORK:
+    most = min(threads * CHUNKS_PER_THREAD, m * k * n // CHUNK_WORK)
+    if threads < 2 or most < 2:
         return Split("whole")
-    most = threads * CHUNKS_PER_THREAD
     if m >= 2 * MIN_ROWS:
         return Split("rows", min(most, m // MIN_ROWS), threads)
     if k >= 2 * MIN_INNER:
