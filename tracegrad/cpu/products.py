@@ -44,7 +44,8 @@ class Split:
     def describe(self) -> str:
         if self.kind == "whole":
             return "one call"
-        return f"{self.chunks} chunks of its {self.kind} on {self.threads} threads"
+        what = "rows" if self.kind == "rows" else "inner dimension"
+        return f"{self.chunks} chunks of its {what} on {self.threads} threads"
 
 
 def plan(a_shape: tuple, b_shape: tuple, dtype, threads: int) -> Split:

@@ -86,10 +86,11 @@ class CpuProgram:
         if with_blas and not self.pooled and BLAS_NEIGHBOURS == "serial":
             threads = 1
         self.scratch: list[Buffer] = []  # partial results of reductions and products, per chunk
-        self.splits: dict[int, products.Split] = {}  # a pooled program's products' splits
+        self.splits: dict[int, products.Split] = {}  # how each product is shared out
         for step in plan.steps:
-            if self.pooled and isinstance(step, MatmulStep):
+            if isinstance(step, MatmulStep):
                 split = products.plan(step.a.shape, step.b.shape, step.out.dtype, threads)
+                split = split if self.pooled else products.Split("whole")
                 self.splits[id(step)] = split
                 if split.partials is not None:
                     name = f"_{step.out.name}_parts"
@@ -186,23 +187,18 @@ class CpuProgram:
                     )
                 else:
                     lines.append(f"    _{step.name}({args}, 0, 1, 1)")
-            elif isinstance(step, MatmulStep) and self.pooled:
+            elif isinstance(step, MatmulStep) and self.splits[id(step)].kind != "whole":
                 split = self.splits[id(step)]
                 ns[f"_mm{j}"] = functools.partial(products.matmul, split)
-                parts = f", _{step.out.name}_parts" if split.partials is not None else ""
-                lines.append(
-                    f"    # {step.out.name} = {step.a.name} @ {step.b.name}: {split.describe()}"
-                )
+                a, b, out = step.a.name, step.b.name, step.out.name
+                parts = f", _{out}_parts" if split.partials is not None else ""
+                lines.append(f"    # {out} = {a} @ {b} in {split.describe()}")
                 if step.out.role == "temp":
-                    lines.append(
-                        f"    _mm{j}({step.a.name}, {step.b.name}, {step.out.name}{parts})"
-                    )
+                    lines.append(f"    _mm{j}({a}, {b}, {out}{parts})")
                 else:
-                    lines.append(
-                        f"    {step.out.name} = _mm{j}({step.a.name}, {step.b.name}, None{parts})"
-                    )
+                    lines.append(f"    {out} = _mm{j}({a}, {b}, None{parts})")
             elif isinstance(step, MatmulStep):
-                mm = "_matmul"
+                mm = "_matmul"  # in a pooled program, on one OpenBLAS thread (the whole call is)
                 if _multiply_adds(step) < blas_threads.SMALL_PRODUCT and self.blas is not None:
                     mm = "_matmul1"  # one BLAS thread or all, as timing says (blas_threads.py)
                     ns["_matmul1"] = self.blas.matmul
