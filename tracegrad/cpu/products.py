@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..runtime import blas_threads
 from . import pool
 
 # Each chunk has at least this many multiply-adds (60-120 us on one core): waking a worker takes
@@ -65,80 +64,29 @@ def plan(a_shape: tuple, b_shape: tuple, dtype, threads: int) -> Split:
     return Split("whole")
 
 
-def _operand(x: np.ndarray) -> tuple[int, int] | None:
-    """(cblas transpose flag, leading dimension) of a 2-D operand that cblas reads in place: rows
-    contiguous (no transpose) or columns contiguous (a transposed view); None for other layouts."""
-    rows, cols = x.shape
-    s0, s1 = x.strides
-    size = x.itemsize
-    if s1 == size and s0 % size == 0 and s0 // size >= max(1, cols):
-        return _NO_TRANS, s0 // size
-    if s0 == size and s1 % size == 0 and s1 // size >= max(1, rows):
-        return _TRANS, s1 // size
-    return None
-
-
-_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-
-
 def matmul(split: Split, a: np.ndarray, b: np.ndarray, out=None, partials=None) -> np.ndarray:
     """a @ b as `split` says, into `out` (or a new array); `partials` is the scratch of an
-    "inner" split. The caller has OpenBLAS on one thread (blas_threads.one_thread).
-
-    The chunks call OpenBLAS's cblas gemm through ctypes, which releases the GIL (NumPy's matmul
-    of small 2-D operands holds it: the chunks would run one after another). Operands cblas
-    cannot read in place, or of another dtype, are multiplied by NumPy in one call."""
-    dtype = np.dtype(np.result_type(a, b))
-    gemm = blas_threads.gemm(dtype) if split.kind != "whole" else None
+    "inner" split. The caller has OpenBLAS on one thread (blas_threads.one_thread); NumPy's
+    matmul releases the GIL, so the chunks run side by side."""
+    if split.kind == "whole":
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:
-        out = np.empty((a.shape[0], b.shape[1]), dtype)
-    la, lb = _operand(a), _operand(b)
-    if (
-        gemm is None
-        or la is None
-        or lb is None
-        or a.dtype != dtype
-        or b.dtype != dtype
-        or out.dtype != dtype
-        or not out.flags.c_contiguous
-    ):
-        return np.matmul(a, b, out=out)
-    (ta, lda), (tb, ldb) = la, lb
-    m, k = a.shape
-    n = b.shape[1]
-    pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
-    (a0, a1), b0, c0 = a.strides, b.strides[0], out.strides[0]
+        out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
     nch = split.chunks
     if split.kind == "rows":
+        m = a.shape[0]
 
         def rows(c):
             lo, hi = c * m // nch, (c + 1) * m // nch
-            gemm(
-                _ROW_MAJOR, ta, tb, hi - lo, n, k, 1, pa + lo * a0, lda, pb, ldb, 0, pc + lo * c0, n
-            )
+            np.matmul(a[lo:hi], b, out=out[lo:hi])
 
         pool.run_chunks(rows, nch, split.threads)
         return out
-    pp, p0 = partials.ctypes.data, partials.strides[0]
+    k = a.shape[1]
 
     def inner(c):
         lo, hi = c * k // nch, (c + 1) * k // nch
-        gemm(
-            _ROW_MAJOR,
-            ta,
-            tb,
-            m,
-            n,
-            hi - lo,
-            1,
-            pa + lo * a1,
-            lda,
-            pb + lo * b0,
-            ldb,
-            0,
-            pp + c * p0,
-            n,
-        )
+        np.matmul(a[:, lo:hi], b[lo:hi], out=partials[c])
 
     pool.run_chunks(inner, nch, split.threads)
     np.sum(partials, axis=0, out=out)

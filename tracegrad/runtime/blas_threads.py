@@ -85,38 +85,6 @@ def openblas_known() -> bool:
     return _openblas() is not None
 
 
-@functools.lru_cache(maxsize=4)
-def gemm(dtype) -> Callable | None:
-    """cblas_dgemm (float64) or cblas_sgemm (float32) of NumPy's bundled OpenBLAS, or None.
-
-    Called through ctypes, a product releases the GIL for its whole length; NumPy's matmul of a
-    2-D product holds it (measured: two threads each running 512 x 64 by 64 x 64 products took as
-    long as one thread running both), so only these calls let products run side by side on
-    tracegrad's threads (cpu/products.py). Arguments: (order, trans_a, trans_b, m, n, k, alpha,
-    a, lda, b, ldb, beta, c, ldc), pointers as integers."""
-    kind = {
-        np.dtype(np.float64): ("d", ctypes.c_double),
-        np.dtype(np.float32): ("s", ctypes.c_float),
-    }
-    if np.dtype(dtype) not in kind:
-        return None
-    found = _library_in(_numpy_libs())
-    if found is None:
-        return None
-    lib, suffix = found
-    letter, scalar = kind[np.dtype(dtype)]
-    fn = getattr(lib, f"scipy_cblas_{letter}gemm{suffix}", None)
-    if fn is None:
-        return None
-    size = ctypes.c_int64 if suffix == "64_" else ctypes.c_int
-    ptr = ctypes.c_void_p
-    fn.restype = None
-    fn.argtypes = (
-        [ctypes.c_int] * 3 + [size] * 3 + [scalar, ptr, size, ptr, size, scalar, ptr, size]
-    )
-    return fn
-
-
 _scipy_found: list = []  # [(get, set) or None] once looked for
 
 
