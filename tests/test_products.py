@@ -253,3 +253,18 @@ def test_a_pooled_program_takes_inputs_of_any_layout(monkeypatch, rng):
         np.testing.assert_allclose(value, want[0], rtol=1e-12)
         for got, expected in zip(grads, want[1], strict=True):
             np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+def _net_grads_in_child(args):
+    return tg.grad(_net, argnums=(0, 1), backend="cpu")(*args)
+
+
+def test_a_pooled_program_works_in_a_forked_child(rng):
+    import multiprocessing
+
+    args = _net_args(rng, 1024)
+    want = tg.grad(_net, argnums=(0, 1), backend="cpu")(*args)  # the parent's workers exist now
+    with multiprocessing.get_context("fork").Pool(1) as processes:
+        got = processes.apply(_net_grads_in_child, (args,))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)

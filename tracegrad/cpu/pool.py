@@ -21,8 +21,18 @@ from collections.abc import Callable
 
 _workers_lock = threading.Lock()
 _workers: dict[int, _Workers] = {}
-if hasattr(os, "register_at_fork"):  # a forked child has none of its parent's threads
-    os.register_at_fork(after_in_child=_workers.clear)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's threads, and a lock another parent thread held
+    at the fork stays held: both start afresh."""
+    global _workers_lock
+    _workers_lock = threading.Lock()
+    _workers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def threads() -> int:
