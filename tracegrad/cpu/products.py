@@ -4,7 +4,7 @@ A thin network's products (2,048-16,384 rows by 10-64 columns) are too small for
 threads to pay: they synchronise at the end of every product, and afterwards they spin, waiting
 for the next one, on the cores the fused loops between the products need. Measured on 2 cores
 (the 10-64-64-1 network's value_and_grad, 16,384 rows, float64), the five products took 12.4 ms
-on OpenBLAS's two threads, 21.0 ms on one, and 12.0 ms split in two halves on tracegrad's pool
+on OpenBLAS's two threads, 21.0 ms on one, and 12.0 ms split in two halves on two threads
 with OpenBLAS on one thread; the loops after them ran on one core because of the spinning.
 
 So a cpu program whose products are all small (`blas_threads.SMALL_PRODUCT`) calls OpenBLAS on
