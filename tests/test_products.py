@@ -76,6 +76,18 @@ def test_split_products_equal_numpys(monkeypatch, rng, dtype, shapes, layout):
     np.testing.assert_array_equal(b, b_before)
 
 
+@pytest.mark.parametrize("into", ["a", "b"])
+def test_a_product_written_over_an_operand_is_numpys(monkeypatch, rng, into):
+    monkeypatch.setattr(products, "CHUNK_WORK", 1 << 12)
+    a, b = rng.standard_normal((300, 300)), rng.standard_normal((300, 300))
+    want = a @ b
+    split = products.plan(a.shape, b.shape, np.float64, 2)
+    assert split.kind == "rows"
+    out = a if into == "a" else b
+    products.matmul(split, a, b, out)
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+
+
 def test_a_program_of_small_products_shares_them_out_and_runs_its_loops_in_parallel(
     monkeypatch, rng
 ):

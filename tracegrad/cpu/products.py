@@ -68,7 +68,9 @@ def matmul(split: Split, a: np.ndarray, b: np.ndarray, out=None, partials=None) 
     """a @ b as `split` says, into `out` (or a new array); `partials` is the scratch of an
     "inner" split. The caller has OpenBLAS on one thread (blas_threads.one_thread); NumPy's
     matmul releases the GIL, so the chunks run side by side."""
-    if split.kind == "whole":
+    if split.kind == "whole" or (
+        out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b))
+    ):  # a chunk's rows written over operands other chunks still read: NumPy copies first
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:
         out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
