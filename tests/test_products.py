@@ -280,3 +280,22 @@ def test_a_pooled_program_works_in_a_forked_child(rng):
         got = processes.apply(_net_grads_in_child, (args,))
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("m", [0, 1, 130])
+@pytest.mark.parametrize("k", [1, 64])
+@pytest.mark.parametrize("n", [1, 33])
+def test_split_products_in_programs_of_edge_shapes(monkeypatch, rng, m, k, n):
+    """Every product split as finely as it can be, in gradients with empty, single and uneven
+    dimensions: the interpreter's numbers."""
+    monkeypatch.setenv("TRACEGRAD_TIERED", "0")
+    monkeypatch.setattr(products, "CHUNK_WORK", 64)
+
+    def f(w, v, x):
+        return np.sum(np.sin(np.tanh(x @ w) @ v) ** 2) + np.sum(x.T @ (x @ w))
+
+    x, w, v = (rng.standard_normal(s) for s in ((m, k), (k, n), (n, 3)))
+    got = tg.grad(f, argnums=(0, 1), backend="cpu")(w, v, x)
+    want = tg.grad(f, argnums=(0, 1), backend="numpy")(w, v, x)
+    for g, e in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-10)
