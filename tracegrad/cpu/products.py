@@ -41,8 +41,7 @@ class Split:
     partials: tuple[int, ...] | None = None  # the shape of the per-chunk partial products
 
     def describe(self) -> str:
-        if self.kind == "whole":
-            return "one call"
+        """How a split product is shared out, for the driver's comment."""
         what = "rows" if self.kind == "rows" else "inner dimension"
         return f"{self.chunks} chunks of its {what} on {self.threads} threads"
 

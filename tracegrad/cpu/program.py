@@ -89,8 +89,11 @@ class CpuProgram:
         self.splits: dict[int, products.Split] = {}  # how each product is shared out
         for step in plan.steps:
             if isinstance(step, MatmulStep):
-                split = products.plan(step.a.shape, step.b.shape, step.out.dtype, threads)
-                split = split if self.pooled else products.Split("whole")
+                split = (
+                    products.plan(step.a.shape, step.b.shape, step.out.dtype, threads)
+                    if self.pooled
+                    else products.Split("whole")
+                )
                 self.splits[id(step)] = split
                 if split.partials is not None:
                     name = f"_{step.out.name}_parts"

@@ -42,42 +42,26 @@ _lock = threading.Lock()
 _state: dict = {"active": 0, "saved": []}
 
 
-def _library_in(folder: str) -> tuple[ctypes.CDLL, str] | None:
-    """(library, symbol suffix) of the bundled OpenBLAS in a wheel's `.libs` folder: "64_" for
-    the 64-bit-integer build NumPy ships, "" for a 32-bit one."""
+def _openblas_in(folder: str) -> tuple[Callable, Callable] | None:
+    """(get, set) of the thread count of the bundled OpenBLAS in a wheel's `.libs` folder."""
     for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
         for suffix in ("64_", ""):
-            if hasattr(lib, f"scipy_openblas_get_num_threads{suffix}"):
-                return lib, suffix
+            get = getattr(lib, f"scipy_openblas_get_num_threads{suffix}", None)
+            set_ = getattr(lib, f"scipy_openblas_set_num_threads{suffix}", None)
+            if get is not None and set_ is not None:
+                get.restype, set_.argtypes = ctypes.c_int, [ctypes.c_int]
+                return get, set_
     return None
-
-
-def _openblas_in(folder: str) -> tuple[Callable, Callable] | None:
-    """(get, set) of the thread count of the bundled OpenBLAS in a wheel's `.libs` folder."""
-    found = _library_in(folder)
-    if found is None:
-        return None
-    lib, suffix = found
-    get = getattr(lib, f"scipy_openblas_get_num_threads{suffix}", None)
-    set_ = getattr(lib, f"scipy_openblas_set_num_threads{suffix}", None)
-    if get is None or set_ is None:
-        return None
-    get.restype, set_.argtypes = ctypes.c_int, [ctypes.c_int]
-    return get, set_
-
-
-def _numpy_libs() -> str:
-    return os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
 
 
 @functools.lru_cache(maxsize=1)
 def _openblas() -> tuple[Callable, Callable] | None:
     """(get, set) of the thread count of NumPy's bundled OpenBLAS, or None."""
-    return _openblas_in(_numpy_libs())
+    return _openblas_in(os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs"))
 
 
 def openblas_known() -> bool:
