@@ -486,3 +486,104 @@ def test_a_callable_object_reads_its_attributes_at_call_time(backend):
     np.testing.assert_array_equal(g(np.ones(2)), 2.0)
     loss.k = 5.0
     np.testing.assert_array_equal(g(np.ones(2)), 5.0)
+
+
+def test_standard_library_namespaces_and_container_subclasses(backend):
+    """argparse.Namespace, SimpleNamespace, OrderedDict, defaultdict and a user's dict or list
+    subclass are walked like plain objects and containers: a change inside is seen."""
+    import argparse
+    import collections
+
+    class AttrDict(dict):  # the attribute-access config pattern; __getattr__ raises KeyError
+        __getattr__ = dict.__getitem__
+
+    class Rows(list):
+        pass
+
+    args = argparse.Namespace(lr=1.0)
+    ns = types.SimpleNamespace(scale=1.0)
+    ordered = collections.OrderedDict(w=np.ones(2))
+    counts = collections.defaultdict(float, c=1.0)
+    cfg = AttrDict(k=1.0)
+    rows = Rows([np.ones(2)])
+
+    def loss(w):
+        return np.sum(w * ordered["w"] * rows[0]) * args.lr * ns.scale * counts["c"] * cfg.k
+
+    g = tg.grad(loss, backend=backend)
+    np.testing.assert_array_equal(g(np.ones(2)), [1.0, 1.0])
+    args.lr, ns.scale, counts["c"], cfg["k"] = 2.0, 3.0, 5.0, 7.0
+    np.testing.assert_array_equal(g(np.ones(2)), [210.0, 210.0])
+    ordered["w"][:] = 2.0  # arrays: read afresh, no new trace
+    rows[0][1] = 3.0
+    np.testing.assert_array_equal(g(np.ones(2)), [420.0, 1260.0])
+    assert g.trace_count == 2
+
+
+def test_long_containers_and_deep_nesting_are_followed(backend):
+    arrays = [np.ones(2) for _ in range(300)]
+
+    class Node:
+        def __init__(self, child):
+            self.a, self.v = child, 1.0
+
+    deep = Node(None)
+    for _ in range(10):
+        deep = Node(deep)
+    bottom = deep
+    while bottom.a is not None:
+        bottom = bottom.a
+
+    def loss(w):
+        return np.sum(w * arrays[299]) * deep.a.a.a.a.a.a.a.a.a.a.v
+
+    g = tg.grad(loss, backend=backend)
+    np.testing.assert_array_equal(g(np.ones(2)), [1.0, 1.0])
+    arrays[299][:] = 3.0
+    bottom.v = 2.0
+    np.testing.assert_array_equal(g(np.ones(2)), [6.0, 6.0])
+
+
+def test_a_walk_past_its_bound_warns_and_still_reads_arrays_afresh(backend, monkeypatch, caplog):
+    from tracegrad.tracing import scope
+
+    monkeypatch.setattr(scope, "MAX_ENTRIES", 20)
+    table = {f"k{i}": np.full(2, float(i)) for i in range(40)}
+
+    def loss(w):
+        return np.sum(w * table["k39"])
+
+    with caplog.at_level(logging.WARNING, logger="tracegrad"):
+        g = tg.grad(loss, backend=backend)
+        np.testing.assert_array_equal(g(np.ones(2)), [39.0, 39.0])
+    assert "checked by identity only" in caplog.text
+    table["k39"][:] = -1.0  # beyond the bound, but used by the computation: a hidden input
+    np.testing.assert_array_equal(g(np.ones(2)), [-1.0, -1.0])
+
+
+def test_what_a_property_reads_from_globals_is_guarded(backend):
+    ns = {"np": np, "GAIN": 1.0, "__name__": "user_model"}
+    exec(
+        "class Model:\n    @property\n    def gain(self):\n        return GAIN\n",
+        ns,
+    )
+    m = ns["Model"]()
+    g = tg.grad(lambda w: np.sum(w) * m.gain, backend=backend)
+    assert g(np.ones(1))[0] == 1.0
+    ns["GAIN"] = 3.0
+    assert g(np.ones(1))[0] == 3.0
+
+
+def test_static_masks_and_indices_that_are_also_operands_are_guarded(backend):
+    """x[M] reads M's contents while tracing (a static mask); np.where(M, x, 0) also uses M as an
+    operand. Both uses must follow a change of M."""
+    mask = np.array([True, False, True])
+    idx = np.array([0, 2])
+    h = tg.jit(lambda x: (np.where(mask, x, 0.0), x[mask], x[:2] * idx, x[idx]), backend=backend)
+    x = np.arange(3.0)
+    h(x)
+    mask[:] = [False, True, True]
+    idx[:] = [1, 1]
+    want = (np.where(mask, x, 0.0), x[mask], x[:2] * idx, x[idx])
+    for got, expected in zip(h(x), want, strict=True):
+        np.testing.assert_array_equal(got, expected)

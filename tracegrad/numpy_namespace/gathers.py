@@ -10,7 +10,7 @@ from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
 from .indexing import _getitem
-from .operands import _axis, _src, _v
+from .operands import _axis, _src, _v, read_while_tracing
 from .shapes import _ravel
 
 # ---- gathers: integer-array and static boolean indexing, take, take_along_axis, add.at
@@ -25,6 +25,7 @@ def _as_indices(item, n: int, what: str) -> Var:
     if isinstance(item, list):
         item = np.asarray(item)
     if isinstance(item, np.ndarray):
+        read_while_tracing(item)
         if item.dtype.kind not in "iu":
             raise IndexError(
                 f"arrays used as indices must be of integer (or boolean) type, got {item.dtype}{_src()}"
@@ -55,6 +56,8 @@ def advanced_getitem(x: Var, index) -> Var:
     expanded = []
     for item in items:
         if isinstance(item, (list, np.ndarray)) and np.asarray(item).dtype == np.bool_:
+            if isinstance(item, np.ndarray):
+                read_while_tracing(item)
             expanded.extend(np.nonzero(np.asarray(item)))  # static: the selected positions
         elif isinstance(item, Var) and item.dtype == np.bool_:
             raise TracingError(

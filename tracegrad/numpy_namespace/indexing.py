@@ -9,7 +9,7 @@ import numpy as np
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-from .operands import _src, _v
+from .operands import _src, _v, read_while_tracing
 
 
 def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
@@ -131,6 +131,8 @@ def _setitem(x: Var, index, value) -> Var:
         if not fits and not isinstance(mask, Var):  # a mask known while tracing: its positions
             from .scatters import setitem_advanced
 
+            if isinstance(mask, np.ndarray):
+                read_while_tracing(mask)
             return setitem_advanced(x, tuple(np.nonzero(np.asarray(mask))), v)
         if not fits:
             raise TracingError(

@@ -30,6 +30,19 @@ def _v(x: Any) -> Var:
     return P.const(_array(x))
 
 
+def read_while_tracing(x: np.ndarray) -> None:
+    """Tracing is about to use the contents of the array `x` (a static index or mask, baked into
+    the program): if the function read it from outside its arguments, those contents are guarded
+    (tracing/scope.py), even where the computation also uses `x` as an operand."""
+    root = ir.active_builder()
+    if root is None:
+        return
+    while root.parent is not None:
+        root = root.parent
+    if getattr(root, "scope", None) is not None:
+        root.scope.read_while_tracing(x)
+
+
 def _o(x: Any):
     """An operand: a value, or a Python number kept weakly typed for NumPy's promotion."""
     if isinstance(x, Var) or (isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)):

@@ -179,7 +179,7 @@ def expected_of(kind: str, value: Any) -> Any:
     if kind == "length":
         return (type(value), len(value))
     if kind == "keys":
-        if type(value) is not dict:
+        if not isinstance(value, dict):
             raise NotStable("keys")
         return tuple(value)
     if kind == "array":

@@ -138,7 +138,7 @@ def _passes(guard: Guard, value: Any) -> bool:
     if kind == "length":
         return type(value) is expected[0] and len(value) == expected[1]
     if kind == "keys":
-        return type(value) is dict and tuple(value) == expected
+        return isinstance(value, dict) and tuple(value) == expected
     if kind == "array":
         return type(value) is np.ndarray and (value.shape, value.dtype) == expected
     if kind == "content":

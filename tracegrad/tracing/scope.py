@@ -9,6 +9,7 @@ input; after it, `Scope.finish` makes the program's `Captured` guard.
 from __future__ import annotations
 
 import functools
+import logging
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,10 +19,12 @@ import numpy as np
 from .guards import Captured, Guard, Path, ref
 from .reads import generator_types, global_random, is_library_module
 
-MAX_DEPTH = 6  # how far through objects and containers the walk goes
+log = logging.getLogger("tracegrad")
+
+MAX_DEPTH = 16  # how far through objects and containers the walk goes
 
 
-MAX_ITEMS = 64  # containers longer than this are compared as a whole (lists, dicts of scalars)
+MAX_ITEMS = 64  # lists of more scalars than this are compared as a whole
 
 
 MAX_ENTRIES = 4000  # a walk that reaches more values than this stops and guards identities
@@ -52,6 +55,10 @@ class _Reachable:
     path: Path
     direct: bool = False  # used as an operand of the traced computation
     viewed: bool = False  # a view of it was used: the program holds that view
+    # found beyond the walk's bounds: read afresh if the computation uses it, else only its
+    # identity is guarded (no copy of everything a huge structure holds)
+    beyond: bool = False
+    read: bool = False  # tracegrad read its contents while tracing (a static index or mask)
 
 
 @dataclass
@@ -115,6 +122,19 @@ class Scope:
         self.hidden.append((entry, value))
         return len(self.hidden) - 1
 
+    def read_while_tracing(self, value: np.ndarray) -> None:
+        """Tracing used the contents of `value` (a static index array, a mask): if it is (a view
+        of) a reachable array, its contents are guarded, even when the computation also uses it
+        as an operand (read afresh, which alone would leave the read contents stale)."""
+        entry = self.arrays.get(id(value))
+        if entry is not None:
+            entry.read = True
+            return
+        owner = value if value.base is None else value.base
+        for e in self.owners.get(id(owner), ()):
+            if np.may_share_memory(e.array, value):
+                e.read = True
+
     def finish(self, fun: Any, static: tuple) -> Captured:
         """The guards and hidden-input readers of the program traced with this scope.
 
@@ -124,8 +144,11 @@ class Scope:
         for entry in self.arrays.values():
             if entry.viewed:  # rebinding it would leave the held view behind
                 guards.append(Guard(entry.path, "identity", ref(entry.array)))
-            elif not entry.direct:  # NumPy may have read it while tracing
+            if entry.read or not (entry.direct or entry.viewed or entry.beyond):
+                # NumPy may have read it while tracing (or tracegrad did: entry.read)
                 guards.append(Guard(entry.path, "content", np.array(entry.array, copy=True)))
+            elif entry.beyond and not (entry.direct or entry.viewed):
+                guards.append(Guard(entry.path, "identity", ref(entry.array)))
         readers: list[Path | np.ndarray] = []
         for entry, value in self.hidden:
             if entry is not None:
@@ -145,9 +168,9 @@ def _refreshed(guard: Guard, fun: Any, static: tuple) -> Guard:
         return Guard(guard.path, "value", value)
     if guard.kind == "identity":
         return Guard(guard.path, "identity", ref(value))
-    if guard.kind == "length" and type(value) in (list, tuple):
+    if guard.kind == "length" and isinstance(value, (list, tuple)):
         return Guard(guard.path, "length", (type(value), len(value)))
-    if guard.kind == "keys" and type(value) is dict:
+    if guard.kind == "keys" and isinstance(value, dict):
         return Guard(guard.path, "keys", tuple(value))
     return guard
 
@@ -157,11 +180,20 @@ class _Walker:
         self.scope, self.names = scope, names
         self.seen: set[int] = set()
         self.count = 0
+        self.stopped_at: Path | None = None  # where the walk reached MAX_ENTRIES
 
     def walk_roots(self, fun: Any, static: tuple) -> None:
         self.visit(fun, Path("fun", 0, (), "", "the function"), 0)
         for j, value in enumerate(static):
             self.visit(value, Path("static", j, (), f"arg{j}", "static argument {}"), 0)
+        if self.stopped_at is not None:
+            log.warning(
+                "tracegrad: the traced function reaches more than %d values by name; from %s on, "
+                "objects and containers are checked by identity only, so a change inside them "
+                "is not seen by later calls. Pass what the function needs as arguments.",
+                MAX_ENTRIES,
+                self.stopped_at.description or "there",
+            )
 
     def guard(self, path: Path, kind: str, expected: Any = None) -> None:
         self.scope.guards.append(Guard(path, kind, expected))
@@ -173,11 +205,16 @@ class _Walker:
             self.guard(path, "value", value)
             return
         if self.count > MAX_ENTRIES or depth > MAX_DEPTH or id(value) in self.seen:
-            self.guard(path, "identity", ref(value))
+            if id(value) not in self.seen and self.stopped_at is None and depth <= MAX_DEPTH:
+                self.stopped_at = path
+            if isinstance(value, np.ndarray) and type(value) is np.ndarray:
+                self._array(value, path, beyond=True)  # still read afresh if it is used
+            else:
+                self.guard(path, "identity", ref(value))
             return
         self.seen.add(id(value))
         # a generator's method: from numpy.random import normal
-        owner = getattr(value, "__self__", None)
+        owner = _attribute(value, "__self__")
         random_types = generator_types()
         if isinstance(owner, random_types) and not isinstance(value, random_types):
             value, path = owner, path.hop("attr", "__self__")
@@ -190,6 +227,8 @@ class _Walker:
             self._sequence(value, path, depth)
         elif t is dict:
             self._dict(value, path, depth)
+        elif isinstance(value, (list, dict)):  # OrderedDict, defaultdict, a user's Config(dict)
+            self._derived_container(value, path, depth)
         elif isinstance(value, types.ModuleType):
             self.guard(path, "identity", ref(value))
             if not is_library_module(value.__name__):
@@ -209,16 +248,19 @@ class _Walker:
         elif getattr(t, "_capture_children", None) is not None:
             self._object(value, path, depth)
         elif isinstance(value, type) or is_library_module(getattr(t, "__module__", None)):
-            self.guard(path, "identity", ref(value))
+            if not isinstance(value, type) and _namespace_object(value):
+                self._namespace(value, path, depth)  # argparse.Namespace, SimpleNamespace
+            else:
+                self.guard(path, "identity", ref(value))
         else:
             self._object(value, path, depth)
 
     # ---- kinds of values
-    def _array(self, value: np.ndarray, path: Path) -> None:
+    def _array(self, value: np.ndarray, path: Path, beyond: bool = False) -> None:
         scope = self.scope
         if id(value) in scope.arrays:
             return
-        entry = _Reachable(value, path)
+        entry = _Reachable(value, path, beyond=beyond)
         scope.arrays[id(value)] = entry
         owner = value if value.base is None else value.base
         scope.owners.setdefault(id(owner), []).append(entry)
@@ -230,16 +272,36 @@ class _Walker:
             self.guard(path, "value", tuple(value) if type(value) is tuple else list(value))
             return
         self.guard(path, "length", (type(value), len(value)))
-        for i, item in enumerate(value[: MAX_ITEMS * 4]):
-            self.visit(item, path.item(i), depth + 1)
+        for i in range(len(value)):  # read as the guard reads it (a subclass's __getitem__)
+            self.visit(value[i], path.item(i), depth + 1)
 
     def _dict(self, value: dict, path: Path, depth: int) -> None:
         if not value:
             return  # likewise an empty dict
         self.guard(path, "keys", tuple(value))
-        for key, item in list(value.items())[: MAX_ITEMS * 4]:
+        for key in list(value):
             if isinstance(key, (str, int, float, bool, tuple)):
-                self.visit(item, path.item(key), depth + 1)
+                self.visit(value[key], path.item(key), depth + 1)
+
+    def _derived_container(self, value: list | dict, path: Path, depth: int) -> None:
+        """A subclass of list or dict: its type, its items, and (a user's class) the attributes
+        the code names, such as an attribute-access dict's."""
+        self.guard(path.hop("attr", "__class__"), "identity", ref(type(value)))
+        if isinstance(value, list):
+            self._sequence(value, path, depth)
+        else:
+            self._dict(value, path, depth)
+        if not is_library_module(getattr(type(value), "__module__", None)):
+            self._attributes(value, path, depth, only_names=False)
+
+    def _namespace(self, value: Any, path: Path, depth: int) -> None:
+        """A standard-library object that only holds attributes (argparse.Namespace,
+        types.SimpleNamespace): its type and the attributes the code names."""
+        self.guard(path.hop("attr", "__class__"), "identity", ref(type(value)))
+        instance = vars(value)
+        for name in sorted(self.names):
+            if name in instance and not name.startswith("__"):
+                self.visit(instance[name], path.attr(name), depth + 1)
 
     def _function(self, fun: types.FunctionType, path: Path, depth: int) -> None:
         if is_library_module(getattr(fun, "__module__", None)):
@@ -293,7 +355,7 @@ class _Walker:
                 if child is not None:
                     self.visit(child, path.hop("attr", attr), depth + 1)
             return
-        wrapped = getattr(value, "__wrapped__", None)
+        wrapped = _attribute(value, "__wrapped__")
         if wrapped is not None:
             self.visit(wrapped, path.hop("getattr", "__wrapped__"), depth + 1)
         self._attributes(value, path, depth, only_names=False)
@@ -317,6 +379,8 @@ class _Walker:
                 if isinstance(child, property):  # not run here; what its getter reads is
                     if isinstance(child.fget, types.FunctionType):
                         _code_names(child.fget.__code__, self.names)
+                        getter = path.hop("attr", "__class__").hop("getattr", name)
+                        self.visit(child.fget, getter.hop("attr", "fget"), depth + 1)
                     continue
                 if isinstance(child, (staticmethod, classmethod)):
                     continue
@@ -328,3 +392,22 @@ class _Walker:
             else:
                 continue
             self.visit(child, path.attr(name), depth + 1)
+
+
+def _attribute(value: Any, name: str) -> Any:
+    """getattr(value, name, None), also for objects whose __getattr__ raises something other
+    than AttributeError (a dict with attribute access raises KeyError)."""
+    try:
+        return getattr(value, name, None)
+    except Exception:
+        return None
+
+
+def _namespace_object(value: Any) -> bool:
+    """Whether a library value is a standard-library attribute holder, walked like a user
+    object: NumPy's, Numba's and tracegrad's own objects are not."""
+    module = getattr(type(value), "__module__", None) or ""
+    return module.split(".")[0] in _NAMESPACE_MODULES and type(vars(value)) is dict
+
+
+_NAMESPACE_MODULES = frozenset({"argparse", "types"})
