@@ -34,3 +34,39 @@ def test_einsum_broadcasts_a_size_1_axis(backend):
     np.testing.assert_array_equal(tg.jit(f, backend=backend)(a, b), f(a, b))
     ga = tg.grad(lambda a, b: np.sum(f(a, b)), backend=backend)(a, b)
     np.testing.assert_array_equal(ga, b.sum(axis=1, keepdims=True))
+
+
+_EINSUM_CASES = [
+    ("Ab,bC", [(2, 3), (3, 4)]),  # capital letters: kept in an implicit output, as NumPy does
+    ("bA,Ac", [(2, 3), (3, 4)]),
+    ("iJ", [(2, 3)]),
+    ("...A->...", [(2, 3, 4)]),  # the user's capitals next to an ellipsis
+    ("...Bj", [(2, 3, 4)]),
+    ("...ij,jA->...iA", [(2, 3, 4), (4, 5)]),
+]
+
+
+@pytest.mark.parametrize("spec,shapes", _EINSUM_CASES)
+def test_einsum_with_capital_letters(backend, spec, shapes):
+    ops = [np.arange(float(np.prod(s))).reshape(s) - 3.0 for s in shapes]
+    got = tg.jit(lambda *o: np.einsum(spec, *o), backend=backend)(*ops)
+    want = np.einsum(spec, *ops)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want)
+
+
+def test_einsum_dtype_casting_and_sublist_labels(backend):
+    small = np.full((2, 2), 100, np.int8)
+    got = tg.jit(lambda a: np.einsum("ij,jk->ik", a, a, dtype=np.int64), backend=backend)(small)
+    assert got.dtype == np.int64 and got[0, 0] == 20000
+    a = np.arange(6.0).reshape(2, 3)
+    f32 = lambda a: np.einsum("ij->j", a, dtype=np.float32, casting="unsafe")
+    assert tg.jit(f32, backend=backend)(a).dtype == np.float32
+    with pytest.raises(TypeError, match="casting='unsafe'"):
+        tg.jit(lambda a: np.einsum("ij->j", a, dtype=np.float32), backend=backend)(a)
+    # index lists use NumPy's 52 labels, in numeric order in an implicit output
+    for sub in ([30, 2], [2, 30], [51, 0]):
+        got = tg.jit(lambda a: np.einsum(a, sub), backend=backend)(a)  # noqa: B023
+        np.testing.assert_array_equal(got, np.einsum(a, sub))
+    with pytest.raises(ValueError, match="not in"):
+        tg.jit(lambda a: np.einsum(a, [0, 52]), backend=backend)(a)

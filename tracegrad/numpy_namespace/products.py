@@ -70,10 +70,16 @@ def _outer(a, b, out=None):
 
 def _einsum_from_sublists(args) -> tuple[str, list]:
     """np.einsum(a, [0, 1], b, [1, 2], [0, 2]): the operand / index-list form as a string."""
-    letters = "abcdefghijklmnopqrstuvwxyz"
+    # NumPy's labels: 0-25 are A-Z and 26-51 are a-z, so an implicit output is in numeric order
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+    def label(i) -> str:
+        if not 0 <= int(i) < len(letters):
+            raise ValueError(f"np.einsum: subscript {i} is not in [0, 52){_src()}")
+        return letters[int(i)]
 
     def term(sub) -> str:
-        return "".join("..." if i is Ellipsis else letters[int(i)] for i in sub)
+        return "".join("..." if i is Ellipsis else label(i) for i in sub)
 
     operands, terms = list(args[0::2]), [term(s) for s in args[1::2]]
     out = None
@@ -88,8 +94,13 @@ def _einsum(subscripts, *operands, **kwargs):
     """np.einsum in full: the string and the operand/index-list forms, '...', repeated indices
     (diagonals), any number of operands, contracted pairwise in a greedy order (the pair whose
     result is smallest first), each pair as one batched matrix product."""
-    if kwargs.get("out") is not None:
+    if kwargs.pop("out", None) is not None:
         raise TracingError(f"np.einsum(..., out=...) is not supported on traced values{_src()}")
+    wanted, casting = kwargs.pop("dtype", None), kwargs.pop("casting", "safe")
+    kwargs.pop("order", None)  # the memory layout of the result: values are the same
+    kwargs.pop("optimize", None)  # the contraction order is chosen here
+    if kwargs:
+        raise TypeError(f"np.einsum() got an unexpected keyword argument {next(iter(kwargs))!r}")
     if not isinstance(subscripts, str):
         subscripts, operands = _einsum_from_sublists((subscripts, *operands))
     spec = subscripts.replace(" ", "")
@@ -98,8 +109,12 @@ def _einsum(subscripts, *operands, **kwargs):
     xs = [_v(x) for x in operands]
     if len(terms) != len(xs):
         raise ValueError(f"np.einsum: {len(terms)} subscripts for {len(xs)} operands{_src()}")
-    # '...': as many fresh capital letters as the operand has dimensions beyond its letters
-    spare = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    for t in terms:
+        if any(not (c.isascii() and c.isalpha()) for c in t.replace("...", "")):
+            raise ValueError(f"np.einsum: invalid subscript in {t!r}: use letters a-z, A-Z{_src()}")
+    # '...': as many fresh labels as the operand has dimensions beyond its letters (characters
+    # no subscript can use, so they never meet the user's own letters)
+    spare = (chr(0x100 + k) for k in range(64))
     widest = max(
         (x.ndim - (len(t) - 3) for t, x in zip(terms, xs, strict=True) if "..." in t), default=0
     )
@@ -112,8 +127,9 @@ def _einsum(subscripts, *operands, **kwargs):
             raise ValueError(f"np.einsum: subscripts {t!r} do not fit a {x.ndim}-d operand{_src()}")
     if out is None:
         letters = "".join(terms)
+        # NumPy: the broadcast dimensions, then each letter used once, in order (A-Z, a-z)
         out = ellipsis + "".join(
-            sorted(c for c in set(letters) if letters.count(c) == 1 and c.islower())
+            sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ellipsis)
         )
     else:
         out = out.replace("...", ellipsis)
@@ -128,7 +144,13 @@ def _einsum(subscripts, *operands, **kwargs):
             x = _diagonal(x, 0, first, second)  # that axis moves to the end
             t = "".join(ch for i, ch in enumerate(t) if i not in (first, second)) + c
         terms[k], xs[k] = t, x
-    dtype = P._result_dtype(xs)
+    dtype = P._result_dtype(xs) if wanted is None else np.dtype(wanted)
+    for x in xs:
+        if wanted is not None and not np.can_cast(x.dtype, dtype, casting):
+            raise TypeError(
+                f"np.einsum: cannot cast array data from {x.dtype} to {dtype} according to the "
+                f"rule {casting!r}{_src()}; pass casting='unsafe' (or 'same_kind') to allow it"
+            )
     xs = [P.convert(x, dtype) for x in xs]
     while len(xs) > 1:
         best = None
