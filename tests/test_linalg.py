@@ -208,3 +208,40 @@ def test_small_factorisations_run_on_one_blas_thread():
     from tracegrad import linalg
 
     assert linalg.cholesky_p.impl.__wrapped__ is np.linalg.cholesky
+
+
+def test_slogdet_next_to_cholesky_of_a_matrix_not_known_to_be_symmetric(backend):
+    """Cholesky reads only the lower triangle: its factor gives slogdet only for a matrix the
+    program makes symmetric. For any other, slogdet is NumPy's, value and gradient."""
+    k = np.array([[2.0, 0.0], [1.0, 2.0]])
+
+    def f(k):
+        return np.linalg.slogdet(k)[1] + np.sum(np.linalg.cholesky(k))
+
+    def via_factor(k):  # the factor first: the shortcut's order
+        lower = np.linalg.cholesky(k)
+        return np.linalg.slogdet(k)[1] + np.sum(lower)
+
+    for fun in (f, via_factor):
+        value, grad = tg.value_and_grad(fun, backend=backend)(k)
+        assert value == pytest.approx(f(k))
+        np.testing.assert_allclose(grad, _fd(f, k), rtol=1e-6, atol=1e-8)
+
+
+def test_slogdet_uses_the_factor_of_matrices_symmetric_by_construction():
+    from tracegrad.examples.gaussian_process import data, negative_log_likelihood
+
+    x, y = data(5)
+    assert "logabsdet" not in str(tg.make_ir(negative_log_likelihood)(np.zeros(3), x, y))
+
+    def gram(a, form):
+        k = form(a)
+        lower = np.linalg.cholesky(k)
+        return np.linalg.slogdet(k)[1], lower
+
+    a = np.ones((3, 3))
+    symmetric = [lambda a: a @ a.T + np.eye(3), lambda a: 2.0 * (a.T @ a) + 1.0]
+    for form in symmetric:
+        assert "logabsdet" not in str(tg.make_ir(lambda a: gram(a, form))(a))  # noqa: B023
+    for form in (lambda a: a + np.eye(3), lambda a: a @ a + np.eye(3)):
+        assert "logabsdet" in str(tg.make_ir(lambda a: gram(a, form))(a))  # noqa: B023

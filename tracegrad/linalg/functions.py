@@ -94,6 +94,111 @@ def _factor_of(x: Var) -> Var | None:
     return None
 
 
+# Elementwise functions by what they do to an antisymmetric argument: odd ones keep it
+# antisymmetric (f(-x) = -f(x)), even ones make it symmetric; any of them keeps a symmetric one so.
+_ODD = frozenset({"neg", "sin", "tan", "tanh", "sinh", "arctan", "arcsin", "arcsinh", "cbrt"})
+_EVEN = frozenset({"abs", "cos", "cosh"})
+_ELEMENTWISE = (
+    _ODD
+    | _EVEN
+    | frozenset(
+        {"exp", "expm1", "log", "log1p", "sqrt", "sigmoid", "softplus", "erf", "erfc", "convert"}
+    )
+)
+
+
+def _parity(x: Var, producers: dict, depth: int = 0) -> int:
+    """1 when the graph makes `x` symmetric in its last two axes whatever the inputs are, -1 when
+    antisymmetric, 0 when that is not known. Follows the forms kernel matrices are written in:
+    elementwise functions, sums and products of such matrices, x[:, None] - x[None, :], A @ A.T,
+    eye and constant matrices."""
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2] or depth > 64:
+        return 0
+    node = producers.get(id(x))
+    if node is None:
+        return 0
+    name, params, ins = node.prim.name, node.params, node.inputs
+    rec = lambda v: _parity(v, producers, depth + 1)
+    if name == "const":
+        value = np.broadcast_to(params["value"], params["shape"])
+        swapped = np.swapaxes(value, -1, -2)
+        if np.array_equal(value, swapped):
+            return 1
+        return -1 if np.array_equal(value, -swapped) else 0
+    if name == "broadcast_to":
+        src = ins[0]
+        trailing = (1,) * max(0, 2 - src.ndim) + tuple(src.shape[-2:])
+        return 1 if trailing[-2:] == (1, 1) else 0
+    if name in ("add", "sub"):
+        outer = _outer_pair(ins[0], ins[1], producers)
+        if outer:
+            return 1 if name == "add" else -1
+        p, q = rec(ins[0]), rec(ins[1])
+        return p if p == q else 0
+    if name in ("mul", "div"):
+        return rec(ins[0]) * rec(ins[1])
+    if name in ("maximum", "minimum"):
+        return 1 if rec(ins[0]) == rec(ins[1]) == 1 else 0
+    if name == "integer_pow":
+        p = rec(ins[0])
+        return p if params["n"] % 2 else abs(p)
+    if name in _ELEMENTWISE:
+        p = rec(ins[0])
+        return p if p == 1 or name in _ODD else (1 if name in _EVEN else 0) * abs(p)
+    if name == "transpose":
+        swap = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+        keep = tuple(range(x.ndim))
+        return rec(ins[0]) if tuple(params["perm"]) in (swap, keep) else 0
+    if name == "matmul":
+        a, b = ins
+        return 1 if _transposed(a, b, producers) or _transposed(b, a, producers) else 0
+    return 0
+
+
+def _transposed(a: Var, b: Var, producers: dict) -> bool:
+    """Whether `b` is `a` with its last two axes swapped (A @ A.T)."""
+    node = producers.get(id(b))
+    swap = tuple(range(b.ndim - 2)) + (b.ndim - 1, b.ndim - 2)
+    return (
+        node is not None
+        and node.prim.name == "transpose"
+        and node.inputs[0] is a
+        and (tuple(node.params["perm"]) == swap)
+    )
+
+
+def _outer_pair(a: Var, b: Var, producers: dict) -> bool:
+    """Whether a and b are one vector broadcast as a column and as a row (v[:, None] and
+    v[None, :]), in either order, over an n x n matrix."""
+    parts = [_outer_part(v, producers) for v in (a, b)]
+    if None in parts or a.ndim != 2:
+        return False
+    (ka, va), (kb, vb) = parts
+    return va is vb and {ka, kb} == {"column", "row"}
+
+
+def _outer_part(x: Var, producers: dict):
+    node = producers.get(id(x))
+    if node is None or node.prim.name != "broadcast_to":
+        return None
+    src = producers.get(id(node.inputs[0]))
+    if src is None or src.prim.name != "reshape" or src.inputs[0].ndim != 1:
+        return None
+    shape = tuple(src.params["shape"])
+    n = src.inputs[0].shape[0]
+    if shape == (n, 1):
+        return "column", src.inputs[0]
+    if shape == (1, n):
+        return "row", src.inputs[0]
+    return None
+
+
+def _symmetric(x: Var) -> bool:
+    """Whether the graph being built makes `x` symmetric (see `_parity`)."""
+    producers = {id(node.out): node for node in ir.current_builder().nodes}
+    return _parity(x, producers) == 1
+
+
 def _det(a):
     return P.emit(det_p, _square_float(a, "det"))
 
@@ -101,10 +206,12 @@ def _det(a):
 def _slogdet(a):
     x = _square_float(a, "slogdet")
     lower = _factor_of(x)
-    if lower is not None:
-        # the program factors x = L L^T already (so x is positive definite, or the program fails
-        # there, as NumPy's would): log|det x| = 2 sum(log(diag L)), and the derivative goes
-        # through the Cholesky rule (triangular solves) instead of forming inv(x)
+    if lower is not None and _symmetric(x):
+        # the program factors x = L L^T already, and x is symmetric by construction (so x is
+        # positive definite, or the program fails there, as NumPy's would): log|det x| =
+        # 2 sum(log(diag L)), and the derivative goes through the Cholesky rule (triangular
+        # solves) instead of forming inv(x). Cholesky reads only x's lower triangle: for an x
+        # not known to be symmetric, that would be the log-determinant of another matrix.
         n = x.shape[-1]
         diagonal = P.slice_(
             P.reshape(lower, lower.shape[:-2] + (n * n,)),
