@@ -245,3 +245,53 @@ def test_slogdet_uses_the_factor_of_matrices_symmetric_by_construction():
         assert "logabsdet" not in str(tg.make_ir(lambda a: gram(a, form))(a))  # noqa: B023
     for form in (lambda a: a + np.eye(3), lambda a: a @ a + np.eye(3)):
         assert "logabsdet" in str(tg.make_ir(lambda a: gram(a, form))(a))  # noqa: B023
+
+
+_COND_MATRICES = [
+    np.zeros((2, 2)),
+    np.array([[1.0, 0.0], [0.0, 0.0]]),
+    np.array([[2.0, 1.0], [1.0, 3.0]]),
+    np.stack([np.eye(2), np.zeros((2, 2))]),
+]
+
+
+@pytest.mark.parametrize("p", [None, 2, -2, 1, -1, np.inf, -np.inf, "fro", "nuc"])
+def test_cond_of_singular_matrices_is_inf_as_numpy_says(backend, p):
+    f = tg.jit(lambda a: np.linalg.cond(a, p), backend=backend)
+    with np.errstate(all="ignore"):
+        for m in _COND_MATRICES:
+            try:
+                want = np.linalg.cond(m, p)
+            except np.linalg.LinAlgError:  # "nuc" of a singular matrix: the SVD of NaNs
+                with pytest.raises(np.linalg.LinAlgError):
+                    f(m)
+                continue
+            np.testing.assert_array_equal(f(m), want)
+
+
+def test_cond_and_norm_of_empty_matrices(backend):
+    with pytest.raises(np.linalg.LinAlgError, match="empty"):
+        tg.jit(np.linalg.cond, backend=backend)(np.zeros((0, 0)))
+    empty = np.zeros((0, 3))
+    assert tg.jit(lambda a: np.linalg.norm(a, 2), backend=backend)(empty) == 0.0
+    assert tg.jit(lambda a: np.linalg.norm(a, "nuc"), backend=backend)(empty) == 0.0
+    with pytest.raises(ValueError, match="zero-size"):
+        tg.jit(lambda a: np.linalg.norm(a, -2), backend=backend)(empty)
+
+
+def test_gradient_of_cond_through_the_inverse(backend):
+    a = np.array([[2.0, 1.0], [0.5, 3.0]])
+    for p in (1, np.inf, "fro"):
+        g = tg.grad(lambda a: np.linalg.cond(a, p), backend=backend)(a)  # noqa: B023
+        np.testing.assert_allclose(g, _fd(lambda a: np.linalg.cond(a, p), a), rtol=1e-5)  # noqa: B023
+
+
+def test_slices_outside_an_array_are_refused_while_tracing():
+    from tracegrad import ir
+    from tracegrad import primitives as P
+
+    with ir.building(ir.Builder()) as b:
+        x = b.new_input((3,), np.float64)
+        with pytest.raises(ir.IRError, match="out of bounds"):
+            P.slice_(x, ((0, 5, 1),))
+        assert P.slice_(x, ((2, -1, -1),)).shape == (3,)

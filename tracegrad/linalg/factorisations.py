@@ -80,6 +80,31 @@ inv_p = _register(
 )
 
 
+def _inv_or_nan(a):
+    """inv(a), with NaN for each singular matrix instead of an error: what np.linalg.cond
+    computes with (it then reports such a matrix's condition number as inf)."""
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        pass
+    out = np.empty(a.shape, np.result_type(a.dtype, np.float32))
+    flat, into = a.reshape((-1,) + a.shape[-2:]), out.reshape((-1,) + a.shape[-2:])
+    for k in range(flat.shape[0]):
+        try:
+            into[k] = np.linalg.inv(flat[k])
+        except np.linalg.LinAlgError:
+            into[k] = np.nan
+    return out
+
+
+inv_or_nan_p = _register(
+    "inv_or_nan",
+    _inv_or_nan,
+    _square_infer(lambda s: s),
+    lambda ct, out, a: (P.neg(_mm(_t(out), _mm(ct, _t(out)))),),
+)
+
+
 # A solve's `structure`: None (a general matrix: LU), or "lower" / "upper" when the matrix is a
 # Cholesky factor or its transpose (known from the graph; see `_structure_of`): a triangular
 # solve, O(n^2) per right-hand side instead of an O(n^3) factorisation.

@@ -20,6 +20,7 @@ from .factorisations import (
     det_p,
     eigh_values_p,
     eigh_vectors_p,
+    inv_or_nan_p,
     inv_p,
     logabsdet_p,
     qr_q_p,
@@ -399,17 +400,26 @@ def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
 
 def _cond(x, p=None):
     a = _matrix_float(x, "cond")
+    if a.shape[-1] == 0 or a.shape[-2] == 0:
+        raise np.linalg.LinAlgError(f"cond is not defined on empty arrays{_src()}")
     if p is None or p in (2, -2):
         s = P.emit(svd_s_p, a)
         k = s.shape[-1]
         lead = tuple((0, d, 1) for d in s.shape[:-1])
         first = P.reshape(P.slice_(s, lead + ((0, 1, 1),)), s.shape[:-1])
         last = P.reshape(P.slice_(s, lead + ((k - 1, k, 1),)), s.shape[:-1])
-        return P.div(last, first) if p == -2 else P.div(first, last)
-    from ..numpy_namespace.reductions import _norm
+        r = P.div(last, first) if p == -2 else P.div(first, last)
+    else:
+        from ..numpy_namespace.reductions import _norm
 
-    _check_square(a.shape, "cond")
-    return P.mul(_norm(a, p, axis=(-2, -1)), _norm(P.emit(inv_p, a), p, axis=(-2, -1)))
+        _check_square(a.shape, "cond")
+        inverse = P.emit(inv_or_nan_p, a)  # a singular matrix: NaN, reported as inf below
+        r = P.mul(_norm(a, p, axis=(-2, -1)), _norm(inverse, p, axis=(-2, -1)))
+    # NumPy: NaN (a singular matrix: 0/0, or a NaN inverse) is inf, unless a has NaN entries
+    axes = (a.ndim - 2, a.ndim - 1)
+    nan_in_a = P.reduce(P.reduce_max_p, P.convert(P.emit(P.isnan_p, a), np.int8), axes)
+    inf = P.where(P.compare(P.eq_p, nan_in_a, 0), P.const(np.inf, r.shape, r.dtype), r)
+    return P.where(P.emit(P.isnan_p, r), inf, r)
 
 
 def _multi_dot(arrays, *, out=None):

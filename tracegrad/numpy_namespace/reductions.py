@@ -180,6 +180,12 @@ def _matrix_norm(x: Var, ord, row: int, col: int) -> Var:
         if ord == "nuc":
             return P.reduce_sum(s, s.ndim - 1)
         k = s.shape[-1]
+        if k == 0:  # an empty matrix: NumPy's 2-norm is 0 and its -2-norm an error
+            if ord == 2:
+                return P.const(0, s.shape[:-1], s.dtype)
+            raise ValueError(
+                f"zero-size array to reduction operation minimum which has no identity{_src()}"
+            )
         lead = tuple((0, d, 1) for d in s.shape[:-1])
         pick = (0, 1, 1) if ord == 2 else (k - 1, k, 1)  # NumPy's singular values descend
         return P.reshape(P.slice_(s, lead + (pick,)), s.shape[:-1])

@@ -295,6 +295,10 @@ def slice_(x: Var, index: tuple[tuple[int, int, int], ...]) -> Var:
     """Basic slicing with normalised (start, stop, step) per axis."""
     if all(ix == (0, d, 1) for ix, d in zip(index, x.shape, strict=True)):
         return x
+    for ix, d in zip(index, x.shape, strict=True):
+        r = range(*ix)  # a kernel would read outside the array: refuse it while tracing
+        if len(r) and not (0 <= r[0] < d and 0 <= r[-1] < d):
+            raise ir.IRError(f"slice {ix} is out of bounds for an axis of length {d}")
     return emit(registered("slice"), x, index=tuple(index))
 
 
