@@ -165,3 +165,35 @@ def test_compiled_scatter_add_equals_the_reference_bit_for_bit():
     np.testing.assert_array_equal(
         host_kernels.scatter_add(ct, idx, 0, (60, 16)), _scatter_add_impl(ct, idx, 0, (60, 16))
     )
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        np.array([True, False]),  # shorter than the axis
+        np.array([True, False, True, True]),  # longer
+        (slice(None), np.array([False, True])),
+        (Ellipsis, np.array([True, False, True])),
+        np.ones((3, 2), bool),
+    ],
+)
+def test_a_static_mask_of_the_wrong_shape_is_refused_as_numpy_refuses_it(backend, index):
+    x = np.arange(12.0).reshape(3, 4)
+    with pytest.raises(IndexError):
+        x[index]
+    with pytest.raises(IndexError, match="boolean index did not match"):
+        tg.jit(lambda x: x[index], backend=backend)(x)
+
+
+def test_boolean_and_float_scalar_indices(backend):
+    x = np.arange(12.0).reshape(3, 4)
+    for index in (True, False, np.True_, np.array(True)):
+        with pytest.raises(tg.TracingError, match="boolean scalar"):
+            tg.jit(lambda x: x[index], backend=backend)(x)  # noqa: B023
+    with pytest.raises(IndexError, match="only integers"):
+        tg.jit(lambda x: x[1.0], backend=backend)(x)
+    good = np.array([True, False, True])
+    np.testing.assert_array_equal(tg.jit(lambda x: x[good], backend=backend)(x), x[good])
+    np.testing.assert_array_equal(
+        tg.jit(lambda x: x[..., good[:2].repeat(2)], backend=backend)(x), x[..., good[:2].repeat(2)]
+    )

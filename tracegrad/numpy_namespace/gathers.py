@@ -9,7 +9,7 @@ import numpy as np
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-from .indexing import _getitem
+from .indexing import _basic_index, _getitem
 from .operands import _axis, _src, _v, read_while_tracing
 from .shapes import _ravel
 
@@ -46,6 +46,41 @@ def _from_the_end(idx: Var, n: int) -> Var:
     return P.where(P.compare(P.lt_p, idx, 0), P.add(idx, n), idx)
 
 
+def _consumes(item) -> int:
+    """How many axes of the indexed array an index item uses."""
+    if item is None or item is Ellipsis:
+        return 0
+    if isinstance(item, (list, np.ndarray)) and np.asarray(item).dtype == np.bool_:
+        return np.asarray(item).ndim
+    return 1
+
+
+def _check_static_masks(x: Var, items: list) -> None:
+    """A static boolean mask must have the shape of the axes it indexes, as NumPy requires."""
+    axis = 0
+    for k, item in enumerate(items):
+        if item is Ellipsis:
+            axis = x.ndim - sum(_consumes(i) for i in items[k + 1 :])
+            continue
+        used = _consumes(item)
+        if isinstance(item, (list, np.ndarray)) and np.asarray(item).dtype == np.bool_:
+            mask = np.asarray(item)
+            if mask.ndim == 0:
+                raise TracingError(
+                    f"indexing a traced value with a boolean scalar is not supported{_src()}; "
+                    "x[True] is x[None] and x[False] is x[None][:0]"
+                )
+            for j, size in enumerate(mask.shape):
+                if axis + j >= x.ndim or x.shape[axis + j] != size:
+                    have = x.shape[axis + j] if axis + j < x.ndim else 0
+                    raise IndexError(
+                        f"boolean index did not match indexed array along axis {axis + j}; size "
+                        f"of axis is {have} but size of corresponding boolean axis is {size}"
+                        f"{_src()}"
+                    )
+        axis += used
+
+
 def advanced_getitem(x: Var, index) -> Var:
     """NumPy's advanced indexing, for what research code uses: one integer array (traced or
     not) among basic indices; several integer arrays on the leading axes; a static boolean
@@ -53,6 +88,7 @@ def advanced_getitem(x: Var, index) -> Var:
     with the np.where form. The gather's adjoint is a scatter-add, so repeated indices
     accumulate their gradients."""
     items = list(index) if isinstance(index, tuple) else [index]
+    _check_static_masks(x, items)
     expanded = []
     for item in items:
         if isinstance(item, (list, np.ndarray)) and np.asarray(item).dtype == np.bool_:
@@ -69,6 +105,9 @@ def advanced_getitem(x: Var, index) -> Var:
             expanded.append(item)
     items = expanded
     arrays = [k for k, item in enumerate(items) if _index_array(item)]
+    if not arrays:  # no array: a boolean scalar or a float, which _basic_index refuses
+        _basic_index(x, tuple(items))
+        raise TracingError(f"unsupported index {index!r}{_src()}")
     if len(arrays) > 1:
         if any(not (_index_array(i) or isinstance(i, (int, np.integer))) for i in items):
             raise TracingError(

@@ -18,6 +18,16 @@ def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
     if not isinstance(index, tuple):
         index = (index,)
     for item in index:
+        if isinstance(item, (bool, np.bool_)):
+            raise TracingError(
+                f"indexing a traced value with a boolean scalar is not supported{_src()}; "
+                "x[True] is x[None] and x[False] is x[None][:0]"
+            )
+        if isinstance(item, (float, np.floating)):
+            raise IndexError(
+                "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
+                f"integer or boolean arrays are valid indices{_src()}"
+            )
         if not (item is None or item is Ellipsis or isinstance(item, (int, np.integer, slice))):
             kind = (
                 "an array"
@@ -69,7 +79,12 @@ def is_basic_index(index) -> bool:
     """Only static ints, slices, None and Ellipsis (NumPy's basic indexing: the result is a
     view); anything else (arrays, lists, traced values) is advanced indexing (a copy)."""
     items = index if isinstance(index, tuple) else (index,)
-    return all(i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)) for i in items)
+    return all(
+        i is None
+        or i is Ellipsis
+        or (isinstance(i, (int, np.integer, slice)) and not isinstance(i, (bool, np.bool_)))
+        for i in items
+    )
 
 
 def _getitem(x: Var, index) -> Var:
