@@ -222,3 +222,19 @@ def test_item_and_tolist_on_a_traced_value():
 def test_an_array_of_traced_values_is_traced_like_np_stack():
     np.testing.assert_array_equal(tg.jit(lambda a, b: np.array([a, b]) * 2)(1.0, 2.0), [2.0, 4.0])
     np.testing.assert_array_equal(tg.jit(lambda a, b: np.stack([a, b]) * 2)(1.0, 2.0), [2.0, 4.0])
+
+
+@pytest.mark.parametrize(
+    "fun",
+    [
+        lambda x: np.exp(x * 1j),
+        lambda x: np.abs(x * (1 + 1j)),
+        lambda x: x + np.array([1j, 0j]),
+        lambda x: np.sqrt(-x + 0j),
+        lambda x: x * np.complex128(2),
+        lambda x: x.astype(complex),
+    ],
+)
+def test_complex_numbers_are_refused_not_dropped(backend, fun):
+    with pytest.raises(TypeError, match="complex numbers are not supported"):
+        tg.jit(fun, backend=backend)(np.array([1.0, 2.0]))

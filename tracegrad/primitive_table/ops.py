@@ -42,6 +42,7 @@ Operand = Var | float | int | bool
 def const(value: Any, shape: tuple[int, ...] | None = None, dtype: Any = None) -> Var:
     """A literal. A 0-d value with a `shape` is a fill: one number broadcast over that shape."""
     value = np.asarray(value, dtype=dtype)
+    _refuse_complex(value.dtype)
     if shape is None:
         shape = value.shape
     if value.shape not in ((), tuple(shape)):
@@ -79,8 +80,18 @@ def broadcast_shapes(*shapes: tuple[int, ...], op: str = "operation") -> tuple[i
         ) from None
 
 
+def _refuse_complex(dtype: np.dtype) -> None:
+    if dtype.kind == "c":
+        raise TypeError(
+            f"complex numbers are not supported in a traced computation"
+            f"{at(ir.current_source())}; tracegrad computes with real numbers and bools: carry "
+            "the real and imaginary parts as two real arrays"
+        )
+
+
 def convert(x: Var, dtype: Any) -> Var:
     dtype = np.dtype(dtype)
+    _refuse_complex(dtype)
     return x if x.dtype == dtype else emit(registered("convert"), x, dtype=dtype)
 
 
