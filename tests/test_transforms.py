@@ -588,3 +588,70 @@ def test_forward_mode_edge_cases(backend):
         np.sum(2 * np.cos(x) * t),
         rtol=1e-12,
     )
+
+
+@pytest.mark.parametrize(
+    "tangent",
+    [
+        lambda p, t: t**2,
+        lambda p, t: np.ones(3),
+        lambda p, t: t + 1.0,
+        lambda p, t: np.sin(t),
+        lambda p, t: t * t[::-1],
+    ],
+)
+def test_a_jvp_rule_not_linear_in_the_tangents_is_refused(tangent):
+    @tg.custom_jvp
+    def f(v):
+        return v * 2.0
+
+    @f.defjvp
+    def _(p, t):
+        return p[0] * 2.0, tangent(p[0], t[0])
+
+    x = np.ones(3)
+    with pytest.raises(tg.TracingError, match="linear in the tangents"):
+        tg.jvp(f, (x,), (x,))
+    with pytest.raises(tg.TracingError, match="linear in the tangents"):
+        tg.grad(lambda v: np.sum(f(v)))(x)
+
+
+def test_jvp_rules_linear_in_the_tangents_are_accepted():
+    x = np.array([0.5, 1.0, 2.0])
+    rules = [
+        (lambda p, t: np.cos(p) * t, np.cos(x)),
+        (lambda p, t: np.zeros_like(p), 0.0 * x),
+        (lambda p, t: np.where(p > 0.7, t, 0.0), (x > 0.7) * 1.0),
+        (lambda p, t: t / (p + 1.0) + 0.0 * t, 1.0 / (x + 1.0)),
+        (lambda p, t: -t @ np.eye(3), -np.ones(3)),
+    ]
+    for rule, want in rules:
+
+        @tg.custom_jvp
+        def f(v):
+            return v * 2.0
+
+        @f.defjvp
+        def _(p, t, rule=rule):
+            return p[0] * 2.0, rule(p[0], t[0])
+
+        np.testing.assert_allclose(tg.grad(lambda v: np.sum(f(v)))(x), want)
+
+
+def test_custom_rules_reading_a_global_array_say_how_to_pass_it():
+    scale = np.full(3, 2.0)
+
+    @tg.custom_vjp
+    def f(v):
+        return v * 2.0
+
+    f.defvjp(lambda v: (v * 2.0, None), lambda _, ct: (ct * scale,))
+    with pytest.raises(tg.TracingError, match="residuals fwd returns"):
+        tg.grad(lambda v: np.sum(f(v)))(np.ones(3))
+
+    @tg.custom_vjp
+    def g(v):
+        return v * 2.0
+
+    g.defvjp(lambda v: (v * 2.0, scale), lambda s, ct: (ct * s,))  # the documented way
+    np.testing.assert_array_equal(tg.grad(lambda v: np.sum(g(v)))(np.ones(3)), scale)

@@ -107,8 +107,10 @@ class custom_vjp:
         )
         if bcaptures:
             raise TracingError(
-                f"{name}: bwd uses traced values from outside its arguments; pass what it needs "
-                "through the residuals returned by fwd"
+                f"{name}: bwd uses values from outside its arguments (traced values, or arrays "
+                "the function reads from a global or a closure, which are inputs of the "
+                "program); pass what it needs through the residuals fwd returns: "
+                "fwd(x) -> (y, (x, C)), then bwd((x, C), ct)"
             )
         bgraph = self._check_cotangents(bgraph, ct_tree, treedef, arg_vars)
         with ir.source_location(user_source()):

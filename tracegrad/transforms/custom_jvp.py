@@ -18,6 +18,8 @@ back: `tg.jvp` of `f` computes the user's rule.
 from __future__ import annotations
 
 import functools
+
+import numpy as np
 from collections.abc import Callable
 
 from .. import ir
@@ -104,8 +106,9 @@ class custom_jvp:
         rule, rule_tree, rule_captures = trace(call_rule, avals + avals, flat_tree)
         if rule_captures:
             raise TracingError(
-                f"{name}: the jvp rule uses traced values from outside its arguments; pass what "
-                "it needs as arguments of the function"
+                f"{name}: the jvp rule uses values from outside its arguments (traced values, "
+                "or arrays the function reads from a global or a closure, which are inputs of "
+                "the program); pass what it needs as arguments of the function"
             )
         expected = TreeDef("tuple", (out_tree, out_tree))
         if (
@@ -123,6 +126,20 @@ class custom_jvp:
                 raise ValueError(
                     f"{name}: output {j} of the jvp rule has shapes {y.shape} (primal) and "
                     f"{t.shape} (tangent); the function's output has shape {outs[j].shape}"
+                )
+        for j, how in enumerate(_tangent_forms(rule, n)[k:]):
+            if P.is_float(outs[j].dtype) and how in ("const", "nonlinear"):
+                what = (
+                    "does not depend on the tangents (a constant)"
+                    if how == "const"
+                    else "is not linear in the tangents"
+                )
+                raise TracingError(
+                    f"{name}: the tangent output {j} of the jvp rule {what}; a jvp rule must be "
+                    "linear in the tangents (tangent_out = J @ tangents: multiply them by values "
+                    "of the primals, add, reshape...), and return zeros for a zero derivative. "
+                    "Reverse mode transposes the rule, so anything else would give wrong "
+                    "gradients."
                 )
         # tangents in the dtype of their values
         rule = _with_output_dtypes(rule, [v.dtype for v in outs] * 2)
@@ -145,3 +162,71 @@ def _with_output_dtypes(graph: Graph, dtypes) -> Graph:
             for v, d in zip(graph.outputs, dtypes, strict=True)
         ]
     return builder.graph(outs)
+
+
+# How each op carries linearity in the tangents: ops linear in every operand, ops that are
+# linear in one operand when the others are constants, and the conditions a select reads.
+_LINEAR = frozenset(
+    {
+        "add",
+        "sub",
+        "neg",
+        "reshape",
+        "transpose",
+        "broadcast_to",
+        "slice",
+        "unslice",
+        "reduce_sum",
+        "convert",
+        "concatenate",
+        "cumsum",
+        "gather",
+        "scatter_add",
+    }
+)
+_PRODUCTS = frozenset({"mul", "matmul", "ct_mul"})
+_OPAQUE = frozenset({"custom_grad", "custom_jvp", "loop", "scan", "while", "cond", "hook", "tap"})
+
+
+def _tangent_forms(rule: Graph, n: int) -> list[str]:
+    """For each output of a jvp rule traced with n primals then n tangents as inputs: "zero",
+    "const" (no tangent in it), "linear", "nonlinear", or "unknown" (an op this check does not
+    look inside). Structural: x * t is linear, t * t and sin(t) are not, t + 1 is not."""
+    form: dict[int, str] = {}
+    for i, v in enumerate(rule.inputs):
+        form[id(v)] = "linear" if i >= n else "const"
+    for node in rule.nodes:
+        ins = [form.get(id(v), "const") for v in node.inputs]
+        name = node.prim.name
+        if name == "const":
+            value = np.asarray(node.params["value"])
+            out = "zero" if not np.any(value) else "const"
+        elif "unknown" in ins or name in _OPAQUE:
+            out = "unknown" if any(f != "const" for f in ins) or name in _OPAQUE else "const"
+        elif "nonlinear" in ins:
+            out = "nonlinear"
+        elif all(f in ("const", "zero") for f in ins):
+            out = "zero" if ins and all(f == "zero" for f in ins) and name in _LINEAR else "const"
+        elif name in _LINEAR:
+            # linear in each operand: a constant term added to a tangent is affine, not linear
+            out = (
+                "nonlinear"
+                if "const" in ins and name in ("add", "sub", "concatenate")
+                else "linear"
+            )
+            if name in ("gather", "scatter_add") and ins[0] == "const":
+                out = "nonlinear"  # the tangent is an index
+        elif name in _PRODUCTS:
+            tangent = [f for f in ins if f == "linear"]
+            out = "zero" if "zero" in ins else "nonlinear" if len(tangent) > 1 else "linear"
+        elif name == "div":
+            out = "linear" if ins[0] == "linear" and ins[1] == "const" else "nonlinear"
+        elif name == "where":
+            cond, a, b = ins
+            out = "nonlinear" if cond == "linear" or "const" in (a, b) else "linear"
+        elif name == "stop_gradient":
+            out = ins[0]
+        else:
+            out = "nonlinear"  # an elementwise function of a tangent: sin(t), t ** 2, |t|...
+        form[id(node.out)] = out
+    return [form.get(id(v), "const") for v in rule.outputs]
