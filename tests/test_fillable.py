@@ -246,3 +246,19 @@ def test_traced_bounds_and_sizes():
         tg.TracingError, match=r"(?s)np.zeros cannot take a traced value.*static_argnums"
     ):
         tg.jit(lambda x: np.zeros(x[0]), backend="numpy")(np.array([3]))
+
+
+def test_augmented_writes_into_subscripts_on_a_line_of_several_statements(backend):
+    ns = {"np": np}
+    exec(
+        "def f1(v):\n    y = np.zeros(5); y[1:4] += v; return y\n"
+        "def f2(v):\n    y = np.ones((2, 3)); y[0] *= v; return y\n"
+        "def f3(v):\n    y = np.arange(5.0); y[[0, 2, 4]] -= v; return y\n"
+        "def f4(v):\n    y = np.zeros(5); row = y[1:4]; row += v; return y\n",
+        ns,
+    )
+    v = np.array([1.0, 2.0, 3.0])
+    for name in ("f1", "f2", "f3"):
+        np.testing.assert_array_equal(tg.jit(ns[name], backend=backend)(v), ns[name](v))
+    with pytest.raises(tg.TracingError, match="written into a view"):
+        tg.jit(ns["f4"], backend=backend)(v)  # y changes through the view: not followed

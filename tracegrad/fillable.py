@@ -30,7 +30,7 @@ import numpy as np
 from . import ir
 from .errors import TracingError
 from .trace import Tracer, _call
-from .tracing.source import user_line, writes_into_subscript
+from .tracing.source import augments_a_subscript, user_line
 
 _INTERNAL = (
     os.path.dirname(os.path.abspath(__file__)),
@@ -166,7 +166,7 @@ class Fillable(np.ndarray):
         if (
             np.ndarray.__getattribute__(self, "_tg_root") is not None
             and np.ndarray.__getattribute__(self, "_tg_tracer") is None
-            and writes_into_subscript()
+            and augments_a_subscript()
         ):
             # y[1:3] += v: Python writes the result back with y[1:3] = result, next
             return getattr(self._tg_promote_copy(), _IN_PLACE[name])(_traced_form(inputs[1]))

@@ -43,6 +43,38 @@ def _user_ast() -> ast.Module | None:
         return None
 
 
+def _stores_into_subscript_next(frame) -> bool | None:
+    """From the bytecode: whether the instruction the user's frame is running (an in-place
+    operator) is followed by a store into a subscript, as `y[i] += v` is; None when the
+    bytecode cannot tell."""
+    import dis  # looked up on first use: rare, and `import tracegrad` does not need it
+
+    try:
+        instructions = list(dis.get_instructions(frame.f_code))
+    except Exception:
+        return None
+    at = next((k for k, ins in enumerate(instructions) if ins.offset == frame.f_lasti), None)
+    if at is None:
+        return None
+    for ins in instructions[at + 1 :]:
+        if ins.opname in ("SWAP", "ROT_TWO", "ROT_THREE", "ROT_FOUR", "COPY", "CACHE"):
+            continue
+        return ins.opname == "STORE_SUBSCR"
+    return False
+
+
+def augments_a_subscript() -> bool:
+    """Whether the in-place operator the user's frame is running writes its result back into a
+    subscript (`y[1:3] += v`), from the bytecode (also on a line of several statements), else
+    from the line's text."""
+    frame = user_frame()
+    if frame is not None:
+        stores = _stores_into_subscript_next(frame)
+        if stores is not None:
+            return stores
+    return writes_into_subscript()
+
+
 def writes_into_subscript() -> bool:
     """Whether the user's current line assigns to a subscript (`y[i] = ...`, `y[i] += ...`)."""
     tree = _user_ast()
