@@ -197,3 +197,26 @@ def test_boolean_and_float_scalar_indices(backend):
     np.testing.assert_array_equal(
         tg.jit(lambda x: x[..., good[:2].repeat(2)], backend=backend)(x), x[..., good[:2].repeat(2)]
     )
+
+
+@pytest.mark.parametrize(
+    "fun",
+    [
+        lambda x: np.take(x, 3),
+        lambda x: np.take(x, -1),
+        lambda x: x.take(2, axis=1),
+        lambda x: np.take(x, np.int64(1), axis=0),
+        lambda x: x[[]],
+        lambda x: x[:, []],
+        lambda x: np.take(x, []),
+    ],
+)
+def test_scalar_and_empty_integer_indices(backend, fun):
+    x = np.arange(12.0).reshape(3, 4)
+    got = tg.jit(fun, backend=backend)(x)
+    assert got.shape == fun(x).shape
+    np.testing.assert_array_equal(got, fun(x))
+    g = tg.grad(lambda x: np.sum(fun(x) * 2.0), backend=backend)(x)
+    want = np.zeros_like(x)
+    np.add.at(want.reshape(-1), fun(np.arange(12).reshape(3, 4)).reshape(-1), 2.0)
+    np.testing.assert_array_equal(g, want)

@@ -23,7 +23,9 @@ def _index_array(item) -> bool:
 def _as_indices(item, n: int, what: str) -> Var:
     """An integer index array as an int64 value (static lists and arrays become constants)."""
     if isinstance(item, list):
-        item = np.asarray(item)
+        item = np.asarray(item) if item else np.zeros(0, np.int64)  # x[[]]: NumPy's empty index
+    elif isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+        item = np.asarray(item, np.int64)  # np.take(x, 3): a 0-d index
     if isinstance(item, np.ndarray):
         read_while_tracing(item)
         if item.dtype.kind not in "iu":
