@@ -238,3 +238,12 @@ def test_an_array_of_traced_values_is_traced_like_np_stack():
 def test_complex_numbers_are_refused_not_dropped(backend, fun):
     with pytest.raises(TypeError, match="complex numbers are not supported"):
         tg.jit(fun, backend=backend)(np.array([1.0, 2.0]))
+
+
+def test_round_and_format_of_traced_values_name_the_traced_forms():
+    x = np.ones(3)
+    with pytest.raises(tg.TracingError, match=r"np\.round"):
+        tg.jit(lambda x: round(x[0]))(x)
+    with pytest.raises(tg.TracingError, match="debug_print"):
+        tg.jit(lambda x: f"{x[0]:.2f}")(x)
+    tg.jit(lambda x: (f"{x[0]}", x)[1])(x)  # no format spec: the traced value's repr

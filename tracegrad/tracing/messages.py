@@ -161,6 +161,21 @@ class Unknowable:
     def __complex__(self):
         self._concrete("convert to complex")
 
+    def __round__(self, ndigits=None):
+        raise TracingError(
+            f"round() of a traced value would be a Python number, unknown while tracing"
+            f"{user_line()}\nUse np.round(x) (or np.round(x, decimals)), which is traced."
+        )
+
+    def __format__(self, spec):
+        if not spec:
+            return repr(self)
+        raise TracingError(
+            f"a traced value cannot be formatted with {spec!r}: its value is not known while "
+            f"tracing{user_line()}\nPrint it with tg.debug_print('x = {{}}', x), which prints "
+            "the value each time the compiled function runs."
+        )
+
     def item(self, *args):
         self._concrete("read a Python number from (.item())")
 
