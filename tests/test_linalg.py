@@ -295,3 +295,19 @@ def test_slices_outside_an_array_are_refused_while_tracing():
         with pytest.raises(ir.IRError, match="out of bounds"):
             P.slice_(x, ((0, 5, 1),))
         assert P.slice_(x, ((2, -1, -1),)).shape == (3,)
+
+
+def test_named_results_as_numpy_returns_them(backend):
+    a = np.array([[2.0, 1.0], [1.0, 3.0]])
+    named = {
+        "logabsdet": lambda a: np.linalg.slogdet(a).logabsdet,
+        "eigenvalues": lambda a: np.linalg.eigh(a).eigenvalues,
+        "S": lambda a: np.linalg.svd(a).S,
+        "R": lambda a: np.abs(np.linalg.qr(a).R),
+    }
+    for fun in named.values():
+        np.testing.assert_allclose(tg.jit(fun, backend=backend)(a), fun(a), atol=1e-12)
+    out = tg.jit(np.linalg.eigh, backend=backend)(a)
+    assert type(out) is type(np.linalg.eigh(a))
+    g = tg.grad(named["logabsdet"], backend=backend)(a)
+    np.testing.assert_allclose(g, np.linalg.inv(a).T)

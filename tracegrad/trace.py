@@ -385,7 +385,10 @@ def _wrap(result: Any, builder: Builder) -> Any:
     if isinstance(result, Var):
         return Tracer(result, builder)
     if isinstance(result, (tuple, list)):
-        return type(result)(_wrap(r, builder) for r in result)
+        items = [_wrap(r, builder) for r in result]
+        if hasattr(result, "_fields"):  # a named tuple: np.linalg.slogdet's SlogdetResult...
+            return type(result)(*items)
+        return type(result)(items)
     return result
 
 

@@ -200,6 +200,12 @@ def _symmetric(x: Var) -> bool:
     return _parity(x, producers) == 1
 
 
+def _result(name: str, *values):
+    """NumPy's named result (np.linalg.slogdet(a).logabsdet), a plain tuple before NumPy 2."""
+    named = getattr(getattr(np.linalg, "_linalg", None), name, None)
+    return named(*values) if named is not None else tuple(values)
+
+
 def _det(a):
     return P.emit(det_p, _square_float(a, "det"))
 
@@ -219,8 +225,8 @@ def _slogdet(a):
             tuple((0, d, 1) for d in lower.shape[:-2]) + ((0, n * n, n + 1),),
         )
         logdet = P.mul(P.reduce_sum(P.unary(P.log_p, diagonal), (x.ndim - 2,)), 2.0)
-        return P.const(1, logdet.shape, logdet.dtype), logdet
-    return P.emit(signdet_p, x), P.emit(logabsdet_p, x)
+        return _result("SlogdetResult", P.const(1, logdet.shape, logdet.dtype), logdet)
+    return _result("SlogdetResult", P.emit(signdet_p, x), P.emit(logabsdet_p, x))
 
 
 def _cholesky(a, upper=False):
@@ -233,7 +239,7 @@ def _eigh(a, UPLO="L"):
     if UPLO != "L":
         raise TracingError(f"np.linalg.eigh: only UPLO='L' is supported on traced values{_src()}")
     x = _square_float(a, "eigh")
-    return P.emit(eigh_values_p, x), P.emit(eigh_vectors_p, x)
+    return _result("EighResult", P.emit(eigh_values_p, x), P.emit(eigh_vectors_p, x))
 
 
 def _eigvalsh(a, UPLO="L"):
@@ -287,7 +293,7 @@ def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
             f"derivative{_src()}; pass full_matrices=False (the reduced factors: the same "
             "singular values and the same leading singular vectors)"
         )
-    return P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
+    return _result("SVDResult", P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x))
 
 
 def _svdvals(x):
@@ -303,7 +309,7 @@ def _qr(a, mode="reduced"):
             f"orthonormal basis, which has no derivative{_src()}; use mode='reduced' (the default)"
         )
     if mode in ("reduced", "complete"):
-        return P.emit(qr_q_p, x), P.emit(qr_r_p, x)
+        return _result("QRResult", P.emit(qr_q_p, x), P.emit(qr_r_p, x))
     if mode == "r":
         return P.emit(qr_r_p, x)
     raise TracingError(
