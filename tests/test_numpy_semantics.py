@@ -643,3 +643,20 @@ def test_where_and_clip_with_python_ints_outside_the_range(backend):
             call(i8)
         with pytest.raises(OverflowError):
             tg.jit(call, backend=backend)(i8)
+
+
+def test_empty_like_of_a_traced_value_can_be_filled(backend):
+    def f(x):
+        y = np.empty_like(x)
+        y[:] = x * 2.0
+        y[0] = 5.0
+        return y
+
+    x = np.arange(4.0)
+    np.testing.assert_array_equal(tg.jit(f, backend=backend)(x), f(x))
+    np.testing.assert_array_equal(tg.grad(lambda x: np.sum(f(x)), backend=backend)(x), [0, 2, 2, 2])
+
+
+def test_diff_of_a_negative_order_is_refused_as_numpy_refuses_it(backend):
+    with pytest.raises(ValueError, match="non-negative"):
+        tg.jit(lambda x: np.diff(x, n=-1), backend=backend)(np.arange(4.0))

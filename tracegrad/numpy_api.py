@@ -62,6 +62,7 @@ FUNCTIONS = {
     "where": _where,
     "clip": _clip,
     "zeros_like": _filled(0),
+    "empty_like": _filled(0),  # its contents are unspecified: zeros are as good as any
     "ones_like": _filled(1),
     "full_like": _full_like,
     "dot": _dot,

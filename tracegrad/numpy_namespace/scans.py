@@ -20,6 +20,8 @@ def _diff(a, n=1, axis=-1, prepend=None, append=None):
     x = _v(a)
     if x.ndim == 0:
         raise ValueError(f"diff requires input that is at least one dimensional{_src()}")
+    if int(n) < 0:
+        raise ValueError(f"order must be non-negative but got {n!r}{_src()}")
     axis = _axis(axis, x.ndim)
     parts = []
     for extra in (prepend, None, append):
