@@ -655,3 +655,14 @@ def test_custom_rules_reading_a_global_array_say_how_to_pass_it():
 
     g.defvjp(lambda v: (v * 2.0, scale), lambda s, ct: (ct * s,))  # the documented way
     np.testing.assert_array_equal(tg.grad(lambda v: np.sum(g(v)))(np.ones(3)), scale)
+
+
+def test_a_fwd_output_of_the_wrong_shape_is_named_in_the_error():
+    @tg.custom_vjp
+    def f(v):
+        return v * 2.0
+
+    # fwd's output has 4 elements where f's has 3: bwd's ct * v cannot broadcast
+    f.defvjp(lambda v: (np.concatenate([v, v[:1]]), v), lambda v, ct: (ct * v,))
+    with pytest.raises(tg.ShapeError, match="outputs fwd returns"):
+        tg.grad(lambda v: np.sum(f(v)))(np.ones(3))

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import ir
 from . import primitives as P
-from .errors import TracingError
+from .errors import ShapeError, TracingError
 from .trace import Tracer, inline_graph, to_var, trace
 from .tracing.source import user_source
 from .tree import TreeDef, flatten, path_step, unflatten
@@ -102,9 +102,17 @@ class custom_vjp:
         bwd_avals = [(v.shape, v.dtype) for v in res_vars] + [
             (y_vars[i].shape, y_vars[i].dtype) for i in diff
         ]
-        bgraph, ct_tree, bcaptures = trace(
-            backward, bwd_avals, flatten(tuple(range(len(bwd_avals))))[1]
-        )
+        try:
+            bgraph, ct_tree, bcaptures = trace(
+                backward, bwd_avals, flatten(tuple(range(len(bwd_avals))))[1]
+            )
+        except ShapeError as exc:
+            shapes = ", ".join(str(y_vars[i].shape) for i in diff)
+            raise ShapeError(
+                f"{exc}\n(in the bwd rule of {name}: its cotangents have the shapes of the "
+                f"outputs fwd returns, {shapes}; check that fwd returns {name}'s own output "
+                "first, then the residuals)"
+            ) from exc
         if bcaptures:
             raise TracingError(
                 f"{name}: bwd uses values from outside its arguments (traced values, or arrays "
