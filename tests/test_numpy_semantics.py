@@ -660,3 +660,11 @@ def test_empty_like_of_a_traced_value_can_be_filled(backend):
 def test_diff_of_a_negative_order_is_refused_as_numpy_refuses_it(backend):
     with pytest.raises(ValueError, match="non-negative"):
         tg.jit(lambda x: np.diff(x, n=-1), backend=backend)(np.arange(4.0))
+
+
+def test_the_derivative_of_a_norm_at_zero_is_zero_as_for_abs_and_std(backend):
+    for norm in (np.linalg.norm, lambda x: np.linalg.norm(x, "fro")):
+        g = tg.grad(norm, backend=backend)(np.zeros((2, 2)))
+        np.testing.assert_array_equal(g, np.zeros((2, 2)))
+    x = np.array([3.0, 4.0])
+    np.testing.assert_allclose(tg.grad(np.linalg.norm, backend=backend)(x), x / 5.0)

@@ -129,7 +129,9 @@ def _is_number(ord) -> bool:
 
 
 def _sqrt_sum_squares(x: Var, axes) -> Var:
-    return P.unary(P.sqrt_p, P.reduce_sum(P.mul(x, x), axes))
+    # at 0 the norm has a kink, like |t| and np.std: its derivative there is 0, not 0 * inf
+    squares = P.reduce_sum(P.mul(x, x), axes)
+    return P.where(P.compare(P.eq_p, squares, 0.0), 0.0, P.unary(P.sqrt_p, squares))
 
 
 def _abs_extremum(prim, x: Var, axis: int) -> Var:
