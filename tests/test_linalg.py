@@ -311,3 +311,15 @@ def test_named_results_as_numpy_returns_them(backend):
     assert type(out) is type(np.linalg.eigh(a))
     g = tg.grad(named["logabsdet"], backend=backend)(a)
     np.testing.assert_allclose(g, np.linalg.inv(a).T)
+
+
+def test_eigh_and_eigvalsh_read_the_upper_triangle_with_uplo_u(backend):
+    a = np.array([[2.0, 5.0], [1.0, 3.0]])  # only the upper triangle counts: [[2, 5], [5, 3]]
+    got = tg.jit(lambda a: np.linalg.eigvalsh(a, UPLO="U"), backend=backend)(a)
+    np.testing.assert_allclose(got, np.linalg.eigvalsh(a, UPLO="U"))
+    vectors = tg.jit(lambda a: np.linalg.eigh(a, UPLO="U")[1], backend=backend)(a)
+    np.testing.assert_allclose(np.abs(vectors), np.abs(np.linalg.eigh(a, UPLO="U")[1]))
+    g = tg.grad(lambda a: np.sum(np.linalg.eigvalsh(a, UPLO="U") ** 2), backend=backend)(a)
+    np.testing.assert_allclose(g, [[4.0, 20.0], [0.0, 6.0]])  # |S|_F^2: the upper entry twice
+    with pytest.raises(ValueError, match="UPLO"):
+        tg.jit(lambda a: np.linalg.eigvalsh(a, UPLO="X"), backend=backend)(a)

@@ -235,15 +235,17 @@ def _cholesky(a, upper=False):
     return _t(lower) if upper else lower
 
 
-def _eigh(a, UPLO="L"):
-    if UPLO != "L":
-        raise TracingError(f"np.linalg.eigh: only UPLO='L' is supported on traced values{_src()}")
-    x = _square_float(a, "eigh")
+def _eigh(a, UPLO="L", what="eigh"):
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"np.linalg.{what}: UPLO argument must be 'L' or 'U'{_src()}")
+    x = _square_float(a, what)
+    if UPLO == "U":  # the upper triangle of x is the lower triangle of its transpose
+        x = P.swap_last(x)
     return _result("EighResult", P.emit(eigh_values_p, x), P.emit(eigh_vectors_p, x))
 
 
 def _eigvalsh(a, UPLO="L"):
-    return _eigh(a, UPLO)[0]
+    return _eigh(a, UPLO, "eigvalsh")[0]
 
 
 def _matrix_power(a, n):
