@@ -70,3 +70,15 @@ def test_einsum_dtype_casting_and_sublist_labels(backend):
         np.testing.assert_array_equal(got, np.einsum(a, sub))
     with pytest.raises(ValueError, match="not in"):
         tg.jit(lambda a: np.einsum(a, [0, 52]), backend=backend)(a)
+
+
+def test_einsum_refuses_an_explicit_output_that_drops_the_ellipsis(backend):
+    a = np.ones((2, 3, 3))
+    with pytest.raises(ValueError, match="ellipsis"):
+        np.einsum("...ij,...ji->", a, a)
+    with pytest.raises(ValueError, match="ellipsis"):
+        tg.jit(lambda a: np.einsum("...ij,...ji->", a, a), backend=backend)(a)
+    m = np.arange(9.0).reshape(3, 3)  # an ellipsis of no dimensions may be dropped
+    assert tg.jit(lambda m: np.einsum("...ij,...ji->", m, m), backend=backend)(m) == np.einsum(
+        "...ij,...ji->", m, m
+    )

@@ -132,6 +132,11 @@ def _einsum(subscripts, *operands, **kwargs):
             sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ellipsis)
         )
     else:
+        if ellipsis and "..." not in out:
+            raise ValueError(
+                "np.einsum: output has more dimensions than subscripts given in einstein sum, but "
+                f"no '...' ellipsis provided to broadcast the extra dimensions{_src()}"
+            )
         out = out.replace("...", ellipsis)
     if len(set(out)) != len(out):
         raise ValueError(f"np.einsum: an output index appears twice in {out!r}{_src()}")
