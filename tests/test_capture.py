@@ -587,3 +587,14 @@ def test_static_masks_and_indices_that_are_also_operands_are_guarded(backend):
     want = (np.where(mask, x, 0.0), x[mask], x[:2] * idx, x[idx])
     for got, expected in zip(h(x), want, strict=True):
         np.testing.assert_array_equal(got, expected)
+
+
+def test_a_long_dict_of_numbers_is_compared_as_a_whole(backend):
+    table = {f"k{i}": float(i) for i in range(500)}
+    g = tg.grad(lambda w: np.sum(w) * table["k499"], backend=backend)
+    assert g(np.ones(1))[0] == 499.0
+    table["k499"] = 2.0
+    assert g(np.ones(1))[0] == 2.0
+    table["k3"] = 7.0  # any entry: the whole dict is the guard
+    g(np.ones(1))
+    assert g.trace_count == 3

@@ -24,7 +24,7 @@ log = logging.getLogger("tracegrad")
 MAX_DEPTH = 16  # how far through objects and containers the walk goes
 
 
-MAX_ITEMS = 64  # lists of more scalars than this are compared as a whole
+MAX_ITEMS = 64  # lists and dicts of more scalars than this are compared as a whole
 
 
 MAX_ENTRIES = 4000  # a walk that reaches more values than this stops and guards identities
@@ -278,6 +278,13 @@ class _Walker:
     def _dict(self, value: dict, path: Path, depth: int) -> None:
         if not value:
             return  # likewise an empty dict
+        if (
+            type(value) is dict
+            and len(value) > MAX_ITEMS
+            and all(isinstance(v, _SCALARS) for v in value.values())
+        ):
+            self.guard(path, "value", dict(value))  # one comparison of the whole dict per call
+            return
         self.guard(path, "keys", tuple(value))
         for key in list(value):
             if isinstance(key, (str, int, float, bool, tuple)):
