@@ -323,3 +323,25 @@ def test_eigh_and_eigvalsh_read_the_upper_triangle_with_uplo_u(backend):
     np.testing.assert_allclose(g, [[4.0, 20.0], [0.0, 6.0]])  # |S|_F^2: the upper entry twice
     with pytest.raises(ValueError, match="UPLO"):
         tg.jit(lambda a: np.linalg.eigvalsh(a, UPLO="X"), backend=backend)(a)
+
+
+@pytest.mark.parametrize(
+    "matrix",
+    [
+        np.array([[1.0, 2.0], [2.0, 4.0]]),  # rank 1
+        np.zeros((3, 3)),
+        np.outer([1.0, 2.0, 3.0], [1.0, 0.0, -1.0]),
+        np.stack([np.eye(3) * 2.0, np.outer([1.0, 2.0, 3.0], [1.0, 0.0, -1.0])]),
+    ],
+)
+def test_gradient_of_det_at_singular_matrices_is_the_cofactor_matrix(backend, matrix):
+    g = tg.grad(lambda a: np.sum(np.linalg.det(a)), backend=backend)(matrix)
+    np.testing.assert_allclose(g, _fd(lambda a: np.sum(np.linalg.det(a)), matrix), atol=1e-6)
+
+
+def test_hessian_of_det_through_its_cofactor_matrix(backend):
+    a = np.array([[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]])
+    h = tg.hessian(np.linalg.det, backend=backend)(a)
+    grad = tg.grad(np.linalg.det, backend="numpy")
+    want = np.stack([_fd(lambda a: grad(a)[i], a) for i in np.ndindex(a.shape)])  # noqa: B023
+    np.testing.assert_allclose(h.reshape(9, 3, 3), want, atol=1e-5)

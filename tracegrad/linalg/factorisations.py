@@ -145,11 +145,47 @@ solve_p = _register(
     lambda shapes, dtypes, p: (shapes[1], dtypes[1]),
     _solve_rule,
 )
+
+
+def _cofactors(a):
+    """The cofactor matrix adj(a)^T, det's derivative: det(a) inv(a)^T, and for a singular
+    matrix (where that fails) from the SVD a = U S V^T: det(U) det(V) U diag(c) V^T with
+    c_i the product of the singular values other than s_i."""
+    a = np.asarray(a)
+    try:
+        with np.errstate(all="ignore"):
+            return np.linalg.det(a)[..., None, None] * np.swapaxes(np.linalg.inv(a), -1, -2)
+    except np.linalg.LinAlgError:
+        pass
+    u, s, vt = np.linalg.svd(a)
+    n = s.shape[-1]
+    others = np.prod(np.where(np.eye(n, dtype=bool), 1.0, s[..., None, :]), axis=-1)
+    sign = np.linalg.det(u) * np.linalg.det(vt)
+    return (sign[..., None, None] * (u * others[..., None, :]) @ vt).astype(a.dtype)
+
+
+def _cofactors_rule(ct, out, a):
+    """d<ct, det(a) a^-T> = det(a) (<ct, a^-T> a^-T - a^-T ct^T a^-T) : da, with M = a^-1
+    (second derivatives of det: they need an invertible matrix)."""
+    m_t = _t(P.emit(inv_p, a))
+    dot = P.reduce_sum(P.mul(ct, m_t), (a.ndim - 2, a.ndim - 1))
+    det = P.emit(det_p, a)
+    inner = P.sub(P.mul(_expand(dot, a), m_t), _mm(m_t, _mm(_t(ct), m_t)))
+    return (P.mul(_expand(det, a), inner),)
+
+
+cofactors_p = _register(
+    "cofactors",
+    _cofactors,
+    _square_infer(lambda s: s),
+    lambda ct, out, a: _cofactors_rule(ct, out, a),
+)
+# det's derivative is its cofactor matrix, which exists for singular matrices too
 det_p = _register(
     "det",
     np.linalg.det,
     _square_infer(lambda s: s[:-2]),
-    lambda ct, out, a: (P.mul(_expand(P.mul(ct, out), a), _t(P.emit(inv_p, a))),),
+    lambda ct, out, a: (P.mul(_expand(ct, a), P.emit(cofactors_p, a)),),
 )
 logabsdet_p = _register(
     "logabsdet",
