@@ -668,3 +668,44 @@ def test_the_derivative_of_a_norm_at_zero_is_zero_as_for_abs_and_std(backend):
         np.testing.assert_array_equal(g, np.zeros((2, 2)))
     x = np.array([3.0, 4.0])
     np.testing.assert_allclose(tg.grad(np.linalg.norm, backend=backend)(x), x / 5.0)
+
+
+def test_sign_of_unsigned_integers(backend):
+    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
+        u = np.array([0, 1, 200, np.iinfo(dtype).max], dtype)
+        got = tg.jit(np.sign, backend=backend)(u)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, np.sign(u))
+
+
+def test_clip_with_a_nan_bound_gives_nan_as_numpy(backend):
+    x = np.array([1.0, -1.0, 0.5])
+    bounds = np.array([np.nan, 0.0, np.nan])
+    np.testing.assert_array_equal(
+        tg.jit(np.clip, backend=backend)(x, bounds, 1.0), np.clip(x, bounds, 1.0)
+    )
+    f = lambda x: np.clip(x, np.nan, 1.0)
+    np.testing.assert_array_equal(tg.jit(f, backend=backend)(x), f(x))
+
+
+def test_boolean_subtraction_and_negation_are_refused_as_numpy_refuses_them(backend):
+    b = np.array([True, False])
+    with pytest.raises(TypeError, match="boolean subtract"):
+        tg.jit(lambda a, c: a - c, backend=backend)(b, b)
+    with pytest.raises(TypeError):
+        tg.jit(lambda a: -a, backend=backend)(b)
+
+
+def test_power_one_half_is_numpys_square_root(backend):
+    x = np.array([-np.inf, -0.0, 0.0, 4.0, np.nan])
+    with np.errstate(invalid="ignore"):
+        want = x**0.5
+        got = tg.jit(lambda x: x**0.5, backend=backend)(x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_hypot_has_derivative_zero_at_the_origin(backend):
+    g = tg.grad(lambda x, y: np.hypot(x, y), argnums=(0, 1), backend=backend)
+    assert g(0.0, 0.0) == (0.0, 0.0)
+    np.testing.assert_allclose(g(3.0, 4.0), (0.6, 0.8))

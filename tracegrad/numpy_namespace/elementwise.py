@@ -104,12 +104,15 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
         info = np.iinfo(x.dtype)
         lo = None if _is_int(lo) and lo < info.min else lo
         hi = None if _is_int(hi) and hi > info.max else hi
-    if lo is not None:
-        lo = _o(lo)
-        x = P.where(P.compare(P.lt_p, x, lo), lo, x)
-    if hi is not None:
-        hi = _o(hi)
-        x = P.where(P.compare(P.gt_p, x, hi), hi, x)
+    for bound, outside in ((lo, P.lt_p), (hi, P.gt_p)):
+        if bound is None:
+            continue
+        bound = _o(bound)
+        x = P.where(P.compare(outside, x, bound), bound, x)
+        if isinstance(bound, Var) and P.is_float(bound.dtype):  # a NaN bound gives NaN, as NumPy
+            x = P.where(P.emit(P.isnan_p, bound), bound, x)
+        elif isinstance(bound, float) and bound != bound:
+            x = P.where(True, bound, x)
     return x
 
 

@@ -238,6 +238,13 @@ def _imag_part(x) -> Var:
     return P.const(0, x.shape, x.dtype)
 
 
+def _sign(x):
+    x = _v(x)
+    if x.dtype.kind == "u":  # unsigned: 0 or 1 (the kernel's sign would read the top bit as -)
+        return P.convert(P.compare(P.ne_p, x, 0), x.dtype)
+    return P.emit(P.sign_p, x)
+
+
 UFUNCS = {
     "add": lambda a, b: P.add(_o(a), _o(b)),
     "subtract": lambda a, b: P.sub(_o(a), _o(b)),
@@ -270,7 +277,7 @@ UFUNCS = {
     "tanh": _unary(P.tanh_p),
     "absolute": lambda x: P.emit(P.abs_p, _v(x)),
     "fabs": lambda x: P.emit(P.abs_p, P.convert(_v(x), P.float_dtype(_v(x).dtype))),
-    "sign": lambda x: P.emit(P.sign_p, _v(x)),
+    "sign": _sign,
     "maximum": lambda a, b: P.maximum(_o(a), _o(b)),
     "minimum": lambda a, b: P.minimum(_o(a), _o(b)),
     "fmax": _fextremum(P.maximum),

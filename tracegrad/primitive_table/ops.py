@@ -133,7 +133,16 @@ def add(a: Operand, b: Operand) -> Var:
     return _elementwise(registered("add"), a, b)
 
 
+def _is_bool(x: Operand) -> bool:
+    return (isinstance(x, Var) and x.dtype == np.bool_) or isinstance(x, (bool, np.bool_))
+
+
 def sub(a: Operand, b: Operand) -> Var:
+    if _is_bool(a) and _is_bool(b):
+        raise TypeError(
+            "numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, the "
+            f"`^` operator, or the logical_xor function instead{at(ir.current_source())}"
+        )
     return _elementwise(registered("sub"), a, b)
 
 
@@ -161,6 +170,9 @@ def power(a: Operand, b: Operand) -> Var:
             f"integer ** traced integer is not supported{at(ir.current_source())}; "
             "convert to float with .astype(np.float64)"
         )
+    if isinstance(a, Var) and not isinstance(b, Var) and float(b) == 0.5:
+        # NumPy computes x ** 0.5 as sqrt(x): -0.0 and -inf give -0.0 and nan (C's pow: 0, inf)
+        return emit(registered("sqrt"), convert(a, dtype))
     return _elementwise(registered("pow"), a, b)
 
 
@@ -182,6 +194,11 @@ def ct_mul(ct: Var, d: Var) -> Var:
 
 
 def neg(x: Var) -> Var:
+    if _is_bool(x):
+        raise TypeError(
+            "The numpy boolean negative, the `-` operator, is not supported, use the `~` operator "
+            f"or the logical_not function instead{at(ir.current_source())}"
+        )
     return emit(registered("neg"), x)
 
 

@@ -66,11 +66,17 @@ def _arctan2_rule(ct, out, y, x):
     return ct_mul(ct, div(x, r2)), ct_mul(ct, neg(div(y, r2)))
 
 
+def _hypot_rule(ct, out, a, b):
+    # at (0, 0) hypot has a kink, like a norm: its derivative there is 0 (not 0/0)
+    safe = where(compare(registered("eq"), out, 0.0), 1.0, out)
+    return ct_mul(ct, div(a, safe)), ct_mul(ct, div(b, safe))
+
+
 arctan2_p = _ew("arctan2", np.arctan2, _arctan2_rule, "M.atan2({0}, {1})", domain=(0.5, 2.0))
 hypot_p = _ew(
     "hypot",
     np.hypot,
-    lambda ct, out, a, b: (ct_mul(ct, div(a, out)), ct_mul(ct, div(b, out))),
+    lambda ct, out, a, b: _hypot_rule(ct, out, a, b),
     "M.hypot({0}, {1})",
     domain=(0.5, 2.0),
 )
