@@ -247,3 +247,27 @@ def test_round_and_format_of_traced_values_name_the_traced_forms():
     with pytest.raises(tg.TracingError, match="debug_print"):
         tg.jit(lambda x: f"{x[0]:.2f}")(x)
     tg.jit(lambda x: (f"{x[0]}", x)[1])(x)  # no format spec: the traced value's repr
+
+
+def test_check_grad_never_reuses_another_functions_program(backend):
+    """Each check_grad differentiates its own function: a program of an earlier check (in
+    memory, or on disk after clear_programs) must not answer for it."""
+
+    @tg.custom_vjp
+    def square(a):
+        return a**2
+
+    square.defvjp(lambda a: (a**2, a), lambda a, ct: (ct * 3.0 * a,))  # wrong: 3a, not 2a
+    x = np.array([0.4, 1.1])
+    for forget in (False, True):
+        assert tg.check_grad(lambda a: np.sum(a**2), x, backend=backend)
+        if forget:
+            tg.clear_programs()
+        with pytest.raises(tg.GradientCheckError):
+            tg.check_grad(lambda a: np.sum(square(a)), x, backend=backend)
+    other = np.array([1.0, 2.0])
+    f = lambda a, b: np.sum(np.sin(a) * b)
+    assert tg.check_grad(f, x, other, argnums=0, backend=backend)
+    assert tg.check_grad(f, x, -3.0 * other, argnums=0, backend=backend)  # b is guarded
+    with pytest.raises(ValueError, match="argnums 3"):
+        tg.check_grad(f, x, other, argnums=3, backend=backend)

@@ -38,24 +38,19 @@ def check_grad(
         argnums = tuple(i for i, a in enumerate(args) if _is_float_arg(a))
     elif isinstance(argnums, int):
         argnums = (argnums,)
+    bad = [i for i in argnums if not isinstance(i, int) or not -len(args) <= i < len(args)]
+    if bad:
+        raise ValueError(
+            f"check_grad: argnums {bad[0]!r} does not name one of the {len(args)} arguments"
+        )
+    argnums = tuple(i % len(args) for i in argnums)
     if not argnums:
         raise ValueError("check_grad: no float arguments to check; pass argnums")
     leaves, treedef = flatten([args[i] for i in argnums])
     arrays = [np.asarray(leaf, dtype=np.float64) for leaf in leaves]
-    sizes = [a.size for a in arrays]
     theta0 = np.concatenate([a.ravel() for a in arrays]) if arrays else np.zeros(0)
 
-    def phi(theta):
-        parts, start = [], 0
-        for a, n in zip(arrays, sizes, strict=True):
-            parts.append(theta[start : start + n].reshape(a.shape))
-            start += n
-        chosen = unflatten(treedef, parts)
-        full = list(args)
-        for i, value in zip(argnums, chosen, strict=True):
-            full[i] = value
-        return fun(*full)
-
+    phi = _OnOneVector(fun, args, argnums, treedef, [a.shape for a in arrays])
     derivative = grad(phi, backend=backend)
     lower: Callable = phi
     for k in range(1, order + 1):
@@ -64,6 +59,35 @@ def check_grad(
         _compare(analytic, numeric, k, rtol, atol)
         lower, derivative = derivative, jacobian(derivative, backend=backend)
     return True
+
+
+class _OnOneVector:
+    """`fun` of one flat vector: the checked arguments' elements, the other arguments fixed.
+
+    An object, not a closure: a function of tracegrad's own module is keyed by its name alone in
+    the program store, so every check_grad would share one program. The capture walk follows the
+    attributes named in `_capture_children` instead: the program is keyed by the user's function
+    and guarded by the other arguments and the layout."""
+
+    _capture_children = ("fun", "args", "argnums", "layout", "shapes")
+
+    def __init__(self, fun: Callable, args: tuple, argnums: tuple, treedef, shapes: list):
+        # the checked arguments come from theta: only the others are kept (and guarded)
+        kept = [None if i in argnums else a for i, a in enumerate(args)]
+        self.fun, self.args, self.argnums = fun, tuple(kept), tuple(argnums)
+        self.treedef, self.shapes = treedef, tuple(tuple(s) for s in shapes)
+        self.layout = repr(treedef)
+
+    def __call__(self, theta):
+        parts, start = [], 0
+        for shape in self.shapes:
+            n = int(np.prod(shape, dtype=np.int64))
+            parts.append(theta[start : start + n].reshape(shape))
+            start += n
+        full = list(self.args)
+        for i, value in zip(self.argnums, unflatten(self.treedef, parts), strict=True):
+            full[i] = value
+        return self.fun(*full)
 
 
 def _is_float_arg(a: Any) -> bool:
