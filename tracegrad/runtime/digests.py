@@ -101,6 +101,8 @@ def _identity_digest(obj: Any) -> str:
         return _class_digest(obj)
     if isinstance(obj, types.FunctionType):
         if is_library_module(obj.__module__):
+            if obj.__closure__:  # made at run time around other values: its name is not enough
+                raise NotStable("a closure of a library function")
             return hash_parts("library function", *_qualified(obj))
         return _function_digest(obj, 0)
     if isinstance(obj, (types.BuiltinFunctionType, np.ufunc)) or callable(obj):
