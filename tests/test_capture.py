@@ -598,3 +598,29 @@ def test_a_long_dict_of_numbers_is_compared_as_a_whole(backend):
     table["k3"] = 7.0  # any entry: the whole dict is the guard
     g(np.ones(1))
     assert g.trace_count == 3
+
+
+def test_class_attributes_read_through_the_class_are_guarded(backend):
+    ns = {"np": np, "__name__": "user_config"}
+    exec(
+        "class Config:\n"
+        "    rate = 2.0\n"
+        "    weights = np.array([1.0, 2.0])\n"
+        "    @staticmethod\n"
+        "    def double(x):\n"
+        "        return 2.0 * x\n"
+        "def loss(x):\n"
+        "    return np.sum(x * Config.weights) * Config.rate + np.sum(Config.double(x))\n",
+        ns,
+    )
+    config, loss = ns["Config"], ns["loss"]
+    g = tg.grad(loss, backend=backend)
+    x = np.ones(2)
+    np.testing.assert_array_equal(g(x), [4.0, 6.0])
+    config.rate = 3.0
+    np.testing.assert_array_equal(g(x), [5.0, 8.0])
+    config.weights[:] = 1.0  # read afresh: no new trace
+    np.testing.assert_array_equal(g(x), [5.0, 5.0])
+    config.weights = np.array([0.0, 1.0])
+    np.testing.assert_array_equal(g(x), [2.0, 5.0])
+    assert g.trace_count == 2

@@ -247,6 +247,9 @@ class _Walker:
                 self.visit(arg, path.hop("attr", "keywords").item(k), depth + 1)
         elif getattr(t, "_capture_children", None) is not None:
             self._object(value, path, depth)
+        elif isinstance(value, type) and not is_library_module(value.__module__):
+            self.guard(path, "identity", ref(value))
+            self._class_attributes(value, path, depth)  # A.k, read through the class
         elif isinstance(value, type) or is_library_module(getattr(t, "__module__", None)):
             if not isinstance(value, type) and _namespace_object(value):
                 self._namespace(value, path, depth)  # argparse.Namespace, SimpleNamespace
@@ -300,6 +303,27 @@ class _Walker:
             self._dict(value, path, depth)
         if not is_library_module(getattr(type(value), "__module__", None)):
             self._attributes(value, path, depth, only_names=False)
+
+    def _class_attributes(self, cls: type, path: Path, depth: int) -> None:
+        """The attributes of a user's class that the code names (`A.k`, `Config.rate`): a class
+        is guarded by identity, and what it holds may change."""
+        for name in sorted(self.names):
+            if name.startswith("__"):
+                continue
+            owner = next((c for c in cls.__mro__ if name in vars(c)), None)
+            if owner is None or owner is object:
+                continue
+            child = vars(owner)[name]
+            if isinstance(child, property):
+                if isinstance(child.fget, types.FunctionType):
+                    _code_names(child.fget.__code__, self.names)
+                    self.visit(child.fget, path.attr(name).hop("attr", "fget"), depth + 1)
+                continue
+            if isinstance(child, (staticmethod, classmethod)) or (
+                hasattr(type(child), "__get__") and not isinstance(child, types.FunctionType)
+            ):
+                continue  # read through the class it is another object (a bound method...)
+            self.visit(child, path.attr(name), depth + 1)
 
     def _namespace(self, value: Any, path: Path, depth: int) -> None:
         """A standard-library object that only holds attributes (argparse.Namespace,
