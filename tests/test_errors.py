@@ -271,3 +271,13 @@ def test_check_grad_never_reuses_another_functions_program(backend):
     assert tg.check_grad(f, x, -3.0 * other, argnums=0, backend=backend)  # b is guarded
     with pytest.raises(ValueError, match="argnums 3"):
         tg.check_grad(f, x, other, argnums=3, backend=backend)
+
+
+@pytest.mark.parametrize("static", [-1, (2, 2), (0, -2)])
+def test_negative_or_repeated_static_argnums_are_refused(static):
+    def f(x, n, scale=1.0):
+        return x * n * scale
+
+    for transform in (tg.jit, tg.grad):
+        with pytest.raises(ValueError, match="static_argnums"):
+            transform(f, static_argnums=static)

@@ -99,6 +99,13 @@ class Transformed:
             raise ValueError("taps=True is for grad and value_and_grad")
         self.taps = bool(taps)
         self.static_argnums = int_tuple(static_argnums, "static_argnums")
+        if any(i < 0 for i in self.static_argnums):
+            raise ValueError(
+                f"static_argnums must be non-negative (they count the positional arguments from "
+                f"0), got {static_argnums!r}"
+            )
+        if len(set(self.static_argnums)) != len(self.static_argnums):
+            raise ValueError(f"static_argnums names an argument twice: {static_argnums!r}")
         self.backend = backend
         if backend is not None:
             backends.get_backend(backend)  # fail early on a bad name
