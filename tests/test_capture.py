@@ -624,3 +624,13 @@ def test_class_attributes_read_through_the_class_are_guarded(backend):
     config.weights = np.array([0.0, 1.0])
     np.testing.assert_array_equal(g(x), [2.0, 5.0])
     assert g.trace_count == 2
+
+
+def test_static_floats_are_keyed_by_their_exact_value(backend):
+    f = tg.jit(lambda x, s: x * s, static_argnums=1, backend=backend)
+    x = np.ones(2)
+    assert np.all(np.signbit(f(x, -0.0)))
+    assert not np.any(np.signbit(f(x, 0.0)))  # -0.0 == 0.0, but its program is not 0.0's
+    assert np.all(np.isnan(f(x, float("nan"))))
+    f(x, float("nan"))
+    assert f.trace_count == 3

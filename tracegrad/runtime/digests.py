@@ -240,6 +240,7 @@ def static_text(static_key: tuple) -> Any:
         kind, value = entry
         if kind in (tuple, list):
             return (kind.__name__, tuple(typed(v) for v in value))
+        value = getattr(value, "float_value", value)  # program_store._Float: repr keeps -0.0
         return (kind.__qualname__, value_text(value))
 
     return tuple(typed(e) for e in static_key)

@@ -164,9 +164,30 @@ def static_key(static: tuple, static_self: bool = False) -> tuple:
     return tuple(_typed(s) for s in static)
 
 
+class _Float:
+    """A static float in a key by its exact value: -0.0 is not 0.0 (a program traced with one
+    returns the other's signs of zero), and nan matches nan."""
+
+    __slots__ = ("float_value",)
+
+    def __init__(self, value: Any):
+        self.float_value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Float and repr(other.float_value) == repr(self.float_value)
+
+    def __hash__(self) -> int:
+        return hash(repr(self.float_value))
+
+    def __repr__(self) -> str:
+        return repr(self.float_value)
+
+
 def _typed(value: Any) -> Any:
     if type(value) in (tuple, list):
         return (type(value), tuple(_typed(v) for v in value))
+    if isinstance(value, (float, np.floating)):
+        return (type(value), _Float(value))
     return (type(value), value)
 
 
