@@ -110,3 +110,14 @@ def test_the_doctor_lists_every_variable():
     from tracegrad.cli import doctor
 
     assert list(doctor.ENVIRONMENT) == [v.name for v in config.VARIABLES]
+
+
+def test_values_that_are_not_understood_are_logged_once(monkeypatch, caplog):
+    monkeypatch.setenv(config.CACHE_MAX_MB, "-5")
+    monkeypatch.setenv(config.TIERED, "banana")
+    with caplog.at_level(logging.WARNING, logger="tracegrad"):
+        assert config.cache_max_bytes() == config.DEFAULT_MB * 2**20
+        assert config.tiered()  # the default: on
+        config.tiered()
+    assert "ignoring TRACEGRAD_CACHE_MAX_MB='-5'" in caplog.text
+    assert caplog.text.count("ignoring TRACEGRAD_TIERED='banana'") == 1

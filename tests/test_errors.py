@@ -281,3 +281,9 @@ def test_negative_or_repeated_static_argnums_are_refused(static):
     for transform in (tg.jit, tg.grad):
         with pytest.raises(ValueError, match="static_argnums"):
             transform(f, static_argnums=static)
+
+
+def test_wait_compiled_names_a_bad_timeout():
+    with pytest.raises(TypeError, match="timeout must be a number"):
+        tg.wait_compiled(timeout="x")
+    assert tg.wait_compiled(timeout=0.5) in (True, False)

@@ -155,19 +155,37 @@ def env(name: str) -> str:
     return os.environ.get(name, "")
 
 
+_ON = frozenset({"", "1", "on", "true", "yes"})
+_warned: set[tuple[str, str]] = set()
+
+
+def _ignoring(name: str, text: str, what: str) -> None:
+    """Log once that a variable's value is not understood (and the default is used)."""
+    if (name, text) not in _warned:
+        _warned.add((name, text))
+        log.warning("tracegrad: ignoring %s=%r (%s)", name, text, what)
+
+
 def _switch(name: str) -> bool:
-    """On unless set to 0/off/false/no."""
-    return env(name).strip().lower() not in _OFF
+    """On unless set to 0/off/false/no; another value is logged and means on (the default)."""
+    text = env(name).strip().lower()
+    if text not in _OFF and text not in _ON:
+        _ignoring(name, text, "use 1 or 0")
+    return text not in _OFF
 
 
 def _megabytes(name: str) -> int:
-    """The variable's megabytes in bytes; a value that is not a number is logged and ignored."""
+    """The variable's megabytes in bytes; a value that is not a non-negative number is logged
+    and ignored."""
     text = env(name)
     try:
-        return int(float(text or DEFAULT_MB) * 2**20)
+        megabytes = float(text or DEFAULT_MB)
     except ValueError:
-        log.warning("tracegrad: ignoring %s=%r (not a number of megabytes)", name, text)
-        return DEFAULT_MB * 2**20
+        megabytes = -1.0
+    if not megabytes >= 0:  # also nan
+        _ignoring(name, text, "not a number of megabytes")
+        megabytes = DEFAULT_MB
+    return int(megabytes * 2**20)
 
 
 def backend() -> str:

@@ -268,4 +268,10 @@ def wait_compiled(timeout: float | None = None) -> bool:
     >>> tg.wait_compiled()
     True
     """
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating))
+    ):
+        raise TypeError(
+            f"wait_compiled: timeout must be a number of seconds or None, got {timeout!r}"
+        )
     return _worker.wait(timeout)
