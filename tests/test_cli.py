@@ -287,6 +287,11 @@ def test_ir_of_a_module_on_the_path(capsys):
             2,
         ),
         (
+            ["ir", "model.py:energy", "--args", "f64[2]", "--grad", "--argnums", "0,0"],
+            "--argnums names an argument twice",
+            2,
+        ),
+        (
             ["ir", "model.py:energy", "--args", "f64[2]", "--kernels", "--backend", "tpu"],
             "unknown backend 'tpu'",
             2,

@@ -64,6 +64,8 @@ def _argnums(text: str | None, static: tuple[int, ...], count: int) -> int | tup
         raise UsageError(
             f"--argnums takes whole numbers separated by commas, got {text!r}"
         ) from None
+    if len(set(nums)) != len(nums):
+        raise UsageError(f"--argnums names an argument twice: {text!r}")
     for i in nums:
         if not 0 <= i < count or i in static:
             what = "static" if i in static else "out of range"
