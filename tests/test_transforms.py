@@ -666,3 +666,32 @@ def test_a_fwd_output_of_the_wrong_shape_is_named_in_the_error():
     f.defvjp(lambda v: (np.concatenate([v, v[:1]]), v), lambda v, ct: (ct * v,))
     with pytest.raises(tg.ShapeError, match="outputs fwd returns"):
         tg.grad(lambda v: np.sum(f(v)))(np.ones(3))
+
+
+def test_vmap_of_gathers_with_negative_and_out_of_range_batched_indices(backend):
+    x = np.arange(12.0).reshape(3, 4)
+    idx = np.array([-1, -2, 0])
+    want = np.array([x[k, idx[k]] for k in range(3)])
+    np.testing.assert_array_equal(tg.vmap(lambda x, i: x[i], backend=backend)(x, idx), want)
+    np.testing.assert_array_equal(
+        tg.vmap(lambda x, i: np.take(x, i), backend=backend)(x, idx), want
+    )
+    g = tg.vmap(tg.grad(lambda x, i: 2.0 * x[i]), backend=backend)(x, idx)
+    expected = np.zeros_like(x)
+    expected[np.arange(3), idx] = 2.0
+    np.testing.assert_array_equal(g, expected)
+    for bad in ([4, 0, 0], [0, 0, 5], [0, -5, 0]):  # never another example's element
+        with pytest.raises(IndexError):
+            tg.vmap(lambda x, i: x[i], backend=backend)(x, np.array(bad))
+
+
+def test_power_with_a_zero_exponent_array_has_slope_zero_at_zero(backend):
+    c = np.array([1.0, 2.0, 3.0, 4.0])
+
+    def poly(x):
+        return np.sum(c * x ** np.arange(4))
+
+    assert tg.grad(poly, backend=backend)(0.0) == 2.0
+    assert tg.jvp(poly, (0.0,), (1.0,), backend=backend)[1] == 2.0
+    assert tg.hessian(poly, backend=backend)(0.0) == 6.0
+    assert tg.grad(lambda x: x ** np.int64(0), backend=backend)(0.0) == 0.0

@@ -60,7 +60,9 @@ def _integer_pow_scalar(args, params):
 
 
 def _pow_rule(ct, out, a, b):
-    ct_a = ct_mul(ct, mul(b, emit(pow_p, a, sub(b, 1.0))))
+    # b a**(b-1) is 0 * inf at a = 0, b = 0; x**0 is 1 everywhere, so its slope is 0 there
+    slope = mul(b, emit(pow_p, a, sub(b, 1.0)))
+    ct_a = ct_mul(ct, where(compare(registered("eq"), b, 0.0), 0.0, slope))
     # out * log(a) is 0 * -inf at a = 0; its limit (b > 0) is 0.
     ct_b = ct_mul(ct, where(compare(registered("eq"), out, 0.0), 0.0, mul(out, unary(log_p, a))))
     return ct_a, ct_b

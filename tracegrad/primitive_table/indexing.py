@@ -9,8 +9,8 @@ import numpy as np
 from .. import ir
 from ..ir import Var
 from .batching import _batched
-from .facets import OWN_STEP, Kind, Primitive, _register
-from .ops import add, broadcast_to, const, emit, reshape, transpose
+from .facets import OWN_STEP, Kind, Primitive, _register, registered
+from .ops import add, broadcast_to, compare, const, emit, reshape, transpose, where
 
 # ---- Gathers and scatter-adds along one axis, with integer indices that may be traced values.
 # They run as steps of their own (no kernel template: the planner gives them an evaluation step
@@ -84,9 +84,16 @@ def scatter_add(v: Var, idx: Var, axis: int, shape: tuple[int, ...]) -> Var:
 
 
 def _batch_offsets(size: int, n: int, idx: Var) -> Var:
-    """Batched indices offset into each example's block of a flattened (batch, axis) pair."""
+    """Batched indices offset into each example's block of a flattened (batch, axis) pair.
+    Negative indices count from the end of their own example's axis; an index outside it
+    becomes one past the flattened axis, so that the step raises NumPy's IndexError instead of
+    reading another example's block."""
+    wrapped = where(compare(registered("lt"), idx, 0), add(idx, n), idx)
     offsets = const((np.arange(size, dtype=idx.dtype) * n).reshape((size,) + (1,) * (idx.ndim - 1)))
-    return add(idx, broadcast_to(offsets, idx.shape))
+    shifted = add(wrapped, broadcast_to(offsets, idx.shape))
+    outside = const(size * n, idx.shape, idx.dtype)
+    inside = where(compare(registered("lt"), wrapped, n), shifted, outside)
+    return where(compare(registered("ge"), wrapped, 0), inside, outside)
 
 
 def _batch_gather(size, inputs, batched, axis):
