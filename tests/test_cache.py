@@ -190,3 +190,16 @@ def test_the_disk_cache_is_trimmed_to_its_size_limit_least_recently_used_first(
     monkeypatch.setenv("TRACEGRAD_CACHE_MAX_MB", "0.1")
     assert cache.trim(str(directory), now=now) == 1
     assert [p.name for p in directory.glob("k_*.py")] == ["k_4.py"]
+
+
+def test_a_file_where_the_cache_folder_should_be_is_reported(tmp_path, monkeypatch, caplog):
+    occupied = tmp_path / "a_file"
+    occupied.write_text("not a folder")
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(occupied))
+    monkeypatch.setattr(cache, "_modules", {})
+    monkeypatch.setattr(cache, "_refused", set())
+    with caplog.at_level(logging.WARNING, logger="tracegrad"):
+        out = tg.grad(f, backend="cpu")(np.ones(2))
+    np.testing.assert_allclose(out, np.cos(1) - np.sin(1))
+    assert "not using the kernel cache" in caplog.text
+    assert occupied.read_text() == "not a folder"

@@ -73,7 +73,10 @@ def _safe_dir(path: str, create: bool) -> bool:
             os.makedirs(path, mode=0o700, exist_ok=True)
             os.chmod(path, 0o700)
         st = os.stat(path)
-    except OSError:
+    except OSError as exc:
+        if path not in _refused:  # a file where the folder should be, no permission...
+            _refused.add(path)
+            log.warning("tracegrad: not using the kernel cache at %s (%s)", path, exc)
         return False
     ok = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
     if not ok and path not in _refused:
