@@ -382,3 +382,29 @@ def test_a_compiled_loop_called_from_several_threads_at_once():
             for (c, ys), (ce, yse) in zip(results, expected, strict=True):
                 np.testing.assert_array_equal(c, ce)
                 np.testing.assert_array_equal(ys, yse)
+
+
+def test_debug_print_and_tap_inside_a_loop_or_cond_body_are_refused():
+    x = np.arange(3.0)
+    bodies = [
+        lambda x: tg.fori_loop(0, 2, lambda i, v: (tg.debug_print("v={}", v), v * 2)[1], x),
+        lambda x: tg.cond(x[0] < 1, lambda v: (tg.debug_print("c {}", v), v)[1], lambda v: v, x),
+        lambda x: np.sum(tg.fori_loop(0, 3, lambda i, v: tg.tap(v, "t") * 2, x)),
+        lambda x: tg.scan(lambda c, a: (c + tg.tap(a, "s"), c), 0.0, x)[0],
+    ]
+    for fun in bodies:
+        with pytest.raises(tg.TracingError, match="not supported yet: it would never run"):
+            tg.jit(fun)(x)
+
+
+def test_a_scan_of_length_zero_outside_a_trace_returns_empty_ys():
+    x = np.arange(6.0).reshape(3, 2)
+
+    def f(x):
+        return tg.scan(lambda c, a: (c * a, (c + a, {"s": np.sum(a)})), x[0], x[:0])
+
+    for carry, ys in (f(x), tg.jit(f)(x)):
+        np.testing.assert_array_equal(carry, x[0])
+        assert ys[0].shape == (0, 2) and ys[1]["s"].shape == (0,)
+    _, ys = tg.scan(lambda c, a: (c * 2.0, c), x[0], None, length=0)
+    assert ys.shape == (0, 2)

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import ir
 from . import primitives as P
+from .errors import TracingError
 from .ir import Graph, Var
 from .trace import Tracer, _lift, to_var, trace
 from .tracing.source import user_source
@@ -33,11 +34,25 @@ class _Traced:
 
     def __init__(self, fun: Callable, avals: list, treedef):
         graph, self.out_tree, self.captures = trace(fun, avals, treedef)
+        _refuse_hooks(graph)
         n = len(avals)
         self.graph = Graph(graph.inputs[n:] + graph.inputs[:n], graph.nodes, graph.outputs)
 
     def capture_vars(self, builder) -> list[Var]:
         return [_lift(t, builder) for t in self.captures]
+
+
+def _refuse_hooks(graph: Graph) -> None:
+    """A debug_print or tap inside a loop or cond body would be dropped with the body's unused
+    results: refused, with what to do instead."""
+    for node in graph.nodes:
+        if node.prim.name in ("hook", "tap"):
+            what = "tg.debug_print" if node.params.get("name") == "debug_print" else "tg.tap"
+            raise TracingError(
+                f"{what} inside the body of fori_loop, while_loop, scan or cond is not supported "
+                f"yet: it would never run{_at()}. Call it on the loop's results after the loop, "
+                "or write the loop as a Python for loop (traced as written)."
+            )
 
 
 def _avals_of(vars_: list[Var]) -> list:
@@ -151,14 +166,33 @@ def _scan_python(f, init, xs, x_leaves, x_tree, length, reverse):
         ys.append(y)
     if reverse:
         ys.reverse()
-    if not ys:
-        return carry, None
+    if not ys:  # no step ran: the body traced (not run) gives ys' structure, with 0 rows
+        return carry, _empty_ys(f, init, x_leaves, x_tree, xs is None)
     y_leaves = [flatten(y)[0] for y in ys]
     _, y_tree = flatten(ys[0])
     stacked = [
         np.stack([np.asarray(step[j]) for step in y_leaves]) for j in range(len(y_leaves[0]))
     ]
     return carry, unflatten(y_tree, stacked)
+
+
+def _empty_ys(f, init, x_leaves, x_tree, no_xs: bool):
+    """The ys of a scan of length 0, as the traced scan returns them: each leaf of the body's
+    second output with a leading axis of 0."""
+    step = (
+        None
+        if no_xs
+        else unflatten(x_tree, [np.zeros(np.shape(v)[1:], np.asarray(v).dtype) for v in x_leaves])
+    )
+    leaves, treedef = flatten((init, step))
+    body = _Traced(
+        lambda c, x: f(c, x), [(np.shape(v), np.asarray(v).dtype) for v in leaves], treedef
+    )
+    if body.out_tree.kind not in ("tuple", "list") or len(body.out_tree.children) != 2:
+        raise TypeError("scan: the body must return a pair (carry, y)")
+    carry_tree, y_tree = body.out_tree.children
+    outs = body.graph.outputs[carry_tree.num_leaves :]
+    return unflatten(y_tree, [np.zeros((0,) + v.shape, v.dtype) for v in outs])
 
 
 # ----------------------------------------------------------------------------------------------
