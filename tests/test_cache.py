@@ -50,16 +50,21 @@ def test_directory_and_entries_are_private(fresh_cache):
     assert info.loaded == 1 and info.programs >= 1
 
 
-def test_a_directory_others_can_write_to_is_refused(tmp_path, monkeypatch, caplog):
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
-    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(shared))
+def _gradient_with_cache_at(path, monkeypatch, caplog) -> None:
+    """f's gradient with the kernel cache set to `path`, nothing loaded or refused before."""
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(path))
     monkeypatch.setattr(cache, "_modules", {})
     monkeypatch.setattr(cache, "_refused", set())
     with caplog.at_level(logging.WARNING, logger="tracegrad"):
         out = tg.grad(f, backend="cpu")(np.ones(2))
     np.testing.assert_allclose(out, np.cos(1) - np.sin(1))
+
+
+def test_a_directory_others_can_write_to_is_refused(tmp_path, monkeypatch, caplog):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    _gradient_with_cache_at(shared, monkeypatch, caplog)
     assert list(shared.iterdir()) == []  # nothing written there: kernels compiled in memory
     assert "not using the kernel cache" in caplog.text
     assert tg.cache_info().directory is None
@@ -195,11 +200,6 @@ def test_the_disk_cache_is_trimmed_to_its_size_limit_least_recently_used_first(
 def test_a_file_where_the_cache_folder_should_be_is_reported(tmp_path, monkeypatch, caplog):
     occupied = tmp_path / "a_file"
     occupied.write_text("not a folder")
-    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(occupied))
-    monkeypatch.setattr(cache, "_modules", {})
-    monkeypatch.setattr(cache, "_refused", set())
-    with caplog.at_level(logging.WARNING, logger="tracegrad"):
-        out = tg.grad(f, backend="cpu")(np.ones(2))
-    np.testing.assert_allclose(out, np.cos(1) - np.sin(1))
+    _gradient_with_cache_at(occupied, monkeypatch, caplog)
     assert "not using the kernel cache" in caplog.text
     assert occupied.read_text() == "not a folder"
