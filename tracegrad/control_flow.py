@@ -185,9 +185,7 @@ def _empty_ys(f, init, x_leaves, x_tree, no_xs: bool):
         else unflatten(x_tree, [np.zeros(np.shape(v)[1:], np.asarray(v).dtype) for v in x_leaves])
     )
     leaves, treedef = flatten((init, step))
-    body = _Traced(
-        lambda c, x: f(c, x), [(np.shape(v), np.asarray(v).dtype) for v in leaves], treedef
-    )
+    body = _Traced(f, [(np.shape(v), np.asarray(v).dtype) for v in leaves], treedef)
     if body.out_tree.kind not in ("tuple", "list") or len(body.out_tree.children) != 2:
         raise TypeError("scan: the body must return a pair (carry, y)")
     carry_tree, y_tree = body.out_tree.children

@@ -376,6 +376,14 @@ class Builder:
         self.scope: Any = None
         self.hidden_vars: list[Var] = []
 
+    @property
+    def root(self) -> Builder:
+        """The outermost builder: the top-level trace, which holds the scope."""
+        builder = self
+        while builder.parent is not None:
+            builder = builder.parent
+        return builder
+
     def new_input(self, shape: tuple[int, ...], dtype: Any) -> Var:
         v = Var(shape, dtype)
         self.inputs.append(v)

@@ -358,9 +358,7 @@ def _hidden_input(x: np.ndarray, builder: Builder) -> Var | None:
     """An array the function read from outside its arguments (a global, a closure variable...):
     an input of the top-level graph, read afresh on every call (see tracing/scope.py), or None when
     `x` is not such an array (it is then a constant)."""
-    root = builder
-    while root.parent is not None:
-        root = root.parent
+    root = builder.root
     scope = root.scope
     if scope is None or x.dtype.kind not in "biuf":  # others fail as constants, with a message
         return None

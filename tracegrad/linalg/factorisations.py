@@ -72,12 +72,11 @@ def _lower_only(sym_ct: Var) -> Var:
 # ---- inv, solve, det, log|det|
 
 
-inv_p = _register(
-    "inv",
-    np.linalg.inv,
-    _square_infer(lambda s: s),
-    lambda ct, out, a: (P.neg(_mm(_t(out), _mm(ct, _t(out)))),),
-)
+def _inv_rule(ct, out, a):
+    return (P.neg(_mm(_t(out), _mm(ct, _t(out)))),)
+
+
+inv_p = _register("inv", np.linalg.inv, _square_infer(lambda s: s), _inv_rule)
 
 
 def _inv_or_nan(a):
@@ -97,12 +96,7 @@ def _inv_or_nan(a):
     return out
 
 
-inv_or_nan_p = _register(
-    "inv_or_nan",
-    _inv_or_nan,
-    _square_infer(lambda s: s),
-    lambda ct, out, a: (P.neg(_mm(_t(out), _mm(ct, _t(out)))),),
-)
+inv_or_nan_p = _register("inv_or_nan", _inv_or_nan, _square_infer(lambda s: s), _inv_rule)
 
 
 # A solve's `structure`: None (a general matrix: LU), or "lower" / "upper" when the matrix is a
@@ -174,12 +168,7 @@ def _cofactors_rule(ct, out, a):
     return (P.mul(_expand(det, a), inner),)
 
 
-cofactors_p = _register(
-    "cofactors",
-    _cofactors,
-    _square_infer(lambda s: s),
-    lambda ct, out, a: _cofactors_rule(ct, out, a),
-)
+cofactors_p = _register("cofactors", _cofactors, _square_infer(lambda s: s), _cofactors_rule)
 # det's derivative is its cofactor matrix, which exists for singular matrices too
 det_p = _register(
     "det",

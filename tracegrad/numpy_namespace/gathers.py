@@ -9,7 +9,7 @@ import numpy as np
 from .. import primitives as P
 from ..errors import TracingError
 from ..ir import Var
-from .indexing import _basic_index, _getitem
+from .indexing import _basic_index, _getitem, refuse_boolean_scalar
 from .operands import _axis, _src, _v, read_while_tracing
 from .shapes import _ravel
 
@@ -48,13 +48,20 @@ def _from_the_end(idx: Var, n: int) -> Var:
     return P.where(P.compare(P.lt_p, idx, 0), P.add(idx, n), idx)
 
 
+def _static_mask(item) -> np.ndarray | None:
+    """A boolean mask known while tracing (a NumPy array or a list of bools), else None."""
+    if isinstance(item, (list, np.ndarray)):
+        mask = np.asarray(item)
+        return mask if mask.dtype == np.bool_ else None
+    return None
+
+
 def _consumes(item) -> int:
     """How many axes of the indexed array an index item uses."""
     if item is None or item is Ellipsis:
         return 0
-    if isinstance(item, (list, np.ndarray)) and np.asarray(item).dtype == np.bool_:
-        return np.asarray(item).ndim
-    return 1
+    mask = _static_mask(item)
+    return 1 if mask is None else mask.ndim
 
 
 def _check_static_masks(x: Var, items: list) -> None:
@@ -64,14 +71,10 @@ def _check_static_masks(x: Var, items: list) -> None:
         if item is Ellipsis:
             axis = x.ndim - sum(_consumes(i) for i in items[k + 1 :])
             continue
-        used = _consumes(item)
-        if isinstance(item, (list, np.ndarray)) and np.asarray(item).dtype == np.bool_:
-            mask = np.asarray(item)
+        mask = _static_mask(item)
+        if mask is not None:
             if mask.ndim == 0:
-                raise TracingError(
-                    f"indexing a traced value with a boolean scalar is not supported{_src()}; "
-                    "x[True] is x[None] and x[False] is x[None][:0]"
-                )
+                refuse_boolean_scalar()
             for j, size in enumerate(mask.shape):
                 if axis + j >= x.ndim or x.shape[axis + j] != size:
                     have = x.shape[axis + j] if axis + j < x.ndim else 0
@@ -80,7 +83,7 @@ def _check_static_masks(x: Var, items: list) -> None:
                         f"of axis is {have} but size of corresponding boolean axis is {size}"
                         f"{_src()}"
                     )
-        axis += used
+        axis += _consumes(item)
 
 
 def advanced_getitem(x: Var, index) -> Var:
@@ -93,10 +96,11 @@ def advanced_getitem(x: Var, index) -> Var:
     _check_static_masks(x, items)
     expanded = []
     for item in items:
-        if isinstance(item, (list, np.ndarray)) and np.asarray(item).dtype == np.bool_:
+        mask = _static_mask(item)
+        if mask is not None:
             if isinstance(item, np.ndarray):
                 read_while_tracing(item)
-            expanded.extend(np.nonzero(np.asarray(item)))  # static: the selected positions
+            expanded.extend(np.nonzero(mask))  # static: the selected positions
         elif isinstance(item, Var) and item.dtype == np.bool_:
             raise TracingError(
                 f"indexing with a traced boolean mask (x[mask]) gives a result whose shape depends "

@@ -12,6 +12,13 @@ from ..ir import Var
 from .operands import _src, _v, read_while_tracing
 
 
+def refuse_boolean_scalar() -> None:
+    raise TracingError(
+        f"indexing a traced value with a boolean scalar is not supported{_src()}; "
+        "x[True] is x[None] and x[False] is x[None][:0]"
+    )
+
+
 def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
     """A static basic index (ints, slices, None, Ellipsis) of `x`: the normalised range of each
     axis and the shape of the result (ints remove their axis, None adds one)."""
@@ -19,10 +26,7 @@ def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
         index = (index,)
     for item in index:
         if isinstance(item, (bool, np.bool_)):
-            raise TracingError(
-                f"indexing a traced value with a boolean scalar is not supported{_src()}; "
-                "x[True] is x[None] and x[False] is x[None][:0]"
-            )
+            refuse_boolean_scalar()
         if isinstance(item, (float, np.floating)):
             raise IndexError(
                 "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "

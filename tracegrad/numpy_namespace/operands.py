@@ -34,13 +34,10 @@ def read_while_tracing(x: np.ndarray) -> None:
     """Tracing is about to use the contents of the array `x` (a static index or mask, baked into
     the program): if the function read it from outside its arguments, those contents are guarded
     (tracing/scope.py), even where the computation also uses `x` as an operand."""
-    root = ir.active_builder()
-    if root is None:
-        return
-    while root.parent is not None:
-        root = root.parent
-    if getattr(root, "scope", None) is not None:
-        root.scope.read_while_tracing(x)
+    builder = ir.active_builder()
+    scope = None if builder is None else builder.root.scope
+    if scope is not None:
+        scope.read_while_tracing(x)
 
 
 def _o(x: Any):

@@ -81,7 +81,7 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     # Where the variance is 0 (one element, or constant data) the standard deviation has a kink,
     # like |t| at 0: its derivative there is 0 at every order (as np.abs's), not 0 * inf = NaN.
     var = _var(a, axis, dtype, out, ddof, keepdims, **kwargs)
-    root = P.where(P.compare(P.eq_p, var, 0.0), 0.0, P.unary(P.sqrt_p, var))
+    root = _kinked_sqrt(var)
     if P.is_float(var.dtype):
         return root
     if var.ndim:
@@ -128,10 +128,14 @@ def _is_number(ord) -> bool:
     return isinstance(ord, (int, float, np.integer, np.floating)) and not isinstance(ord, bool)
 
 
+def _kinked_sqrt(v: Var) -> Var:
+    """sqrt(v) for a v >= 0 that is a sum of squares (a variance, a norm's square): where v is 0
+    the result has a kink like |t|, and its derivative there is 0, not 0 * inf."""
+    return P.where(P.compare(P.eq_p, v, 0.0), 0.0, P.unary(P.sqrt_p, v))
+
+
 def _sqrt_sum_squares(x: Var, axes) -> Var:
-    # at 0 the norm has a kink, like |t| and np.std: its derivative there is 0, not 0 * inf
-    squares = P.reduce_sum(P.mul(x, x), axes)
-    return P.where(P.compare(P.eq_p, squares, 0.0), 0.0, P.unary(P.sqrt_p, squares))
+    return _kinked_sqrt(P.reduce_sum(P.mul(x, x), axes))
 
 
 def _abs_extremum(prim, x: Var, axis: int) -> Var:

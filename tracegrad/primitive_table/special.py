@@ -76,7 +76,7 @@ arctan2_p = _ew("arctan2", np.arctan2, _arctan2_rule, "M.atan2({0}, {1})", domai
 hypot_p = _ew(
     "hypot",
     np.hypot,
-    lambda ct, out, a, b: _hypot_rule(ct, out, a, b),
+    _hypot_rule,
     "M.hypot({0}, {1})",
     domain=(0.5, 2.0),
 )

@@ -315,9 +315,7 @@ class _Walker:
                 continue
             child = vars(owner)[name]
             if isinstance(child, property):
-                if isinstance(child.fget, types.FunctionType):
-                    _code_names(child.fget.__code__, self.names)
-                    self.visit(child.fget, path.attr(name).hop("attr", "fget"), depth + 1)
+                self._getter(child, path.attr(name), depth)
                 continue
             if isinstance(child, (staticmethod, classmethod)) or (
                 hasattr(type(child), "__get__") and not isinstance(child, types.FunctionType)
@@ -325,14 +323,17 @@ class _Walker:
                 continue  # read through the class it is another object (a bound method...)
             self.visit(child, path.attr(name), depth + 1)
 
+    def _getter(self, prop: property, path: Path, depth: int) -> None:
+        """A property (at `path`) is not run here; what its getter reads is walked."""
+        if isinstance(prop.fget, types.FunctionType):
+            _code_names(prop.fget.__code__, self.names)
+            self.visit(prop.fget, path.hop("attr", "fget"), depth + 1)
+
     def _namespace(self, value: Any, path: Path, depth: int) -> None:
         """A standard-library object that only holds attributes (argparse.Namespace,
         types.SimpleNamespace): its type and the attributes the code names."""
         self.guard(path.hop("attr", "__class__"), "identity", ref(type(value)))
-        instance = vars(value)
-        for name in sorted(self.names):
-            if name in instance and not name.startswith("__"):
-                self.visit(instance[name], path.attr(name), depth + 1)
+        self._attributes(value, path, depth, only_names=True)
 
     def _function(self, fun: types.FunctionType, path: Path, depth: int) -> None:
         if is_library_module(getattr(fun, "__module__", None)):
@@ -407,11 +408,8 @@ class _Walker:
                 child = instance[name]
             elif not only_names and hasattr(type(value), name):
                 child = getattr(type(value), name)
-                if isinstance(child, property):  # not run here; what its getter reads is
-                    if isinstance(child.fget, types.FunctionType):
-                        _code_names(child.fget.__code__, self.names)
-                        getter = path.hop("attr", "__class__").hop("getattr", name)
-                        self.visit(child.fget, getter.hop("attr", "fget"), depth + 1)
+                if isinstance(child, property):
+                    self._getter(child, path.hop("attr", "__class__").hop("getattr", name), depth)
                     continue
                 if isinstance(child, (staticmethod, classmethod)):
                     continue

@@ -164,26 +164,8 @@ def _with_output_dtypes(graph: Graph, dtypes) -> Graph:
     return builder.graph(outs)
 
 
-# How each op carries linearity in the tangents: ops linear in every operand, ops that are
-# linear in one operand when the others are constants, and the conditions a select reads.
-_LINEAR = frozenset(
-    {
-        "add",
-        "sub",
-        "neg",
-        "reshape",
-        "transpose",
-        "broadcast_to",
-        "slice",
-        "unslice",
-        "reduce_sum",
-        "convert",
-        "concatenate",
-        "cumsum",
-        "gather",
-        "scatter_add",
-    }
-)
+# How ops other than the table's linear ones (`Primitive.linear`) carry the tangents: products
+# are linear in one operand when the others are constants; these are not looked inside.
 _PRODUCTS = frozenset({"mul", "matmul", "ct_mul"})
 _OPAQUE = frozenset({"custom_grad", "custom_jvp", "loop", "scan", "while", "cond", "hook", "tap"})
 
@@ -206,16 +188,19 @@ def _tangent_forms(rule: Graph, n: int) -> list[str]:
         elif "nonlinear" in ins:
             out = "nonlinear"
         elif all(f in ("const", "zero") for f in ins):
-            out = "zero" if ins and all(f == "zero" for f in ins) and name in _LINEAR else "const"
-        elif name in _LINEAR:
-            # linear in each operand: a constant term added to a tangent is affine, not linear
+            linear_zero = ins and all(f == "zero" for f in ins) and node.prim.linear
+            out = "zero" if linear_zero else "const"
+        elif node.prim.linear:
+            # integer operands (indices) carry no tangent; a constant term next to a tangent
+            # makes the op affine, not linear
+            floats = [f for v, f in zip(node.inputs, ins, strict=True) if P.is_float(v.dtype)]
             out = (
-                "nonlinear"
-                if "const" in ins and name in ("add", "sub", "concatenate")
+                "const"
+                if "linear" not in floats
+                else "nonlinear"
+                if "const" in floats
                 else "linear"
             )
-            if name in ("gather", "scatter_add") and ins[0] == "const":
-                out = "nonlinear"  # the tangent is an index
         elif name in _PRODUCTS:
             tangent = [f for f in ins if f == "linear"]
             out = "zero" if "zero" in ins else "nonlinear" if len(tangent) > 1 else "linear"
