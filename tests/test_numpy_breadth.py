@@ -256,6 +256,21 @@ def test_redirections_last_only_while_tracing():
     assert sp.logsumexp(np.zeros(2)) == np.log(2.0)  # SciPy's own result
 
 
+def test_lstsq_where_the_svd_fails_is_nan_not_zeros(backend):
+    # NumPy raises "SVD did not converge" for an inf in a; the cutoff used to drop the NaN
+    # singular values as if they were zero and return a solution of zeros.
+    a = A.copy()
+    a[1, 2] = np.inf
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.lstsq(a, V[:4], rcond=None)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        x, res, *_ = tg.jit(lambda a, v: np.linalg.lstsq(a, v, rcond=None), backend=backend)(
+            a, V[:4]
+        )
+    assert np.isnan(x).all() and np.isnan(res).all()
+
+
 def test_refusals_name_the_fix():
     with pytest.raises(tg.TracingError, match="full_matrices=False"):
         tg.jit(lambda a: np.linalg.svd(a)[0], backend="numpy")(A)

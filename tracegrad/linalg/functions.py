@@ -324,7 +324,8 @@ def _lstsq(a, b, rcond=None):
     """np.linalg.lstsq by the SVD, as NumPy's (LAPACK gelsd): singular values below
     rcond * s_max are treated as zero. Returns (x, residuals, rank, s). NumPy's residuals are
     empty unless the matrix is tall and of full rank; here a tall matrix always gets them (the
-    shape must be known while tracing): the same values when the rank is full."""
+    shape must be known while tracing): the same values when the rank is full. Where NumPy
+    raises because the SVD failed (an inf in a), the solution is NaN."""
     x = _matrix_float(a, "lstsq")
     if x.ndim != 2:
         raise np.linalg.LinAlgError(f"np.linalg.lstsq: a must be two-dimensional{_src()}")
@@ -343,6 +344,12 @@ def _lstsq(a, b, rcond=None):
     kept, inv_s = _cutoff_inverse(s, float(rcond))
     coeffs = P.mul(_mm(_t(u), y2), P.broadcast_to(P.reshape(inv_s, (k, 1)), (k, y2.shape[1])))
     sol = _mm(_t(vt), coeffs)
+    # An inf in a gives NaN singular values, which the cutoff would drop as if they were zero
+    # (a solution of zeros); NumPy raises "SVD did not converge" there. The solution is NaN.
+    if k:
+        s_max = P.slice_(s, ((0, 1, 1),))
+        failed = P.broadcast_to(P.reshape(P.compare(P.ne_p, s_max, s_max), (1, 1)), sol.shape)
+        sol = P.where(failed, P.const(np.nan, sol.shape, sol.dtype), sol)
     rank = P.convert(P.reduce_sum(P.convert(kept, np.int64)), np.intc)  # NumPy's C int
     if m > n:
         r = P.sub(y2, _mm(x, sol))
