@@ -59,7 +59,16 @@ floor_p = _ew("floor", np.floor, lambda ct, out, x: (None,), "np.floor({0})", di
 ceil_p = _ew("ceil", np.ceil, lambda ct, out, x: (None,), "np.ceil({0})", differentiable=False)
 trunc_p = _ew("trunc", np.trunc, lambda ct, out, x: (None,), "np.trunc({0})", differentiable=False)
 rint_p = _ew("rint", np.rint, lambda ct, out, x: (None,), "np.rint({0})", differentiable=False)
-floor_divide_p = _ew("floor_divide", np.floor_divide, None, "({0} // {1})", differentiable=False)
+# The smallest integer divided by -1 overflows: NumPy wraps it to itself (with a warning), where
+# the compiled division gave 0. That one case is the integer a < 0 whose negation is < 0 too
+# (it wraps); no float passes that test, so floats divide as before.
+floor_divide_p = _ew(
+    "floor_divide",
+    np.floor_divide,
+    None,
+    "({0} if ({1} == -1) & ({0} < 0) & (-{0} < 0) else {0} // {1})",
+    differentiable=False,
+)
 mod_p = _ew(
     "mod",
     np.mod,
