@@ -10,6 +10,7 @@ import pytest
 
 import tracegrad as tg
 from tracegrad import backends, codegen_cpu, interpreter, ir, passes, render
+from tracegrad.cpu import kernels as cpu_kernels
 from tracegrad.cpu import program as cpu_program
 from tracegrad import primitives as P
 
@@ -301,3 +302,73 @@ def test_changing_the_math_mode_recompiles_the_program(monkeypatch):
     monkeypatch.delenv("TRACEGRAD_MATH")
     f(x)
     assert f.trace_count == before + 1  # the vector-mode program is still cached
+
+
+# ---- the innermost loop of a loop nest as a function of its own (cpu/kernels.py, OUTLINE_MIN_ROW)
+
+ROW = cpu_kernels.OUTLINE_MIN_ROW + 2
+
+
+def rows_of_math(x, b, y):
+    return (
+        np.tanh(x + b),  # elementwise, a broadcast operand
+        np.sum(np.exp(-x * x), axis=1),  # a running sum along the row: returned by the function
+        np.max(np.sin(x), axis=1),  # a running maximum
+        np.sum(np.log1p(x * x), axis=0),  # a sum over axis 0: partial results per chunk
+        np.sum(np.tanh(x) * b),  # a sum of everything: one scalar per chunk
+        np.cumsum(np.exp(x * 0.1), axis=1),  # a running scan along the row
+        np.sin(x[:, 1:]) * x[:, :-1],  # slices: offsets that the kernel reads from I
+        np.tanh(y),  # three axes, float32: the loop over the last one
+        np.sin(x[:, :20]),  # rows of 20: written inline
+        x * 2.0 + b,  # no math call: written inline
+    )
+
+
+def _rows_args():
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-2, 2, size=(5, ROW))
+    return x, rng.uniform(-1, 1, size=ROW), rng.uniform(-3, 3, size=(2, 3, ROW)).astype(np.float32)
+
+
+def test_wide_rows_of_math_are_outlined_and_narrow_or_plain_ones_are_not():
+    x, b, y = _rows_args()
+    text = tg.make_kernels(rows_of_math, backend="cpu")(x, b, y)
+    kernels = text.split("# ---- kernel ")[1:]
+    outlined = [k for k in kernels if "def _row0(" in k]
+    assert len(outlined) >= 4 and len(outlined) == len(kernels) - 1  # all but the rows of 20
+    assert "# the loop over axis 2 as a function of its own" in text  # three axes
+    assert "s0, s1, s3 = _row0(" in text  # running sums and a maximum come back
+    assert "acc0, = _row0(" in text and "    return acc0," in text  # and a running scan
+    narrow = tg.make_kernels(lambda x: np.sin(x[:, :20]), backend="cpu")(x)
+    plain = tg.make_kernels(lambda x, b: x * 2.0 + b, backend="cpu")(x, b)
+    assert "_row" not in narrow and "_row" not in plain
+
+
+def test_outlined_rows_compute_what_the_inline_loops_compute(monkeypatch):
+    args = _rows_args()
+    monkeypatch.setattr(cpu_program, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 3)  # chunks and partial results
+    graph, outlined = compile_cpu(tg.jit(rows_of_math), *args)
+    assert any("_row0" in src for src in (m.source.module for m in outlined.calls.values()))
+    monkeypatch.setattr(cpu_kernels, "OUTLINE_MIN_ROW", 10**9)
+    _, inline = compile_cpu(tg.jit(rows_of_math), *args)
+    assert not any("_row0" in m.source.module for m in inline.calls.values())
+    want = interpreter.evaluate(graph, list(args))
+    for got, same, ref in zip(outlined(list(args)), inline(list(args)), want, strict=True):
+        np.testing.assert_array_equal(got, same)  # the same arithmetic, bit for bit
+        np.testing.assert_allclose(got, ref, rtol=2e-6 if got.dtype == np.float32 else 1e-13)
+
+
+def test_gradients_through_outlined_rows_match_the_interpreter():
+    def loss(w, x):
+        h = np.tanh(x @ w)  # rows of ROW
+        return np.sum(np.log1p(h * h) * np.sin(x[:, :1] + h))
+
+    rng = np.random.default_rng(6)
+    w, x = rng.normal(size=(3, ROW)) / 2, rng.normal(size=(4, 3))
+    text = tg.make_kernels(tg.value_and_grad(loss), backend="cpu")(w, x)
+    assert "def _row0(" in text
+    got = tg.value_and_grad(loss, backend="cpu")(w, x)
+    want = tg.value_and_grad(loss, backend="numpy")(w, x)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-15)

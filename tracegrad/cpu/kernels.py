@@ -10,6 +10,8 @@ the code (small integers, halves, infinities) are written into the source.
 
 from __future__ import annotations
 
+import ast
+import builtins
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +51,18 @@ def _simple_number(value: np.ndarray) -> bool:
     return (float(v).is_integer() and abs(v) <= 8) or abs(v) == 0.5
 
 
+# The innermost loop of a loop nest that calls a vmath function is written as a function of its
+# own, called once per row, when its rows have at least this many elements. Inside a loop nest,
+# LLVM reloads the polynomial's constants in every round of the inner loop (62 instructions a
+# round for tanh, 25 of them constant loads under Numba's large code model); as the only loop of
+# its function it keeps them in registers (36 instructions). Measured on rows of 512, the
+# kernels took 0.67-1.05x their time inlined (tanh 0.76x, sin 0.67x, sigmoid 0.74x); on rows of
+# 64 the call per row ate the gain for some (a row sum of log1p: 1.28x), hence the bound
+# (benchmarks/RESULTS.md, "Sixth pass").
+OUTLINE_MIN_ROW = 128
+_MODULE_NAMES = frozenset({"math", "np", "_vm"}) | frozenset(dir(builtins))
+
+
 class CpuPrinter(render.Printer):
     """Prints a CPU kernel of the loop IR (`fusion.lower_cpu`) for `numba.njit`.
 
@@ -66,6 +80,7 @@ class CpuPrinter(render.Printer):
         self.floats: list[float] = []
         self.helpers: set[str] = set()
         self.uses_vmath = False
+        self.rows: list[tuple[str, list[str], list[str], Lines]] = []  # outlined inner loops
         self.arrays = [a for a in kernel.args if not isinstance(a, str)]
         self.arg = {id(b): f"b{k}" for k, b in enumerate(self.arrays)}
         self.header = Lines()
@@ -158,6 +173,78 @@ class CpuPrinter(render.Printer):
         self.statements(self.kernel.body, 1, body)
         return body
 
+    def statements(self, body: list, indent: int, lines: Lines) -> None:
+        for s in body:
+            if not (isinstance(s, loop_ir.For) and self._outline(s, indent, lines)):
+                super().statements([s], indent, lines)
+
+    def _calls_vmath(self, s) -> bool:
+        if isinstance(s, loop_ir.LetPair):
+            return True
+        op = s.op if isinstance(s, loop_ir.Let) else None
+        return isinstance(op, Compute) and "_vm." in render_node(op.node, op.args, self.mode)
+
+    def _outline(self, loop: loop_ir.For, indent: int, lines: Lines) -> bool:
+        """Write `loop` as a call of a function of its own, when it is the innermost loop of a
+        loop nest, over rows of at least OUTLINE_MIN_ROW elements, and calls a vmath function
+        (see OUTLINE_MIN_ROW). Its arguments are the names it reads from outside; it returns
+        the ones it also assigns (running sums and scans)."""
+        axis = int(loop.var[1:]) if loop.var[:1] == "i" and loop.var[1:].isdigit() else 0
+        if not 1 <= axis < self.r or self.shape[axis] < OUTLINE_MIN_ROW:
+            return False
+        inner = list(loop_ir.walk(loop.body))
+        if any(isinstance(t, (loop_ir.For, loop_ir.While)) for t in inner):
+            return False
+        if not any(self._calls_vmath(t) for t in inner):
+            return False
+        text = Lines()
+        super().statements([loop], 1, text)
+        reads, writes = _free_names(text.render(False))
+        back = [n for n in reads if n in writes]
+        name = f"_row{len(self.rows)}"
+        self.rows.append((name, reads, back, text))
+        call = f"{name}({', '.join(reads)})"
+        what = f"the loop over axis {axis} as a function of its own (see OUTLINE_MIN_ROW)"
+        if back:
+            call = f"{', '.join(back)}{',' if len(back) == 1 else ''} = {call}"
+        lines.add(indent, call, what)
+        return True
+
+
+def _free_names(source: str) -> tuple[list[str], set[str]]:
+    """The names a loop's source reads before assigning them (in order of first use), and the
+    names it assigns; module names (math, np, _vm, the reduction helpers) are not counted."""
+    reads: list[str] = []
+    assigned: set[str] = set()
+    (loop,) = ast.parse(source.strip()).body
+    assigned.add(loop.target.id)
+
+    def read(node) -> None:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                known = n.id in assigned or n.id in reads
+                if not known and n.id not in _MODULE_NAMES and not n.id.startswith("_r"):
+                    reads.append(n.id)
+
+    read(loop.iter)
+    for stmt in loop.body:
+        if isinstance(stmt, ast.Assign):
+            read(stmt.value)
+            for target in stmt.targets:
+                for n in ast.walk(target):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        assigned.add(n.id)
+                    elif isinstance(n, ast.Subscript):
+                        read(n)
+        elif isinstance(stmt, ast.AugAssign):
+            read(stmt.value)
+            read(stmt.target)
+            if isinstance(stmt.target, ast.Name):
+                assigned.add(stmt.target.id)
+        else:
+            raise NotImplementedError(f"an inner loop statement {ast.dump(stmt)}")
+    return reads, assigned
+
 
 def pair_math(kernel: loop_ir.Kernel, types: dict, mode: str) -> None:
     """A CPU pass over the loop IR: two values computed by one call (sin and cos of the same
@@ -235,6 +322,13 @@ def render_loop(
         if w.helpers:
             parts.append(f"from tracegrad.codegen_cpu import {', '.join(sorted(w.helpers))}")
         parts.append("")
+        for name, reads, back, text in w.rows:
+            parts.append("@njit(**_OPTS)")
+            parts.append(f"def {name}({', '.join(reads)}):")
+            parts.append(text.render(comments))
+            if back:
+                parts.append(f"    return {', '.join(back)}{',' if len(back) == 1 else ''}")
+            parts += ["", ""]
         parts.append("@njit(**_OPTS)")
         parts.append(f"def kernel({args}):")
         if comments:
