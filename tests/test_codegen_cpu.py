@@ -336,8 +336,8 @@ def test_wide_rows_of_math_are_outlined_and_narrow_or_plain_ones_are_not():
     kernels = text.split("# ---- kernel ")[1:]
     outlined = [k for k in kernels if "def _row0(" in k]
     assert len(outlined) >= 4 and len(outlined) == len(kernels) - 1  # all but the rows of 20
-    assert "# the loop over axis 2 as a function of its own" in text  # three axes
-    assert "s0, s1, s3 = _row0(" in text  # running sums and a maximum come back
+    assert "# the loop over axis 2 as a function of its own (OUTLINE_MIN_ROW)" in text  # three axes
+    assert "s0, s1, s3, = _row0(" in text  # running sums and a maximum come back
     assert "acc0, = _row0(" in text and "    return acc0," in text  # and a running scan
     narrow = tg.make_kernels(lambda x: np.sin(x[:, :20]), backend="cpu")(x)
     plain = tg.make_kernels(lambda x, b: x * 2.0 + b, backend="cpu")(x, b)

@@ -377,7 +377,8 @@ class Printer:
             elif isinstance(s, L.Note):
                 lines.add(indent, "", s.text)
             elif isinstance(s, L.Call):
-                lines.add(indent, f"{s.function}({', '.join(s.args)})")
+                call = f"{s.function}({', '.join(s.args)})"
+                lines.add(indent, f"{', '.join(s.results)}, = {call}" if s.results else call)
             else:
                 lines.add(indent, self.target_statement(s))
 

@@ -169,46 +169,17 @@ class CpuPrinter(render.Printer):
         )
 
     def write(self) -> Lines:
+        for call, loop in self.kernel.info.get("rows", []):
+            # The row function's arguments are the names its loop reads from outside, known once
+            # it is printed (an offset's name is the slot of I it is read from).
+            text = Lines()
+            self.statements([loop], 1, text)
+            reads, writes = _free_names(text.render(False))
+            call.args, call.results = reads, [n for n in reads if n in writes]
+            self.rows.append((call.function, call.args, call.results, text))
         body = Lines()
         self.statements(self.kernel.body, 1, body)
         return body
-
-    def statements(self, body: list, indent: int, lines: Lines) -> None:
-        for s in body:
-            if not (isinstance(s, loop_ir.For) and self._outline(s, indent, lines)):
-                super().statements([s], indent, lines)
-
-    def _calls_vmath(self, s) -> bool:
-        if isinstance(s, loop_ir.LetPair):
-            return True
-        op = s.op if isinstance(s, loop_ir.Let) else None
-        return isinstance(op, Compute) and "_vm." in render_node(op.node, op.args, self.mode)
-
-    def _outline(self, loop: loop_ir.For, indent: int, lines: Lines) -> bool:
-        """Write `loop` as a call of a function of its own, when it is the innermost loop of a
-        loop nest, over rows of at least OUTLINE_MIN_ROW elements, and calls a vmath function
-        (see OUTLINE_MIN_ROW). Its arguments are the names it reads from outside; it returns
-        the ones it also assigns (running sums and scans)."""
-        axis = int(loop.var[1:]) if loop.var[:1] == "i" and loop.var[1:].isdigit() else 0
-        if not 1 <= axis < self.r or self.shape[axis] < OUTLINE_MIN_ROW:
-            return False
-        inner = list(loop_ir.walk(loop.body))
-        if any(isinstance(t, (loop_ir.For, loop_ir.While)) for t in inner):
-            return False
-        if not any(self._calls_vmath(t) for t in inner):
-            return False
-        text = Lines()
-        super().statements([loop], 1, text)
-        reads, writes = _free_names(text.render(False))
-        back = [n for n in reads if n in writes]
-        name = f"_row{len(self.rows)}"
-        self.rows.append((name, reads, back, text))
-        call = f"{name}({', '.join(reads)})"
-        what = f"the loop over axis {axis} as a function of its own (see OUTLINE_MIN_ROW)"
-        if back:
-            call = f"{', '.join(back)}{',' if len(back) == 1 else ''} = {call}"
-        lines.add(indent, call, what)
-        return True
 
 
 def _free_names(source: str) -> tuple[list[str], set[str]]:
@@ -244,6 +215,46 @@ def _free_names(source: str) -> tuple[list[str], set[str]]:
         else:
             raise NotImplementedError(f"an inner loop statement {ast.dump(stmt)}")
     return reads, assigned
+
+
+def outline_rows(kernel: loop_ir.Kernel, shape: tuple, mode: str) -> None:
+    """A CPU pass over the loop IR: the innermost loop of a loop nest, over rows of at least
+    `OUTLINE_MIN_ROW` elements, that calls a vmath function becomes a call of a function of its
+    own (`_row<k>`, see OUTLINE_MIN_ROW). The calls' arguments and results are filled in when the
+    printer has written the functions (`CpuPrinter.write`); the functions are in
+    `kernel.info["rows"]` as (call, loop) pairs."""
+    rows: list[tuple[loop_ir.Call, loop_ir.For]] = []
+
+    def calls_vmath(s) -> bool:
+        if isinstance(s, loop_ir.LetPair):
+            return True  # pair_math makes a pair only where vmath has the call
+        op = s.op if isinstance(s, loop_ir.Let) else None
+        return isinstance(op, Compute) and "_vm." in render_node(op.node, op.args, mode)
+
+    def wanted(s) -> bool:
+        if not isinstance(s, loop_ir.For) or s.var[:1] != "i" or not s.var[1:].isdigit():
+            return False
+        axis = int(s.var[1:])
+        if not 1 <= axis < len(shape) or shape[axis] < OUTLINE_MIN_ROW:
+            return False
+        inner = list(loop_ir.walk(s.body))
+        if any(isinstance(t, (loop_ir.For, loop_ir.While)) for t in inner):
+            return False
+        return any(calls_vmath(t) for t in inner)
+
+    for body in list(loop_ir.blocks(kernel.body)):
+        out: list = []
+        for s in body:
+            if wanted(s):
+                call = loop_ir.Call(f"_row{len(rows)}", [])
+                rows.append((call, s))
+                note = f"the loop over axis {s.var[1:]} as a function of its own (OUTLINE_MIN_ROW)"
+                out += [loop_ir.Note(note), call]
+            else:
+                out.append(s)
+        body[:] = out
+    if rows:
+        kernel.info["rows"] = rows
 
 
 def pair_math(kernel: loop_ir.Kernel, types: dict, mode: str) -> None:
@@ -293,6 +304,7 @@ def render_loop(
     from several threads with a share of the chunks each (the kernel releases the GIL)."""
     kernel = lower_cpu.lower(loop, render.Notes(names))
     pair_math(kernel, loop.op_types(), mode)
+    outline_rows(kernel, loop.shape, mode)
     w = CpuPrinter(kernel, loop.shape, mode, names, bake_sizes)
     lines = w.write()
     partials = kernel.info["partials"]

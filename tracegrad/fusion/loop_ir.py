@@ -19,7 +19,9 @@ Statements
     While(cond, body)             `while cond`
     If(cond, body, orelse)        `if cond`, and `else` when there is an `orelse`
     Note(text)                    a comment on its own line
-    Call(function, args)          a call of another kernel (the steps of a scan call its body's)
+    Call(function, args, results) a call of another kernel (the steps of a scan call its body's,
+                                  a CPU kernel its outlined inner loop); `results`: the names
+                                  it assigns from what the call returns
     Shared(name, size, dtype)     a block's array in fast shared memory (GPU)
     Local(name, size, dtype)      a thread's own small array, in registers (GPU)
     Sync()                        every thread of the block waits here (GPU)
@@ -159,10 +161,12 @@ class Note:
 
 @dataclass
 class Call:
-    """A call of another kernel (a loop body's kernel, from the loop that runs it)."""
+    """A call of another kernel (a loop body's kernel, from the loop that runs it), assigning
+    what it returns to `results` when there are any."""
 
     function: str
     args: list[str]
+    results: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -315,7 +319,8 @@ def _lines(body: list[Stmt], indent: int, out: list[str]) -> None:
         elif isinstance(s, Note):
             out.append(f"{pad}# {s.text}")
         elif isinstance(s, Call):
-            out.append(f"{pad}call {s.function}({', '.join(s.args)})")
+            assigned = f"{', '.join(s.results)} = " if s.results else ""
+            out.append(f"{pad}{assigned}call {s.function}({', '.join(s.args)})")
         elif isinstance(s, (Shared, Local)):
             where = "shared" if isinstance(s, Shared) else "local"
             size = [s.size] if isinstance(s.size, int) else list(s.size)

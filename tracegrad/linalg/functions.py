@@ -344,8 +344,7 @@ def _lstsq(a, b, rcond=None):
     kept, inv_s = _cutoff_inverse(s, float(rcond))
     coeffs = P.mul(_mm(_t(u), y2), P.broadcast_to(P.reshape(inv_s, (k, 1)), (k, y2.shape[1])))
     sol = _mm(_t(vt), coeffs)
-    # An inf in a gives NaN singular values, which the cutoff would drop as if they were zero
-    # (a solution of zeros); NumPy raises "SVD did not converge" there. The solution is NaN.
+    # inf in a: NaN singular values, which the cutoff drops as zeros; NumPy raises. Give NaN.
     if k:
         s_max = P.slice_(s, ((0, 1, 1),))
         failed = P.broadcast_to(P.reshape(P.compare(P.ne_p, s_max, s_max), (1, 1)), sol.shape)
