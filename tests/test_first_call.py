@@ -409,6 +409,45 @@ def test_program_persists_across_processes(tmp_path):
     assert len(list((tmp_path / "programs").glob("*.tgp"))) == 1
 
 
+def test_namedtuple_and_dataclass_results_persist_across_processes(tmp_path):
+    # the output tree was persisted without its class: every later process failed to build the
+    # result (np.linalg.slogdet's and eigh's results are namedtuples)
+    code = """
+        import dataclasses
+        from collections import namedtuple
+
+        import numpy as np
+        import tracegrad as tg
+
+        Pair = namedtuple("Pair", "a b")
+
+        @dataclasses.dataclass
+        class Both:
+            x: np.ndarray
+            y: np.ndarray
+
+        def local_class(x):
+            Local = namedtuple("Local", "u")
+            return tg.jit(lambda x: Local(x + 1.0), backend="numpy")(x)
+
+        x = np.linspace(1.0, 2.0, 3)
+        fs = [
+            tg.jit(lambda x: Pair(x * 2.0, np.sum(x)), backend="numpy"),
+            tg.jit(lambda x: Both(x * 2.0, np.sum(x)), backend="numpy"),
+            tg.jit(lambda x: np.linalg.slogdet(np.diag(x)), backend="numpy"),
+        ]
+        outs = [f(x) for f in fs] + [local_class(x)]
+        print(repr(outs).replace(chr(10), ""), sum(f.trace_count for f in fs))
+    """
+    env = {"TRACEGRAD_PROGRAM_CACHE": "1", "TRACEGRAD_CACHE_DIR": str(tmp_path)}
+    first, second = _run(code, env), _run(code, env)
+    assert first.split()[-1] == "3" and second.split()[-1] == "0"  # loaded, not traced
+    assert first.rsplit(" ", 1)[0] == second.rsplit(" ", 1)[0]
+    assert "Pair(a=array" in second and "Both(x=array" in second and "SlogdetResult(" in second
+    assert "Local(u=" in second  # a local class: traced again, never persisted
+    assert len(list((tmp_path / "programs").glob("*.tgp"))) == 3
+
+
 # ----------------------------------------------------------------------------------------------
 # The thin MLP's outer product
 

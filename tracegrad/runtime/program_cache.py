@@ -153,13 +153,53 @@ def _graph_of(data: tuple) -> Graph:
     )
 
 
+class _Unresolved(Exception):
+    """An entry's result class that cannot be found in this process (yet): not damaged."""
+
+
 def _tree_data(tree: TreeDef) -> tuple:
-    return (tree.kind, tuple(_tree_data(c) for c in tree.children), tuple(tree.keys))
+    """The output tree as data. A namedtuple or dataclass result is kept by its class's module
+    and qualified name, found again when the entry is read; other classes (registered nodes,
+    dataclasses with static fields) make a program that is not persisted."""
+    cls = None
+    if tree.node_type is not None:
+        t = tree.node_type
+        if tree.kind not in ("namedtuple", "dataclass") or tree.aux:
+            raise NotStable(f"a {tree.kind} result")
+        cls = (t.__module__, t.__qualname__)
+        try:
+            reachable = _find_class(cls, tree.kind, tuple(tree.keys)) is t
+        except _Unresolved:
+            reachable = False
+        if not reachable:  # a class made in a function: another process cannot find it
+            raise NotStable(f"a result of the class {t.__qualname__}, not reachable by its name")
+    children = tuple(_tree_data(c) for c in tree.children)
+    return (tree.kind, children, tuple(tree.keys), cls)
 
 
 def _tree_of(data: tuple) -> TreeDef:
-    kind, children, keys = data
-    return TreeDef(kind, tuple(_tree_of(c) for c in children), tuple(keys))
+    kind, children, keys, cls = data if len(data) == 4 else (*data, None)
+    node_type = None
+    if kind in ("namedtuple", "dataclass"):
+        node_type = _find_class(cls, kind, tuple(keys))
+    return TreeDef(kind, tuple(_tree_of(c) for c in children), tuple(keys), node_type)
+
+
+def _find_class(cls: tuple | None, kind: str, keys: tuple) -> type:
+    """The class (module, qualified name) names, if this process has it with the same fields.
+    Its module is looked up among the imported ones: reading an entry never imports code."""
+    import sys
+
+    found: Any = sys.modules.get(cls[0]) if cls else None
+    for part in cls[1].split(".") if found is not None else ():
+        found = getattr(found, part, None)
+    if kind == "namedtuple":
+        same = getattr(found, "_fields", None) == keys
+    else:  # the fields that are children (static ones are never persisted)
+        same = set(keys) <= set(getattr(found, "__dataclass_fields__", ()))
+    if not isinstance(found, type) or not same:
+        raise _Unresolved(f"the result class {cls} with fields {keys}")
+    return found
 
 
 def _path_data(path: Path) -> tuple:
@@ -308,7 +348,7 @@ def _read(path: str, head: str) -> tuple | None:
         tree = _tree_of(entry[5])
         guards = [(Path(*p), kind, digest) for p, kind, digest in entry[2]]
         readers = [Path(*p) for p in entry[3]]
-    except FileNotFoundError:
+    except (FileNotFoundError, _Unresolved):
         return None
     except Exception as exc:
         log.warning("tracegrad: program cache entry %s is damaged (%s); tracing again", path, exc)
