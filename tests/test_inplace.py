@@ -49,7 +49,19 @@ def update_argument(x):
     return np.sum(x**2)
 
 
-FUNCTIONS = [build, grid, aliases, update_argument]
+def reversed_writes(x):
+    # a reversed slice over a whole axis: the write used to land unreversed
+    y = np.zeros_like(x, shape=(3,))
+    y[::-1] = x[:3]
+    m = np.zeros_like(x, shape=(2, 3))
+    m[:, ::-1] = x.reshape(2, 3) ** 2
+    m[::-1] += x[3:]
+    v = y[::-1]  # a view through a reversed slice writes into y
+    v[0] = x[5] * 4.0
+    return np.sum(y * np.arange(1.0, 4.0)) + np.sum(m * np.arange(6.0).reshape(2, 3)) + v[2]
+
+
+FUNCTIONS = [build, grid, aliases, update_argument, reversed_writes]
 
 
 @pytest.fixture(params=[np.float64, np.float32], ids=["f64", "f32"])

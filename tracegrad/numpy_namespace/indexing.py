@@ -169,7 +169,7 @@ def _setitem(x: Var, index, value) -> Var:
     ranges, out_shape = _basic_index(x, index)
     region = tuple(len(range(*r)) for r in ranges)
     v = P.reshape(_broadcast_value(v, tuple(out_shape), "x[index] = value"), region)
-    if region == x.shape:
+    if region == x.shape and all(step > 0 for _, _, step in ranges):  # (not x[::-1] = v)
         return v
     placed = P.emit(P.unslice_p, v, shape=x.shape, index=tuple(ranges))
     selected = np.zeros(x.shape, dtype=bool)
