@@ -709,3 +709,23 @@ def test_hypot_has_derivative_zero_at_the_origin(backend):
     g = tg.grad(lambda x, y: np.hypot(x, y), argnums=(0, 1), backend=backend)
     assert g(0.0, 0.0) == (0.0, 0.0)
     np.testing.assert_allclose(g(3.0, 4.0), (0.6, 0.8))
+
+
+def test_reductions_accumulate_in_the_dtype_asked_for(backend):
+    # dtype= of a small integer or bool type was dropped: sums in int64 came back as int64
+    x, b = np.array([100, 100, 100], np.int8), np.array([True, True, False])
+
+    def f(x, b):
+        return (
+            np.sum(x, dtype=np.int8),  # wraps, as NumPy's
+            x.sum(dtype=np.int32),
+            np.prod(x, dtype=np.int16),
+            np.mean(x, dtype=np.int8),  # the wrapped sum, divided
+            np.sum(b, dtype=bool),  # logical or
+            np.prod(b, dtype=bool),  # logical and
+            np.sum(x, axis=0, dtype=np.uint8),
+            np.mean(x, dtype=np.float32),
+            np.sum(x),
+        )
+
+    _check_all(f, (x, b), backend)

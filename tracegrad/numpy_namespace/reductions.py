@@ -33,7 +33,10 @@ def _reduction(prim, name):
             x = P.convert(x, dtype)
         if x.ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
             axis = ()  # NumPy's reduce takes axis 0 or -1 of a 0-d value as no axis
-        return P.reduce(prim, x, axis, keepdims)
+        out = P.reduce(prim, x, axis, keepdims)
+        # A small integer or bool dtype= accumulates in int64 (P.reduce): the same value modulo
+        # its width, and for bools nonzero is NumPy's logical or (sum) and and (prod).
+        return out if dtype is None else P.convert(out, dtype)
 
     return handler
 
@@ -44,7 +47,7 @@ def _mean(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     if dtype is None:
         dtype = P.float_dtype(x.dtype)
     axes = P.normalize_axes(axis, x.ndim)
-    total = P.reduce(P.reduce_sum_p, P.convert(x, dtype), axes, keepdims)
+    total = P.convert(P.reduce(P.reduce_sum_p, P.convert(x, dtype), axes, keepdims), dtype)
     return _divide_count(total, _count(x, axes), np.dtype(dtype))
 
 
