@@ -250,6 +250,44 @@ def test_tiered_error_in_first_compiled_run_surfaces(tiering, monkeypatch):
     assert tiered.wait_compiled(timeout=120) is True
 
 
+def test_tiered_arguments_changed_after_the_call_do_not_break_the_program(tiering):
+    # the background run used the caller's own index array, changed once the call had
+    # returned: its IndexError was taken for a failed compilation, raised by every later call
+    f = tg.jit(lambda x, i: x[i] * 2.0, backend="cpu")
+    x, idx = np.linspace(0.0, 1.0, 5), np.array([0, 1])
+    np.testing.assert_array_equal(f(x, idx), [0.0, 0.5])
+    idx[0] = 10  # the caller reuses its buffer
+    assert tg.wait_compiled(timeout=120) is True
+    np.testing.assert_array_equal(f(x, np.array([3, 1])), [1.5, 0.5])
+    assert not isinstance(_program_of(f).run, tiered.Tiered)
+    with pytest.raises(IndexError):  # a bad index of a later call is its own error
+        f(x, np.array([0, 9]))
+
+
+def test_tiered_background_run_meeting_a_data_error_still_switches(tiering, monkeypatch):
+    backend = get_backend("cpu")
+    real = backend.compile
+
+    def compile_then_fail_once(graph):
+        run, calls = real(graph), []
+
+        def first_fails(arrays):
+            calls.append(1)
+            if len(calls) == 1:
+                raise np.linalg.LinAlgError("Singular matrix")  # what changed data can do
+            return run(arrays)
+
+        return first_fails
+
+    monkeypatch.setattr(backend, "compile", compile_then_fail_once)
+    g = tg.grad(_loss, backend="cpu")
+    want = tg.grad(lambda x: _loss(x), backend="numpy")(np.ones(5))
+    g(np.ones(5))
+    assert tg.wait_compiled(timeout=120) is True
+    np.testing.assert_allclose(g(np.ones(5)), want, rtol=1e-12)
+    assert not isinstance(_program_of(g).run, tiered.Tiered)
+
+
 # ----------------------------------------------------------------------------------------------
 # Persisted programs
 

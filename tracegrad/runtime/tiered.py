@@ -167,7 +167,7 @@ class _Worker:
             if self._closing:  # the interpreter is shutting down: compile nothing new
                 return
             tiered.submitted_in = self.epoch
-            self.queue.append((tiered, None if arrays is None else list(arrays)))
+            self.queue.append((tiered, None if arrays is None else _snapshot(arrays)))
             self.pending.append(tiered)
             if self.thread is None:
                 self._start()
@@ -227,9 +227,29 @@ class _Worker:
         return True
 
 
+# The first call's arrays that the background run keeps copies of: index and mask arrays, and
+# every array up to this size. The caller may change its arrays once the call has returned; a
+# kept copy of an index can never point outside its array (the interpreter has run on it).
+_COPY_BYTES = 1 << 20
+
+
+def _snapshot(arrays: Sequence[np.ndarray]) -> list:
+    return [a.copy() if a.dtype.kind in "biu" or a.nbytes <= _COPY_BYTES else a for a in arrays]
+
+
+def _is_data_error(exc: BaseException) -> bool:
+    """An error of the data (an IndexError or a LinAlgError, from a large array the caller
+    changed after its call), not of Numba, of the code generator or of the machine."""
+    module = type(exc).__module__ or ""
+    data = isinstance(exc, (IndexError, ValueError, ArithmeticError))
+    return data and not module.startswith(("numba", "llvmlite", "tracegrad"))
+
+
 def _compile(tiered: Tiered, arrays: list | None) -> None:
     """Compile a program, and run it once on the first call's arrays: Numba compiles each kernel
-    for its argument types when it is first called. Its results are dropped."""
+    for its argument types when it is first called. Its results are dropped; an error of the data
+    in that run (not of the compiler) leaves the program compiled, and the next call that meets
+    such data raises it itself."""
     start = time.perf_counter()
     try:
         compiled = tiered.backend.compile(tiered.graph)  # imports Numba, loads the modules
@@ -237,7 +257,12 @@ def _compile(tiered: Tiered, arrays: list | None) -> None:
             return
         if arrays is None:
             arrays = [np.zeros(v.shape, v.dtype) for v in tiered.graph.inputs]
-        compiled(arrays)
+        try:
+            compiled(arrays)
+        except Exception as exc:
+            if not _is_data_error(exc):
+                raise
+            log.info("tracegrad: the background run of %s met %r (the data)", tiered.name, exc)
     except BaseException as exc:  # surfaced by the program's next call
         tiered.error = exc
         log.info("tracegrad: compiling %s in the background failed: %r", tiered.name, exc)
