@@ -233,3 +233,24 @@ def test_errors_match_numpys():
         tg.jit(lambda x: np.pad(x, 5, mode="reflect"), backend="numpy")(x)
     with pytest.raises(tg.TracingError, match="mode 'median'"):
         tg.jit(lambda x: np.pad(x, 1, mode="median"), backend="numpy")(x)
+
+
+def test_median_of_infinities_and_of_empty_slices_is_numpys(backend):
+    # the median was the linear quantile a + (b - a) w: NaN where the middle two are inf
+    m = np.array([[1.0, np.inf, np.inf, 2.0], [-np.inf, 0.0, -np.inf, 5.0], [1.0, 2.0, 3.0, 4.0]])
+
+    def f(m):
+        return (
+            np.median(m[0, :3]),  # inf (odd)
+            np.median(m[0, 1:3]),  # inf (two infs)
+            np.median(m, axis=1),
+            np.median(m[:, :3], axis=1, keepdims=True),
+            np.median(m[:, :0], axis=1),  # empty slices: NaN
+        )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = f(m)
+    for g, w in zip(tg.jit(f, backend=backend)(m), want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)

@@ -78,6 +78,8 @@ def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method
         lo, weight = np.around(position).astype(np.int64), np.zeros_like(weight)
     elif method == "midpoint":
         weight = np.where(hi > lo, 0.5, 0.0)
+    elif method == "median":  # np.median: the mean of the middle two, inf when both are inf
+        lo, hi = np.full_like(lo, (n - 1) // 2), np.full_like(hi, n // 2)
     elif method != "linear":
         raise TracingError(
             f"np.quantile: method {method!r} is not supported on traced values{_src()}"
@@ -85,7 +87,10 @@ def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method
     a = P.gather(s, P.const(lo.reshape(-1)), axis)
     b = P.gather(s, P.const(hi.reshape(-1)), axis)
     w = P.const(weight.reshape((-1,) + (1,) * (s.ndim - axis - 1)).astype(s.dtype))
-    out = P.add(a, P.mul(P.sub(b, a), P.broadcast_to(w, a.shape)))  # (..., len(q), ...)
+    if method == "median":
+        out = a if n % 2 else P.mul(P.add(a, b), 0.5)
+    else:
+        out = P.add(a, P.mul(P.sub(b, a), P.broadcast_to(w, a.shape)))  # (..., len(q), ...)
     # NumPy: a slice holding a NaN has NaN quantiles; the sort puts NaNs last
     last = P.broadcast_to(P.gather(s, P.const(np.array([n - 1], np.int64)), axis), out.shape)
     out = P.where(P.emit(P.isnan_p, last), last, out)
@@ -143,4 +148,8 @@ def _percentile(
 
 
 def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
-    return _quantile(a, 0.5, axis, out, overwrite_input, "linear", keepdims)
+    x = _v(a)
+    if x.size == 0:  # NumPy: NaN (with a RuntimeWarning) where an empty slice is reduced
+        kept = np.sum(np.zeros(x.shape), axis=axis, keepdims=keepdims)  # the result's shape
+        return P.const(np.full(np.shape(kept), np.nan, P.float_dtype(x.dtype)))
+    return _quantile(x, 0.5, axis, out, overwrite_input, "median", keepdims)
