@@ -82,3 +82,24 @@ def test_einsum_refuses_an_explicit_output_that_drops_the_ellipsis(backend):
     assert tg.jit(lambda m: np.einsum("...ij,...ji->", m, m), backend=backend)(m) == np.einsum(
         "...ij,...ji->", m, m
     )
+
+
+def test_arrays_in_the_other_byte_order_compute_as_native_ones(backend):
+    # '>f8' flowed into the trace: results came back '>f8' and the cpu backend's scatter-add
+    # (the gradient of np.take) could not type it
+    x = np.linspace(0.0, 1.0, 5).astype(">f8")
+    keep = x.copy()
+
+    def f(x):
+        return np.sum(np.take(x, [0, 0, 3]) * x[:3]) + np.sum(np.sort(x) * x)
+
+    native = x.astype(np.float64)
+    want = tg.grad(f, backend="numpy")(native)
+    for _ in range(2):  # the first call, then the cached one
+        got = tg.grad(f, backend=backend)(x)
+        assert got.dtype == np.float64 and got.dtype.isnative
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+        out = tg.jit(lambda x: (np.tanh(x), np.sum(x)), backend=backend)(x)
+        assert all(o.dtype == np.tanh(x).dtype for o in out)
+    np.testing.assert_array_equal(x, keep)
+    assert x.dtype == np.dtype(">f8")

@@ -62,6 +62,8 @@ def as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
         raise TypeError(
             f"{fname}: {name} has dtype {arr.dtype}; tracegrad supports real numbers and bools"
         )
+    if not arr.dtype.isnative:  # '>f8' on a little-endian machine: NumPy computes in native order
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr
 
 

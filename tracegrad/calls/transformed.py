@@ -307,7 +307,7 @@ class Transformed:
         """The call's leaves as arrays; names for the error message only when one is bad."""
         arrays = []
         for leaf in leaves:
-            if type(leaf) is np.ndarray and leaf.dtype.kind in "fiub":  # the common case, fast
+            if type(leaf) is np.ndarray and leaf.dtype.kind in "fiub" and leaf.dtype.isnative:
                 arrays.append(leaf)
             elif type(leaf) is float:
                 arrays.append(np.asarray(leaf))

@@ -175,7 +175,7 @@ def _cheap_signature(args: tuple) -> tuple | None:
         t = type(a)
         if t is float:
             key.append(t)
-        elif t is np.ndarray:
+        elif t is np.ndarray and a.dtype.isnative:  # (another byte order is converted)
             key.append((a.shape, a.dtype))
         elif is_device_array(a):  # device arrays pass through untouched
             if getattr(a, "__cuda_ndarray__", False) is True:  # numba's: shape and dtype at hand
