@@ -256,6 +256,22 @@ def test_redirections_last_only_while_tracing():
     assert sp.logsumexp(np.zeros(2)) == np.log(2.0)  # SciPy's own result
 
 
+def test_solve_and_lstsq_with_an_integer_right_hand_side_compute_in_float64(backend):
+    # a float32 matrix with an integer b gave float32: NumPy counts an integer b as float64
+    a, b = np.array([[3.0, 1.0], [1.0, 2.0]], np.float32), np.array([1, 2])
+
+    def f(a, b):
+        return (
+            np.linalg.solve(a, b),
+            np.linalg.lstsq(a, b, rcond=None)[0],
+            np.linalg.solve(a, b > 1),
+        )
+
+    for got, want in zip(tg.jit(f, backend=backend)(a, b), f(a, b), strict=True):
+        assert got.dtype == want.dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_lstsq_where_the_svd_fails_is_nan_not_zeros(backend):
     # NumPy raises "SVD did not converge" for an inf in a; the cutoff used to drop the NaN
     # singular values as if they were zero and return a solution of zeros.
