@@ -729,3 +729,21 @@ def test_reductions_accumulate_in_the_dtype_asked_for(backend):
         )
 
     _check_all(f, (x, b), backend)
+
+
+def test_uint64_compares_exactly_with_signed_integers(backend):
+    # both were promoted to float64: 2**53 + 1 == 2**53, and 2**63 + 1 < 2**63 - 1
+    u = np.array([2**53 + 1, 2**63 + 1, 0, 5, 2**64 - 1], np.uint64)
+    i = np.array([2**53, 2**63 - 1, -1, 5, -(2**63)], np.int64)
+    small = np.array([-1, 3, 0, 5, 127], np.int8)
+    ops = (np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal)
+
+    def f(u, i, small):
+        return (
+            tuple(op(u, i) for op in ops)
+            + tuple(op(i, u) for op in ops)
+            + tuple(op(u, small) for op in ops)
+            + (u == np.int64(5), np.int32(-3) < u, u > -1)
+        )
+
+    _check_all(f, (u, i, small), backend)

@@ -226,7 +226,43 @@ def where(c: Operand, a: Operand, b: Operand) -> Var:
 
 
 def compare(prim: Primitive, a: Operand, b: Operand) -> Var:
+    kinds = [_kind(v) for v in (a, b)]
+    mixed = ("u", 8) in kinds and any(k is not None and k[0] == "i" for k in kinds)
+    if mixed and prim.name in _UNSIGNED_ABOVE_NEGATIVE:
+        return _compare_uint64_with_signed(prim, a, b)
     return emit(prim, *_prepare([a, b], prim.name))
+
+
+def _kind(v: Operand) -> tuple[str, int] | None:
+    """(dtype kind, item size) of an operand with a dtype of its own (not a Python number)."""
+    dtype = getattr(v, "dtype", None) if isinstance(v, (Var, np.ndarray, np.generic)) else None
+    return None if dtype is None else (dtype.kind, dtype.itemsize)
+
+
+# `u op i` for an unsigned u and a negative i (u > i); `i op u` is the mirrored comparison
+_UNSIGNED_ABOVE_NEGATIVE = {
+    "eq": False,
+    "ne": True,
+    "lt": False,
+    "le": False,
+    "gt": True,
+    "ge": True,
+}
+_MIRRORED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def _compare_uint64_with_signed(prim: Primitive, a: Operand, b: Operand) -> Var:
+    """NumPy compares uint64 with a signed integer exactly; promoting both (to float64) would
+    call 2**53 + 1 equal to 2**53. A negative i is below every u; else both compare as uint64."""
+    u_left = _kind(a)[0] == "u"
+    u, i = (a, b) if u_left else (b, a)
+    u = u if isinstance(u, Var) else const(u)
+    i = convert(i if isinstance(i, Var) else const(i), np.int64)
+    negative = compare(registered("lt"), i, 0)
+    as_unsigned = convert(where(negative, 0, i), np.uint64)
+    exact = emit(prim, *_prepare([u, as_unsigned] if u_left else [as_unsigned, u], prim.name))
+    name = prim.name if u_left else _MIRRORED[prim.name]
+    return where(negative, _UNSIGNED_ABOVE_NEGATIVE[name], exact)
 
 
 def logical(prim: Primitive, *operands: Operand) -> Var:
