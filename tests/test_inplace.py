@@ -207,3 +207,22 @@ def test_writes_through_traced_indices_keep_the_last_value_of_a_repeated_positio
         for i, k in winners.items():
             want_gv[k] = i + 1.0
         np.testing.assert_allclose(gv, want_gv)
+
+
+@pytest.mark.parametrize(
+    "value, dtype, error",
+    [(300, np.int8, OverflowError), (-1, np.uint8, OverflowError), (np.nan, np.int64, ValueError)],
+)
+def test_writing_a_number_the_dtype_cannot_hold_fails_as_numpy_fails(value, dtype, error):
+    # it was cast silently: 300 into int8 became 44
+    def f(x):
+        y = x.copy()
+        y[0] = value
+        return y
+
+    x = np.array([1, 2, 3], dtype)
+    with pytest.raises(error):
+        f(x)
+    with pytest.raises(error, match=r"test_inplace\.py"):
+        tg.jit(f, backend="numpy")(x)
+    assert tg.jit(lambda x: f(x.astype(np.float64)), backend="numpy")(x)[1] == 2.0

@@ -124,8 +124,13 @@ def written_value(value, dtype) -> Var:
         value, (bool, int, float, np.generic)
     ):
         v = _v(value)
-    else:
-        v = P.const(np.asarray(value).astype(dtype), (), dtype)
+    else:  # assigned as NumPy assigns it: 300 into int8 or NaN into int64 raise, not wrap
+        cell = np.empty((), dtype)
+        try:
+            cell[()] = value
+        except (OverflowError, ValueError) as exc:
+            raise type(exc)(f"{exc}{_src()}") from None
+        v = P.const(cell, (), dtype)
     return P.convert(v, dtype)
 
 
