@@ -136,6 +136,17 @@ def test_what_is_refused_and_why():
     with pytest.raises(tg.TracingError, match="view"):
         tg.jit(through_transpose, backend="numpy")(x)
 
+    # np.flip, np.rot90 and np.split return views in NumPy: a write into one was lost silently
+    for view in (np.flip, lambda y: np.rot90(y.reshape(2, 2)), lambda y: np.split(y, 2)[1]):
+
+        def through_view(x, view=view):
+            y = x.copy()
+            view(y)[0] = 5.0
+            return y
+
+        with pytest.raises(tg.TracingError, match="flipped, split"):
+            tg.jit(through_view, backend="numpy")(x)
+
     def outer(x):
         def inner(y):
             x[0] = y  # writes into the enclosing function's array
@@ -148,6 +159,20 @@ def test_what_is_refused_and_why():
 
     with pytest.raises(ValueError, match="broadcast"):
         tg.jit(lambda x: x.__iadd__(np.ones((2, 4))), backend="numpy")(x)
+
+
+def test_flipped_split_and_real_views_see_later_writes(backend):
+    def f(x):
+        y = x.copy()
+        flipped, parts, real = np.flip(y), np.split(y, 4), y.real
+        same = y.astype(y.dtype, copy=False)  # NumPy: the array itself
+        y[0] = 100.0
+        same[3] = 50.0
+        return flipped, parts[0], parts[1], real, np.rot90(y.reshape(2, 4)), y
+
+    x = np.arange(1.0, 9.0)
+    for got, want in zip(tg.jit(f, backend=backend)(x), f(x.copy()), strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_full_like_with_a_traced_fill_value(backend):

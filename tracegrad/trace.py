@@ -85,9 +85,9 @@ class Tracer(NdarrayInterface, Unknowable):
         if view is not None:
             if view.index is None:
                 raise TracingError(
-                    f"{what}: writing into a reshaped, transposed or broadcast view of a traced "
-                    f"array is not supported{user_line()}\nWrite into the array itself, or into "
-                    "a copy (z = x.reshape(...).copy())."
+                    f"{what}: writing into a reshaped, transposed, flipped, split or broadcast "
+                    f"view of a traced array is not supported{user_line()}\nWrite into the array "
+                    "itself, or into a copy (z = x.reshape(...).copy())."
                 )
             view.base._assign(view.index, new)
             view.seen = view.base.ir_var
@@ -226,10 +226,14 @@ class Tracer(NdarrayInterface, Unknowable):
         if handler is None:
             unsupported(f"np.{name}")
         result = _call(handler, *args, **kwargs)
-        if name in _VIEWS and isinstance(result, Tracer) and args and isinstance(args[0], Tracer):
+        if (name in _VIEWS or name in _VIEW_LISTS) and args and isinstance(args[0], Tracer):
             rest = args[1:]
             if not any(isinstance(a, Tracer) for a in (*rest, *kwargs.values())):
-                result._as_view(args[0], lambda v: handler(v, *rest, **kwargs))
+                if isinstance(result, Tracer):
+                    result._as_view(args[0], lambda v: handler(v, *rest, **kwargs))
+                elif isinstance(result, list):  # np.split: each part a view
+                    for k, part in enumerate(result):
+                        part._as_view(args[0], lambda v, k=k: handler(v, *rest, **kwargs)[k])
         return result
 
     def __getitem__(self, index):
@@ -249,6 +253,8 @@ class Tracer(NdarrayInterface, Unknowable):
         return Tracer(self.ir_var, self.builder)
 
     def astype(self, dtype, copy=True):
+        if not copy and np.dtype(dtype) == self.dtype:
+            return self  # NumPy returns the array itself
         return _call(lambda x: P.convert(x, dtype), self)
 
     def _apply(self, fn: Callable, *args, **kwargs):
@@ -303,8 +309,15 @@ _VIEWS = frozenset(
         "atleast_3d",
         "broadcast_to",
         "diagonal",
+        "flip",
+        "flipud",
+        "fliplr",
+        "rot90",
+        "real",
     }
 )
+# ... and those whose parts, in a list, are
+_VIEW_LISTS = frozenset({"split", "array_split", "hsplit", "vsplit", "dsplit"})
 
 
 # ----------------------------------------------------------------------------------------------
