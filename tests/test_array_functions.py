@@ -254,3 +254,27 @@ def test_median_of_infinities_and_of_empty_slices_is_numpys(backend):
     for g, w in zip(tg.jit(f, backend=backend)(m), want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
+
+
+def test_quantiles_that_pick_an_element_keep_its_dtype(backend):
+    # they went through float64: an int64 above 2**53 came back rounded, as a float
+    x = np.array([2**53 + 1, 2**60 + 3, 5, 7], np.int64)
+    small, flags = np.array([3, 1, 2], np.int8), np.array([True, False, True])
+    f32 = np.array([1.5, 2.5, 0.5], np.float32)
+
+    def f(x, small, flags, f32):
+        return (
+            np.quantile(x, 0.5, method="lower"),
+            np.percentile(x, 100, method="higher"),
+            np.quantile(x, [0.2, 0.7], method="nearest"),
+            np.quantile(small, 0.5, method="higher"),
+            np.quantile(flags, 0.5, method="lower"),
+            np.quantile(f32, np.array([0.5]), method="lower"),
+            np.quantile(f32, np.array([0.25, 0.5])),
+        )
+
+    got_all = tg.jit(f, backend=backend)(x, small, flags, f32)
+    for got, want in zip(got_all, f(x, small, flags, f32), strict=True):
+        want = np.asarray(want)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

@@ -89,11 +89,18 @@ def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method
     w = P.const(weight.reshape((-1,) + (1,) * (s.ndim - axis - 1)).astype(s.dtype))
     if method == "median":
         out = a if n % 2 else P.mul(P.add(a, b), 0.5)
+    elif method in ("lower", "higher", "nearest"):
+        out = a  # an element, in its own dtype
     else:
-        out = P.add(a, P.mul(P.sub(b, a), P.broadcast_to(w, a.shape)))  # (..., len(q), ...)
+        # NumPy's _lerp: from b where the weight is at least a half (the same rounding)
+        wb, diff = P.broadcast_to(w, a.shape), P.sub(b, a)
+        from_a = P.add(a, P.mul(diff, wb))
+        from_b = P.sub(b, P.mul(diff, P.sub(1.0, wb)))
+        out = P.where(P.compare(P.ge_p, wb, 0.5), from_b, from_a)  # (..., len(q), ...)
     # NumPy: a slice holding a NaN has NaN quantiles; the sort puts NaNs last
-    last = P.broadcast_to(P.gather(s, P.const(np.array([n - 1], np.int64)), axis), out.shape)
-    out = P.where(P.emit(P.isnan_p, last), last, out)
+    if P.is_float(s.dtype):
+        last = P.broadcast_to(P.gather(s, P.const(np.array([n - 1], np.int64)), axis), out.shape)
+        out = P.where(P.emit(P.isnan_p, last), last, out)
     out = P.reshape(out, s.shape[:axis] + q.shape + s.shape[axis + 1 :])
     if q.ndim:  # NumPy puts the q axes first
         k = q.ndim
@@ -115,10 +122,13 @@ def _quantile(
     if isinstance(q, Var):
         raise TracingError(f"np.quantile: q must be static (numbers), not a traced value{_src()}")
     x = _v(a)
-    # NumPy's result dtype: a Python number q is weak (float32 data stays float32), an array is not
+    # NumPy's result dtype: a Python number q is weak (float32 data stays float32), an array is not;
+    # the methods that pick an element return it as it is (an int64 stays int64, exact)
     dtype = np.result_type(
         P.float_dtype(x.dtype), q if isinstance(q, (int, float)) else np.asarray(q)
     )
+    if method in ("lower", "higher", "nearest"):
+        dtype = x.dtype
     q = np.asarray(q, dtype=np.float64)
     if np.any((q < 0) | (q > 1)):
         raise ValueError(f"Quantiles must be in the range [0, 1]{_src()}")
