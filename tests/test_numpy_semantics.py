@@ -747,3 +747,15 @@ def test_uint64_compares_exactly_with_signed_integers(backend):
         )
 
     _check_all(f, (u, i, small), backend)
+
+
+def test_ufuncs_without_a_boolean_loop(backend):
+    # np.sign of booleans raised on the interpreter, when it ran, and gave booleans on cpu;
+    # np.square of booleans is int8 in NumPy
+    b = np.array([True, False, True])
+    _check_all(lambda b: (np.square(b), b * b, np.abs(b)), (b,), backend)
+    for fn in (np.sign, np.positive):
+        with pytest.raises(TypeError):
+            fn(b)
+        with pytest.raises(TypeError, match="did not contain a loop"):
+            tg.jit(fn, backend=backend)(b)

@@ -129,7 +129,25 @@ def _logaddexp(a, b):
 
 def _square(x):
     x = _v(x)
+    if x.dtype == np.bool_:  # NumPy has no boolean loop: it squares int8
+        x = P.convert(x, np.int8)
     return P.integer_pow(x, 2)
+
+
+def _no_bool_loop(name: str, handler):
+    """A ufunc NumPy defines on numbers only: a boolean operand fails as NumPy's (the backends
+    disagreed: the interpreter raised when it ran, a kernel computed something)."""
+
+    def checked(x):
+        x = _v(x)
+        if x.dtype == np.bool_:
+            raise TypeError(
+                f"ufunc '{name}' did not contain a loop with signature matching types "
+                f"(bool) -> None{_src()}; convert the booleans first (x.astype(int))"
+            )
+        return handler(x)
+
+    return checked
 
 
 def _float_binary(prim):
@@ -254,7 +272,7 @@ UFUNCS = {
     "power": lambda a, b: P.power(_o(a), _o(b)),
     "float_power": lambda a, b: P.power(P.convert(_v(a), np.float64), _o(b)),
     "negative": _neg,
-    "positive": lambda x: _v(x),
+    "positive": _no_bool_loop("positive", lambda x: x),
     "square": _square,
     "reciprocal": _reciprocal,
     "exp": _unary(P.exp_p),
@@ -277,7 +295,7 @@ UFUNCS = {
     "tanh": _unary(P.tanh_p),
     "absolute": lambda x: P.emit(P.abs_p, _v(x)),
     "fabs": lambda x: P.emit(P.abs_p, P.convert(_v(x), P.float_dtype(_v(x).dtype))),
-    "sign": _sign,
+    "sign": _no_bool_loop("sign", _sign),
     "maximum": lambda a, b: P.maximum(_o(a), _o(b)),
     "minimum": lambda a, b: P.minimum(_o(a), _o(b)),
     "fmax": _fextremum(P.maximum),
