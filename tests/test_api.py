@@ -228,6 +228,32 @@ def test_custom_vjp_wrong_cotangent_shape():
         tg.grad(lambda x: np.sum(f(x)))(np.ones(3))
 
 
+G = np.array([1.0, 2.0, 3.0])
+
+
+def test_custom_vjp_closing_over_a_traced_value_is_refused():
+    # the closed-over w got a zero gradient silently: bwd gives cotangents for arguments only
+    def loss(x, w):
+        @tg.custom_vjp
+        def scale(x):
+            return x * w
+
+        scale.defvjp(lambda x: (x * w, None), lambda res, ct: (ct * 2.0,))
+        return np.sum(scale(x))
+
+    x = np.array([0.3, -0.7, 1.2])
+    with pytest.raises(tg.TracingError, match="Pass it as an argument"):
+        tg.grad(loss, argnums=1, backend="numpy")(x, 2.0)
+
+    @tg.custom_vjp
+    def times_global(x):  # a constant from a global is fine
+        return x * G
+
+    times_global.defvjp(lambda x: (x * G, G * 2.0), lambda g2, ct: (ct * g2,))
+    got = tg.grad(lambda x: np.sum(times_global(x)), backend="numpy")(x)
+    np.testing.assert_array_equal(got, G * 2.0)
+
+
 # ---- NaN-safe gradients through np.where
 
 

@@ -25,7 +25,7 @@ from . import ir
 from . import primitives as P
 from .errors import ShapeError, TracingError
 from .trace import Tracer, inline_graph, to_var, trace
-from .tracing.source import user_source
+from .tracing.source import user_line, user_source
 from .tree import TreeDef, flatten, path_step, unflatten
 
 
@@ -77,6 +77,7 @@ class custom_vjp:
 
         # Forward: trace fwd, inline it; it must return (y, residuals).
         fgraph, out_tree, captures = trace(self.fwd, avals, treedef)
+        _refuse_traced_captures(name, captures, builder)
         if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
             raise TypeError(f"{name}: fwd must return a pair (output, residuals), got {out_tree}")
         y_tree, res_tree = out_tree.children
@@ -249,3 +250,19 @@ def _unpack(packed: ir.Var, like: list[ir.Var]) -> list[ir.Var]:
         pieces.append(P.convert(P.reshape(piece, v.shape), v.dtype))
         start += n
     return pieces
+
+
+def _refuse_traced_captures(name: str, captures: list, builder: ir.Builder) -> None:
+    """fwd may read constants from outside (arrays from globals are hidden inputs of the program),
+    but not a traced float value of the enclosing function: bwd gives cotangents for the
+    arguments only, so that value's derivative would be silently zero (JAX refuses it too)."""
+    hidden = {id(v) for v in builder.root.hidden_vars}
+    for t in captures:
+        var = getattr(t, "ir_var", None)
+        if var is not None and P.is_float(var.dtype) and id(var) not in hidden:
+            raise TracingError(
+                f"{name}: fwd uses a traced value of shape {var.shape} from outside its "
+                "arguments, whose derivative would be lost (bwd returns cotangents for the "
+                f"arguments only){user_line()}\nPass it as an argument of the function and "
+                "return its cotangent from bwd."
+            )
