@@ -330,6 +330,12 @@ def test_a_carry_that_changes_dtype_is_refused_with_the_fix():
     ):
         tg.jit(f)(np.ones(2))
 
+    def index_in_float32(x):  # named as the user wrote it, and the index's dtype explained
+        return tg.fori_loop(0, 3, lambda i, c: c + i * np.float32(0.1), x)
+
+    with pytest.raises(TypeError, match=r"^fori_loop: .*i\.astype\(np\.float32\)"):
+        tg.jit(index_in_float32, backend="numpy")(np.ones(2, np.float32))
+
 
 def test_scan_body_must_return_a_pair():
     with pytest.raises(TypeError, match="must return a pair"):

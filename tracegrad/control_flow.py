@@ -69,10 +69,16 @@ def _check_carry(what: str, treedef, init_vars: list[Var], tree_out, out_vars: l
     paths = leaf_paths(treedef, "carry")
     for path, a, b in zip(paths, init_vars, out_vars, strict=True):
         if a.shape != b.shape or a.dtype != b.dtype:
+            index = ""
+            if what == "fori_loop" and a.dtype == np.float32 and b.dtype == np.float64:
+                index = (
+                    "; the loop index i is an int64 value, and float32 with int64 is float64 "
+                    "in NumPy: use i.astype(np.float32)"
+                )
             raise TypeError(
                 f"{what}: {path} starts as {a.type} but one step makes it {b.type}{_at()}. A "
                 "carry keeps its shape and dtype from step to step: make the initial value "
-                "match (for example `np.zeros(shape, dtype)` or `x.astype(...)`)"
+                f"match (for example `np.zeros(shape, dtype)` or `x.astype(...)`){index}"
             )
 
 
@@ -90,7 +96,13 @@ def _wrap(vars_: list[Var], builder) -> list[Tracer]:
 
 
 def scan(
-    f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False
+    f: Callable,
+    init: Any,
+    xs: Any = None,
+    length: int | None = None,
+    reverse: bool = False,
+    *,
+    _what: str = "scan",
 ) -> tuple[Any, Any]:
     """Loop `carry, y = f(carry, x)` over the leading axis of `xs` (JAX's `lax.scan`).
 
@@ -125,7 +137,7 @@ def scan(
     n_carry = carry_tree["n"]
     graph = traced.graph
     n_consts = len(traced.captures)
-    _check_carry("scan", init_tree, init_vars, carry_tree["tree"], list(graph.outputs[:n_carry]))
+    _check_carry(_what, init_tree, init_vars, carry_tree["tree"], list(graph.outputs[:n_carry]))
     y_tree = _second_child(traced.out_tree)
     with ir.source_location(user_source()):
         consts = traced.capture_vars(builder)
@@ -223,7 +235,7 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any) -> Any:
     if upper <= lower:
         return init_val
     index = np.arange(lower, upper, dtype=np.int64)
-    carry, _ = scan(lambda val, i: (body_fun(i, val), None), init_val, index)
+    carry, _ = scan(lambda val, i: (body_fun(i, val), None), init_val, index, _what="fori_loop")
     return carry
 
 
