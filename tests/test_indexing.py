@@ -220,3 +220,60 @@ def test_scalar_and_empty_integer_indices(backend, fun):
     want = np.zeros_like(x)
     np.add.at(want.reshape(-1), fun(np.arange(12).reshape(3, 4)).reshape(-1), 2.0)
     np.testing.assert_array_equal(g, want)
+
+
+def _put_along(x, i):
+    y = x.copy()
+    np.put_along_axis(y, i, -1.0, axis=1)
+    return y
+
+
+def _set_pairs(x, i, j):
+    y = x.copy()
+    y[i, j] = -1.0
+    y[i, j] += 2.0
+    return y
+
+
+def _add_at_pairs(x, i, j):
+    y = x.copy()
+    np.add.at(y, (i, j), 1.0)
+    return y
+
+
+@pytest.mark.parametrize(
+    "fun, indices",
+    [
+        (lambda x, i: np.take_along_axis(x, i, axis=1), ([[5], [0], [0], [0]],)),
+        (lambda x, i: np.take_along_axis(x, i, axis=1), ([[-1], [-5], [-6], [0]],)),
+        (lambda x, i, j: x[i, j], ([0], [7])),
+        (_put_along, ([[5], [0], [0], [0]],)),
+        (_set_pairs, ([0, 1], [7, -6])),
+        (_add_at_pairs, ([0, 1], [7, -6])),
+    ],
+    ids=["take_along", "take_along_negative", "x[i, j]", "put_along", "y[i, j] =", "add.at"],
+)
+def test_traced_indices_outside_their_own_axis_raise(fun, indices, backend):
+    # an index outside its axis but inside the flattened array read (or wrote) another row's
+    # element: x[0, 7] of a 4 x 5 array gave x[1, 2]
+    x = np.arange(20.0).reshape(4, 5)
+    args = (x, *(np.array(i) for i in indices))
+    with pytest.raises(IndexError):
+        fun(*args)
+    with pytest.raises(IndexError):
+        tg.jit(fun, backend=backend)(*args)
+
+
+def test_traced_indices_inside_their_axes_still_gather_and_scatter(backend):
+    x = np.arange(20.0).reshape(4, 5)
+    i, j, k = np.array([0, 3, -1]), np.array([4, -5, 2]), np.array([[4], [-5], [0], [2]])
+
+    def f(x, i, j, k):
+        return x[i, j], np.take_along_axis(x, k, axis=1), _set_pairs(x, i, j)
+
+    for got, want in zip(tg.jit(f, backend=backend)(x, i, j, k), f(x, i, j, k), strict=True):
+        np.testing.assert_array_equal(got, want)
+    grad = tg.grad(lambda x: np.sum(x[i, j] ** 2), backend=backend)(x)
+    want = np.zeros_like(x)
+    np.add.at(want, (i, j), 2 * x[i, j])
+    np.testing.assert_array_equal(grad, want)

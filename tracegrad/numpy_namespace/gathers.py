@@ -48,6 +48,20 @@ def _from_the_end(idx: Var, n: int) -> Var:
     return P.where(P.compare(P.lt_p, idx, 0), P.add(idx, n), idx)
 
 
+def _outside(wrapped: Var, n: int) -> Var:
+    """Where an index (negatives already counted from the end) is outside its axis of length n."""
+    return P.logical(P.or_p, P.compare(P.lt_p, wrapped, 0), P.compare(P.ge_p, wrapped, n))
+
+
+def _or_past_the_end(flat: Var, outside: Var | None, size: int) -> Var:
+    """A flat index into `size` elements, moved past the end where one of the indices it was made
+    from is outside its own axis: the gather then raises NumPy's IndexError, where the flat
+    position would have read (or written) another row's element."""
+    if outside is None:
+        return flat
+    return P.where(outside, P.const(size, flat.shape, flat.dtype), flat)
+
+
 def _static_mask(item) -> np.ndarray | None:
     """A boolean mask known while tracing (a NumPy array or a list of bools), else None."""
     if isinstance(item, (list, np.ndarray)):
@@ -164,13 +178,16 @@ def _gather_leading(x: Var, items) -> Var:
         for a, i in enumerate(items)
     ]
     shape = np.broadcast_shapes(*(i.shape for i in idx))
-    flat = None
+    flat = outside = None
     for a, i in enumerate(idx):
         n = x.shape[a]
         i = _from_the_end(i, n)
         i = P.broadcast_to(P.reshape(i, (1,) * (len(shape) - i.ndim) + i.shape), shape)
+        bad = _outside(i, n)
+        outside = bad if outside is None else P.logical(P.or_p, outside, bad)
         flat = i if flat is None else P.add(P.mul(flat, n), i)
     lead = int(np.prod(x.shape[:k], dtype=np.int64))
+    flat = _or_past_the_end(flat, outside if k > 1 else None, lead)
     return P.gather(P.reshape(x, (lead,) + x.shape[k:]), flat, 0)
 
 
@@ -205,6 +222,8 @@ def _take_along_axis(arr, indices, axis=-1):
     rows = int(np.prod(xt.shape[:-1], dtype=np.int64))
     starts = P.const((np.arange(rows, dtype=np.int64) * n).reshape(xt.shape[:-1] + (1,)))
     flat_idx = P.add(it, P.broadcast_to(starts, it.shape))
+    if rows > 1:
+        flat_idx = _or_past_the_end(flat_idx, _outside(it, n), rows * n)
     out = P.gather(P.reshape(xt, (rows * n,)), flat_idx, 0)
     return P.transpose(out, list(np.argsort(perm)))
 
