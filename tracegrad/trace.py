@@ -295,8 +295,9 @@ class _View:
 
 # NumPy functions whose result is a view of their first argument (np.asarray: the array itself)
 _VIEWS = frozenset(
-    "reshape ravel transpose squeeze expand_dims swapaxes moveaxis asarray atleast_1d atleast_2d "
-    "atleast_3d broadcast_to diagonal flip flipud fliplr rot90 real".split()
+    ("reshape", "ravel", "transpose", "squeeze", "expand_dims", "swapaxes", "moveaxis", "asarray")
+    + ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "diagonal", "real")
+    + ("flip", "flipud", "fliplr", "rot90")
 )
 # ... and those whose parts, in a list, are
 _VIEW_LISTS = frozenset({"split", "array_split", "hsplit", "vsplit", "dsplit"})
