@@ -61,7 +61,17 @@ def reversed_writes(x):
     return np.sum(y * np.arange(1.0, 4.0)) + np.sum(m * np.arange(6.0).reshape(2, 3)) + v[2]
 
 
-FUNCTIONS = [build, grid, aliases, update_argument, reversed_writes]
+def masked_updates(x):
+    # y[mask] op= c with a traced mask (read on its own, y[mask] has a value-dependent shape)
+    y = x * 1.0
+    y[x > 0.5] *= 3.0
+    y[y < 0] += 0.25
+    m = np.ones_like(x, shape=(2, 3))  # a row mask, into an array made in the function
+    m[x[:2] > 0.4] /= x[4]
+    return np.sum(y**2) + np.sum(m * x.reshape(2, 3))
+
+
+FUNCTIONS = [build, grid, aliases, update_argument, reversed_writes, masked_updates]
 
 
 @pytest.fixture(params=[np.float64, np.float32], ids=["f64", "f32"])
@@ -127,6 +137,21 @@ def test_what_is_refused_and_why():
 
     with pytest.raises(tg.TracingError, match=r"np.where"):
         tg.jit(masked_array_value, backend="numpy")(x)
+
+    def masked_array_update(x):
+        y = x + 0
+        y[x > 0.5] *= x[:2]  # one number only: the masked elements' count is not known
+        return y
+
+    with pytest.raises(tg.TracingError, match=r"needs one number"):
+        tg.jit(masked_array_update, backend="numpy")(x)
+
+    def masked_read(x):
+        y = x + 0
+        return y[x > 0.5]  # not an update: its shape depends on the values
+
+    with pytest.raises(tg.TracingError, match=r"traced boolean mask"):
+        tg.jit(masked_read, backend="numpy")(x)
 
     def through_transpose(x):
         m = x.reshape(2, 2)

@@ -30,7 +30,8 @@ import numpy as np
 from . import ir
 from .errors import TracingError
 from .trace import Tracer, _call
-from .tracing.source import augments_a_subscript, user_line
+from .tracing.masked_update import MaskedElements
+from .tracing.source import augments_a_subscript, reads_for_an_augmented_subscript, user_line
 
 _INTERNAL = (
     os.path.dirname(os.path.abspath(__file__)),
@@ -122,6 +123,9 @@ class Fillable(np.ndarray):
 
     # ---- writes
     def __setitem__(self, index, value) -> None:
+        if isinstance(value, MaskedElements):  # y[mask] op= v, with a traced mask
+            self._tg_promote()[_traced_form(index)] = value
+            return
         if np.ndarray.__getattribute__(self, "_tg_tracer") is None and not _traced(value):
             self._tracegrad_current()  # a view of a promoted array refuses
             np.ndarray.__setitem__(self, _traced_form(index), value)
@@ -204,6 +208,8 @@ class Fillable(np.ndarray):
         if isinstance(current, Tracer):
             return current[_traced_form(index)]
         if _traced(index):  # a traced index into a plain array: the array becomes a constant
+            if reads_for_an_augmented_subscript():  # y[mask] op= v: y is written next
+                return self._tg_promote()[_traced_form(index)]
             return self._tg_promote_copy()[_traced_form(index)]
         return np.ndarray.__getitem__(self, _traced_form(index))
 

@@ -19,7 +19,8 @@ from .tracing.reads import check_random_sources, refuse_array_subclass, snapshot
 from .tracing.messages import Unknowable, function_name, unsupported
 from .tracing.ndarray import NdarrayInterface
 from .tracing.scope import Scope
-from .tracing.source import user_line, user_source
+from .tracing.masked_update import MaskedElements
+from .tracing.source import reads_for_an_augmented_subscript, user_line, user_source
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
 from .numpy_api import FUNCTIONS, UFUNCS
@@ -114,6 +115,9 @@ class Tracer(NdarrayInterface, Unknowable):
 
     def __setitem__(self, index, value):
         self._check_writable("x[...] = value")
+        if isinstance(value, MaskedElements):  # y[mask] op= v, with a traced mask
+            self._write(_lift(value.written_into(self, index), self.builder), "y[mask] op= v")
+            return
         self._assign(_arg(index, self.builder), value)
 
     def _inplace(self, op: str, other):
@@ -237,6 +241,14 @@ class Tracer(NdarrayInterface, Unknowable):
         return result
 
     def __getitem__(self, index):
+        mask = index[0] if isinstance(index, tuple) and len(index) == 1 else index
+        if (
+            isinstance(mask, Tracer)
+            and mask.dtype == np.bool_
+            and mask.shape == self.shape[: mask.ndim]
+            and reads_for_an_augmented_subscript()
+        ):
+            return MaskedElements(self, mask, self)
         result = _call(_getitem, self, index)
         if not is_basic_index(index):  # advanced indexing makes a copy, as in NumPy
             return result

@@ -63,6 +63,25 @@ def _stores_into_subscript_next(frame) -> bool | None:
     return False
 
 
+def reads_for_an_augmented_subscript() -> bool:
+    """Whether the subscript the user's frame is reading (`y[m]`) is the read of `y[m] op= v`:
+    the container and the index were copied just before, for the store that follows."""
+    import dis
+
+    frame = user_frame()
+    if frame is None:
+        return False
+    try:
+        instructions = list(dis.get_instructions(frame.f_code))
+    except Exception:
+        return False
+    at = next((k for k, ins in enumerate(instructions) if ins.offset == frame.f_lasti), None)
+    if at is None or at < 2 or instructions[at].opname != "BINARY_SUBSCR":
+        return False
+    before = [(ins.opname, ins.arg) for ins in instructions[at - 2 : at]]
+    return before == [("COPY", 2), ("COPY", 2)] or before[-1][0] == "DUP_TOP_TWO"
+
+
 def augments_a_subscript() -> bool:
     """Whether the in-place operator the user's frame is running writes its result back into a
     subscript (`y[1:3] += v`), from the bytecode (also on a line of several statements), else
