@@ -68,6 +68,8 @@ def masked_updates(x):
     y[y < 0] += 0.25
     m = np.ones_like(x, shape=(2, 3))  # a row mask, into an array made in the function
     m[x[:2] > 0.4] /= x[4]
+    row = m[1]  # through a view, with the mask in a tuple
+    row[(x[3:] < 1.0,)] -= 0.5
     return np.sum(y**2) + np.sum(m * x.reshape(2, 3))
 
 

@@ -58,6 +58,7 @@ class MaskedElements:
 
     def written_into(self, y: Any, mask: Any):
         """The new value of `y` for `y[mask] = self`, as NumPy's in-place operator writes it."""
+        mask = mask[0] if isinstance(mask, tuple) and len(mask) == 1 else mask
         if y is not self.base or mask is not self.mask:
             raise TracingError(f"y[mask] op= value: the subscript changed meanwhile{user_line()}")
         values = self.values
