@@ -206,3 +206,22 @@ def test_scipy_special_derivatives():
         gf = tg.grad(total, backend="numpy")
         fd2 = np.array([(gf(v + eps * e) - gf(v - eps * e)) / (2 * eps) for e in np.eye(4)])
         np.testing.assert_allclose(h, fd2, rtol=1e-5, atol=1e-7)
+
+
+def test_derivatives_stay_finite_where_their_formula_would_overflow_or_cancel(backend):
+    # x*x + y*y, x*x + 1 and out + 1 under- or overflowed, 1 - x*x cancelled near 1
+    def grad(f, x):
+        return tg.grad(lambda v: np.sum(f(v)), backend=backend)(x)
+
+    tiny_big = np.array([1e-200, 1e-170, 1e200, 0.5, -2.0])
+    d_atan2 = tg.grad(lambda y, x: np.sum(np.arctan2(y, x)), backend=backend)(tiny_big, tiny_big)
+    np.testing.assert_allclose(d_atan2, 0.5 / tiny_big, rtol=1e-14)
+    big = np.array([1e150, 1e200, 0.5])
+    np.testing.assert_allclose(grad(np.arcsinh, big), 1 / np.hypot(big, 1.0), rtol=1e-14)
+    np.testing.assert_allclose(grad(np.arccosh, np.array([1e200, 2.0])), [1e-200, 3**-0.5])
+    negative = np.array([-20.0, -40.0, -100.0, 1.0])
+    np.testing.assert_allclose(grad(np.expm1, negative), np.exp(negative), rtol=1e-14)
+    near_one = np.array([1 - 6.5e-9])
+    np.testing.assert_allclose(grad(np.arcsin, near_one), 8770.580218993497, rtol=1e-12)
+    np.testing.assert_allclose(grad(np.arctanh, near_one), 76923077.37779, rtol=1e-12)
+    np.testing.assert_allclose(grad(np.arccosh, 2 - near_one), 8770.580115586803, rtol=1e-12)

@@ -197,7 +197,8 @@ maximum_p = _ew("maximum", np.maximum, None, f"({_PICK_MAX})")
 minimum_p = _ew("minimum", np.minimum, None, f"({_PICK_MIN})")
 
 exp_p = _ew("exp", np.exp, _unary_rule(lambda x, out: out), "M.exp({0})")
-expm1_p = _ew("expm1", np.expm1, _unary_rule(lambda x, out: add(out, 1.0)), "M.expm1({0})")
+# expm1' = exp(x): out + 1 cancels for negative x (and is 0 below -37)
+expm1_p = _ew("expm1", np.expm1, _unary_rule(lambda x, out: unary(exp_p, x)), "M.expm1({0})")
 log_p = _ew(
     "log", np.log, _unary_rule(lambda x, out: reciprocal(x)), "M.log({0})", domain=(0.2, 3.0)
 )
@@ -226,17 +227,24 @@ tan_p = _ew(
     "M.tan({0})",
     domain=(-1.2, 1.2),
 )
+
+
+def _one_minus_square(x):
+    """1 - x^2 as (1 - x)(1 + x): no cancelling near |x| = 1."""
+    return mul(sub(1.0, x), add(1.0, x))
+
+
 arcsin_p = _ew(
     "arcsin",
     np.arcsin,
-    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(1.0, mul(x, x))))),
+    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, _one_minus_square(x)))),
     "M.asin({0})",
     domain=(-0.9, 0.9),
 )
 arccos_p = _ew(
     "arccos",
     np.arccos,
-    _unary_rule(lambda x, out: neg(reciprocal(unary(sqrt_p, sub(1.0, mul(x, x)))))),
+    _unary_rule(lambda x, out: neg(reciprocal(unary(sqrt_p, _one_minus_square(x))))),
     "M.acos({0})",
     domain=(-0.9, 0.9),
 )

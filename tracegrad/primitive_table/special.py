@@ -34,20 +34,24 @@ from .ops import (
 arcsinh_p = _ew(
     "arcsinh",
     np.arcsinh,
-    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, add(mul(x, x), 1.0)))),
+    # 1 / hypot(x, 1): x * x + 1 overflows for |x| above 1e154 (1e19 in float32)
+    _unary_rule(lambda x, out: reciprocal(emit(hypot_p, x, ones_like(x)))),
     "np.arcsinh({0})",
 )
 arccosh_p = _ew(
     "arccosh",
     np.arccosh,
-    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, sub(mul(x, x), 1.0)))),
+    # 1 / (sqrt(x - 1) sqrt(x + 1)): x * x - 1 cancels near 1 and overflows for large x
+    _unary_rule(
+        lambda x, out: reciprocal(mul(unary(sqrt_p, sub(x, 1.0)), unary(sqrt_p, add(x, 1.0))))
+    ),
     "np.arccosh({0})",
     domain=(1.2, 3.0),
 )
 arctanh_p = _ew(
     "arctanh",
     np.arctanh,
-    _unary_rule(lambda x, out: reciprocal(sub(1.0, mul(x, x)))),
+    _unary_rule(lambda x, out: reciprocal(mul(sub(1.0, x), add(1.0, x)))),  # no cancelling
     "np.arctanh({0})",
     domain=(-0.9, 0.9),
 )
@@ -62,8 +66,10 @@ cbrt_p = _ew(
 
 
 def _arctan2_rule(ct, out, y, x):
-    r2 = add(mul(x, x), mul(y, y))
-    return ct_mul(ct, div(x, r2)), ct_mul(ct, neg(div(y, r2)))
+    # x / (x^2 + y^2) as x / h / h, h = hypot(y, x): the sum of squares under- or overflows
+    # (float32 below 1e-19 or above 1e19) where the derivative is an ordinary number
+    h = emit(hypot_p, y, x)
+    return ct_mul(ct, div(div(x, h), h)), ct_mul(ct, neg(div(div(y, h), h)))
 
 
 def _hypot_rule(ct, out, a, b):
