@@ -447,6 +447,32 @@ def test_program_persists_across_processes(tmp_path):
     assert len(list((tmp_path / "programs").glob("*.tgp"))) == 1
 
 
+def test_arguments_of_a_class_of_their_own_never_load_another_program(persisted):
+    # the key on disk held a tree's kind and fields, not its class or static fields: a program
+    # traced for Layer(w, "tanh") was loaded for Layer(w, "lin"), in the same process too
+    import dataclasses
+    from collections import namedtuple
+
+    @dataclasses.dataclass(frozen=True)
+    class Layer:
+        w: np.ndarray
+        activation: str = dataclasses.field(default="tanh", metadata={"static": True})
+
+    def f(layer):
+        return np.sum(np.tanh(layer.w)) if layer.activation == "tanh" else np.sum(layer.w * 100.0)
+
+    jf = tg.jit(f, backend="numpy")
+    assert jf(Layer(np.ones(2), "tanh")) == pytest.approx(2 * np.tanh(1.0))
+    assert jf(Layer(np.ones(2), "lin")) == 200.0
+    first, second = namedtuple("First", "w"), namedtuple("Second", "w")
+    same = tg.jit(lambda p: p, backend="numpy")
+    assert type(same(first(1.0))) is first and type(same(second(1.0))) is second
+    assert _entries(persisted) == []  # such programs are not persisted
+    plain = tg.jit(lambda d: d["a"] * 2.0, backend="numpy")
+    plain({"a": np.ones(2)})
+    assert len(_entries(persisted)) == 1  # a dict of arrays still is
+
+
 def test_namedtuple_and_dataclass_results_persist_across_processes(tmp_path):
     # the output tree was persisted without its class: every later process failed to build the
     # result (np.linalg.slogdet's and eigh's results are namedtuples)

@@ -232,6 +232,12 @@ def spec_text(spec: Any) -> Any:
 
 
 def tree_text(tree: TreeDef) -> Any:
+    """An argument tree as text for a program's key on disk. A class of its own (a namedtuple, a
+    dataclass, a registered node) is refused: the program depends on which class it is, its
+    static fields and the code of its methods, none of which this text would hold (a program
+    traced for one such argument was loaded for another)."""
+    if tree.node_type is not None or tree.aux is not None:
+        raise NotStable(f"an argument of the class {getattr(tree.node_type, '__qualname__', '?')}")
     return (tree.kind, tuple(tree_text(c) for c in tree.children), value_text(tuple(tree.keys)))
 
 
