@@ -77,12 +77,16 @@ class _OnOneVector:
         self.fun, self.args, self.argnums = fun, tuple(kept), tuple(argnums)
         self.treedef, self.shapes = treedef, tuple(tuple(s) for s in shapes)
         self.layout = repr(treedef)
+        # messages name the user's function ("grad(loss) needs a function that returns...")
+        self.__name__ = getattr(fun, "__name__", type(fun).__name__)
+        self.__qualname__ = getattr(fun, "__qualname__", self.__name__)
 
     def __call__(self, theta):
         parts, start = [], 0
         for shape in self.shapes:
             n = int(np.prod(shape, dtype=np.int64))
-            parts.append(theta[start : start + n].reshape(shape))
+            # a copy, not a view of theta: the function may write into its argument
+            parts.append(theta[start : start + n].reshape(shape).copy())
             start += n
         full = list(self.args)
         for i, value in zip(self.argnums, unflatten(self.treedef, parts), strict=True):
