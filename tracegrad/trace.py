@@ -19,7 +19,7 @@ from .tracing.reads import check_random_sources, refuse_array_subclass, snapshot
 from .tracing.messages import Unknowable, function_name, unsupported
 from .tracing.ndarray import NdarrayInterface
 from .tracing.scope import Scope
-from .tracing.masked_update import MaskedElements
+from .tracing.masked_update import MaskedElements, cast_in_place
 from .tracing.source import reads_for_an_augmented_subscript, user_line, user_source
 from .errors import TracingError, at
 from .ir import Builder, Graph, Var
@@ -130,13 +130,7 @@ class Tracer(NdarrayInterface, Unknowable):
                 f"non-broadcastable output operand with shape {self.shape} doesn't match the "
                 f"broadcast shape {result.shape}{user_line()}"
             )
-        if result.dtype != self.dtype:
-            if not np.can_cast(result.dtype, self.dtype, casting="same_kind"):
-                raise TypeError(
-                    f"Cannot cast ufunc output from dtype('{result.dtype}') to dtype"
-                    f"('{self.dtype}') with casting rule 'same_kind'{user_line()}"
-                )
-            result = result.astype(self.dtype)
+        result = cast_in_place(result, self.dtype)
         self._write(_lift(result, self.builder), f"x {op[2:-2]}= value")
         return self
 

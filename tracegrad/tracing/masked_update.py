@@ -61,13 +61,19 @@ class MaskedElements:
         mask = mask[0] if isinstance(mask, tuple) and len(mask) == 1 else mask
         if y is not self.base or mask is not self.mask:
             raise TracingError(f"y[mask] op= value: the subscript changed meanwhile{user_line()}")
-        values = self.values
-        if values.dtype != y.dtype:
-            if not np.can_cast(values.dtype, y.dtype, casting="same_kind"):
-                raise TypeError(
-                    f"Cannot cast ufunc output from dtype('{values.dtype}') to dtype"
-                    f"('{y.dtype}') with casting rule 'same_kind'{user_line()}"
-                )
-            values = values.astype(y.dtype)
+        values = cast_in_place(self.values, y.dtype)
         where = mask.reshape(mask.shape + (1,) * (y.ndim - mask.ndim))
         return np.where(where, values, y)
+
+
+def cast_in_place(result: Any, dtype: np.dtype) -> Any:
+    """An in-place operator's result as the written array's dtype, cast as NumPy casts it
+    ('same_kind': float into int raises)."""
+    if result.dtype == dtype:
+        return result
+    if not np.can_cast(result.dtype, dtype, casting="same_kind"):
+        raise TypeError(
+            f"Cannot cast ufunc output from dtype('{result.dtype}') to dtype('{dtype}') with "
+            f"casting rule 'same_kind'{user_line()}"
+        )
+    return result.astype(dtype)
