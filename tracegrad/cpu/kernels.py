@@ -80,7 +80,7 @@ class CpuPrinter(render.Printer):
         self.floats: list[float] = []
         self.helpers: set[str] = set()
         self.uses_vmath = False
-        self.rows: list[tuple[str, list[str], list[str], Lines]] = []  # outlined inner loops
+        self.rows: list[tuple[loop_ir.Call, Lines]] = []  # outlined inner loops, printed
         self.arrays = [a for a in kernel.args if not isinstance(a, str)]
         self.arg = {id(b): f"b{k}" for k, b in enumerate(self.arrays)}
         self.header = Lines()
@@ -176,7 +176,7 @@ class CpuPrinter(render.Printer):
             self.statements([loop], 1, text)
             reads, writes = _free_names(text.render(False))
             call.args, call.results = reads, [n for n in reads if n in writes]
-            self.rows.append((call.function, call.args, call.results, text))
+            self.rows.append((call, text))
         body = Lines()
         self.statements(self.kernel.body, 1, body)
         return body
@@ -334,12 +334,12 @@ def render_loop(
         if w.helpers:
             parts.append(f"from tracegrad.codegen_cpu import {', '.join(sorted(w.helpers))}")
         parts.append("")
-        for name, reads, back, text in w.rows:
+        for call, text in w.rows:
             parts.append("@njit(**_OPTS)")
-            parts.append(f"def {name}({', '.join(reads)}):")
+            parts.append(f"def {call.function}({', '.join(call.args)}):")
             parts.append(text.render(comments))
-            if back:
-                parts.append(f"    return {', '.join(back)}{',' if len(back) == 1 else ''}")
+            if call.results:
+                parts.append(f"    return {', '.join(call.results)},")
             parts += ["", ""]
         parts.append("@njit(**_OPTS)")
         parts.append(f"def kernel({args}):")

@@ -62,6 +62,10 @@ def _rollaxis(a, axis, start=0):
     return P.transpose(x, perm)
 
 
+# quantile methods that pick an element of the data (it keeps its own dtype, exactly)
+_PICKS = ("lower", "higher", "nearest")
+
+
 def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method: str) -> Var:
     """NumPy's 'linear' quantile (its default): interpolate between the order statistics at
     floor and ceil of q (n - 1); the other methods pick one of them."""
@@ -89,7 +93,7 @@ def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method
     w = P.const(weight.reshape((-1,) + (1,) * (s.ndim - axis - 1)).astype(s.dtype))
     if method == "median":
         out = a if n % 2 else P.mul(P.add(a, b), 0.5)
-    elif method in ("lower", "higher", "nearest"):
+    elif method in _PICKS:
         out = a  # an element, in its own dtype
     else:
         # NumPy's _lerp: from b where the weight is at least a half (the same rounding)
@@ -127,7 +131,7 @@ def _quantile(
     dtype = np.result_type(
         P.float_dtype(x.dtype), q if isinstance(q, (int, float)) else np.asarray(q)
     )
-    if method in ("lower", "higher", "nearest"):
+    if method in _PICKS:
         dtype = x.dtype
     q = np.asarray(q, dtype=np.float64)
     if np.any((q < 0) | (q > 1)):

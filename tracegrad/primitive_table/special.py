@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..ir import Var
-from .elementwise import _ew, exp_p, log_p, sqrt_p, tan_p
+from .elementwise import _ew, _one_minus_square, exp_p, log_p, sqrt_p, tan_p
 from .facets import registered
 from .ops import (
     _unary_rule,
@@ -51,7 +51,7 @@ arccosh_p = _ew(
 arctanh_p = _ew(
     "arctanh",
     np.arctanh,
-    _unary_rule(lambda x, out: reciprocal(mul(sub(1.0, x), add(1.0, x)))),  # no cancelling
+    _unary_rule(lambda x, out: reciprocal(_one_minus_square(x))),  # no cancelling near 1
     "np.arctanh({0})",
     domain=(-0.9, 0.9),
 )
