@@ -94,6 +94,9 @@ def test_a_program_of_small_products_shares_them_out_and_runs_its_loops_in_paral
     if not blas_threads.openblas_known():
         pytest.skip("NumPy without its bundled OpenBLAS: products run as NumPy runs them")
     monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
+    monkeypatch.setattr(
+        cpu_program, "RUNNER", False
+    )  # the Python driver (test_runner.py: the other)
     args = _net_args(rng, 2048)
     program = _compile(tg.value_and_grad(_net, argnums=(0, 1)), *args)
     assert program.pooled and program.blas is None

@@ -29,7 +29,7 @@ from .. import passes
 from ..fusion import Buffer, EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
 from ..ir import Graph, Node
 from ..runtime import blas_threads, cache, progress
-from . import pool, products, scan_loop
+from . import pool, products, runner, scan_loop
 from .kernels import KernelSource, render_loop
 
 log = logging.getLogger("tracegrad")
@@ -43,6 +43,9 @@ BLAS_NEIGHBOURS = "serial"
 # Whether programs whose products are all small share them out over tracegrad's threads
 # (products.py); if not, their products go through a `blas_threads.ThreadChoice`.
 POOLED_PRODUCTS = True
+# Whether such programs run as one compiled function on all threads (runner.py) rather than
+# through the Python driver.
+RUNNER = True
 
 
 def _threads() -> int:
@@ -129,6 +132,11 @@ class CpuProgram:
                 partials,
                 threads if parallel else 1,
             )
+        # a pooled program of loops and products runs as one compiled function (runner.py)
+        self.runner = runner.build(self, threads) if self.pooled and RUNNER else None
+        if self.runner is not None:
+            for name, (shape, dtype) in self.runner.scratch.items():
+                self.scratch.append(Buffer(name, shape, dtype, "temp"))
         progress.check_size(sum(len(c.source.module) for c in self.calls.values()), graph, "cpu")
         progress.kernels_planned(len(self.calls))
         # a program that leaves its small products to OpenBLAS chooses their threads by timing
@@ -264,6 +272,9 @@ class CpuProgram:
                 )
         exec(compile(self.driver_source, "<tracegrad driver>", "exec"), ns)
         body = ns["_run"]
+        if self.runner is not None:
+            self.runner.load()
+            body = _runner_first(self.runner, [b.name for b in self._temps], body)
         if self.blas_used:
             body = self.blas.timed(body)
         if self.pooled:
@@ -303,6 +314,10 @@ class CpuProgram:
             )
             for call in self.calls.values():
                 call.module = cache.reload_without_compiled(call.module, call.source.module)
+            if self.runner is not None:
+                cache.reload_without_compiled(
+                    cache.load_module(self.runner.source), self.runner.source
+                )
             self._bind()
             out = self._fast(args)
         self._run = self._fast
@@ -329,6 +344,12 @@ class CpuProgram:
                     f"# ---- kernel {step.name} (runs {kind}; module k_{cache.module_key(call.source.module)})"
                 )
                 parts.append(call.source.readable)
+        if self.runner is not None:
+            parts.append(
+                f"# ---- run: the program as one function on {self.runner.threads} threads "
+                "(the driver below runs a call whose views would copy)"
+            )
+            parts.append(self.runner.source)
         parts.append("# ---- driver")
         parts.append(self.driver_source)
         for k, program in enumerate(self.held):
@@ -350,6 +371,16 @@ def _pooled_products(plan: Plan) -> bool:
         and not any(isinstance(step, EvalStep) for step in steps)
         and blas_threads.openblas_known()
     )
+
+
+def _runner_first(run_compiled: runner.Runner, names: list[str], driver: Callable) -> Callable:
+    """The program's body: the compiled run, or the Python driver when it declines a call."""
+
+    def body(args, *buffers):
+        out = run_compiled(args, dict(zip(names, buffers, strict=True)))
+        return driver(args, *buffers) if out is None else out
+
+    return body
 
 
 def _on_one_blas_thread(run: Callable) -> Callable:

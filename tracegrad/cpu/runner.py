@@ -1,0 +1,282 @@
+"""A whole program as one compiled function that every thread runs: no Python between steps.
+
+The Python driver (program.py) calls each kernel and each product chunk through Python, so every
+step hands the GIL and a wake-up between threads: 30-50 us each on a 2-core machine, ten or more
+per step of a thin network's gradient, next to steps of 100-600 us. For a program of fused loops,
+small 2-D float products and transposes (what a pooled program is, see products.py), this module
+writes one more module, cached on disk like the kernels: an `njit(nogil=True)` function `run`
+that walks the program's steps in order. The calling thread and the pool's workers all call it
+with the same arguments and release the GIL for the whole run:
+
+- a step is split into chunks (a loop's chunks, a product's row or inner-dimension chunks); a
+  thread takes the next chunk with an atomic counter, and after the step every thread waits,
+  spinning and then yielding its core, until a second counter says all its chunks are done;
+- consecutive steps of one chunk each (serial kernels, a loop's combining call, an unsplit
+  product) form one group that the first thread to arrive runs;
+- products call NumPy's own OpenBLAS (`cblas_?gemm`, on one thread for the whole call) from the
+  compiled code (native.py).
+
+Chunks are handed out dynamically, and a wait is for chunks, not for threads: a thread another
+process holds up does fewer chunks, and a worker that wakes late finds every counter exhausted
+and returns. The chunks are fixed by the shapes and the thread count, so each call computes the
+same numbers. A call whose views cannot be made without copying (a reshape of a strided input)
+runs on the Python driver instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+import numpy as np
+
+from ..fusion import FusedLoop, MatmulStep, ViewStep
+from ..runtime import cache
+from . import native, pool, products
+
+# A product is split into chunks of at least this many multiply-adds: a chunk costs about a
+# microsecond to hand out here (against 30-50 us through Python), so smaller ones pay.
+CHUNK_WORK = 1 << 17
+MIN_ROWS = 32
+MIN_INNER = 128
+
+
+def _split(step: MatmulStep, threads: int) -> products.Split:
+    (m, k), n = step.a.shape, step.b.shape[1]
+    most = min(threads * products.CHUNKS_PER_THREAD, m * k * n // CHUNK_WORK)
+    if threads < 2 or most < 2:
+        return products.Split("whole")
+    if m >= 2 * MIN_ROWS:
+        return products.Split("rows", min(most, m // MIN_ROWS), threads)
+    if k >= 2 * MIN_INNER:
+        chunks = min(most, k // MIN_INNER)
+        return products.Split("inner", chunks, threads, (chunks, m, n))
+    return products.Split("whole")
+
+
+def eligible(program) -> bool:
+    """Whether `program` (a pooled CpuProgram) can run as one compiled function."""
+    if native.gemm_addresses() is None:
+        return False
+    for step in program.plan.steps:
+        if isinstance(step, FusedLoop):
+            if "raise" in program.calls[id(step)].source.module:
+                return False  # a kernel that raises would leave the other threads waiting
+        elif isinstance(step, MatmulStep):
+            dtypes = {np.dtype(b.dtype) for b in (step.a, step.b, step.out)}
+            if step.a.ndim != 2 or step.b.ndim != 2 or len(dtypes) != 1:
+                return False
+            if dtypes.pop() not in (np.dtype(np.float64), np.dtype(np.float32)):
+                return False
+            if step.out in (step.a, step.b) or _viewed(program, step.out) & {
+                id(step.a),
+                id(step.b),
+            }:
+                return False  # a product written over its own operand
+        elif not isinstance(step, ViewStep):
+            return False
+    return True
+
+
+def _viewed(program, buffer) -> set[int]:
+    """ids of the views (and views of views) of `buffer`."""
+    found = {id(buffer)}
+    for step in program.plan.steps:
+        if isinstance(step, ViewStep) and id(step.src) in found:
+            found.add(id(step.out))
+    found.discard(id(buffer))
+    return found
+
+
+@dataclass
+class _Group:
+    """Steps run as one unit: `chunks` chunks of `lines` (or one, for steps of one chunk each),
+    reading and writing the arrays named (views by the array they view)."""
+
+    chunks: int
+    lines: list[str]
+    reads: set[str]
+    writes: set[str]
+
+    def conflicts(self, reads: set[str], writes: set[str]) -> bool:
+        """Whether a later group with these reads and writes must wait for this one."""
+        return bool(self.writes & (reads | writes) or self.reads & writes)
+
+
+class Runner:
+    """The compiled run of a program; `__call__(arrays)` returns False when the call must go to
+    the Python driver (a view that would copy)."""
+
+    def __init__(self, program, threads: int):
+        plan = program.plan
+        self.threads = threads
+        self.views = [s for s in plan.steps if isinstance(s, ViewStep)]
+        names: list[str] = []  # the compiled function's array arguments, in order
+
+        def arg(name: str) -> str:
+            if name not in names:
+                names.append(name)
+            return name
+
+        extra: dict[str, object] = {}  # argument -> its fixed value (I, F, partials, constants)
+        for b in plan.buffers:
+            if b.role == "const":
+                extra[b.name] = b.value
+        root: dict[str, str] = {}  # a view's name -> the array it views
+        for step in self.views:
+            root[step.out.name] = root.get(step.src.name, step.src.name)
+        groups: list[_Group] = []
+        kernels: list[str] = []
+
+        def add(nch: int, lines: list[str], reads, writes) -> None:
+            reads = {root.get(n, n) for n in reads}
+            writes = {root.get(n, n) for n in writes}
+            last = groups[-1] if groups else None
+            joins = nch == 1 and last is not None and last.chunks == 1
+            if joins and last.conflicts(reads, writes):  # it waits for the last group: join it
+                last.lines += lines
+                last.reads |= reads
+                last.writes |= writes
+                return
+            groups.append(_Group(nch, list(lines), reads, writes))
+
+        for j, step in enumerate(plan.steps):
+            if isinstance(step, ViewStep):
+                arg(step.out.name)
+                continue
+            if isinstance(step, MatmulStep):
+                split = _split(step, threads)
+                a, b, out = arg(step.a.name), arg(step.b.name), arg(step.out.name)
+                fn = "dgemm" if np.dtype(step.out.dtype) == np.float64 else "sgemm"
+                nch = split.chunks
+                if split.kind == "whole":
+                    lines = [f"# {out} = {a} @ {b}", f"gemm({fn}, {a}, {b}, {out}, False)"]
+                    add(1, lines, {a, b}, {out})
+                elif split.kind == "rows":
+                    m = step.a.shape[0]
+                    lines = [
+                        f"# {out} = {a} @ {b}, chunk c of {nch} of its rows",
+                        f"lo, hi = c * {m} // {nch}, (c + 1) * {m} // {nch}",
+                        f"gemm({fn}, {a}[lo:hi], {b}, {out}[lo:hi], False)",
+                    ]
+                    add(nch, lines, {a, b}, {out})
+                else:
+                    k = step.a.shape[1]
+                    parts = arg(f"_{out}_rparts")
+                    extra[parts] = ("scratch", split.partials, np.dtype(step.out.dtype))
+                    lines = [
+                        f"# {out} = {a} @ {b}, chunk c of {nch} of its inner dimension",
+                        f"lo, hi = c * {k} // {nch}, (c + 1) * {k} // {nch}",
+                        f"gemm({fn}, {a}[:, lo:hi], {b}[lo:hi], {parts}[c], False)",
+                    ]
+                    add(nch, lines, {a, b}, {parts})
+                    add(1, [f"sum_parts({parts}, {out})"], {parts}, {out})
+                continue
+            call = program.calls[id(step)]
+            kernel = f"_k{len(kernels)}"
+            kernels.append(cache.module_key(call.source.module))
+            extra[f"I{j}"], extra[f"F{j}"] = call.ints, call.floats
+            named = {"I": f"I{j}", "F": f"F{j}"} | {
+                p.name.split("_")[-1]: p.name for p in call.partials
+            }
+            params = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
+            args = ", ".join([arg(b.name) for b in call.source.arrays] + [arg(p) for p in params])
+            reads = {b.name for b in step.reads} | {b.name for b in call.source.arrays}
+            writes = {b.name for b in step.writes} | {p.name for p in call.partials}
+            if not step.shape:
+                add(1, [f"{kernel}({args})"], reads, writes)
+            elif call.parallel:
+                nch = int(call.ints[call.source.int_slots["nch"]])
+                add(nch, [f"{kernel}({args}, c, c + 1, 0)"], reads, writes)
+                if call.partials or step.scans:  # the call that combines the chunks' results
+                    add(1, [f"{kernel}({args}, {nch}, {nch}, 1)"], reads, writes)
+            else:
+                add(1, [f"{kernel}({args}, 0, 1, 1)"], reads, writes)
+        body: list[str] = []
+        pending: list[int] = []  # groups this thread has not waited for
+        for g, group in enumerate(groups):
+            for h in list(pending):
+                if groups[h].conflicts(group.reads, group.writes):
+                    body.append(f"    wait_for(sync, {2 * h + 1}, {groups[h].chunks})")
+                    pending.remove(h)
+            take, done = 2 * g, 2 * g + 1
+            if group.chunks == 1:
+                body.append(f"    if fetch_add(sync, {take}, 1) == 0:")
+                body += [f"        {line}" for line in group.lines]
+                body.append(f"        fetch_add(sync, {done}, 1)")
+            else:
+                body.append("    while True:")
+                body.append(f"        c = fetch_add(sync, {take}, 1)")
+                body.append(f"        if c >= {group.chunks}:")
+                body.append("            break")
+                body += [f"        {line}" for line in group.lines]
+                body.append(f"        fetch_add(sync, {done}, 1)")
+            pending.append(g)
+        body += [f"    wait_for(sync, {2 * h + 1}, {groups[h].chunks})" for h in pending]
+        self.cells = 2 * len(groups)
+        self.names = names
+        header = [
+            "# A tracegrad program run: every thread calls `run`; chunks are taken with atomic",
+            "# counters, and each group of steps waits until all its chunks are done.",
+            f"# native.py {cache.source_hash([inspect.getfile(native)])}",
+            "from numba import njit",
+            "from tracegrad.cpu.native import fetch_add, gemm, sum_parts, wait_for",
+            "from tracegrad.runtime import cache as _cache",
+            "",
+        ]
+        header += [f"_k{i} = _cache.loaded({key!r}).kernel" for i, key in enumerate(kernels)]
+        header += [
+            "",
+            '@njit(nogil=True, error_model="numpy", cache=globals().get("_TG_CACHE", False))',
+            f"def run(sync, dgemm, sgemm, {', '.join(names)}):",
+        ]
+        self.source = "\n".join(header + body) + "\n"
+        self.fn = None
+        self.ready = False
+        self.fixed = {n: v for n, v in extra.items() if not isinstance(v, tuple)}
+        # scratch of its own (the partial products of an inner-dimension split): (shape, dtype)
+        self.scratch = {n: v[1:] for n, v in extra.items() if isinstance(v, tuple)}
+        self.plan = plan
+        self.inputs = [b.name for b in plan.inputs]
+        views = {id(s.out) for s in self.views}
+        self.fresh = [
+            b
+            for b in plan.buffers
+            if b.role == "output" and id(b) not in views and b.name not in self.inputs
+        ]
+        self.dgemm, self.sgemm = native.gemm_addresses()
+
+    def load(self) -> None:
+        self.fn = cache.load_module(self.source).run
+
+    def __call__(self, args, temps: dict[str, np.ndarray]) -> list | None:
+        """The program's outputs for the inputs `args`, `temps` its scratch arrays by name; None,
+        having run nothing, when a view would have to copy (the caller runs the driver)."""
+        plan = self.plan
+        arrays = self.fixed | temps
+        arrays.update(zip(self.inputs, args, strict=True))
+        for b in self.fresh:
+            arrays[b.name] = np.empty(b.shape, b.dtype)
+        for step in self.views:
+            src = arrays[step.src.name]
+            view = step.node.prim.impl(src, **step.node.params)
+            if view.size and not np.shares_memory(view, src):
+                return None
+            arrays[step.out.name] = view
+        values = [arrays[name] for name in self.names]
+        sync = np.zeros(self.cells, np.int64)
+        fn, d, s = self.fn, self.dgemm, self.sgemm
+        if not self.ready:
+            # the first call compiles or loads `run` for these argument types: on this thread
+            # alone (Numba's dispatcher must not be entered for that from two threads at once)
+            fn(sync, d, s, *values)
+            self.ready = True
+        else:
+            pool.run_chunks(lambda c: fn(sync, d, s, *values), self.threads, self.threads)
+        return [arrays[b.name] for b in plan.outputs]
+
+
+def build(program, threads: int) -> Runner | None:
+    """The compiled run of `program` on `threads` threads, or None when it cannot have one."""
+    if threads < 2 or not eligible(program):
+        return None
+    return Runner(program, threads)
