@@ -168,23 +168,36 @@ def _call_gemm(typingctx, address, scalar, ta, tb, m, n, k, alpha, a, lda, b, ld
     return sig, codegen
 
 
+def layout(rows: int, cols: int, s0: int, s1: int, item: int) -> tuple[int, int]:
+    """How row-major cblas reads a rows x cols matrix of strides (s0, s1) bytes in place:
+    (111, lda) as it is, (112, lda) as the transpose of a row-major matrix, or (0, 0) when it
+    cannot (the matrix must be copied first). Plain Python, also compiled (`_layout`)."""
+    if s0 % item != 0 or s1 % item != 0:
+        return 0, 0
+    r0 = s0 // item if rows > 1 else max(cols, 1)
+    r1 = s1 // item if cols > 1 else 1
+    if r1 == 1 and r0 >= max(cols, 1):
+        return 111, r0
+    t0 = s0 // item if rows > 1 else 1
+    t1 = s1 // item if cols > 1 else max(rows, 1)
+    if t0 == 1 and t1 >= max(rows, 1):
+        return 112, t1
+    return 0, 0
+
+
+_layout = njit(nogil=True, cache=True)(layout)
+
+
 @njit(nogil=True, cache=True)
 def _operand(x):
     """(transpose flag, leading dimension, x or a contiguous copy) of a 2-D operand for a
-    row-major cblas call: 111 when x is stored as the transpose of a row-major matrix."""
-    item = x.itemsize
-    rows, cols = x.shape
-    s0 = x.strides[0] // item if rows > 1 else max(cols, 1)
-    s1 = x.strides[1] // item if cols > 1 else 1
-    if x.strides[0] % item == 0 and x.strides[1] % item == 0:
-        if s1 == 1 and s0 >= max(cols, 1):
-            return 111, s0, x
-        t0 = x.strides[0] // item if rows > 1 else 1
-        t1 = x.strides[1] // item if cols > 1 else max(rows, 1)
-        if t0 == 1 and t1 >= max(rows, 1):
-            return 112, t1, x
+    row-major cblas call. The runner checks its operands' layouts before a call (runner.py),
+    so the copy is only a safeguard."""
+    flag, ld = _layout(x.shape[0], x.shape[1], x.strides[0], x.strides[1], x.itemsize)
+    if flag != 0:
+        return flag, ld, x
     y = np.ascontiguousarray(x)
-    return 111, max(cols, 1), y
+    return 111, max(x.shape[1], 1), y
 
 
 @njit(nogil=True, cache=True)

@@ -38,6 +38,9 @@ from . import native, pool, products
 CHUNK_WORK = 1 << 17
 MIN_ROWS = 32
 MIN_INNER = 128
+# A program with less work than this (multiply-adds, and loop elements times their inline cost)
+# runs on the calling thread alone: waking a worker costs more than it would save.
+ALONE_WORK = 1 << 19
 
 
 def _split(step: MatmulStep, threads: int) -> products.Split:
@@ -139,11 +142,16 @@ class Runner:
                 return
             groups.append(_Group(nch, list(lines), reads, writes))
 
+        work = 0
+        outside = {b.name for b in plan.inputs} | {s.out.name for s in self.views}
+        self.operands: list[str] = []  # product operands laid out by the caller: checked per call
         for j, step in enumerate(plan.steps):
             if isinstance(step, ViewStep):
                 arg(step.out.name)
                 continue
             if isinstance(step, MatmulStep):
+                work += step.a.shape[0] * step.a.shape[1] * step.b.shape[1]
+                self.operands += [b.name for b in (step.a, step.b) if b.name in outside]
                 split = _split(step, threads)
                 a, b, out = arg(step.a.name), arg(step.b.name), arg(step.out.name)
                 fn = "dgemm" if np.dtype(step.out.dtype) == np.float64 else "sgemm"
@@ -180,6 +188,7 @@ class Runner:
             }
             params = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
             args = ", ".join([arg(b.name) for b in call.source.arrays] + [arg(p) for p in params])
+            work += int(np.prod(step.shape, dtype=np.int64)) * max(1, call.source.cost)
             reads = {b.name for b in step.reads} | {b.name for b in call.source.arrays}
             writes = {b.name for b in step.writes} | {p.name for p in call.partials}
             if not step.shape:
@@ -212,6 +221,7 @@ class Runner:
                 body.append(f"        fetch_add(sync, {done}, 1)")
             pending.append(g)
         body += [f"    wait_for(sync, {2 * h + 1}, {groups[h].chunks})" for h in pending]
+        self.alone = work < ALONE_WORK
         self.cells = 2 * len(groups)
         self.names = names
         header = [
@@ -262,10 +272,12 @@ class Runner:
             if view.size and not np.shares_memory(view, src):
                 return None
             arrays[step.out.name] = view
+        if not all(_cblas_reads(arrays[name]) for name in self.operands):
+            return None  # an operand BLAS cannot read as it is: NumPy copies it
         values = [arrays[name] for name in self.names]
         sync = np.zeros(self.cells, np.int64)
         fn, d, s = self.fn, self.dgemm, self.sgemm
-        if not self.ready:
+        if self.alone or not self.ready:
             # the first call compiles or loads `run` for these argument types: on this thread
             # alone (Numba's dispatcher must not be entered for that from two threads at once)
             fn(sync, d, s, *values)
@@ -273,6 +285,12 @@ class Runner:
         else:
             pool.run_chunks(lambda c: fn(sync, d, s, *values), self.threads, self.threads)
         return [arrays[b.name] for b in plan.outputs]
+
+
+def _cblas_reads(x: np.ndarray) -> bool:
+    """Whether cblas reads `x` in place (native.py copies any other layout in the compiled run,
+    where an allocation that failed would leave the other threads waiting)."""
+    return native.layout(*x.shape, *x.strides, x.itemsize)[0] != 0
 
 
 def build(program, threads: int) -> Runner | None:
