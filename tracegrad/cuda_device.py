@@ -336,6 +336,14 @@ def quiet_simulated_kernels(module: types.ModuleType) -> None:
     ufuncs (which return nan and inf like CUDA's math library).
     """
     _thread_safe_simulated_shared_arrays()
+    with _quiet_lock:
+        _quiet_module(module)
+
+
+_quiet_lock = threading.Lock()
+
+
+def _quiet_module(module: types.ModuleType) -> None:
     module.math = _SIM_MATH
     for value in list(vars(module).values()):
         fn = getattr(value, "fn", None)
@@ -418,8 +426,11 @@ def _quiet(fn):
         f"    with _tg_np.errstate(all='ignore'):\n"
         f"        return _tg_fn_{fn.__name__}(*args)\n"
     )
-    exec(compile(source, "<tracegrad simulator>", "exec"), scope)
-    quiet = scope.pop(f"_tg_quiet_{fn.__name__}")
+    # into a namespace of its own (its globals are still the kernel's): two threads quieting
+    # the same cached module at once must not take each other's function
+    defined: dict = {}
+    exec(compile(source, "<tracegrad simulator>", "exec"), scope, defined)
+    quiet = defined[f"_tg_quiet_{fn.__name__}"]
     quiet._tg_quiet = True
     return quiet
 

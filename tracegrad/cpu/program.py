@@ -12,6 +12,10 @@ Matrix products: a program whose products are all small runs with OpenBLAS on on
 shares each product out over the same threads as its loops (products.py). A program with a large
 product leaves its products to OpenBLAS's threads and runs its loops on one thread
 (`BLAS_NEIGHBOURS`): OpenBLAS's threads spin after each product.
+
+A pooled program of loops, products and transposes does not use the driver at all, except for a
+call the compiled run declines: runner.py writes it as one compiled function every thread runs,
+with no Python (and no GIL hand-off) between its steps.
 """
 
 from __future__ import annotations

@@ -26,12 +26,15 @@ runs on the Python driver instead.
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import dataclass
 import numpy as np
 
 from ..fusion import FusedLoop, MatmulStep, ViewStep
 from ..runtime import cache
 from . import native, pool, products
+
+log = logging.getLogger("tracegrad")
 
 # A product is split into chunks of at least this many multiply-adds: a chunk costs about a
 # microsecond to hand out here (against 30-50 us through Python), so smaller ones pay.
@@ -106,8 +109,9 @@ class _Group:
 
 
 class Runner:
-    """The compiled run of a program; `__call__(arrays)` returns False when the call must go to
-    the Python driver (a view that would copy)."""
+    """The compiled run of a program: its generated source (`source`), the compiled function
+    (`load`), and a call (`__call__`) that declines, returning None, when the Python driver
+    must run it instead."""
 
     def __init__(self, program, threads: int):
         plan = program.plan
@@ -242,6 +246,7 @@ class Runner:
         self.source = "\n".join(header + body) + "\n"
         self.fn = None
         self.ready = False
+        self.declined = False  # its first call failed: every call runs on the Python driver
         self.fixed = {n: v for n, v in extra.items() if not isinstance(v, tuple)}
         # scratch of its own (the partial products of an inner-dimension split): (shape, dtype)
         self.scratch = {n: v[1:] for n, v in extra.items() if isinstance(v, tuple)}
@@ -256,11 +261,38 @@ class Runner:
         self.dgemm, self.sgemm = native.gemm_addresses()
 
     def load(self) -> None:
-        self.fn = cache.load_module(self.source).run
+        self.module = cache.load_module(self.source)
+        self.fn = self.module.run
+
+    def _first(self, sync, values) -> bool:
+        """The first call, on this thread; False (and every later call declined) if it fails.
+        Machine code from the disk cache that fails to load is compiled again first."""
+        for attempt in range(2):
+            try:
+                self.fn(sync, self.dgemm, self.sgemm, *values)
+                self.ready = True
+                return True
+            except Exception as exc:
+                if attempt == 0 and getattr(self.module, "_TG_CACHE", False):
+                    self.module = cache.reload_without_compiled(self.module, self.source)
+                    self.fn = self.module.run
+                    sync[:] = 0
+                    continue
+                log.warning(
+                    "tracegrad: the compiled run of a program failed (%s: %s); its calls run "
+                    "step by step instead",
+                    type(exc).__name__,
+                    exc,
+                )
+        self.declined = True
+        return False
 
     def __call__(self, args, temps: dict[str, np.ndarray]) -> list | None:
         """The program's outputs for the inputs `args`, `temps` its scratch arrays by name; None,
-        having run nothing, when a view would have to copy (the caller runs the driver)."""
+        having run nothing, when the call is the Python driver's: a view would copy, an operand
+        is laid out as cblas cannot read it, or the compiled run failed to compile."""
+        if self.declined:
+            return None
         plan = self.plan
         arrays = self.fixed | temps
         arrays.update(zip(self.inputs, args, strict=True))
@@ -269,7 +301,7 @@ class Runner:
         for step in self.views:
             src = arrays[step.src.name]
             view = step.node.prim.impl(src, **step.node.params)
-            if view.size and not np.shares_memory(view, src):
+            if view.size and not np.may_share_memory(view, src):  # NumPy copied
                 return None
             arrays[step.out.name] = view
         if not all(_cblas_reads(arrays[name]) for name in self.operands):
@@ -277,11 +309,13 @@ class Runner:
         values = [arrays[name] for name in self.names]
         sync = np.zeros(self.cells, np.int64)
         fn, d, s = self.fn, self.dgemm, self.sgemm
-        if self.alone or not self.ready:
+        if not self.ready:
             # the first call compiles or loads `run` for these argument types: on this thread
             # alone (Numba's dispatcher must not be entered for that from two threads at once)
+            if not self._first(sync, values):
+                return None
+        elif self.alone:
             fn(sync, d, s, *values)
-            self.ready = True
         else:
             pool.run_chunks(lambda c: fn(sync, d, s, *values), self.threads, self.threads)
         return [arrays[b.name] for b in plan.outputs]
