@@ -168,8 +168,9 @@ _generation = [0]  # bumped by clear_programs: fast paths made before then are s
 
 
 def _cheap_signature(args: tuple) -> tuple | None:
-    """(shape, dtype) per argument when every argument is a float, a plain array or a device
-    array (with its type), else None."""
+    """(shape, dtype) per argument when every argument is a float, a plain array, a device
+    array (with its type), or a tuple, list or dict of floats and plain arrays (with its type,
+    length and keys: a network's parameters), else None."""
     key = []
     for a in args:
         t = type(a)
@@ -177,6 +178,16 @@ def _cheap_signature(args: tuple) -> tuple | None:
             key.append(t)
         elif t is np.ndarray and a.dtype.isnative:  # (another byte order is converted)
             key.append((a.shape, a.dtype))
+        elif t is tuple or t is list:
+            inner = tuple(map(_cheap_leaf, a))
+            if _NOT_CHEAP in inner:
+                return None
+            key.append((t, inner))
+        elif t is dict:
+            inner = tuple((k, _cheap_leaf(v)) for k, v in a.items())
+            if any(leaf is _NOT_CHEAP for _, leaf in inner):
+                return None
+            key.append((t, inner))
         elif is_device_array(a):  # device arrays pass through untouched
             if getattr(a, "__cuda_ndarray__", False) is True:  # numba's: shape and dtype at hand
                 key.append((t, a.shape, a.dtype))
@@ -187,13 +198,41 @@ def _cheap_signature(args: tuple) -> tuple | None:
     return tuple(key)
 
 
+_NOT_CHEAP = object()
+
+
+def _cheap_leaf(a: Any) -> Any:
+    """A float or a plain array inside a container argument: its part of the signature."""
+    t = type(a)
+    if t is float:
+        return t
+    if t is np.ndarray and a.dtype.isnative:
+        return (a.shape, a.dtype)
+    return _NOT_CHEAP
+
+
+def _cheap_leaves(args: tuple) -> list:
+    """The leaves of arguments `_cheap_signature` accepted, in the order `tree.flatten` gives
+    (a dict's values in its keys' order), floats as 0-d arrays."""
+    arrays: list = []
+    for a in args:
+        t = type(a)
+        if t is tuple or t is list:
+            arrays += [np.asarray(x) if type(x) is float else x for x in a]
+        elif t is dict:
+            arrays += [np.asarray(x) if type(x) is float else x for x in a.values()]
+        else:
+            arrays.append(np.asarray(a) if t is float else a)
+    return arrays
+
+
 def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> Callable:
     """What CompiledCall.__call__ does, checked to still be the one `_execute` would pick (same
     backend, not cleared, not inside a trace, captured values as they were); a program with
     hooks runs them on every call. `call(fun, args)` takes the transformed function, from which
     the guards read (passed in rather than kept, so that a transform and its fast paths make no
     cycle), and the static arguments the guards read from (a method's static `self`)."""
-    run, tree, asarray = program.run, program.out_tree, np.asarray
+    run, tree = program.run, program.out_tree
     chosen = config.backend()
     backend_object = backends.get_backend(backend)
     current_variant = getattr(backend_object, "variant", None)
@@ -213,7 +252,7 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
             or (current_variant is not None and current_variant() != compiled_for)
         ):
             return _MISS
-        arrays = [asarray(a) if type(a) is float else a for a in args]
+        arrays = _cheap_leaves(args)
         if read is not None:
             hidden = read(fun, static)
             if hidden is None:
