@@ -16,7 +16,7 @@ from numba import njit
 
 import tracegrad as tg
 from tracegrad import backends, passes
-from tracegrad.cpu import native
+from tracegrad.cpu import native, runner
 from tracegrad.cpu import program as cpu_program
 from tracegrad.runtime import blas_threads
 
@@ -262,3 +262,21 @@ def test_a_fresh_process_loads_the_compiled_run_from_the_disk_cache(tmp_path):
     assert runs[0].stdout == runs[1].stdout
     modules = list((tmp_path / "kernels").glob("k_*.py"))
     assert any("A tracegrad program run" in m.read_text() for m in modules)
+
+
+def test_a_captured_matrix_laid_out_as_cblas_cannot_read(monkeypatch, rng):
+    """A matrix the function reads from outside (not an argument) with strided columns: the
+    call still computes NumPy's numbers, through the driver or a copy made before the run."""
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
+    monkeypatch.setattr(runner, "ALONE_WORK", 0)
+    w = rng.standard_normal((64, 130))[:, ::2]
+
+    def loss(x):
+        return np.sum(np.tanh(x @ w) ** 2)
+
+    x = rng.standard_normal((512, 64))
+    tg.clear_programs()
+    got = tg.value_and_grad(loss, backend="cpu")(x)
+    want = tg.value_and_grad(loss, backend="numpy")(x)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-10, atol=1e-12)

@@ -149,7 +149,9 @@ class Runner:
             groups.append(_Group(nch, list(lines), reads, writes))
 
         work = 0
+        # arrays whose layout the caller (or the trace, for a captured constant) chose
         outside = {b.name for b in plan.inputs} | {s.out.name for s in self.views}
+        outside |= {b.name for b in plan.buffers if b.role == "const"}
         self.operands: list[str] = []  # product operands laid out by the caller: checked per call
         for j, step in enumerate(plan.steps):
             if isinstance(step, ViewStep):
