@@ -150,7 +150,7 @@ def test_counters_are_atomic_and_waits_see_every_thread():
 
 def test_a_program_of_small_products_runs_as_one_compiled_function(net, rng):
     program, args = net
-    assert program.pooled and program.runner is not None and not program.runner.alone
+    assert program.pooled and program.runner is not None
     text = program.source()
     assert "# ---- run: the program as one function on 2 threads" in text
     assert "gemm(" in text and "wait_for(" in text and "fetch_add(" in text
@@ -201,12 +201,13 @@ def test_inputs_in_any_layout_and_read_only(net):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("n", [1, 3])
-def test_a_small_program_runs_on_the_calling_thread(monkeypatch, rng, n):
+@pytest.mark.parametrize("n", [1, 64])
+def test_a_small_program_keeps_the_driver(monkeypatch, rng, n):
     monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
     args = _net_args(rng, n)
     program = _compile(GRAD, *args)
-    assert program.runner is not None and program.runner.alone
+    assert program.pooled and program.runner is None
+    assert runner.work(program) < runner.MIN_WORK
     _check(program(args), args)
 
 
@@ -268,7 +269,7 @@ def test_a_captured_matrix_laid_out_as_cblas_cannot_read(monkeypatch, rng):
     """A matrix the function reads from outside (not an argument) with strided columns: the
     call still computes NumPy's numbers, through the driver or a copy made before the run."""
     monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
-    monkeypatch.setattr(runner, "ALONE_WORK", 0)
+    monkeypatch.setattr(runner, "MIN_WORK", 0)
     w = rng.standard_normal((64, 130))[:, ::2]
 
     def loss(x):

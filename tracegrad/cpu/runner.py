@@ -42,10 +42,11 @@ CHUNK_WORK = 1 << 17
 MIN_ROWS = 32
 MIN_INNER = 128
 # A program with less work than this (multiply-adds, and loop elements times their inline cost)
-# runs on the calling thread alone: waking a worker and waiting for it to report back costs
-# 50-70 us on a 2-core machine, and the thin network at 64 rows (about 0.9 M) took 0.205 ms on
-# two threads against 0.133 ms on one.
-ALONE_WORK = 1 << 21
+# keeps the Python driver, which runs it on the calling thread: waking a worker and waiting for
+# it to report back costs 50-70 us on a 2-core machine. The thin network at 64 rows (about
+# 0.9 M) took 0.205 ms with the compiled run on two threads, 0.138 ms on one, 0.128 ms on the
+# driver; at 256 rows (3.4 M) 0.54 ms against the driver's 0.82 ms.
+MIN_WORK = 1 << 21
 
 
 def _split(step: MatmulStep, threads: int) -> products.Split:
@@ -148,7 +149,6 @@ class Runner:
                 return
             groups.append(_Group(nch, list(lines), reads, writes))
 
-        work = 0
         # arrays whose layout the caller (or the trace, for a captured constant) chose
         outside = {b.name for b in plan.inputs} | {s.out.name for s in self.views}
         outside |= {b.name for b in plan.buffers if b.role == "const"}
@@ -158,7 +158,6 @@ class Runner:
                 arg(step.out.name)
                 continue
             if isinstance(step, MatmulStep):
-                work += step.a.shape[0] * step.a.shape[1] * step.b.shape[1]
                 self.operands += [b.name for b in (step.a, step.b) if b.name in outside]
                 split = _split(step, threads)
                 a, b, out = arg(step.a.name), arg(step.b.name), arg(step.out.name)
@@ -196,7 +195,6 @@ class Runner:
             }
             params = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
             args = ", ".join([arg(b.name) for b in call.source.arrays] + [arg(p) for p in params])
-            work += int(np.prod(step.shape, dtype=np.int64)) * max(1, call.source.cost)
             reads = {b.name for b in step.reads} | {b.name for b in call.source.arrays}
             writes = {b.name for b in step.writes} | {p.name for p in call.partials}
             if not step.shape:
@@ -229,7 +227,6 @@ class Runner:
                 body.append(f"        fetch_add(sync, {done}, 1)")
             pending.append(g)
         body += [f"    wait_for(sync, {2 * h + 1}, {groups[h].chunks})" for h in pending]
-        self.alone = work < ALONE_WORK
         self.cells = 2 * len(groups)
         self.names = names
         header = [
@@ -318,8 +315,6 @@ class Runner:
             # alone (Numba's dispatcher must not be entered for that from two threads at once)
             if not self._first(sync, values):
                 return None
-        elif self.alone:
-            fn(sync, d, s, *values)
         else:
             pool.run_chunks(lambda c: fn(sync, d, s, *values), self.threads, self.threads)
         return [arrays[b.name] for b in plan.outputs]
@@ -334,8 +329,21 @@ def _cblas_reads(x: np.ndarray) -> bool:
     return native.layout(*x.shape, *x.strides, x.itemsize)[0] != 0
 
 
+def work(program) -> int:
+    """A program's work: its products' multiply-adds and its loops' elements times their cost."""
+    total = 0
+    for step in program.plan.steps:
+        if isinstance(step, MatmulStep):
+            total += int(np.prod(step.a.shape, dtype=np.int64)) * int(step.b.shape[-1])
+        elif isinstance(step, FusedLoop):
+            cost = max(1, program.calls[id(step)].source.cost)
+            total += int(np.prod(step.shape, dtype=np.int64)) * cost
+    return total
+
+
 def build(program, threads: int) -> Runner | None:
-    """The compiled run of `program` on `threads` threads, or None when it cannot have one."""
-    if threads < 2 or not eligible(program):
+    """The compiled run of `program` on `threads` threads, or None when it cannot have one or
+    is too small to gain from one."""
+    if threads < 2 or not eligible(program) or work(program) < MIN_WORK:
         return None
     return Runner(program, threads)
