@@ -281,3 +281,30 @@ def test_a_captured_matrix_laid_out_as_cblas_cannot_read(monkeypatch, rng):
     want = tg.value_and_grad(loss, backend="numpy")(x)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-10, atol=1e-12)
+
+
+def test_a_parallel_loop_of_one_chunk(monkeypatch, rng):
+    """A batch of one row: the loops over (1, width) are parallel loops of a single chunk, which
+    the compiled run once wrote with the chunk index of an earlier step (or none)."""
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
+    monkeypatch.setattr(runner, "MIN_WORK", 0)
+
+    def loss(w1, w2, x):
+        h = np.tanh(x @ w1)
+        return np.mean((np.tanh(h @ w2) - x) ** 2)
+
+    d = 16384
+    args = (
+        rng.standard_normal((d, 32)) / 128,
+        rng.standard_normal((32, d)) / 8,
+        rng.standard_normal((1, d)),
+    )
+    grad = tg.value_and_grad(loss, argnums=(0, 1))
+    program = _compile(grad, *args)
+    assert program.runner is not None
+    assert any(c.parallel and c.loop.shape[0] == 1 for c in program.calls.values())
+    got = program(list(args))
+    want = tg.value_and_grad(loss, argnums=(0, 1), backend="numpy")(*args)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    for g, w in zip(got[1:], want[1], strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-14)

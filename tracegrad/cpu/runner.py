@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 from dataclasses import dataclass
 import numpy as np
 
@@ -216,6 +217,8 @@ class Runner:
             take, done = 2 * g, 2 * g + 1
             if group.chunks == 1:
                 body.append(f"    if fetch_add(sync, {take}, 1) == 0:")
+                if any(re.search(r"\bc\b", line) for line in group.lines):
+                    body.append("        c = 0  # a loop of one chunk")
                 body += [f"        {line}" for line in group.lines]
                 body.append(f"        fetch_add(sync, {done}, 1)")
             else:
