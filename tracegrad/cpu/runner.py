@@ -135,6 +135,7 @@ class Runner:
         root: dict[str, str] = {}  # a view's name -> the array it views
         for step in self.views:
             root[step.out.name] = root.get(step.src.name, step.src.name)
+        self.root = root
         groups: list[_Group] = []
         kernels: list[str] = []
 
@@ -249,7 +250,7 @@ class Runner:
         ]
         self.source = "\n".join(header + body) + "\n"
         self.fn = None
-        self.ready = False
+        self.layouts: set[tuple] = set()  # the inputs' layouts `run` was compiled for
         self.declined = False  # its first call failed: every call runs on the Python driver
         self.fixed = {n: v for n, v in extra.items() if not isinstance(v, tuple)}
         # scratch of its own (the partial products of an inner-dimension split): (shape, dtype)
@@ -268,13 +269,17 @@ class Runner:
         self.module = cache.load_module(self.source)
         self.fn = self.module.run
 
+    def _compiles_for(self, layout: tuple) -> bool:
+        """Whether to compile `run` for a new layout of the inputs (seconds each): for the first
+        layout seen, and then for plain C arrays; any other layout runs on the driver."""
+        return not self.layouts or (len(self.layouts) < 2 and all(map(_plain, layout)))
+
     def _first(self, sync, values) -> bool:
-        """The first call, on this thread; False (and every later call declined) if it fails.
-        Machine code from the disk cache that fails to load is compiled again first."""
+        """A call with a new layout, on this thread; False (and every later call declined) if it
+        fails. Machine code from the disk cache that fails to load is compiled again first."""
         for attempt in range(2):
             try:
                 self.fn(sync, self.dgemm, self.sgemm, *values)
-                self.ready = True
                 return True
             except Exception as exc:
                 if attempt == 0 and getattr(self.module, "_TG_CACHE", False):
@@ -294,8 +299,13 @@ class Runner:
     def __call__(self, args, temps: dict[str, np.ndarray]) -> list | None:
         """The program's outputs for the inputs `args`, `temps` its scratch arrays by name; None,
         having run nothing, when the call is the Python driver's: a view would copy, an operand
-        is laid out as cblas cannot read it, or the compiled run failed to compile."""
+        is laid out as cblas cannot read it, the inputs are laid out as no compiled `run`
+        expects, or the compiled run failed to compile."""
         if self.declined:
+            return None
+        layout = tuple(_layout_key(a) for a in args)
+        new = layout not in self.layouts
+        if new and not self._compiles_for(layout):
             return None
         plan = self.plan
         arrays = self.fixed | temps
@@ -306,6 +316,8 @@ class Runner:
             src = arrays[step.src.name]
             view = step.node.prim.impl(src, **step.node.params)
             if view.size and not np.may_share_memory(view, src):  # NumPy copied
+                if self.root.get(step.src.name, step.src.name) not in self.inputs:
+                    self.declined = True  # an array laid out the same on every call
                 return None
             arrays[step.out.name] = view
         if not all(_cblas_reads(arrays[name]) for name in self.operands):
@@ -313,14 +325,26 @@ class Runner:
         values = [arrays[name] for name in self.names]
         sync = np.zeros(self.cells, np.int64)
         fn, d, s = self.fn, self.dgemm, self.sgemm
-        if not self.ready:
-            # the first call compiles or loads `run` for these argument types: on this thread
+        if new:
+            # a new layout compiles or loads `run` for its argument types: on this thread
             # alone (Numba's dispatcher must not be entered for that from two threads at once)
             if not self._first(sync, values):
                 return None
+            self.layouts.add(layout)
         else:
             pool.run_chunks(lambda c: fn(sync, d, s, *values), self.threads, self.threads)
         return [arrays[b.name] for b in plan.outputs]
+
+
+def _layout_key(a: np.ndarray) -> tuple[bool, bool, bool, bool]:
+    """What of an array's layout Numba compiles for (its layout and whether it is writeable)."""
+    f = a.flags
+    return (f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+
+
+def _plain(key: tuple[bool, bool, bool, bool]) -> bool:
+    c, _, writeable, aligned = key
+    return c and writeable and aligned
 
 
 def _cblas_reads(x: np.ndarray) -> bool:
