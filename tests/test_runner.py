@@ -238,3 +238,112 @@ def test_a_view_that_copies_on_every_call_gives_the_program_to_the_driver(monkey
     for _ in range(2):
         np.testing.assert_allclose(program([w, x])[0], want, rtol=1e-10, atol=1e-12)
         assert program.runner.declined
+
+
+@pytest.mark.parametrize("n", [1, 64])
+def test_a_small_program_keeps_the_driver(monkeypatch, rng, n):
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
+    args = _net_args(rng, n)
+    program = _compile(GRAD, *args)
+    assert program.pooled and program.runner is None
+    assert runner.work(program) < runner.MIN_WORK
+    _check(program(args), args)
+
+
+def test_programs_without_a_compiled_run(monkeypatch, rng):
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
+
+    def batched(a, b):
+        return np.sum(np.tanh(a @ b))
+
+    a, b = rng.standard_normal((3, 256, 64)), rng.standard_normal((64, 64))
+    assert _compile(tg.grad(batched), a, b).runner is None  # a batched product
+
+    def integers(a, b):
+        return np.sum(a @ b) * 1.0
+
+    i = rng.integers(0, 5, (256, 64))
+    assert _compile(integers, i, i.T.copy()).runner is None
+    monkeypatch.setattr(cpu_program, "RUNNER", False)
+    assert _compile(GRAD, *_net_args(rng, 1024)).runner is None
+    monkeypatch.undo()
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 1)
+    assert _compile(GRAD, *_net_args(rng, 1024)).runner is None  # one thread: nothing to share
+
+
+def test_a_fresh_process_loads_the_compiled_run_from_the_disk_cache(tmp_path):
+    """Its machine code is cached like a kernel's, and the cached code links and runs (a
+    recursive helper once left an unresolved symbol in it)."""
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, tracegrad as tg
+        from tracegrad.cpu import program
+        program._threads = lambda: 2
+        import {__name__.split(".")[-1]} as t
+        args = t._net_args(np.random.default_rng(1), 512)
+        value, grads = tg.value_and_grad(t._net, argnums=(0, 2), backend="cpu")(*args)
+        print(repr(float(value)), repr(float(grads[1].sum())))
+        """
+    )
+    env = dict(
+        os.environ,
+        TRACEGRAD_CACHE_DIR=str(tmp_path),
+        TRACEGRAD_TIERED="0",
+        PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), *sys.path]),
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+        )
+        for _ in range(2)
+    ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout
+    modules = list((tmp_path / "kernels").glob("k_*.py"))
+    assert any("A tracegrad program run" in m.read_text() for m in modules)
+
+
+def test_a_captured_matrix_laid_out_as_cblas_cannot_read(monkeypatch, rng):
+    """A matrix the function reads from outside (not an argument) with strided columns: the
+    call still computes NumPy's numbers, through the driver or a copy made before the run."""
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
+    monkeypatch.setattr(runner, "MIN_WORK", 0)
+    w = rng.standard_normal((64, 130))[:, ::2]
+
+    def loss(x):
+        return np.sum(np.tanh(x @ w) ** 2)
+
+    x = rng.standard_normal((512, 64))
+    tg.clear_programs()
+    got = tg.value_and_grad(loss, backend="cpu")(x)
+    want = tg.value_and_grad(loss, backend="numpy")(x)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-10, atol=1e-12)
+
+
+def test_a_parallel_loop_of_one_chunk(monkeypatch, rng):
+    """A batch of one row: the loops over (1, width) are parallel loops of a single chunk, which
+    the compiled run once wrote with the chunk index of an earlier step (or none)."""
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
+    monkeypatch.setattr(runner, "MIN_WORK", 0)
+
+    def loss(w1, w2, x):
+        h = np.tanh(x @ w1)
+        return np.mean((np.tanh(h @ w2) - x) ** 2)
+
+    d = 16384
+    args = (
+        rng.standard_normal((d, 32)) / 128,
+        rng.standard_normal((32, d)) / 8,
+        rng.standard_normal((1, d)),
+    )
+    grad = tg.value_and_grad(loss, argnums=(0, 1))
+    program = _compile(grad, *args)
+    assert program.runner is not None
+    assert any(c.parallel and c.loop.shape[0] == 1 for c in program.calls.values())
+    got = program(list(args))
+    want = tg.value_and_grad(loss, argnums=(0, 1), backend="numpy")(*args)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    for g, w in zip(got[1:], want[1], strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-14)
