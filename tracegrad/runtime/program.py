@@ -184,8 +184,9 @@ def _cheap_signature(args: tuple) -> tuple | None:
                 return None
             key.append((t, inner))
         elif t is dict:
-            inner = tuple((k, _cheap_leaf(v)) for k, v in a.items())
-            if any(leaf is _NOT_CHEAP for _, leaf in inner):
+            # a key's type too: {1: x}, {1.0: x} and {True: x} are different trees
+            inner = tuple((type(k), k, _cheap_leaf(v)) for k, v in a.items())
+            if any(leaf is _NOT_CHEAP for _, _, leaf in inner):
                 return None
             key.append((t, inner))
         elif is_device_array(a):  # device arrays pass through untouched
