@@ -22,6 +22,23 @@ def test_dict_keys_that_compare_equal_but_differ_in_type_are_different_trees(bac
         assert type(got) is type(key)
 
 
+def test_tuple_keys_whose_parts_differ_in_type_are_different_trees(backend):
+    """(1, "w") and (1.0, "w") are equal keys; the second call (which takes the cached-call
+    path of the first one's signature) must trace its own program and keep its own key."""
+
+    def f(d):
+        return sum(np.sum(v) * (10.0 if isinstance(k[0], float) else 1.0) for k, v in d.items())
+
+    g = tg.grad(f, backend=backend)
+    x = np.ones(3)
+    for key in ((1, "w"), (1.0, "w"), (True, "w"), ((1,), "w"), ((1.0,), "w")):
+        got = g({key: x})
+        (k,) = got.keys()
+        assert k == key and repr(k) == repr(key)
+        scale = 10.0 if isinstance(key[0], float) else 1.0
+        np.testing.assert_array_equal(got[key], scale * np.ones(3))
+
+
 def test_tree_definitions_with_equal_keys_of_other_types_are_not_equal():
     _, a = flatten({1: 0.0})
     _, b = flatten({1.0: 0.0})

@@ -108,11 +108,15 @@ class TreeDef:
         return f"{name}(" + ", ".join(fields) + ")"
 
 
-def _typed(value: Any) -> Any:
-    """A value with the types of its parts, so that 1, 1.0 and True differ."""
+def typed_key(value: Any) -> Any:
+    """A value with the types of its parts, so that 1, 1.0 and True differ (a dict key as
+    tree definitions compare it)."""
     if type(value) is tuple:
-        return tuple(_typed(v) for v in value)
+        return tuple(typed_key(v) for v in value)
     return (type(value), value)
+
+
+_typed = typed_key
 
 
 LEAF = TreeDef("leaf")

@@ -17,7 +17,7 @@ import numpy as np
 from .. import backends, config, ir
 from ..tracing.guards import Captured
 from ..ir import Graph
-from ..tree import TreeDef, unflatten
+from ..tree import TreeDef, typed_key, unflatten
 
 log = logging.getLogger("tracegrad")
 
@@ -184,9 +184,10 @@ def _cheap_signature(args: tuple) -> tuple | None:
                 return None
             key.append((t, inner))
         elif t is dict:
-            # a key's type too: {1: x}, {1.0: x} and {True: x} are different trees
-            inner = tuple((type(k), k, _cheap_leaf(v)) for k, v in a.items())
-            if any(leaf is _NOT_CHEAP for _, _, leaf in inner):
+            # keys with their types, as tree definitions compare them: {1: x}, {1.0: x},
+            # {True: x} and {(1, "w"): x}, {(1.0, "w"): x} are different trees
+            inner = tuple((typed_key(k), _cheap_leaf(v)) for k, v in a.items())
+            if any(leaf is _NOT_CHEAP for _, leaf in inner):
                 return None
             key.append((t, inner))
         elif is_device_array(a):  # device arrays pass through untouched
