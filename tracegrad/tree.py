@@ -50,7 +50,13 @@ class TreeDef:
     def _key(self) -> tuple:
         key = self.__dict__.get("_cached_key")
         if key is None:
-            key = (self.kind, self.node_type, self.children, _typed(self.keys), _typed(self.aux))
+            key = (
+                self.kind,
+                self.node_type,
+                self.children,
+                typed_key(self.keys),
+                typed_key(self.aux),
+            )
             object.__setattr__(self, "_cached_key", key)
         return key
 
@@ -114,9 +120,6 @@ def typed_key(value: Any) -> Any:
     if type(value) is tuple:
         return tuple(typed_key(v) for v in value)
     return (type(value), value)
-
-
-_typed = typed_key
 
 
 LEAF = TreeDef("leaf")
@@ -227,8 +230,8 @@ def _up_to(treedef: TreeDef, tree: Any, out: list, path: str, what: str) -> None
         subtree.kind == treedef.kind
         and subtree.node_type is treedef.node_type
         and len(subtree.children) == len(treedef.children)
-        and _typed(subtree.keys) == _typed(treedef.keys)
-        and _typed(subtree.aux) == _typed(treedef.aux)
+        and typed_key(subtree.keys) == typed_key(treedef.keys)
+        and typed_key(subtree.aux) == typed_key(treedef.aux)
     )
     if not same:
         shown = "None" if tree is None else _one_level(subtree)
@@ -287,7 +290,7 @@ def _broadcast(prefix: Any, treedef: TreeDef, out: list, path: str, what: str, i
         level.kind == treedef.kind
         and level.node_type is treedef.node_type
         and len(level.children) == len(treedef.children)
-        and _typed(level.keys) == _typed(treedef.keys)
+        and typed_key(level.keys) == typed_key(treedef.keys)
     )
     if not same:
         raise ValueError(

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
-import os
 import platform
 
 import numpy as np
@@ -20,6 +18,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from ..runtime import blas_threads
 
 # Spins of a wait before it starts giving its core away (sched_yield) on every round: a spin
 # round is tens of nanoseconds, so this is a few tens of microseconds of spinning.
@@ -256,12 +256,7 @@ def sum_parts(parts, out):
 def gemm_addresses() -> tuple[int, int] | None:
     """The addresses of NumPy's bundled OpenBLAS `cblas_dgemm` and `cblas_sgemm` (ILP64), or
     None when NumPy's BLAS is another one."""
-    folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(folder, "*openblas64*"))):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
+    for lib in blas_threads.openblas_libraries(blas_threads.numpy_libs()):
         d = getattr(lib, "scipy_cblas_dgemm64_", None)
         s = getattr(lib, "scipy_cblas_sgemm64_", None)
         if d is not None and s is not None:

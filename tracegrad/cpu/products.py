@@ -46,21 +46,38 @@ class Split:
         return f"{self.chunks} chunks of its {what} on {self.threads} threads"
 
 
-def plan(a_shape: tuple, b_shape: tuple, dtype, threads: int) -> Split:
+def plan(
+    a_shape: tuple,
+    b_shape: tuple,
+    dtype,
+    threads: int,
+    chunk_work: int | None = None,
+    min_rows: int | None = None,
+    min_inner: int | None = None,
+) -> Split:
     """The split of a 2-D product a @ b; batched products, integer ones and small ones run
-    whole."""
+    whole. The bounds default to this module's (chunks handed out through Python); the
+    compiled run of runner.py, which hands out a chunk for far less, passes its own."""
+    chunk_work = CHUNK_WORK if chunk_work is None else chunk_work
+    min_rows = MIN_ROWS if min_rows is None else min_rows
+    min_inner = MIN_INNER if min_inner is None else min_inner
     if len(a_shape) != 2 or len(b_shape) != 2 or np.dtype(dtype).kind not in "fc":
         return Split("whole")
     (m, k), n = a_shape, b_shape[1]
-    most = min(threads * CHUNKS_PER_THREAD, m * k * n // CHUNK_WORK)
+    most = min(threads * CHUNKS_PER_THREAD, m * k * n // chunk_work)
     if threads < 2 or most < 2:
         return Split("whole")
-    if m >= 2 * MIN_ROWS:
-        return Split("rows", min(most, m // MIN_ROWS), threads)
-    if k >= 2 * MIN_INNER:
-        chunks = min(most, k // MIN_INNER)
+    if m >= 2 * min_rows:
+        return Split("rows", min(most, m // min_rows), threads)
+    if k >= 2 * min_inner:
+        chunks = min(most, k // min_inner)
         return Split("inner", chunks, threads, (chunks, m, n))
     return Split("whole")
+
+
+def multiply_adds(a_shape: tuple, b_shape: tuple) -> int:
+    """The multiply-adds of a (batched) matrix product: batch x m x k x n."""
+    return int(np.prod(a_shape, dtype=np.int64)) * int(b_shape[-1])
 
 
 def matmul(split: Split, a: np.ndarray, b: np.ndarray, out=None, partials=None) -> np.ndarray:

@@ -318,10 +318,6 @@ class CpuProgram:
             )
             for call in self.calls.values():
                 call.module = cache.reload_without_compiled(call.module, call.source.module)
-            if self.runner is not None:
-                cache.reload_without_compiled(
-                    cache.load_module(self.runner.source), self.runner.source
-                )
             self._bind()
             out = self._fast(args)
         self._run = self._fast
@@ -351,7 +347,7 @@ class CpuProgram:
         if self.runner is not None:
             parts.append(
                 f"# ---- run: the program as one function on {self.runner.threads} threads "
-                "(the driver below runs a call whose views would copy)"
+                "(the driver below runs the calls it declines)"
             )
             parts.append(self.runner.source)
         parts.append("# ---- driver")
@@ -396,9 +392,7 @@ def _on_one_blas_thread(run: Callable) -> Callable:
 
 
 def _multiply_adds(step: MatmulStep) -> int:
-    """The multiply-adds of a (batched) matrix product: batch x m x k x n."""
-    a, b = step.a.shape, step.b.shape
-    return int(np.prod(a, dtype=np.int64)) * int(b[-1])
+    return products.multiply_adds(step.a.shape, step.b.shape)
 
 
 def _failed_loading_cached_code(exc: BaseException) -> bool:

@@ -9,8 +9,9 @@ that walks the program's steps in order. The calling thread and the pool's worke
 with the same arguments and release the GIL for the whole run:
 
 - a step is split into chunks (a loop's chunks, a product's row or inner-dimension chunks); a
-  thread takes the next chunk with an atomic counter, and after the step every thread waits,
-  spinning and then yielding its core, until a second counter says all its chunks are done;
+  thread takes the next chunk with an atomic counter, and a second counter says how many are
+  done. Before a step, a thread waits (spinning, then yielding its core) for the earlier steps
+  whose arrays the step reads or writes, and only for those;
 - consecutive steps of one chunk each (serial kernels, a loop's combining call, an unsplit
   product) form one group that the first thread to arrive runs;
 - products call NumPy's own OpenBLAS (`cblas_?gemm`, on one thread for the whole call) from the
@@ -19,8 +20,8 @@ with the same arguments and release the GIL for the whole run:
 Chunks are handed out dynamically, and a wait is for chunks, not for threads: a thread another
 process holds up does fewer chunks, and a worker that wakes late finds every counter exhausted
 and returns. The chunks are fixed by the shapes and the thread count, so each call computes the
-same numbers. A call whose views cannot be made without copying (a reshape of a strided input)
-runs on the Python driver instead.
+same numbers. A call the run cannot take as it is (a view that would copy, an operand cblas
+cannot read in place, inputs in a layout `run` was not compiled for) runs on the Python driver.
 """
 
 from __future__ import annotations
@@ -51,22 +52,16 @@ MIN_WORK = 1 << 21
 
 
 def _split(step: MatmulStep, threads: int) -> products.Split:
-    (m, k), n = step.a.shape, step.b.shape[1]
-    most = min(threads * products.CHUNKS_PER_THREAD, m * k * n // CHUNK_WORK)
-    if threads < 2 or most < 2:
-        return products.Split("whole")
-    if m >= 2 * MIN_ROWS:
-        return products.Split("rows", min(most, m // MIN_ROWS), threads)
-    if k >= 2 * MIN_INNER:
-        chunks = min(most, k // MIN_INNER)
-        return products.Split("inner", chunks, threads, (chunks, m, n))
-    return products.Split("whole")
+    return products.plan(
+        step.a.shape, step.b.shape, step.out.dtype, threads, CHUNK_WORK, MIN_ROWS, MIN_INNER
+    )
 
 
 def eligible(program) -> bool:
     """Whether `program` (a pooled CpuProgram) can run as one compiled function."""
     if native.gemm_addresses() is None:
         return False
+    roots = _view_roots(program.plan)
     for step in program.plan.steps:
         if isinstance(step, FusedLoop):
             if "raise" in program.calls[id(step)].source.module:
@@ -77,24 +72,20 @@ def eligible(program) -> bool:
                 return False
             if dtypes.pop() not in (np.dtype(np.float64), np.dtype(np.float32)):
                 return False
-            if step.out in (step.a, step.b) or _viewed(program, step.out) & {
-                id(step.a),
-                id(step.b),
-            }:
+            if step.out.name in {roots.get(b.name, b.name) for b in (step.a, step.b)}:
                 return False  # a product written over its own operand
         elif not isinstance(step, ViewStep):
             return False
     return True
 
 
-def _viewed(program, buffer) -> set[int]:
-    """ids of the views (and views of views) of `buffer`."""
-    found = {id(buffer)}
-    for step in program.plan.steps:
-        if isinstance(step, ViewStep) and id(step.src) in found:
-            found.add(id(step.out))
-    found.discard(id(buffer))
-    return found
+def _view_roots(plan) -> dict[str, str]:
+    """A view's name -> the name of the array it views (through views of views)."""
+    root: dict[str, str] = {}
+    for step in plan.steps:
+        if isinstance(step, ViewStep):
+            root[step.out.name] = root.get(step.src.name, step.src.name)
+    return root
 
 
 @dataclass
@@ -128,14 +119,13 @@ class Runner:
                 names.append(name)
             return name
 
-        extra: dict[str, object] = {}  # argument -> its fixed value (I, F, partials, constants)
-        for b in plan.buffers:
-            if b.role == "const":
-                extra[b.name] = b.value
-        root: dict[str, str] = {}  # a view's name -> the array it views
-        for step in self.views:
-            root[step.out.name] = root.get(step.src.name, step.src.name)
-        self.root = root
+        # arguments with a value fixed for the program (constants, I and F), and scratch of its
+        # own (the partial products of an inner-dimension split): name -> (shape, dtype)
+        self.fixed: dict[str, np.ndarray] = {
+            b.name: b.value for b in plan.buffers if b.role == "const"
+        }
+        self.scratch: dict[str, tuple] = {}
+        self.root = root = _view_roots(plan)
         groups: list[_Group] = []
         kernels: list[str] = []
 
@@ -179,7 +169,7 @@ class Runner:
                 else:
                     k = step.a.shape[1]
                     parts = arg(f"_{out}_rparts")
-                    extra[parts] = ("scratch", split.partials, np.dtype(step.out.dtype))
+                    self.scratch[parts] = (split.partials, np.dtype(step.out.dtype))
                     lines = [
                         f"# {out} = {a} @ {b}, chunk c of {nch} of its inner dimension",
                         f"lo, hi = c * {k} // {nch}, (c + 1) * {k} // {nch}",
@@ -191,7 +181,7 @@ class Runner:
             call = program.calls[id(step)]
             kernel = f"_k{len(kernels)}"
             kernels.append(cache.module_key(call.source.module))
-            extra[f"I{j}"], extra[f"F{j}"] = call.ints, call.floats
+            self.fixed[f"I{j}"], self.fixed[f"F{j}"] = call.ints, call.floats
             named = {"I": f"I{j}", "F": f"F{j}"} | {
                 p.name.split("_")[-1]: p.name for p in call.partials
             }
@@ -235,7 +225,7 @@ class Runner:
         self.names = names
         header = [
             "# A tracegrad program run: every thread calls `run`; chunks are taken with atomic",
-            "# counters, and each group of steps waits until all its chunks are done.",
+            "# counters, and a group of steps waits for the earlier groups whose arrays it uses.",
             f"# native.py {cache.source_hash([inspect.getfile(native)])}",
             "from numba import njit",
             "from tracegrad.cpu.native import fetch_add, gemm, sum_parts, wait_for",
@@ -251,10 +241,8 @@ class Runner:
         self.source = "\n".join(header + body) + "\n"
         self.fn = None
         self.layouts: set[tuple] = set()  # the inputs' layouts `run` was compiled for
-        self.declined = False  # its first call failed: every call runs on the Python driver
-        self.fixed = {n: v for n, v in extra.items() if not isinstance(v, tuple)}
-        # scratch of its own (the partial products of an inner-dimension split): (shape, dtype)
-        self.scratch = {n: v[1:] for n, v in extra.items() if isinstance(v, tuple)}
+        # every call runs on the Python driver: `run` failed, or a view copies on every call
+        self.declined = False
         self.plan = plan
         self.inputs = [b.name for b in plan.inputs]
         views = {id(s.out) for s in self.views}
@@ -361,7 +349,7 @@ def work(program) -> int:
     total = 0
     for step in program.plan.steps:
         if isinstance(step, MatmulStep):
-            total += int(np.prod(step.a.shape, dtype=np.int64)) * int(step.b.shape[-1])
+            total += products.multiply_adds(step.a.shape, step.b.shape)
         elif isinstance(step, FusedLoop):
             cost = max(1, program.calls[id(step)].source.cost)
             total += int(np.prod(step.shape, dtype=np.int64)) * cost

@@ -42,13 +42,25 @@ _lock = threading.Lock()
 _state: dict = {"active": 0, "saved": []}
 
 
-def _openblas_in(folder: str) -> tuple[Callable, Callable] | None:
-    """(get, set) of the thread count of the bundled OpenBLAS in a wheel's `.libs` folder."""
+def openblas_libraries(folder: str) -> list[ctypes.CDLL]:
+    """The OpenBLAS libraries a wheel bundles in its `.libs` folder, loaded."""
+    found = []
     for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
         try:
-            lib = ctypes.CDLL(path)
+            found.append(ctypes.CDLL(path))
         except OSError:
             continue
+    return found
+
+
+def numpy_libs() -> str:
+    """The folder of the libraries NumPy's wheel bundles."""
+    return os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+
+
+def _openblas_in(folder: str) -> tuple[Callable, Callable] | None:
+    """(get, set) of the thread count of the bundled OpenBLAS in a wheel's `.libs` folder."""
+    for lib in openblas_libraries(folder):
         for suffix in ("64_", ""):
             get = getattr(lib, f"scipy_openblas_get_num_threads{suffix}", None)
             set_ = getattr(lib, f"scipy_openblas_set_num_threads{suffix}", None)
@@ -61,7 +73,7 @@ def _openblas_in(folder: str) -> tuple[Callable, Callable] | None:
 @functools.lru_cache(maxsize=1)
 def _openblas() -> tuple[Callable, Callable] | None:
     """(get, set) of the thread count of NumPy's bundled OpenBLAS, or None."""
-    return _openblas_in(os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs"))
+    return _openblas_in(numpy_libs())
 
 
 def openblas_known() -> bool:

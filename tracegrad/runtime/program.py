@@ -174,10 +174,9 @@ def _cheap_signature(args: tuple) -> tuple | None:
     key = []
     for a in args:
         t = type(a)
-        if t is float:
-            key.append(t)
-        elif t is np.ndarray and a.dtype.isnative:  # (another byte order is converted)
-            key.append((a.shape, a.dtype))
+        leaf = _cheap_leaf(a)
+        if leaf is not _NOT_CHEAP:
+            key.append(leaf)
         elif t is tuple or t is list:
             inner = tuple(map(_cheap_leaf, a))
             if _NOT_CHEAP in inner:
@@ -204,7 +203,8 @@ _NOT_CHEAP = object()
 
 
 def _cheap_leaf(a: Any) -> Any:
-    """A float or a plain array inside a container argument: its part of the signature."""
+    """A float or a plain array: its part of the signature (another byte order is converted
+    on the full path, so it is not cheap)."""
     t = type(a)
     if t is float:
         return t
@@ -216,16 +216,16 @@ def _cheap_leaf(a: Any) -> Any:
 def _cheap_leaves(args: tuple) -> list:
     """The leaves of arguments `_cheap_signature` accepted, in the order `tree.flatten` gives
     (a dict's values in its keys' order), floats as 0-d arrays."""
-    arrays: list = []
+    leaves: list = []
     for a in args:
         t = type(a)
         if t is tuple or t is list:
-            arrays += [np.asarray(x) if type(x) is float else x for x in a]
+            leaves += a
         elif t is dict:
-            arrays += [np.asarray(x) if type(x) is float else x for x in a.values()]
+            leaves += a.values()
         else:
-            arrays.append(np.asarray(a) if t is float else a)
-    return arrays
+            leaves.append(a)
+    return [np.asarray(x) if type(x) is float else x for x in leaves]
 
 
 def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> Callable:
