@@ -36,6 +36,11 @@ import pytest  # noqa: E402
 
 from tracegrad import ir, passes  # noqa: E402
 
+# Tests enumerate the primitive table while they are collected: load every module that adds to
+# it (`import tracegrad` leaves them for the first trace), so the table is whole from the start.
+from tracegrad.linalg import factorisations  # noqa: E402, F401
+from tracegrad.transforms import loops, scan  # noqa: E402, F401
+
 BACKENDS = ["numpy", "cpu"]
 if importlib.util.find_spec("numba_cuda") is not None:
     BACKENDS.append("cuda")

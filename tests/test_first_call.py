@@ -86,6 +86,85 @@ def test_import_defers_what_a_first_gradient_does_not_need():
     ]
 
 
+# What tracing brings in; `import tracegrad` and a call whose program is persisted load none of it.
+_TRACING = (
+    "tracegrad.trace",
+    "tracegrad.numpy",
+    "tracegrad.numpy_api",
+    "tracegrad.numpy_namespace",
+    "tracegrad.linalg",
+    "tracegrad.autodiff",
+    "tracegrad.passes",
+    "tracegrad.transforms",
+    "tracegrad.calls.derive",
+)
+
+
+def test_import_and_a_persisted_program_load_no_tracing(tmp_path):
+    code = f"""
+        import sys
+        import numpy as np
+        import tracegrad as tg
+        tracing = {_TRACING!r}
+        print(*[name in sys.modules for name in tracing])
+
+        def f(x):
+            return np.sum(np.sin(x) * np.exp(-x * x))
+
+        print(float(tg.grad(f)(np.linspace(-1.0, 1.0, 7)).sum()))
+        print(*[name in sys.modules for name in tracing])
+    """
+    env = {
+        "TRACEGRAD_PROGRAM_CACHE": "1",
+        "TRACEGRAD_CACHE_DIR": str(tmp_path),
+        "TRACEGRAD_TIERED": "1",
+    }
+    no = " ".join(["False"] * len(_TRACING))
+    traced = _run(code, env).splitlines()
+    after_tracing = " ".join(
+        str(name != "tracegrad.numpy") for name in _TRACING
+    )  # tg.numpy: on use
+    assert traced[0] == no and traced[2] == after_tracing
+    loaded = _run(code, env).splitlines()
+    assert loaded == [no, traced[1], no]  # the same gradient, with nothing of tracing loaded
+
+
+def test_persisted_program_with_linear_algebra_loads_before_tracing(tmp_path):
+    # inv and det are added to the primitive table by tracegrad.linalg, which a process that
+    # only loads persisted programs has not imported: reading the entry imports it
+    code = """
+        import sys
+        import numpy as np
+        import tracegrad as tg
+
+        def f(a):
+            return np.linalg.det(a) + np.sum(np.linalg.inv(a))
+
+        a = np.array([[2.0, 0.5, 0.1], [0.3, 3.0, 0.2], [0.1, 0.4, 1.5]])
+        g = tg.grad(f, backend="numpy")
+        print(repr(g(a).tolist()), g.trace_count, "tracegrad.trace" in sys.modules)
+    """
+    env = {"TRACEGRAD_PROGRAM_CACHE": "1", "TRACEGRAD_CACHE_DIR": str(tmp_path)}
+    first, second = _run(code, env), _run(code, env)
+    grads, count, traced = second.rsplit(" ", 2)
+    assert first.endswith("1 True") and (count, traced) == ("0", "False")
+    assert grads == first.rsplit(" ", 2)[0]
+
+
+def test_lazy_subpackages():
+    out = _run(
+        """
+        import sys
+        import tracegrad as tg
+        print("tracegrad.numpy" in sys.modules, "numpy" in dir(tg), "linalg" in dir(tg))
+        import tracegrad.numpy as tnp
+        print(tg.numpy is tnp, tg.numpy.sin is __import__("numpy").sin, tg.linalg.__name__)
+        """,
+        {},
+    )
+    assert out.splitlines() == ["False True True", "True True tracegrad.linalg"]
+
+
 def test_lazy_names_are_the_public_api():
     for name in tg.__all__:
         assert getattr(tg, name) is not None

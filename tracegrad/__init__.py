@@ -10,7 +10,6 @@ def loss(w, x, b):
 loss(2.0, 3.0, 1.0)   # -> array(12.)
 """
 
-from . import numpy  # noqa: F401  (the explicit namespace: tracegrad.numpy.sin, ...)
 from . import tree_util
 from .api import (
     Transformed,
@@ -31,7 +30,6 @@ from .errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
 from .runtime.program_store import clear_programs
 from .runtime.tiered import wait_compiled
-from .transforms import loops  # noqa: F401  (loop, while and cond join the primitive table)
 from .tree_util import (
     register_pytree_node,
     tree_flatten,
@@ -63,21 +61,26 @@ _LAZY = {
     "custom_jvp": "transforms.custom_jvp",
     "checkpoint": "transforms.remat",
 }
+# Subpackages imported on first use: the explicit namespace (`tg.numpy.sin`) and the traced
+# linear algebra. Tracing loads them anyway; a call whose program is in the store does not.
+_LAZY_MODULES = ("numpy", "linalg")
 
 
 def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")  # the import sets the attribute
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tracegrad' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value  # later lookups are plain attribute reads
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_MODULES))
 
 
 __all__ = [

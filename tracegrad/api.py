@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import backends, passes
+from . import backends
 from . import primitives as P
 from .calls.arguments import as_array, leaf_names
 from .calls.transformed import Transformed, name_of
@@ -19,7 +19,6 @@ from .ir import Graph
 from .runtime import program_cache
 from .runtime.program import aval
 from .runtime.program_store import _programs, clear_programs
-from .trace import Tracer
 from .tree import flatten, unflatten
 
 __all__ = [
@@ -116,10 +115,10 @@ def stop_gradient(x):
     3.0
     """
 
+    from .trace import Tracer, _call
+
     def stop(leaf):
         if isinstance(leaf, Tracer):
-            from .trace import _call
-
             return _call(lambda v: P.emit(P.stop_gradient_p, v), leaf)
         return leaf
 
@@ -147,6 +146,8 @@ def tap(value, name: str, hook: Callable | None = None):
         raise TypeError(f"tap names must be non-empty strings, got {name!r}")
     if hook is not None and not callable(hook):
         raise TypeError(f"the hook of tap {name!r} must be callable, got {type(hook).__name__}")
+    from .trace import Tracer, _call
+
     if not isinstance(value, Tracer):
         return value  # not traced: nothing to differentiate, nothing to observe
     if not P.is_float(value.dtype):
@@ -156,8 +157,6 @@ def tap(value, name: str, hook: Callable | None = None):
             f"tap name {name!r} is used twice in one traced function; names must be unique "
             "(a tap inside a loop needs a name per iteration, e.g. f'h{i}')"
         )
-    from .trace import _call
-
     return _call(lambda v: P.emit(P.tap_p, v, name=name, hook=hook), value)
 
 
@@ -185,6 +184,8 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
             as_array(leaf, n, name_of(transformed)) for leaf, n in zip(leaves, names, strict=True)
         ]
         graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
+        from . import passes
+
         return passes.optimize(graph, lower=False) if optimize else graph
 
     return make
@@ -210,6 +211,8 @@ def make_kernels(
     )
 
     def make(*args, **kwargs) -> str:
+        from . import passes
+
         graph, _ = passes.extract_hooks(passes.optimize(make_graph(*args, **kwargs)))
         return module.program_loop_ir(graph) if loop_ir else module.program_source(graph)
 

@@ -15,10 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import autodiff, backends, ir, passes
-from .. import primitives as P
-from ..tracing.scope import Scope
-from ..ir import Graph
+from .. import backends, ir
 from ..runtime import program_store, progress
 from ..runtime.program import (
     _MISS,
@@ -30,9 +27,7 @@ from ..runtime.program import (
     aval,
 )
 from ..runtime.program_store import Signature
-from ..trace import CallArgs, Tracer, inline_graph, trace
-from ..transforms import forward, rolling
-from ..tree import LEAF, TreeDef, flatten, replace_leaves, tuple_of, unflatten
+from ..tree import TreeDef, flatten
 from ..tree_nodes import is_user_node_type
 from .arguments import as_array, check_argnums, int_tuple, leaf_names
 
@@ -232,18 +227,9 @@ class Transformed:
 
     def _wrap_args(self, static: tuple, positions: list[int]):
         """The traced arguments (a tuple, the keyword arguments' dict last if any) -> the call."""
+        from . import derive
 
-        def wrap(dynamic: tuple) -> tuple | CallArgs:
-            full: list[Any] = [None] * (len(static) + len(positions))
-            for i, s in zip(self.static_argnums, static, strict=True):
-                full[i] = s
-            for i, d in zip(positions, dynamic, strict=False):  # + the kwargs dict
-                full[i] = d
-            if len(dynamic) > len(positions):
-                return CallArgs(tuple(full), dynamic[-1])
-            return tuple(full)
-
-        return wrap
+        return derive.wrap_args(self, static, positions)
 
     def _execute(self, args: tuple, kwargs: dict | None = None):
         static, positions, leaves, treedef = self._split(args, kwargs)
@@ -263,18 +249,12 @@ class Transformed:
             names = leaf_names(treedef, positions, self._self_shift)
             why = None if program is None else program.captured.why(self, static)
             self._note_retrace(sig, names, why)
+            from . import derive  # tracing, autodiff and the passes: loaded on the first miss
+
             with progress.compiling(name_of(self)):
-                scope = Scope.of(self, static)
-                graph, out_tree, captures = self.build(avals, treedef, static, positions, scope)
-                assert not captures, "a top-level trace cannot capture values"
-                graph, hooks = passes.extract_hooks(passes.optimize(graph))
-                captured = scope.finish(self, static)
-                program = program_store.keep(
-                    self, static, key, backend, name_of(self), graph, out_tree, hooks, captured
+                program, hidden = derive.trace_program(
+                    self, static, key, backend, name_of(self), avals, treedef, positions
                 )
-                hidden = captured.read(self, static)
-                if hidden is None:  # cannot happen unless a guard is flaky: use what was traced
-                    hidden = [v for _, v in scope.hidden]
                 if not kwargs:
                     self._remember_fast_call(args, program)
                 return program(arrays + hidden)  # the first call compiles the kernels
@@ -317,113 +297,18 @@ class Transformed:
         return arrays
 
     def _inline(self, args: tuple, kwargs: dict | None = None):
-        static, positions, leaves, treedef = self._split(args, kwargs)
-        names = leaf_names(treedef, positions, self._self_shift)
-        avals = []
-        for leaf, name in zip(leaves, names, strict=True):
-            if isinstance(leaf, Tracer):
-                avals.append((leaf.shape, leaf.dtype))
-            else:
-                avals.append(aval(as_array(leaf, name, name_of(self))))
-        graph, out_tree, captures = self.build(avals, treedef, static, positions)
-        outs = inline_graph(graph, leaves, captures)
-        return unflatten(out_tree, outs)
+        from . import derive
 
-    # ---- deriving the graph
+        return derive.inline(self, args, kwargs)
+
+    # ---- deriving the graph (calls/derive.py, loaded on the first miss)
     def build(self, avals, treedef: TreeDef, static: tuple, positions: list[int], scope=None):
         """Trace and transform: (graph with flat outputs, their tree, captured tracers). With a
         `scope` (top-level calls), arrays read from outside the arguments become hidden inputs,
         after the arguments' leaves."""
-        wrap = self._wrap_args(static, positions)
-        fgraph, out_tree, captures = trace(self.fun, avals, treedef, wrap, scope)
-        fgraph = passes.smooth_idioms(fgraph)  # before autodiff: stable softplus idioms
-        rolled = rolling.roll_loops(fgraph)  # repeated iterations of Python loops: one scan
-        if rolled is not fgraph:  # the rows of stacked results read back one by one: merged
-            fgraph = passes.simplify(rolled, lower=False)
-        if self.kind == "jit":
-            return fgraph, out_tree, captures
-        wrt, wrt_tree = self._wrt(treedef, positions, fgraph)
-        value_tree, aux_tree, n_value = self._split_output(out_tree, fgraph)
-        if self.kind in ("grad", "value_and_grad"):
-            # this differentiation owns the function's taps: their hooks fire with its cotangents
-            graph = autodiff.adjoint(fgraph, wrt, [0], seed_ones=True, taps=True)
-            n_out, n_wrt = len(fgraph.outputs), len(wrt)
-            value, aux = graph.outputs[:1], graph.outputs[1:n_out]
-            grads = graph.outputs[n_out : n_out + n_wrt]
-            if self.kind == "grad":
-                outputs = list(grads) + list(aux)
-                tree = tuple_of(wrt_tree, aux_tree) if self.has_aux else wrt_tree
-            else:
-                outputs = list(value) + list(aux) + list(grads)
-                head = tuple_of(value_tree, aux_tree) if self.has_aux else value_tree
-                tree = tuple_of(head, wrt_tree)
-            if self.taps:
-                names = [node.params["name"] for node in autodiff.tap_nodes(fgraph)]
-                outputs += list(graph.outputs[n_out + n_wrt :])
-                tree = tuple_of(tree, TreeDef("dict", tuple(LEAF for _ in names), tuple(names)))
-            return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
-        # jacobian: one jacobian per (value leaf, wrt leaf); aux outputs are not differentiated
-        # (jacfwd: by forward mode, one batched tangent per input element)
-        derive = forward.jacfwd if self.kind == "jacfwd" else autodiff.jacobian
-        graph = derive(fgraph, wrt, n_value)
-        n_out = len(fgraph.outputs)
-        jacs = list(graph.outputs[n_out:])
-        outputs = jacs + list(graph.outputs[n_value:n_out])
-        tree = replace_leaves(value_tree, lambda: wrt_tree)
-        if self.has_aux:
-            tree = tuple_of(tree, aux_tree)
-        return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
+        from . import derive
 
-    def _wrt(self, treedef: TreeDef, positions: list[int], fgraph: Graph):
-        """Flat input positions to differentiate, and the tree the gradients come back in."""
-        arg_trees = treedef.children
-        offsets = np.cumsum([0] + [t.num_leaves for t in arg_trees])
-        argnums = int_tuple(self.argnums, "argnums")
-        wrt, trees = [], []
-        names = leaf_names(treedef, positions, self._self_shift)
-        for i in argnums:
-            k = positions.index(i)
-            trees.append(arg_trees[k])
-            for j in range(offsets[k], offsets[k + 1]):
-                var = fgraph.inputs[j]
-                if not P.is_float(var.dtype):
-                    raise TypeError(
-                        f"{name_of(self)}: cannot differentiate with respect to {names[j]}, "
-                        f"which has dtype {var.dtype}; only float arrays have derivatives. "
-                        "Convert it with .astype(np.float64), or leave it out of argnums."
-                    )
-                wrt.append(j)
-        tree = trees[0] if isinstance(self.argnums, int) else tuple_of(*trees)
-        return wrt, tree
-
-    def _split_output(self, out_tree: TreeDef, fgraph: Graph):
-        """(value tree, aux tree, number of value leaves), checking what the transform needs."""
-        name = name_of(self)
-        if self.has_aux:
-            if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
-                raise TypeError(
-                    f"{name} has has_aux=True, so the function must return a pair "
-                    f"(output, aux); it returned {out_tree}"
-                )
-            value_tree, aux_tree = out_tree.children
-        else:
-            value_tree, aux_tree = out_tree, TreeDef("tuple")
-        n_value = value_tree.num_leaves
-        if self.kind in ("grad", "value_and_grad"):
-            out = fgraph.outputs[0] if n_value else None
-            if value_tree.kind != "leaf" or out is None or out.shape != ():
-                shape = (
-                    out.shape if value_tree.kind == "leaf" and out is not None else str(value_tree)
-                )
-                raise TypeError(
-                    f"{name} needs a function that returns a scalar (0-d) value, but it returned "
-                    f"{shape}. Reduce it (e.g. .sum() or np.mean), or use tg.jacobian."
-                )
-            if not P.is_float(out.dtype):
-                raise TypeError(
-                    f"{name}: the output has dtype {out.dtype}; only float outputs have derivatives"
-                )
-        return value_tree, aux_tree, n_value
+        return derive.build(self, avals, treedef, static, positions, scope)
 
 
 class _Bound:

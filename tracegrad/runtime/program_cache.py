@@ -133,12 +133,21 @@ def _graph_data(graph: Graph) -> tuple:
     return inputs, tuple(nodes), tuple(index[v] for v in graph.outputs)
 
 
+def _primitive(name: str) -> P.Primitive:
+    if name not in P.PRIMITIVES:
+        # Not in primitives.py: an entry of the modules that add to the table. Tracing imports
+        # them; a process that has only loaded persisted programs may not have yet.
+        from ..linalg import factorisations  # noqa: F401
+        from ..transforms import loops, scan  # noqa: F401
+    return P.PRIMITIVES[name]  # still missing: a KeyError, and the entry is traced again
+
+
 def _graph_of(data: tuple) -> Graph:
     inputs, nodes, outputs = data
     vars_: list[Var] = [Var(shape, dtype) for shape, dtype in inputs]
     built = []
     for name, args, params, (shape, dtype), source in nodes:
-        prim = P.PRIMITIVES[name]
+        prim = _primitive(name)
         operands = tuple(vars_[i] for i in args)
         out = Var(shape, dtype)
         inferred = prim.infer(

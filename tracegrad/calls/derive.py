@@ -1,0 +1,172 @@
+"""Deriving a transform's graph: trace the function, differentiate, optimise.
+
+A `Transformed` (calls/transformed.py) comes here only when it needs a graph: on a miss in the
+program store, inside another trace (inlining), or for `make_ir`. This module is what brings in
+the tracers, the traced NumPy namespace, autodiff and the simplifier, so `import tracegrad` and
+a call whose program is found in the store (in memory, or persisted on disk by an earlier
+process) load none of them: that is most of a warm first call's import (benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import autodiff, passes
+from .. import primitives as P
+from ..ir import Graph
+from ..runtime import program_store
+from ..runtime.program import CompiledCall, aval
+from ..trace import CallArgs, Tracer, inline_graph, trace
+from ..tracing.scope import Scope
+from ..transforms import forward, loops, rolling  # noqa: F401  (loops: its primitives register)
+from ..tree import LEAF, TreeDef, replace_leaves, tuple_of, unflatten
+from .arguments import as_array, int_tuple, leaf_names
+
+from .transformed import Transformed, name_of
+
+
+def trace_program(
+    t: Transformed, static: tuple, key, backend, name: str, avals, treedef: TreeDef, positions
+) -> tuple[CompiledCall, list]:
+    """Trace, transform and optimise `t` for one signature; the store keeps and compiles the
+    program. Returns it with the hidden inputs (values read from outside the arguments) of
+    this call."""
+    scope = Scope.of(t, static)
+    graph, out_tree, captures = t.build(avals, treedef, static, positions, scope)
+    assert not captures, "a top-level trace cannot capture values"
+    graph, hooks = passes.extract_hooks(passes.optimize(graph))
+    captured = scope.finish(t, static)
+    program = program_store.keep(t, static, key, backend, name, graph, out_tree, hooks, captured)
+    hidden = captured.read(t, static)
+    if hidden is None:  # cannot happen unless a guard is flaky: use what was traced
+        hidden = [v for _, v in scope.hidden]
+    return program, hidden
+
+
+def inline(t: Transformed, args: tuple, kwargs: dict | None = None):
+    """`t` called on tracers, inside another trace: its graph, inlined into that trace."""
+    static, positions, leaves, treedef = t._split(args, kwargs)
+    names = leaf_names(treedef, positions, t._self_shift)
+    avals = []
+    for leaf, name in zip(leaves, names, strict=True):
+        if isinstance(leaf, Tracer):
+            avals.append((leaf.shape, leaf.dtype))
+        else:
+            avals.append(aval(as_array(leaf, name, name_of(t))))
+    graph, out_tree, captures = t.build(avals, treedef, static, positions)
+    outs = inline_graph(graph, leaves, captures)
+    return unflatten(out_tree, outs)
+
+
+def wrap_args(t: Transformed, static: tuple, positions: list[int]):
+    """The traced arguments (a tuple, the keyword arguments' dict last if any) -> the call."""
+
+    def wrap(dynamic: tuple) -> tuple | CallArgs:
+        full: list[Any] = [None] * (len(static) + len(positions))
+        for i, s in zip(t.static_argnums, static, strict=True):
+            full[i] = s
+        for i, d in zip(positions, dynamic, strict=False):  # + the kwargs dict
+            full[i] = d
+        if len(dynamic) > len(positions):
+            return CallArgs(tuple(full), dynamic[-1])
+        return tuple(full)
+
+    return wrap
+
+
+def build(t: Transformed, avals, treedef: TreeDef, static: tuple, positions: list[int], scope=None):
+    """Trace and transform: (graph with flat outputs, their tree, captured tracers). With a
+    `scope` (top-level calls), arrays read from outside the arguments become hidden inputs,
+    after the arguments' leaves."""
+    wrap = wrap_args(t, static, positions)
+    fgraph, out_tree, captures = trace(t.fun, avals, treedef, wrap, scope)
+    fgraph = passes.smooth_idioms(fgraph)  # before autodiff: stable softplus idioms
+    rolled = rolling.roll_loops(fgraph)  # repeated iterations of Python loops: one scan
+    if rolled is not fgraph:  # the rows of stacked results read back one by one: merged
+        fgraph = passes.simplify(rolled, lower=False)
+    if t.kind == "jit":
+        return fgraph, out_tree, captures
+    wrt, wrt_tree = _wrt(t, treedef, positions, fgraph)
+    value_tree, aux_tree, n_value = _split_output(t, out_tree, fgraph)
+    if t.kind in ("grad", "value_and_grad"):
+        # this differentiation owns the function's taps: their hooks fire with its cotangents
+        graph = autodiff.adjoint(fgraph, wrt, [0], seed_ones=True, taps=True)
+        n_out, n_wrt = len(fgraph.outputs), len(wrt)
+        value, aux = graph.outputs[:1], graph.outputs[1:n_out]
+        grads = graph.outputs[n_out : n_out + n_wrt]
+        if t.kind == "grad":
+            outputs = list(grads) + list(aux)
+            tree = tuple_of(wrt_tree, aux_tree) if t.has_aux else wrt_tree
+        else:
+            outputs = list(value) + list(aux) + list(grads)
+            head = tuple_of(value_tree, aux_tree) if t.has_aux else value_tree
+            tree = tuple_of(head, wrt_tree)
+        if t.taps:
+            names = [node.params["name"] for node in autodiff.tap_nodes(fgraph)]
+            outputs += list(graph.outputs[n_out + n_wrt :])
+            tree = tuple_of(tree, TreeDef("dict", tuple(LEAF for _ in names), tuple(names)))
+        return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
+    # jacobian: one jacobian per (value leaf, wrt leaf); aux outputs are not differentiated
+    # (jacfwd: by forward mode, one batched tangent per input element)
+    derive = forward.jacfwd if t.kind == "jacfwd" else autodiff.jacobian
+    graph = derive(fgraph, wrt, n_value)
+    n_out = len(fgraph.outputs)
+    jacs = list(graph.outputs[n_out:])
+    outputs = jacs + list(graph.outputs[n_value:n_out])
+    tree = replace_leaves(value_tree, lambda: wrt_tree)
+    if t.has_aux:
+        tree = tuple_of(tree, aux_tree)
+    return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
+
+
+def _wrt(t: Transformed, treedef: TreeDef, positions: list[int], fgraph: Graph):
+    """Flat input positions to differentiate, and the tree the gradients come back in."""
+    arg_trees = treedef.children
+    offsets = np.cumsum([0] + [a.num_leaves for a in arg_trees])
+    argnums = int_tuple(t.argnums, "argnums")
+    wrt, trees = [], []
+    names = leaf_names(treedef, positions, t._self_shift)
+    for i in argnums:
+        k = positions.index(i)
+        trees.append(arg_trees[k])
+        for j in range(offsets[k], offsets[k + 1]):
+            var = fgraph.inputs[j]
+            if not P.is_float(var.dtype):
+                raise TypeError(
+                    f"{name_of(t)}: cannot differentiate with respect to {names[j]}, "
+                    f"which has dtype {var.dtype}; only float arrays have derivatives. "
+                    "Convert it with .astype(np.float64), or leave it out of argnums."
+                )
+            wrt.append(j)
+    tree = trees[0] if isinstance(t.argnums, int) else tuple_of(*trees)
+    return wrt, tree
+
+
+def _split_output(t: Transformed, out_tree: TreeDef, fgraph: Graph):
+    """(value tree, aux tree, number of value leaves), checking what the transform needs."""
+    name = name_of(t)
+    if t.has_aux:
+        if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
+            raise TypeError(
+                f"{name} has has_aux=True, so the function must return a pair "
+                f"(output, aux); it returned {out_tree}"
+            )
+        value_tree, aux_tree = out_tree.children
+    else:
+        value_tree, aux_tree = out_tree, TreeDef("tuple")
+    n_value = value_tree.num_leaves
+    if t.kind in ("grad", "value_and_grad"):
+        out = fgraph.outputs[0] if n_value else None
+        if value_tree.kind != "leaf" or out is None or out.shape != ():
+            shape = out.shape if value_tree.kind == "leaf" and out is not None else str(value_tree)
+            raise TypeError(
+                f"{name} needs a function that returns a scalar (0-d) value, but it returned "
+                f"{shape}. Reduce it (e.g. .sum() or np.mean), or use tg.jacobian."
+            )
+        if not P.is_float(out.dtype):
+            raise TypeError(
+                f"{name}: the output has dtype {out.dtype}; only float outputs have derivatives"
+            )
+    return value_tree, aux_tree, n_value
