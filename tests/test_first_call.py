@@ -151,6 +151,43 @@ def test_persisted_program_with_linear_algebra_loads_before_tracing(tmp_path):
     assert grads == first.rsplit(" ", 2)[0]
 
 
+def test_the_program_loader_knows_every_module_that_adds_primitives():
+    # a persisted entry may name any primitive: the loader must be able to register each one
+    out = _run(
+        """
+        import importlib, pkgutil
+        import tracegrad
+        from tracegrad import primitives as P
+        from tracegrad.runtime import program_cache
+        program_cache._load_extensions("not a primitive")  # loads every one
+        known = set(P.PRIMITIVES)
+        for m in pkgutil.walk_packages(tracegrad.__path__, "tracegrad."):
+            if not m.name.startswith(("tracegrad.cli", "tracegrad.examples", "tracegrad.dask",
+                                      "tracegrad.__main__")):
+                importlib.import_module(m.name)
+        print(sorted(set(P.PRIMITIVES) - known), "remat_barrier" in known)
+        """,
+        {},
+    )
+    assert out == "[] True"
+
+
+def test_persisted_program_with_a_checkpoint_loads_without_tracing(tmp_path):
+    code = """
+        import numpy as np
+        import tracegrad as tg
+
+        def f(x):
+            return np.sum(tg.checkpoint(lambda y: np.sin(np.cos(y)) * y)(x))
+
+        g = tg.grad(f, backend="numpy")
+        print(repr(g(np.linspace(-1.0, 1.0, 5)).tolist()), g.trace_count)
+    """
+    env = {"TRACEGRAD_PROGRAM_CACHE": "1", "TRACEGRAD_CACHE_DIR": str(tmp_path)}
+    first, second = _run(code, env), _run(code, env)
+    assert first.endswith(" 1") and second == first[:-1] + "0"  # the same gradient, loaded
+
+
 def test_lazy_subpackages():
     out = _run(
         """

@@ -135,11 +135,19 @@ def _graph_data(graph: Graph) -> tuple:
 
 def _primitive(name: str) -> P.Primitive:
     if name not in P.PRIMITIVES:
-        # Not in primitives.py: an entry of the modules that add to the table. Tracing imports
-        # them; a process that has only loaded persisted programs may not have yet.
-        from ..linalg import factorisations  # noqa: F401
-        from ..transforms import loops, scan  # noqa: F401
+        _load_extensions(name)
     return P.PRIMITIVES[name]  # still missing: a KeyError, and the entry is traced again
+
+
+def _load_extensions(name: str) -> None:
+    """Import the modules that add entries to the primitive table beyond primitives.py, until
+    `name` is one. Tracing imports them; a process that has only loaded persisted programs may
+    not have yet. (tests/test_first_call.py checks that these are all such modules.)"""
+    from ..linalg import factorisations  # noqa: F401
+    from ..transforms import loops, scan  # noqa: F401
+
+    if name not in P.PRIMITIVES:  # these two import the tracers: only when needed
+        from ..transforms import custom_jvp, remat  # noqa: F401
 
 
 def _graph_of(data: tuple) -> Graph:
