@@ -142,7 +142,7 @@ def test_persisted_program_with_linear_algebra_loads_before_tracing(tmp_path):
 
         a = np.array([[2.0, 0.5, 0.1], [0.3, 3.0, 0.2], [0.1, 0.4, 1.5]])
         g = tg.grad(f, backend="numpy")
-        print(repr(g(a).tolist()), g.trace_count, "tracegrad.trace" in sys.modules)
+        print(repr(g(a).tolist()), g.trace_count, "tracegrad.autodiff" in sys.modules)
     """
     env = {"TRACEGRAD_PROGRAM_CACHE": "1", "TRACEGRAD_CACHE_DIR": str(tmp_path)}
     first, second = _run(code, env), _run(code, env)

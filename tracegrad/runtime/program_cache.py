@@ -141,12 +141,15 @@ def _primitive(name: str) -> P.Primitive:
 
 def _load_extensions(name: str) -> None:
     """Import the modules that add entries to the primitive table beyond primitives.py, until
-    `name` is one. Tracing imports them; a process that has only loaded persisted programs may
-    not have yet. (tests/test_first_call.py checks that these are all such modules.)"""
+    `name` is one: the linear algebra first, then the loops (which import autodiff), then the
+    custom rules and checkpoints (which import the tracers). Tracing imports them all; a process
+    that has only loaded persisted programs may not have yet. (tests/test_first_call.py checks
+    that these are all such modules.)"""
     from ..linalg import factorisations  # noqa: F401
-    from ..transforms import loops, scan  # noqa: F401
 
-    if name not in P.PRIMITIVES:  # these two import the tracers: only when needed
+    if name not in P.PRIMITIVES:
+        from ..transforms import loops, scan  # noqa: F401
+    if name not in P.PRIMITIVES:
         from ..transforms import custom_jvp, remat  # noqa: F401
 
 
