@@ -21,11 +21,23 @@ program store when it is created. The same table is in docs/api.md; `VARIABLES` 
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass
 
-log = logging.getLogger("tracegrad")
+
+class _Logger:
+    """The "tracegrad" logger, looked up on first use: `logging` (with `traceback` and `string`)
+    is about 10 ms of a new process's `import tracegrad`, and most processes never log."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str):
+        import logging
+
+        return getattr(logging.getLogger("tracegrad"), name)
+
+
+log = _Logger()
 
 BACKEND = "TRACEGRAD_BACKEND"
 LOG = "TRACEGRAD_LOG"

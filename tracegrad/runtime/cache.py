@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import logging
 import os
 import stat
 import sys
@@ -45,7 +44,7 @@ import contextlib
 
 from .. import config
 
-log = logging.getLogger("tracegrad")
+log = config.log
 
 # Entries used more recently than this are never evicted (a running process may need them).
 KEEP_RECENT_SECONDS = 3600

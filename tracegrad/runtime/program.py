@@ -7,7 +7,6 @@ calls, and its key, are in program_store.py.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,22 +18,23 @@ from ..tracing.guards import Captured
 from ..ir import Graph
 from ..tree import TreeDef, typed_key, unflatten
 
-log = logging.getLogger("tracegrad")
-
-
-class _Prefixed(logging.Formatter):
-    """'tracegrad: ' before each message (warnings carry it already, for when no handler is set
-    and Python's last-resort handler prints them as they are)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
-        return text if text.startswith("tracegrad:") else f"tracegrad: {text}"
+log = config.log
 
 
 def _configure_logging() -> None:
     if config.log_topics() and not log.handlers:
+        import logging
+
+        class Prefixed(logging.Formatter):
+            """'tracegrad: ' before each message (warnings carry it already, for when no handler
+            is set and Python's last-resort handler prints them as they are)."""
+
+            def format(self, record: logging.LogRecord) -> str:
+                text = super().format(record)
+                return text if text.startswith("tracegrad:") else f"tracegrad: {text}"
+
         handler = logging.StreamHandler()
-        handler.setFormatter(_Prefixed())
+        handler.setFormatter(Prefixed())
         log.addHandler(handler)
         log.setLevel(logging.INFO)
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import logging
 import os
 import pickle
 from typing import Any
@@ -58,7 +57,7 @@ from .digests import (
     tree_text,
 )
 
-log = logging.getLogger("tracegrad")
+log = config.log
 
 FORMAT = 1
 MAGIC = b"tracegrad-program\n"

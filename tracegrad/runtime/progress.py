@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import logging
 import sys
 import threading
 import time
@@ -22,7 +21,7 @@ from .. import config
 from ..errors import TracingError
 from ..ir import Graph
 
-log = logging.getLogger("tracegrad")
+log = config.log
 
 SHOW_AFTER_S = 2.0
 # Far above any program the fusion planner makes for a graph of a few thousand nodes (a kernel is

@@ -26,7 +26,6 @@ the compiled program is ready switches to it, for good.
 from __future__ import annotations
 
 import collections
-import logging
 import os
 import threading
 import time
@@ -40,7 +39,7 @@ from ..errors import BackendError
 from ..ir import Graph
 from .program import _generation, fresh_flags, fresh_outputs
 
-log = logging.getLogger("tracegrad")
+log = config.log
 
 # element operations (the sum of the sizes of the values the graph computes) above which a
 # program is compiled before its first call: the interpreter would take longer than compiling
