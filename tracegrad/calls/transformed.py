@@ -2,7 +2,9 @@
 
 Called on arrays, a `Transformed` splits its arguments into static values and traced leaves,
 looks its program up in the program store (runtime/program_store.py: the key, the lookup, what
-is kept), and on a miss traces, transforms and optimises, and has the store compile and keep it; called on tracers (inside another trace), it inlines the graph it derives.
+is kept), and on a miss traces, transforms and optimises (calls/derive.py, imported then), and
+has the store compile and keep it; called on tracers (inside another trace), it inlines the
+graph it derives.
 """
 
 from __future__ import annotations
