@@ -177,7 +177,9 @@ def test_untapped_programs_are_unchanged_by_taps():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=20, deadline=None)
+# derandomized: the same 20 programs on every run, so their compiled kernels come from the disk
+# cache after the first run (random programs compiled afresh took 36 s of every suite run)
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(
     steps=st.lists(step, min_size=2, max_size=6),
     where=st.integers(0, 5),
