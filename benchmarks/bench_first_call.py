@@ -12,9 +12,10 @@ the first call (trace, compile or load, run) of
 - **MLP**: value_and_grad of the logistic loss of the `mlp` example (2-16-16-1, dict of weights,
   500 points).
 
-tracegrad runs with an empty disk cache (`TRACEGRAD_CACHE_DIR` a new folder) and with the cache
-filled by an earlier process (which waited for its background compilation); JAX runs `jit(grad)`
-(`jit(value_and_grad)`) without its compilation cache. JAX is never a dependency of tracegrad:
+The floor is NumPy alone: the same workloads with their gradients written out by hand, in a new
+process that imports only NumPy. tracegrad runs with an empty disk cache (`TRACEGRAD_CACHE_DIR`
+a new folder) and with the cache filled by an earlier process (which waited for its background
+compilation); JAX runs `jit(grad)` (`jit(value_and_grad)`) without its compilation cache. JAX is never a dependency of tracegrad:
 it runs in another interpreter (`--jax-python`, default /tmp/benchenv/bin/python, e.g. made with
 `python3 -m venv /tmp/benchenv && /tmp/benchenv/bin/pip install jax`); without it the JAX rows
 are skipped with a message. All processes write their bytecode to one temporary folder
@@ -49,6 +50,7 @@ ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "RESULTS.md")
 SECTION = "## First call"
 DEFAULT_JAX = "/tmp/benchenv/bin/python"
+FLOOR = "NumPy alone, the gradient written by hand (the floor)"
 
 WORKLOADS = textwrap.dedent(
     """
@@ -94,6 +96,45 @@ g(*args)
 t3 = time.perf_counter()
 if len(sys.argv) > 2 and hasattr(tg, "wait_compiled"):  # filling the cache: wait for it
     tg.wait_compiled()
+print(json.dumps({"import": t1 - t0, "first": t3 - t2}))
+"""
+)
+
+# The floor: NumPy alone, each workload's gradient written out by hand (what any library that
+# takes NumPy code pays before its own work: the interpreter is started, NumPy imported).
+NUMPY_FIRST = (
+    """
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+t1 = time.perf_counter()
+"""
+    + WORKLOADS
+    + """
+def w1_grad(x):
+    e, t = np.exp(-x * x), np.tanh(x)
+    return np.cos(x) * e - 2 * x * np.sin(x) * e + (1 - t * t) * x**3 + 3 * x * x * t
+
+def mlp_value_and_grad(params, points, labels):
+    h1 = np.tanh(points @ params["W1"] + params["b1"])
+    h2 = np.tanh(h1 @ params["W2"] + params["b2"])
+    margin = -labels * (h2 @ params["W3"] + params["b3"])[:, 0]
+    value = np.mean(softplus(margin))
+    dscore = (-labels / (1 + np.exp(-margin)) / len(labels))[:, None]
+    dz2 = (dscore @ params["W3"].T) * (1 - h2 * h2)
+    dz1 = (dz2 @ params["W2"].T) * (1 - h1 * h1)
+    grads = {"W1": points.T @ dz1, "b1": dz1.sum(0), "W2": h1.T @ dz2, "b2": dz2.sum(0),
+             "W3": h2.T @ dscore, "b3": dscore.sum(0)}
+    return value, grads
+
+rng = np.random.default_rng(0)
+if sys.argv[1] == "W1":
+    g, args = w1_grad, (rng.standard_normal(1000),)
+else:
+    g, args = mlp_value_and_grad, mlp_args(rng)
+t2 = time.perf_counter()
+g(*args)
+t3 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "first": t3 - t2}))
 """
 )
@@ -231,6 +272,7 @@ def first_calls(rounds: int, jax_python: str | None, before: str | None) -> dict
             {"TRACEGRAD_PROGRAM_CACHE": "0"},
         )
     )
+    configs.append((FLOOR, "numpy", None, {}))
     if jax_python:
         configs.append(("JAX jit (no compilation cache)", "jax", None, {}))
     samples: dict = {name: {"W1": [], "MLP": []} for name, *_ in configs}
@@ -238,10 +280,15 @@ def first_calls(rounds: int, jax_python: str | None, before: str | None) -> dict
         for r in range(rounds + 1):  # round 0 fills the bytecode folder: not counted
             for name, kind, root, extra in configs:
                 for workload in ("W1", "MLP"):
-                    if kind == "jax":
+                    if kind in ("jax", "numpy"):
                         env = base_env(pycache, None)
                         env.pop("PYTHONPATH", None)
-                        got = run_json(jax_python, JAX_FIRST, [workload], env)
+                        python, script = (
+                            (jax_python, JAX_FIRST)
+                            if kind == "jax"
+                            else (sys.executable, NUMPY_FIRST)
+                        )
+                        got = run_json(python, script, [workload], env)
                     else:
                         env = base_env(pycache, root) | extra
                         env["TRACEGRAD_CACHE_DIR"] = os.path.join(

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.runtime import cache
+from tracegrad.runtime import cache, cache_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,7 +54,7 @@ def _gradient_with_cache_at(path, monkeypatch, caplog) -> None:
     """f's gradient with the kernel cache set to `path`, nothing loaded or refused before."""
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(path))
     monkeypatch.setattr(cache, "_modules", {})
-    monkeypatch.setattr(cache, "_refused", set())
+    monkeypatch.setattr(cache_files, "refused", set())
     with caplog.at_level(logging.WARNING, logger="tracegrad"):
         out = tg.grad(f, backend="cpu")(np.ones(2))
     np.testing.assert_allclose(out, np.cos(1) - np.sin(1))

@@ -9,6 +9,8 @@ import itertools
 
 import contextlib
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import textwrap
@@ -17,7 +19,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.runtime import tiered
+from tracegrad.runtime import program_cache, tiered
 from tracegrad.backends import get_backend
 from tracegrad.errors import BackendError
 from tracegrad.runtime.program_store import _programs
@@ -547,6 +549,7 @@ def test_unsafe_programs_are_not_persisted(persisted):
 
 def test_program_persists_across_processes(tmp_path):
     code = """
+        import sys
         import numpy as np
         import tracegrad as tg
 
@@ -555,12 +558,97 @@ def test_program_persists_across_processes(tmp_path):
 
         g = tg.grad(f, backend="numpy")
         print(float(g(np.linspace(0.0, 1.0, 5)).sum()), g.trace_count)
+        print("tracegrad.runtime.cache" in sys.modules)
     """
     env = {"TRACEGRAD_PROGRAM_CACHE": "1", "TRACEGRAD_CACHE_DIR": str(tmp_path)}
     first, second = _run(code, env).split(), _run(code, env).split()
     assert first[1] == "1" and second[1] == "0"
     assert first[0] == second[0]
     assert len(list((tmp_path / "programs").glob("*.tgp"))) == 1
+    assert second[2] == "False"  # a loaded program needs nothing of the kernel cache
+
+
+def test_the_package_hash_is_kept_under_the_sources_sizes_and_times(tmp_path, monkeypatch):
+    sources = [("/pkg/a.py", 10, 1), ("/pkg/b.py", 20, 2)]
+    hashed = []
+
+    def package_hash(paths):
+        hashed.append(paths)
+        return f"{len(hashed):032d}"
+
+    monkeypatch.setattr(program_cache, "package_sources", lambda: list(sources))
+    monkeypatch.setattr(program_cache, "package_hash", package_hash)
+    monkeypatch.setattr(program_cache, "_package", [])
+
+    def in_a_new_process() -> str:
+        program_cache._package.clear()
+        return program_cache._package_hash(str(tmp_path))
+
+    first = in_a_new_process()
+    assert hashed == [["/pkg/a.py", "/pkg/b.py"]]
+    memo = tmp_path / program_cache.SOURCES_MEMO
+    assert stat.S_IMODE(memo.stat().st_mode) == 0o600
+    assert in_a_new_process() == first and len(hashed) == 1  # read, not hashed again
+    sources[1] = ("/pkg/b.py", 20, 3)  # an edit: a new time
+    second = in_a_new_process()
+    assert len(hashed) == 2 and second != first
+    sources.append(("/pkg/c.py", 5, 3))  # a new file
+    assert in_a_new_process() != second and len(hashed) == 3
+    for damage in ("garbage", memo.read_text()[:-1]):
+        memo.write_text(damage)
+        in_a_new_process()  # not believed: hashed again and written anew
+        assert memo.read_text() != damage
+    assert len(hashed) == 5
+    memo.chmod(0o666)  # another user could have written it
+    in_a_new_process()
+    assert len(hashed) == 6
+
+
+def test_an_edit_of_tracegrad_never_loads_a_stale_program(tmp_path):
+    # a copy of the package whose sources change between processes, as in a developer's checkout
+    shutil.copytree(
+        os.path.join(ROOT, "tracegrad"),
+        tmp_path / "tracegrad",
+        ignore=shutil.ignore_patterns("__pycache__", "examples"),
+    )
+    code = """
+        import numpy as np
+        import tracegrad as tg
+
+        def f(x):
+            return np.sum(np.sin(x) * x)
+
+        g = tg.grad(f, backend="numpy")
+        print(float(g(np.linspace(0.0, 1.0, 5)).sum()), g.trace_count, tg.__file__)
+    """
+    env = {
+        "TRACEGRAD_PROGRAM_CACHE": "1",
+        "TRACEGRAD_CACHE_DIR": str(tmp_path / "cache"),
+        "PYTHONPATH": str(tmp_path),
+    }
+
+    def run() -> tuple[str, str]:
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,  # `-c` puts the working folder first on the path: the copy
+            env={**os.environ, **env},
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        value, traces, where = done.stdout.split()
+        assert where == str(tmp_path / "tracegrad" / "__init__.py")
+        return value, traces
+
+    first = run()
+    assert first[1] == "1" and run() == (first[0], "0")
+    source = tmp_path / "tracegrad" / "interpreter.py"
+    source.write_text(source.read_text() + "\n# an edit\n")
+    assert run() == (first[0], "1")  # another source: traced again
+    stamp = source.stat().st_mtime_ns
+    os.utime(source, ns=(stamp + 10**9, stamp + 10**9))  # touched, the same text
+    assert run() == (first[0], "0")
 
 
 def test_arguments_of_a_class_of_their_own_never_load_another_program(persisted):

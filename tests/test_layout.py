@@ -31,7 +31,13 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     # the traced linear algebra (BLAS threads) may use them
     (
         "runtime services",
-        ("runtime.cache", "runtime.progress", "runtime.blas_threads", "runtime.host_kernels"),
+        (
+            "runtime.cache",
+            "runtime.cache_files",
+            "runtime.progress",
+            "runtime.blas_threads",
+            "runtime.host_kernels",
+        ),
     ),
     # the primitive table, and the reference executor that runs its NumPy facet over a graph
     ("primitives", ("primitives", "primitive_table", "interpreter")),

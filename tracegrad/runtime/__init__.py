@@ -14,7 +14,8 @@ runtime), below only the public API (api.py) and the command line.
 Beside them, the services the code generators and backends call while they build and run
 kernels. They import nothing later than the IR, so an earlier stage may use them:
 
-- cache.py: the disk cache of compiled kernel modules;
+- cache.py: the disk cache of compiled kernel modules; cache_files.py: where the disk caches
+  live, which of their folders and files may be trusted, and hashes of source files;
 - progress.py: the progress line and size guard of a long compilation;
 - blas_threads.py: small matrix products on one BLAS thread;
 - host_kernels.py: compiled host loops for steps that have no fused kernel.

@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import stat
 import sys
 import tempfile
 import threading
@@ -43,6 +42,8 @@ from dataclasses import dataclass
 import contextlib
 
 from .. import config
+from .cache_files import cache_dir, safe_dir, safe_file
+from .cache_files import source_hash as source_hash  # the code generators' salts call it here
 
 log = config.log
 
@@ -50,63 +51,19 @@ log = config.log
 KEEP_RECENT_SECONDS = 3600
 _lock = threading.Lock()
 _modules: dict[str, types.ModuleType] = {}  # key -> loaded kernel module
-_refused: set[str] = set()  # directories already reported as unsafe
 _salt_cache: dict[str, str] = {}
-
-
-def cache_dir() -> str | None:
-    """The cache directory in use (None if the disk cache is off)."""
-    if config.cache_off():
-        return None
-    chosen = config.cache_dir()
-    if chosen is not None:
-        return chosen
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tracegrad")
-
-
-def _safe_dir(path: str, create: bool) -> bool:
-    """Whether `path` is a directory only this user can write to (creating it if asked)."""
-    try:
-        if create and not os.path.isdir(path):
-            os.makedirs(path, mode=0o700, exist_ok=True)
-            os.chmod(path, 0o700)
-        st = os.stat(path)
-    except OSError as exc:
-        if path not in _refused:  # a file where the folder should be, no permission...
-            _refused.add(path)
-            log.warning("tracegrad: not using the kernel cache at %s (%s)", path, exc)
-        return False
-    ok = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
-    if not ok and path not in _refused:
-        _refused.add(path)
-        log.warning(
-            "tracegrad: not using the kernel cache at %s: it must be a directory owned by you "
-            "that no other user can write to (chmod 700 it, or set %s)",
-            path,
-            config.CACHE_DIR,
-        )
-    return ok
-
-
-def _safe_file(path: str) -> bool:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def kernels_dir() -> str | None:
     """The directory kernel modules live in, created and checked; None when it is not usable."""
     root = cache_dir()
-    if root is None or not _safe_dir(root, create=True):
+    if root is None or not safe_dir(root, create=True):
         return None
     path = os.path.join(root, "kernels")
-    if not _safe_dir(path, create=True):
+    if not safe_dir(path, create=True):
         return None
     pycache = os.path.join(path, "__pycache__")
-    if os.path.exists(pycache) and not _safe_dir(pycache, create=False):
+    if os.path.exists(pycache) and not safe_dir(pycache, create=False):
         return None
     return path
 
@@ -122,18 +79,6 @@ def salt(parts: tuple[str, ...]) -> str:
         text = f"tracegrad {__version__}|numba {numba.__version__}|{sys.version}|{key}"
         _salt_cache[key] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return _salt_cache[key]
-
-
-def source_hash(paths: list[str]) -> str:
-    """A hash of the text of some source files (the code a kernel calls into)."""
-    h = hashlib.sha256()
-    for path in sorted(paths):
-        try:
-            with open(path, "rb") as f:
-                h.update(f.read())
-        except OSError:
-            h.update(b"missing " + path.encode())
-    return h.hexdigest()[:16]
 
 
 def module_key(source: str) -> str:
@@ -185,7 +130,7 @@ def _load(key: str, source: str) -> types.ModuleType:
 def _entry_is_intact(path: str, source: str) -> bool:
     if not os.path.exists(path):
         return False
-    if not _safe_file(path):
+    if not safe_file(path):
         log.warning(
             "tracegrad: replacing kernel cache entry %s (unsafe owner or permissions)", path
         )
@@ -227,7 +172,7 @@ def _compiled_files(directory: str, key: str) -> list[str]:
 
 
 def _compiled_entries_safe(directory: str, key: str) -> bool:
-    return all(_safe_file(p) for p in _compiled_files(directory, key))
+    return all(safe_file(p) for p in _compiled_files(directory, key))
 
 
 def _purge_compiled(directory: str, key: str) -> None:
@@ -411,7 +356,7 @@ def _numba_signatures(pycache: str, key: str, buffers: list[int]) -> tuple[str, 
 
     found = []
     for path in sorted(_compiled_files(os.path.dirname(pycache), key)):
-        if not path.endswith(".nbi") or not _safe_file(path):
+        if not path.endswith(".nbi") or not safe_file(path):
             continue
         try:
             with open(path, "rb") as f:

@@ -8,7 +8,6 @@ compared by identity) raises `NotStable`, and its program is not persisted.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import sys
@@ -19,6 +18,7 @@ import numpy as np
 
 from ..tracing.reads import is_library_module
 from ..tree import TreeDef
+from .cache_files import source_hash
 
 
 class NotStable(Exception):
@@ -204,18 +204,29 @@ def stored_expected(kind: str, expected: Any) -> Any:
     return expected
 
 
-@functools.lru_cache(maxsize=1)
-def package_hash() -> str:
-    """The source of tracegrad (its version may not change between two edits)."""
-    from .. import __version__
-    from . import cache
-
+def package_sources() -> list[tuple[str, int, int]]:
+    """tracegrad's source files (its examples aside), each with its size and modification time."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package, not runtime/
-    files = []
+    found = []
     for folder, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in ("examples", "__pycache__"))
-        files += [os.path.join(folder, n) for n in sorted(names) if n.endswith(".py")]
-    return hash_parts(__version__, cache.source_hash(files), np.__version__, sys.version)
+        for name in sorted(names):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                found.append((path, st.st_size, st.st_mtime_ns))
+    return found
+
+
+def package_hash(paths: list[str]) -> str:
+    """The source of tracegrad (its version may not change between two edits), and the versions
+    of NumPy and Python."""
+    from .. import __version__
+
+    return hash_parts(__version__, source_hash(paths), np.__version__, sys.version)
 
 
 def spec_text(spec: Any) -> Any:

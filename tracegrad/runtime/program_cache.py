@@ -44,6 +44,7 @@ from .. import primitives as P
 from ..tracing.guards import Captured, Guard, Path, ref
 from ..ir import Graph, Node, Var
 from ..tree import TreeDef
+from .cache_files import cache_dir, safe_dir, safe_file
 from .digests import (
     PLAIN,
     NotStable,
@@ -51,6 +52,7 @@ from .digests import (
     guard_digest,
     hash_parts,
     package_hash,
+    package_sources,
     spec_text,
     static_text,
     stored_expected,
@@ -71,21 +73,19 @@ def enabled() -> bool:
 
 
 def programs_dir() -> str | None:
-    from . import cache
-
-    root = cache.cache_dir()
-    if root is None or not cache._safe_dir(root, create=True):
+    root = cache_dir()
+    if root is None or not safe_dir(root, create=True):
         return None
     path = os.path.join(root, "programs")
-    return path if cache._safe_dir(path, create=True) else None
+    return path if safe_dir(path, create=True) else None
 
 
-def prefix(key: tuple) -> str:
+def prefix(key: tuple, directory: str) -> str:
     """The part of an entry's name known before tracing (raises NotStable)."""
     spec, backend_name, variant, sig = key
     return hash_parts(
         FORMAT,
-        package_hash(),
+        _package_hash(directory),
         spec_text(spec),
         backend_name,
         repr(variant),
@@ -93,6 +93,52 @@ def prefix(key: tuple) -> str:
         sig.avals,
         static_text(sig.static),
     )
+
+
+SOURCES_MEMO = "package-sources"
+_package: list[str] = []  # this process's package_hash, once known
+
+
+def _package_hash(directory: str) -> str:
+    """digests.package_hash, remembered in `directory` under the paths, sizes and modification
+    times (in nanoseconds) of the source files. Reading and hashing the ~130 files took a warm
+    first call 4-8 ms and their `stat` 2 ms. As for Python's bytecode cache, an edit is seen by
+    a file's size or time: one that kept both (a copy that restores the time stamps of files of
+    another content) would go unseen."""
+    if _package:
+        return _package[0]
+    sources = package_sources()
+    stamp = hash_parts(FORMAT, sources)
+    memo = os.path.join(directory, SOURCES_MEMO)
+    value = ""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if safe_file(memo):
+            with open(memo, encoding="ascii") as f:
+                seen, _, value = f.read().partition(" ")
+            if seen != stamp or len(value) != 32:
+                value = ""
+    if not value:
+        value = package_hash([path for path, _, _ in sources])
+        with contextlib.suppress(OSError):
+            _write_atomically(directory, SOURCES_MEMO, f"{stamp} {value}".encode())
+    _package.append(value)
+    return _package[0]
+
+
+def _write_atomically(directory: str, name: str, data: bytes) -> None:
+    """`data` as the file `name` in `directory`, owner only; a reader sees it whole or not at all."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".tgp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, os.path.join(directory, name))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 # ----------------------------------------------------------------------------------------------
@@ -272,8 +318,11 @@ def save(
     for another process. Returns whether it was written."""
     if not enabled() or hooks:
         return False
+    directory = programs_dir()
+    if directory is None:
+        return False
     try:
-        head = prefix(key)
+        head = prefix(key, directory)
         if any(isinstance(r, np.ndarray) for r in captured.readers):
             raise NotStable("a held view")
         guards = tuple(
@@ -288,24 +337,10 @@ def save(
     except Exception as why:  # NotStable, or a value whose digest cannot be taken
         log.debug("tracegrad: not persisting a program (%s)", why)
         return False
-    directory = programs_dir()
-    if directory is None:
-        return False
-    import tempfile
-
     name = f"{head}-{hash_parts(guards)[:16]}.tgp"
     data = MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".tgp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, os.path.join(directory, name))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        _write_atomically(directory, name, data)
     except OSError as exc:
         log.warning("tracegrad: cannot write the program cache at %s (%s)", directory, exc)
         return False
@@ -318,12 +353,12 @@ def load(fun: Any, static: tuple, key: tuple) -> tuple[Graph, TreeDef, Captured]
     captured), or None."""
     if not enabled():
         return None
-    try:
-        head = prefix(key)
-    except NotStable:
-        return None
     directory = programs_dir()
     if directory is None:
+        return None
+    try:
+        head = prefix(key, directory)
+    except NotStable:
         return None
     try:
         names = [
@@ -348,10 +383,8 @@ def load(fun: Any, static: tuple, key: tuple) -> tuple[Graph, TreeDef, Captured]
 
 def _read(path: str, head: str) -> tuple | None:
     """An entry's contents, checked; a damaged one is deleted."""
-    from . import cache
-
     try:
-        if not cache._safe_file(path):
+        if not safe_file(path):
             raise ValueError("unsafe owner or permissions")
         with open(path, "rb") as f:
             data = f.read()
