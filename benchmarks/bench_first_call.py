@@ -15,13 +15,13 @@ the first call (trace, compile or load, run) of
 The floor is NumPy alone: the same workloads with their gradients written out by hand, in a new
 process that imports only NumPy. tracegrad runs with an empty disk cache (`TRACEGRAD_CACHE_DIR`
 a new folder) and with the cache filled by an earlier process (which waited for its background
-compilation); JAX runs `jit(grad)` (`jit(value_and_grad)`) without its compilation cache. JAX is never a dependency of tracegrad:
-it runs in another interpreter (`--jax-python`, default /tmp/benchenv/bin/python, e.g. made with
-`python3 -m venv /tmp/benchenv && /tmp/benchenv/bin/pip install jax`); without it the JAX rows
-are skipped with a message. All processes write their bytecode to one temporary folder
-(PYTHONPYCACHEPREFIX), filled by an untimed run of each configuration first, so that no candidate
-pays for compiling Python sources. The configurations are measured in interleaved rounds;
-medians are reported.
+compilation); JAX runs `jit(grad)` (`jit(value_and_grad)`) without its compilation cache. JAX is
+never a dependency of tracegrad: it runs in another interpreter (`--jax-python`, default
+/tmp/benchenv/bin/python, e.g. made with `python3 -m venv /tmp/benchenv && /tmp/benchenv/bin/pip
+install jax`); without it the JAX rows are skipped with a message. All processes write their
+bytecode to one temporary folder (PYTHONPYCACHEPREFIX), filled by an untimed run of each
+configuration first, so that no candidate pays for compiling Python sources. The configurations
+are measured in interleaved rounds; medians are reported.
 
 The thin MLP, 10-64-64-1 with tanh, value_and_grad of the mean squared error, float64 and float32,
 N = 2,048 and 16,384 rows: tracegrad's cpu backend in this process (compiled, steady state) and

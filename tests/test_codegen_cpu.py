@@ -43,6 +43,24 @@ def test_source_names_ir_values_and_user_lines():
     compile(text.split("# ---- driver")[0], "<kernels>", "exec")  # valid Python
 
 
+def test_a_kernel_without_partial_results_computes_its_chunks_as_one_range():
+    # lower_cpu.ONE_RANGE: no loop over the chunks, whatever range of them a call asks for
+    x = np.linspace(-2.0, 2.0, 11)
+    text = tg.make_kernels(tg.grad(w1))(x)
+    assert "for c in range(" not in text and "lo = first * n0 // nch" in text
+    graph, program = compile_cpu(tg.grad(w1), x)
+    (call,) = program.calls.values()
+    want = interpreter.evaluate(graph, [x])[0]
+    ints = call.ints.copy()
+    nch = ints[call.source.int_slots["nch"]] = 4
+    for first, last in [(0, 4), (1, 3), (2, 3), (3, 4), (2, 2)]:
+        out = np.full_like(x, np.nan)
+        call.module.kernel(x, out, ints, first, last, 1)
+        rows = slice(first * x.size // nch, last * x.size // nch)
+        np.testing.assert_allclose(out[rows], want[rows], rtol=1e-13)
+        assert np.isnan(np.delete(out, np.arange(x.size)[rows])).all()  # no other row written
+
+
 def test_math_calls_go_through_one_renderer(monkeypatch):
     assert codegen_cpu.render_math("sin", np.float64, "vector") == "_vm.sin_f64"
     assert codegen_cpu.render_math("asin", np.float32, "vector") == "_vm.arcsin_f32"
@@ -380,6 +398,17 @@ def test_wide_rows_of_math_are_outlined_and_narrow_or_plain_ones_are_not():
     assert "_row" not in narrow and "_row" not in plain
 
 
+def test_rows_that_only_store_are_outlined_from_a_shorter_length():
+    rows = cpu_kernels.OUTLINE_MIN_STORING_ROW
+    assert rows < cpu_kernels.OUTLINE_MIN_ROW
+    x = np.random.default_rng(7).uniform(-2, 2, size=(3, rows))
+    storing = tg.make_kernels(lambda x: np.tanh(x + 1.0), backend="cpu")(x)
+    summing = tg.make_kernels(lambda x: np.sum(np.tanh(x), axis=1), backend="cpu")(x)
+    shorter = tg.make_kernels(lambda x: np.tanh(x + 1.0), backend="cpu")(x[:, : rows - 1])
+    assert "def _row0(" in storing and "    _row0(" in storing  # called for its stores alone
+    assert "_row" not in summing and "_row" not in shorter
+
+
 def test_outlined_rows_compute_what_the_inline_loops_compute(monkeypatch):
     args = _rows_args()
     monkeypatch.setattr(cpu_program, "PARALLEL_WORK", 0)
@@ -387,6 +416,7 @@ def test_outlined_rows_compute_what_the_inline_loops_compute(monkeypatch):
     graph, outlined = compile_cpu(tg.jit(rows_of_math), *args)
     assert any("_row0" in src for src in (m.source.module for m in outlined.calls.values()))
     monkeypatch.setattr(cpu_kernels, "OUTLINE_MIN_ROW", 10**9)
+    monkeypatch.setattr(cpu_kernels, "OUTLINE_MIN_STORING_ROW", 10**9)
     _, inline = compile_cpu(tg.jit(rows_of_math), *args)
     assert not any("_row0" in m.source.module for m in inline.calls.values())
     want = interpreter.evaluate(graph, list(args))

@@ -58,8 +58,12 @@ def _simple_number(value: np.ndarray) -> bool:
 # its function it keeps them in registers (36 instructions). Measured on rows of 512, the
 # kernels took 0.67-1.05x their time inlined (tanh 0.76x, sin 0.67x, sigmoid 0.74x); on rows of
 # 64 the call per row ate the gain for some (a row sum of log1p: 1.28x), hence the bound
-# (benchmarks/RESULTS.md, "Sixth pass").
+# (benchmarks/RESULTS.md, "Sixth pass"). A row that only stores (no running sum or scan, so the
+# call returns nothing) gains from rows of 64: tanh(x + b) over rows of 64 took 2.3-2.7 ns an
+# element against 3.4-3.5 inlined, where a row that also sums did not (2.7-2.8 either way;
+# "Ninth pass").
 OUTLINE_MIN_ROW = 128
+OUTLINE_MIN_STORING_ROW = 64
 _MODULE_NAMES = frozenset({"math", "np", "_vm"}) | frozenset(dir(builtins))
 
 
@@ -219,10 +223,11 @@ def _free_names(source: str) -> tuple[list[str], set[str]]:
 
 def outline_rows(kernel: loop_ir.Kernel, shape: tuple, mode: str) -> None:
     """A CPU pass over the loop IR: the innermost loop of a loop nest, over rows of at least
-    `OUTLINE_MIN_ROW` elements, that calls a vmath function becomes a call of a function of its
-    own (`_row<k>`, see OUTLINE_MIN_ROW). The calls' arguments and results are filled in when the
-    printer has written the functions (`CpuPrinter.write`); the functions are in
-    `kernel.info["rows"]` as (call, loop) pairs."""
+    `OUTLINE_MIN_ROW` elements (`OUTLINE_MIN_STORING_ROW` for a row with no running value), that
+    calls a vmath function becomes a call of a function of its own (`_row<k>`, see
+    OUTLINE_MIN_ROW). The calls' arguments and results are filled in when the printer has
+    written the functions (`CpuPrinter.write`); the functions are in `kernel.info["rows"]` as
+    (call, loop) pairs."""
     rows: list[tuple[loop_ir.Call, loop_ir.For]] = []
 
     def calls_vmath(s) -> bool:
@@ -235,9 +240,12 @@ def outline_rows(kernel: loop_ir.Kernel, shape: tuple, mode: str) -> None:
         if not isinstance(s, loop_ir.For) or s.var[:1] != "i" or not s.var[1:].isdigit():
             return False
         axis = int(s.var[1:])
-        if not 1 <= axis < len(shape) or shape[axis] < OUTLINE_MIN_ROW:
-            return False
         inner = list(loop_ir.walk(s.body))
+        # a running value (a reduction's s<k>, a scan's acc<k>) is a name the loop assigns
+        runs = any(isinstance(t, loop_ir.Assign) and isinstance(t.target, str) for t in inner)
+        least = OUTLINE_MIN_ROW if runs else OUTLINE_MIN_STORING_ROW
+        if not 1 <= axis < len(shape) or shape[axis] < least:
+            return False
         if any(isinstance(t, (loop_ir.For, loop_ir.While)) for t in inner):
             return False
         return any(calls_vmath(t) for t in inner)

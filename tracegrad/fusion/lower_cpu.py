@@ -3,7 +3,8 @@
 A kernel computes the chunks `first..last-1` of axis 0 (of `nch` chunks); a program calls it
 once for all the chunks, or from several threads with a share of the chunks each. So every
 reduction that runs over axis 0 keeps one partial result per chunk (`p<k>`, a kernel argument),
-and the call made with `finish` combines them after the last chunk. A reduction over a suffix of
+and the call made with `finish` combines them after the last chunk; a kernel with no such
+reduction loops over the rows of its chunks as one range (ONE_RANGE). A reduction over a suffix of
 the axes that starts later keeps its running value in a scalar (`s<k>`); a scan keeps its running
 value in `acc<k>` along the last axis.
 
@@ -63,6 +64,14 @@ def partials(loop: FusedLoop) -> list[tuple[str, tuple[str, ...], np.dtype]]:
     return out
 
 
+# ONE_RANGE: a kernel with no partial results computes the chunks first..last-1 as the one range of rows
+# they cover, without a loop over the chunks. Inside a loop nest LLVM re-materialises a math
+# function's polynomial constants in every round of the innermost loop instead of keeping them in
+# registers or on the stack (Numba's large code model makes each an address load and a broadcast);
+# as the outermost loop of its function the element loop keeps them. W1's gradient kernel: 198
+# instructions a round against 291, 47 of them broadcasts (benchmarks/RESULTS.md, "Ninth pass").
+
+
 class _Lowering:
     def __init__(self, loop: FusedLoop, notes):
         self.loop, self.r = loop, len(loop.shape)
@@ -94,7 +103,12 @@ class _Lowering:
         for k, red, lay in self.reds:
             if lay.partial:
                 body.append(Note(f"p{k}: partial results per chunk of {self.comment(red.node)}"))
-        chunk: list[Stmt] = [Assign("lo", "c * n0 // nch"), Assign("hi", "(c + 1) * n0 // nch")]
+        per_chunk = any(lay.partial for _, _, lay in self.reds)
+        if per_chunk:
+            chunk: list[Stmt] = [Assign("lo", "c * n0 // nch"), Assign("hi", "(c + 1) * n0 // nch")]
+        else:  # see ONE_RANGE
+            note = "the chunks first..last-1 of axis 0: one range of rows"
+            chunk = [Assign("lo", "first * n0 // nch", note), Assign("hi", "last * n0 // nch")]
         for k, red, lay in self.reds:
             if lay.scalar_per_chunk:
                 chunk.append(Assign(f"s{k}", Identity(red.op, lay.acc)))
@@ -104,7 +118,10 @@ class _Lowering:
         for k, _, lay in self.reds:
             if lay.scalar_per_chunk:
                 chunk.append(Assign(Elem(f"p{k}", ("c",)), f"s{k}"))
-        body.append(For("c", "last", chunk, "first", "the chunks of axis 0 this call computes"))
+        if per_chunk:
+            body.append(For("c", "last", chunk, "first", "the chunks of axis 0 this call computes"))
+        else:
+            body += chunk
         finish = [self.combine_partials(k, red, lay) for k, red, lay in self.reds if lay.partial]
         if finish:
             note = "after the last chunk: combine the chunks' partial results"
