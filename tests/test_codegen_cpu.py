@@ -61,6 +61,20 @@ def test_a_kernel_without_partial_results_computes_its_chunks_as_one_range():
         assert np.isnan(np.delete(out, np.arange(x.size)[rows])).all()  # no other row written
 
 
+def test_a_chunk_loop_calls_its_rows_loop_as_a_function_of_its_own(monkeypatch):
+    # a one-axis kernel with partial results: the loop over a chunk's rows is outlined
+    x = np.linspace(-2.0, 2.0, 9)
+    text = tg.make_kernels(tg.value_and_grad(w1))(x)
+    assert "def _row0(lo, hi, " in text and "    for i0 in range(lo, hi):" in text
+    assert "        s0, = _row0(lo, hi, " in text and "        p0[c] = s0" in text
+    monkeypatch.setattr(cpu_program, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 3)  # chunks and partial results
+    graph, program = compile_cpu(tg.value_and_grad(w1), x)
+    assert any(call.parallel for call in program.calls.values())
+    for got, want in zip(program([x]), interpreter.evaluate(graph, [x]), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
 def test_math_calls_go_through_one_renderer(monkeypatch):
     assert codegen_cpu.render_math("sin", np.float64, "vector") == "_vm.sin_f64"
     assert codegen_cpu.render_math("asin", np.float32, "vector") == "_vm.arcsin_f32"

@@ -225,7 +225,8 @@ def outline_rows(kernel: loop_ir.Kernel, shape: tuple, mode: str) -> None:
     """A CPU pass over the loop IR: the innermost loop of a loop nest, over rows of at least
     `OUTLINE_MIN_ROW` elements (`OUTLINE_MIN_STORING_ROW` for a row with no running value), that
     calls a vmath function becomes a call of a function of its own (`_row<k>`, see
-    OUTLINE_MIN_ROW). The calls' arguments and results are filled in when the printer has
+    OUTLINE_MIN_ROW); so does an innermost loop over axis 0 inside the loop over the chunks (a
+    one-axis kernel with partial results), of any length: it is called once per chunk. The calls' arguments and results are filled in when the printer has
     written the functions (`CpuPrinter.write`); the functions are in `kernel.info["rows"]` as
     (call, loop) pairs."""
     rows: list[tuple[loop_ir.Call, loop_ir.For]] = []
@@ -244,7 +245,12 @@ def outline_rows(kernel: loop_ir.Kernel, shape: tuple, mode: str) -> None:
         # a running value (a reduction's s<k>, a scan's acc<k>) is a name the loop assigns
         runs = any(isinstance(t, loop_ir.Assign) and isinstance(t.target, str) for t in inner)
         least = OUTLINE_MIN_ROW if runs else OUTLINE_MIN_STORING_ROW
-        if not 1 <= axis < len(shape) or shape[axis] < least:
+        if axis == 0:
+            # the loop over a chunk's rows, inside the loop over the chunks of a kernel with
+            # partial results (without them the rows are the kernel's outermost loop)
+            if not kernel.info["partials"]:
+                return False
+        elif axis >= len(shape) or shape[axis] < least:
             return False
         if any(isinstance(t, (loop_ir.For, loop_ir.While)) for t in inner):
             return False
