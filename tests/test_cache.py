@@ -66,7 +66,7 @@ def test_a_directory_others_can_write_to_is_refused(tmp_path, monkeypatch, caplo
     shared.chmod(0o777)
     _gradient_with_cache_at(shared, monkeypatch, caplog)
     assert list(shared.iterdir()) == []  # nothing written there: kernels compiled in memory
-    assert "not using the kernel cache" in caplog.text
+    assert "not using the disk cache" in caplog.text
     assert tg.cache_info().directory is None
 
 
@@ -201,5 +201,5 @@ def test_a_file_where_the_cache_folder_should_be_is_reported(tmp_path, monkeypat
     occupied = tmp_path / "a_file"
     occupied.write_text("not a folder")
     _gradient_with_cache_at(occupied, monkeypatch, caplog)
-    assert "not using the kernel cache" in caplog.text
+    assert "not using the disk cache" in caplog.text
     assert occupied.read_text() == "not a folder"

@@ -532,6 +532,19 @@ def test_cache_list_shows_each_entry(capsys, fresh_disk_cache):
     assert all("f64 2-d" in row and "fused kernel" in row for row in rows)
 
 
+def test_cache_list_counts_a_kernel_not_the_row_loops_it_calls(capsys, fresh_disk_cache):
+    # the value_and_grad of a scalar loss of a vector: a kernel with partial results, whose loop
+    # over a chunk's rows is a function of its own (`_row0`)
+    cache, _ = fresh_disk_cache
+    loss = lambda x: np.sum(np.sin(x) * np.exp(-x * x))
+    tg.value_and_grad(loss, backend="cpu")(np.linspace(-1.0, 1.0, 9))
+    (module,) = Path(cache.kernels_dir()).glob("k_*.py")
+    assert "def _row0(" in module.read_text()
+    status, out, _ = call(capsys, "cache", "list")
+    (row,) = [line for line in out.splitlines() if line.startswith("  ") and "cpu" in line]
+    assert status == 0 and "1 fused kernel" in row and "(f64 1-d, f64 1-d, f64 0-d)" in row
+
+
 def test_cache_list_describes_a_cuda_program(capsys, fresh_disk_cache):
     if tg.available_backends().get("cuda"):
         pytest.skip(f"the cuda backend is not usable here: {tg.available_backends()['cuda']}")

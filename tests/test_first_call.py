@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -602,6 +603,11 @@ def test_the_package_hash_is_kept_under_the_sources_sizes_and_times(tmp_path, mo
     memo.chmod(0o666)  # another user could have written it
     in_a_new_process()
     assert len(hashed) == 6
+    monkeypatch.setattr(np, "__version__", "0.0-another")  # the same sources, another NumPy
+    assert in_a_new_process() != first and len(hashed) == 7
+    # a source newer than the import: what this process runs may not be what is on disk
+    sources.append(("/pkg/d.py", 1, time.time_ns() + 10**12))
+    assert in_a_new_process() is None and len(hashed) == 7
 
 
 def test_an_edit_of_tracegrad_never_loads_a_stale_program(tmp_path):
@@ -647,7 +653,18 @@ def test_an_edit_of_tracegrad_never_loads_a_stale_program(tmp_path):
     source.write_text(source.read_text() + "\n# an edit\n")
     assert run() == (first[0], "1")  # another source: traced again
     stamp = source.stat().st_mtime_ns
-    os.utime(source, ns=(stamp + 10**9, stamp + 10**9))  # touched, the same text
+    os.utime(source, ns=(stamp - 10**9, stamp - 10**9))  # another time, the same text
+    assert run() == (first[0], "0")
+    # a process that edits tracegrad after importing it persists nothing: its code is not the
+    # code on disk, under whose hash the program would be filed
+    code_before = code
+    code = code.replace(
+        "        g = tg.grad(",
+        "        open(tg.__file__, 'a').write('# edited while running\\n')\n        g = tg.grad(",
+    )
+    assert run() == (first[0], "1")
+    code = code_before
+    assert run() == (first[0], "1")  # the edited package: traced, not loaded from that process
     assert run() == (first[0], "0")
 
 

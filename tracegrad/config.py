@@ -22,6 +22,7 @@ program store when it is created. The same table is in docs/api.md; `VARIABLES` 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 
@@ -38,6 +39,10 @@ class _Logger:
 
 
 log = _Logger()
+
+# When this process imported tracegrad: a source file changed later may not be the code it runs
+# (runtime/program_cache.py persists no program then).
+IMPORTED_NS = time.time_ns()
 
 BACKEND = "TRACEGRAD_BACKEND"
 LOG = "TRACEGRAD_LOG"

@@ -356,7 +356,9 @@ def _numba_signatures(pycache: str, key: str, buffers: list[int]) -> tuple[str, 
 
     found = []
     for path in sorted(_compiled_files(os.path.dirname(pycache), key)):
-        if not path.endswith(".nbi") or not safe_file(path):
+        # Numba names an index k_<key>.<function>-<line>...nbi: the kernel's, not its row loops'
+        function = os.path.basename(path)[len(f"k_{key}.") :].split("-", 1)[0]
+        if not path.endswith(".nbi") or function != "kernel" or not safe_file(path):
             continue
         try:
             with open(path, "rb") as f:
@@ -399,7 +401,8 @@ def _describe_module(path: str) -> tuple[str, str, tuple[str, ...], tuple[str, .
                 shapes.append(shape)
         return "cuda", first.split(": ", 1)[-1], tuple(sources), tuple(shapes), []
     if "tracegrad.codegen_cpu" in first:
-        kernels = re.findall(r"^def \w+\(([^)]*)\)", text, flags=re.MULTILINE)
+        # a module's kernel is `kernel`; `_row<k>` are loops it calls (cpu/kernels.outline_rows)
+        kernels = re.findall(r"^def kernel\(([^)]*)\)", text, flags=re.MULTILINE)
         params = [p.strip() for p in kernels[0].split(",")] if kernels else []
         buffers = [i for i, p in enumerate(params) if re.fullmatch(r"b\d+", p)]
         summary = f"{len(kernels)} fused kernel{'s' if len(kernels) != 1 else ''}"

@@ -39,13 +39,13 @@ def safe_dir(path: str, create: bool) -> bool:
     except OSError as exc:
         if path not in refused:  # a file where the folder should be, no permission...
             refused.add(path)
-            log.warning("tracegrad: not using the kernel cache at %s (%s)", path, exc)
+            log.warning("tracegrad: not using the disk cache at %s (%s)", path, exc)
         return False
     ok = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
     if not ok and path not in refused:
         refused.add(path)
         log.warning(
-            "tracegrad: not using the kernel cache at %s: it must be a directory owned by you "
+            "tracegrad: not using the disk cache at %s: it must be a directory owned by you "
             "that no other user can write to (chmod 700 it, or set %s)",
             path,
             config.CACHE_DIR,

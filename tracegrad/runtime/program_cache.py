@@ -35,6 +35,7 @@ import hashlib
 import io
 import os
 import pickle
+import sys
 from typing import Any
 
 import numpy as np
@@ -83,9 +84,12 @@ def programs_dir() -> str | None:
 def prefix(key: tuple, directory: str) -> str:
     """The part of an entry's name known before tracing (raises NotStable)."""
     spec, backend_name, variant, sig = key
+    package = _package_hash(directory)
+    if package is None:
+        raise NotStable("tracegrad's source changed after this process imported it")
     return hash_parts(
         FORMAT,
-        _package_hash(directory),
+        package,
         spec_text(spec),
         backend_name,
         repr(variant),
@@ -96,19 +100,26 @@ def prefix(key: tuple, directory: str) -> str:
 
 
 SOURCES_MEMO = "package-sources"
-_package: list[str] = []  # this process's package_hash, once known
+_package: list[str | None] = []  # this process's package_hash, once known
 
 
-def _package_hash(directory: str) -> str:
+def _package_hash(directory: str) -> str | None:
     """digests.package_hash, remembered in `directory` under the paths, sizes and modification
-    times (in nanoseconds) of the source files. Reading and hashing the ~130 files took a warm
-    first call 4-8 ms and their `stat` 2 ms. As for Python's bytecode cache, an edit is seen by
-    a file's size or time: one that kept both (a copy that restores the time stamps of files of
-    another content) would go unseen."""
+    times (in nanoseconds) of the source files and the versions of NumPy and Python. Reading and
+    hashing the ~130 files took a warm first call 4-8 ms and their `stat` 2 ms. As for Python's
+    bytecode cache, an edit is seen by a file's size or time: one that kept both (a copy that
+    restores the time stamps of files of another content) would go unseen.
+
+    None when a source file is newer than this process's import of tracegrad: the code it runs
+    may not be the code on disk, so its programs must not be filed under the hash of that code."""
     if _package:
         return _package[0]
     sources = package_sources()
-    stamp = hash_parts(FORMAT, sources)
+    if any(mtime > config.IMPORTED_NS for _, _, mtime in sources):
+        log.debug("tracegrad: not persisting programs: its source changed after it was imported")
+        _package.append(None)
+        return None
+    stamp = hash_parts(FORMAT, sources, np.__version__, sys.version)
     memo = os.path.join(directory, SOURCES_MEMO)
     value = ""
     with contextlib.suppress(OSError, UnicodeDecodeError):
@@ -122,7 +133,7 @@ def _package_hash(directory: str) -> str:
         with contextlib.suppress(OSError):
             _write_atomically(directory, SOURCES_MEMO, f"{stamp} {value}".encode())
     _package.append(value)
-    return _package[0]
+    return value
 
 
 def _write_atomically(directory: str, name: str, data: bytes) -> None:
