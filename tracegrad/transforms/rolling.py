@@ -81,6 +81,9 @@ def _roll_once(graph: Graph) -> Graph:
     # same period is a rotation of it and is skipped
     candidates = []
     covered_until: dict[int, int] = {}
+    # a later start inside a repetition of fewer than MIN_REPEATS iterations repeats no more
+    # often: it is not counted again (a long chain of them cost O(n^2) comparisons)
+    short_until: dict[int, int] = {}
     for i in range(n):
         # the period is the distance to the next node of the same signature, or to a later one
         # (a function called twice per iteration repeats its nodes within the iteration)
@@ -92,6 +95,8 @@ def _roll_once(graph: Graph) -> Graph:
             period = j - i
             if i < covered_until.get(period, 0):
                 break
+            if i < short_until.get(period, 0):
+                continue
             repeats = 1
             while i + (repeats + 1) * period <= n and all(
                 sig[i + repeats * period + k] == sig[i + k] for k in range(period)
@@ -101,6 +106,8 @@ def _roll_once(graph: Graph) -> Graph:
                 candidates.append((period, i, repeats))
                 covered_until[period] = i + period * repeats
                 break
+            if repeats < MIN_REPEATS:
+                short_until[period] = i + period * repeats
     # the shortest periods first (inner loops before the loops around them), without overlaps
     runs, taken = [], []
     for period, i, repeats in sorted(candidates):
