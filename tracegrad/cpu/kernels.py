@@ -226,9 +226,9 @@ def outline_rows(kernel: loop_ir.Kernel, shape: tuple, mode: str) -> None:
     `OUTLINE_MIN_ROW` elements (`OUTLINE_MIN_STORING_ROW` for a row with no running value), that
     calls a vmath function becomes a call of a function of its own (`_row<k>`, see
     OUTLINE_MIN_ROW); so does an innermost loop over axis 0 inside the loop over the chunks (a
-    one-axis kernel with partial results), of any length: it is called once per chunk. The calls' arguments and results are filled in when the printer has
-    written the functions (`CpuPrinter.write`); the functions are in `kernel.info["rows"]` as
-    (call, loop) pairs."""
+    one-axis kernel with partial results), of any length: it is called once per chunk. The
+    calls' arguments and results are filled in when the printer has written the functions
+    (`CpuPrinter.write`); the functions are in `kernel.info["rows"]` as (call, loop) pairs."""
     rows: list[tuple[loop_ir.Call, loop_ir.For]] = []
 
     def calls_vmath(s) -> bool:
@@ -242,16 +242,17 @@ def outline_rows(kernel: loop_ir.Kernel, shape: tuple, mode: str) -> None:
             return False
         axis = int(s.var[1:])
         inner = list(loop_ir.walk(s.body))
-        # a running value (a reduction's s<k>, a scan's acc<k>) is a name the loop assigns
-        runs = any(isinstance(t, loop_ir.Assign) and isinstance(t.target, str) for t in inner)
-        least = OUTLINE_MIN_ROW if runs else OUTLINE_MIN_STORING_ROW
         if axis == 0:
             # the loop over a chunk's rows, inside the loop over the chunks of a kernel with
             # partial results (without them the rows are the kernel's outermost loop)
             if not kernel.info["partials"]:
                 return False
-        elif axis >= len(shape) or shape[axis] < least:
-            return False
+        else:
+            # a running value (a reduction's s<k>, a scan's acc<k>) is a name the loop assigns
+            runs = any(isinstance(t, loop_ir.Assign) and isinstance(t.target, str) for t in inner)
+            least = OUTLINE_MIN_ROW if runs else OUTLINE_MIN_STORING_ROW
+            if axis >= len(shape) or shape[axis] < least:
+                return False
         if any(isinstance(t, (loop_ir.For, loop_ir.While)) for t in inner):
             return False
         return any(calls_vmath(t) for t in inner)

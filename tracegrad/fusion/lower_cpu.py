@@ -4,9 +4,9 @@ A kernel computes the chunks `first..last-1` of axis 0 (of `nch` chunks); a prog
 once for all the chunks, or from several threads with a share of the chunks each. So every
 reduction that runs over axis 0 keeps one partial result per chunk (`p<k>`, a kernel argument),
 and the call made with `finish` combines them after the last chunk; a kernel with no such
-reduction loops over the rows of its chunks as one range (ONE_RANGE). A reduction over a suffix of
-the axes that starts later keeps its running value in a scalar (`s<k>`); a scan keeps its running
-value in `acc<k>` along the last axis.
+reduction loops over the rows of its chunks as one range (ONE_RANGE). A reduction over a suffix
+of the axes that starts later keeps its running value in a scalar (`s<k>`); a scan keeps its
+running value in `acc<k>` along the last axis.
 
 Sizes are the names `n0`, `n1`, ... and `nch`; the printer decides how the kernel receives them.
 """
@@ -64,8 +64,8 @@ def partials(loop: FusedLoop) -> list[tuple[str, tuple[str, ...], np.dtype]]:
     return out
 
 
-# ONE_RANGE: a kernel with no partial results computes the chunks first..last-1 as the one range of rows
-# they cover, without a loop over the chunks. Inside a loop nest LLVM re-materialises a math
+# ONE_RANGE: a kernel with no partial results computes the chunks first..last-1 as the one range
+# of rows they cover, without a loop over the chunks. Inside a loop nest LLVM re-materialises a math
 # function's polynomial constants in every round of the innermost loop instead of keeping them in
 # registers or on the stack (Numba's large code model makes each an address load and a broadcast);
 # as the outermost loop of its function the element loop keeps them. W1's gradient kernel: 198

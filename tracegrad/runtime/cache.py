@@ -34,7 +34,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 import threading
 import time
 import types
@@ -42,7 +41,7 @@ from dataclasses import dataclass
 import contextlib
 
 from .. import config
-from .cache_files import cache_dir, safe_dir, safe_file
+from .cache_files import cache_dir, safe_dir, safe_file, write_atomically
 from .cache_files import source_hash as source_hash  # the code generators' salts call it here
 
 log = config.log
@@ -114,7 +113,7 @@ def _load(key: str, source: str) -> types.ModuleType:
     if not _entry_is_intact(path, source):
         _purge_compiled(directory, key)
         try:
-            _write_atomically(directory, path, source)
+            write_atomically(path, source.encode("utf-8"), sync=True)
         except OSError as exc:
             log.warning("tracegrad: cannot write the kernel cache at %s (%s)", directory, exc)
             return _exec_module(key, source)
@@ -145,21 +144,6 @@ def _entry_is_intact(path: str, source: str) -> bool:
     if not intact:
         log.warning("tracegrad: kernel cache entry %s is damaged; compiling it again", path)
     return intact
-
-
-def _write_atomically(directory: str, path: str, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".py")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _compiled_files(directory: str, key: str) -> list[str]:

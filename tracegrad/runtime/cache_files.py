@@ -7,6 +7,7 @@ the interpreter, checks its folder without importing the kernel cache's machiner
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -60,6 +61,27 @@ def safe_file(path: str) -> bool:
     except OSError:
         return False
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def write_atomically(path: str, data: bytes, sync: bool = False) -> None:
+    """`data` as the file `path`, owner only, through a temporary file renamed into place: a
+    reader sees the whole file or none (`sync`: on disk before the rename)."""
+    import tempfile  # not on a warm first call's path, which writes nothing
+
+    directory, suffix = os.path.dirname(path), os.path.splitext(path)[1]
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def source_hash(paths: list[str]) -> str:

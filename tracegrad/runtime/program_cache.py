@@ -45,7 +45,7 @@ from .. import primitives as P
 from ..tracing.guards import Captured, Guard, Path, ref
 from ..ir import Graph, Node, Var
 from ..tree import TreeDef
-from .cache_files import cache_dir, safe_dir, safe_file
+from .cache_files import cache_dir, safe_dir, safe_file, write_atomically
 from .digests import (
     PLAIN,
     NotStable,
@@ -131,25 +131,9 @@ def _package_hash(directory: str) -> str | None:
     if not value:
         value = package_hash([path for path, _, _ in sources])
         with contextlib.suppress(OSError):
-            _write_atomically(directory, SOURCES_MEMO, f"{stamp} {value}".encode())
+            write_atomically(memo, f"{stamp} {value}".encode())
     _package.append(value)
     return value
-
-
-def _write_atomically(directory: str, name: str, data: bytes) -> None:
-    """`data` as the file `name` in `directory`, owner only; a reader sees it whole or not at all."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".tgp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, os.path.join(directory, name))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 # ----------------------------------------------------------------------------------------------
@@ -351,7 +335,7 @@ def save(
     name = f"{head}-{hash_parts(guards)[:16]}.tgp"
     data = MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     try:
-        _write_atomically(directory, name, data)
+        write_atomically(os.path.join(directory, name), data)
     except OSError as exc:
         log.warning("tracegrad: cannot write the program cache at %s (%s)", directory, exc)
         return False
