@@ -132,6 +132,55 @@ def test_import_and_a_persisted_program_load_no_tracing(tmp_path):
     assert loaded == [no, traced[1], no]  # the same gradient, with nothing of tracing loaded
 
 
+def test_a_warm_start_loads_neither_openssl_nor_dataclasses(tmp_path):
+    # hashlib loads OpenSSL (4-6 ms) and a dataclass costs about 1 ms to create: a process whose
+    # program is persisted needs neither (what NumPy itself imports is not counted)
+    code = """
+        import sys
+        import numpy as np
+        numpy_only = set(sys.modules)
+        import tracegrad as tg
+        slow = {"hashlib", "_hashlib", "dataclasses"}
+        print(sorted(slow & (set(sys.modules) - numpy_only)))
+
+        def f(x):
+            return np.sum(np.tanh(x) * x)
+
+        g = tg.grad(f)
+        print(float(g(np.linspace(-1.0, 1.0, 5)).sum()), g.trace_count)
+        print(sorted(slow & (set(sys.modules) - numpy_only)))
+    """
+    env = {
+        "TRACEGRAD_PROGRAM_CACHE": "1",
+        "TRACEGRAD_CACHE_DIR": str(tmp_path),
+        "TRACEGRAD_TIERED": "1",
+    }
+    traced = _run(code, env).splitlines()
+    loaded = _run(code, env).splitlines()
+    assert traced[0] == "[]"
+    assert loaded == ["[]", loaded[1], "[]"]
+    assert loaded[1].split()[0] == traced[1].split()[0]  # the same gradient
+    assert loaded[1].split()[1] == "0"  # loaded, not traced
+
+
+@pytest.mark.parametrize("size", [0, 3, 64, 1000, 1 << 20])
+def test_sha256_gives_hashlibs_digest(size, monkeypatch):
+    import hashlib
+
+    from tracegrad import hashing
+
+    data = np.arange(size, dtype=np.uint8).reshape(-1, 1 if size < 64 else 8)
+    expected = hashlib.sha256(data).hexdigest()
+    # as in a process that has not imported hashlib: CPython's SHA-256 below LONG bytes
+    monkeypatch.delitem(sys.modules, "hashlib")
+    made = hashing.sha256(data)
+    assert made.hexdigest() == expected
+    assert (type(made) is type(hashlib.sha256())) == (size >= hashing.LONG)
+    made = hashing.sha256()
+    made.update(data.tobytes())
+    assert made.hexdigest() == expected
+
+
 def test_persisted_program_with_linear_algebra_loads_before_tracing(tmp_path):
     # inv and det are added to the primitive table by tracegrad.linalg, which a process that
     # only loads persisted programs has not imported: reading the entry imports it
@@ -567,6 +616,25 @@ def test_program_persists_across_processes(tmp_path):
     assert first[0] == second[0]
     assert len(list((tmp_path / "programs").glob("*.tgp"))) == 1
     assert second[2] == "False"  # a loaded program needs nothing of the kernel cache
+
+
+def test_package_sources_are_every_source_file_in_order_of_path():
+    from tracegrad.runtime import digests
+
+    root = os.path.dirname(os.path.abspath(tg.__file__))
+    expected = sorted(
+        os.path.join(folder, name)
+        for folder, _, names in os.walk(root)
+        if not {"examples", "__pycache__"} & set(os.path.relpath(folder, root).split(os.sep))
+        for name in names
+        if name.endswith(".py")
+    )
+    found = digests.package_sources()
+    assert [path for path, _, _ in found] == expected
+    assert os.path.join(root, "runtime", "digests.py") in expected
+    for path, size, mtime in found:
+        st = os.stat(path)
+        assert (size, mtime) == (st.st_size, st.st_mtime_ns)
 
 
 def test_the_package_hash_is_kept_under_the_sources_sizes_and_times(tmp_path, monkeypatch):

@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tracegrad"
 # it (a package's prefix covers its submodules). Modules of one stage may import each other.
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     # what every stage uses: errors, the TRACEGRAD_* variables, pytrees
-    ("base", ("errors", "config", "tree", "tree_nodes", "tree_util")),
+    ("base", ("errors", "config", "hashing", "tree", "tree_nodes", "tree_util")),
     ("ir", ("ir",)),
     # services the compiled stages call while they build and run kernels; they import nothing
     # later than the IR (runtime/__init__.py says so), so the primitive table (host kernels) and

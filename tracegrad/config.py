@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 
 
 class _Logger:
@@ -59,13 +58,21 @@ DEFAULT_MB = 1024
 _OFF = ("0", "off", "false", "no")
 
 
-@dataclass(frozen=True)
 class Variable:
-    name: str
-    values: str
-    default: str
-    effect: str
-    summary: str  # one line for `tracegrad doctor`
+    """One environment variable: its `name`, the `values` it takes, its `default`, its
+    `effect`, and a one-line `summary` for `tracegrad doctor`."""
+
+    __slots__ = ("default", "effect", "name", "summary", "values")
+
+    def __init__(self, name: str, values: str, default: str, effect: str, summary: str):
+        self.name = name
+        self.values = values
+        self.default = default
+        self.effect = effect
+        self.summary = summary
+
+    def __repr__(self) -> str:
+        return f"Variable({self.name!r})"
 
 
 VARIABLES = (

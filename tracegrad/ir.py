@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import hashlib
 import itertools
+import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .hashing import sha256
 
 if TYPE_CHECKING:  # pragma: no cover
     from .primitives import Primitive
@@ -63,7 +64,7 @@ class Var:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def type(self) -> str:
@@ -90,28 +91,46 @@ def freeze(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True, eq=False)
+# Node and Graph are plain classes, not dataclasses, as are the other classes `import tracegrad`
+# creates: a dataclass costs about 1 ms to create (its methods are compiled from source), paid by
+# every process at start-up. Nothing mutates a node or a graph after it is built.
+
+
 class Node:
     """`out = prim(*inputs, **params)`; `source` is the user's `file:line` that created it."""
 
-    prim: Primitive
-    inputs: tuple[Var, ...]
-    params: dict[str, Any]
-    out: Var
-    source: str | None = None
+    __slots__ = ("inputs", "out", "params", "prim", "source")
+
+    def __init__(
+        self,
+        prim: Primitive,
+        inputs: tuple[Var, ...],
+        params: dict[str, Any],
+        out: Var,
+        source: str | None = None,
+    ):
+        self.prim = prim
+        self.inputs = inputs
+        self.params = params
+        self.out = out
+        self.source = source
+
+    def __repr__(self) -> str:
+        inputs = " ".join(repr(v) for v in self.inputs)
+        return f"<Node {self.out!r} = {self.prim.name} {inputs}>"
 
     def param_key(self) -> tuple:
         return tuple(sorted((k, freeze(v)) for k, v in self.params.items()))
 
 
-@dataclass(frozen=True, eq=False)
 class Graph:
     """Inputs, nodes in execution order, outputs. Outputs may repeat or be inputs."""
 
-    inputs: tuple[Var, ...]
-    nodes: tuple[Node, ...]
-    outputs: tuple[Var, ...]
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    def __init__(self, inputs: tuple[Var, ...], nodes: tuple[Node, ...], outputs: tuple[Var, ...]):
+        self.inputs = inputs
+        self.nodes = nodes
+        self.outputs = outputs
+        self._cache: dict = {}  # what is derived from the graph once: its fingerprint
 
     def __str__(self) -> str:
         return format_graph(self)
@@ -132,7 +151,7 @@ class Graph:
         """A hash of the canonical text of the graph: equal graphs have equal fingerprints."""
         if "fingerprint" not in self._cache:
             text = format_graph(self, sources=False, canonical_consts=True)
-            self._cache["fingerprint"] = hashlib.sha256(text.encode()).hexdigest()
+            self._cache["fingerprint"] = sha256(text.encode()).hexdigest()
         return self._cache["fingerprint"]
 
     def __eq__(self, other: object) -> bool:
@@ -181,7 +200,7 @@ def _params_text(node: Node, canonical_consts: bool) -> str:
     items = []
     for k, v in sorted(node.params.items()):
         if canonical_consts and isinstance(v, np.ndarray):
-            items.append(f"{k}={hashlib.sha256(v.tobytes()).hexdigest()[:16]}:{v.dtype.str}")
+            items.append(f"{k}={sha256(v.tobytes()).hexdigest()[:16]}:{v.dtype.str}")
         elif canonical_consts and isinstance(v, Graph):
             items.append(f"{k}=graph:{v.fingerprint()[:16]}")
         else:

@@ -21,9 +21,7 @@ different trees.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,13 +34,34 @@ from .tree_nodes import (
 )
 
 
-@dataclass(frozen=True, eq=False)
 class TreeDef:
-    kind: str  # "leaf", "none", "tuple", "list", "dict", "namedtuple", "dataclass", "custom"
-    children: tuple[TreeDef, ...] = ()
-    keys: tuple = ()  # dict keys; the field names of a namedtuple or dataclass
-    node_type: type | None = None  # the class of a namedtuple, dataclass or registered node
-    aux: Any = None  # a registered node's aux_data; a dataclass's static fields ((name, value)...)
+    """One level of a tree's structure, and the levels below it (immutable once made).
+
+    - `kind`: "leaf", "none", "tuple", "list", "dict", "namedtuple", "dataclass", "custom";
+    - `children`: the TreeDefs of its children;
+    - `keys`: dict keys; the field names of a namedtuple or dataclass;
+    - `node_type`: the class of a namedtuple, dataclass or registered node;
+    - `aux`: a registered node's aux_data; a dataclass's static fields ((name, value)...).
+
+    A plain class, not a dataclass: `import tracegrad` creates its classes in every process,
+    and a dataclass costs about 1 ms to create (its methods are compiled from source)."""
+
+    def __init__(
+        self,
+        kind: str,
+        children: tuple[TreeDef, ...] = (),
+        keys: tuple = (),
+        node_type: type | None = None,
+        aux: Any = None,
+    ):
+        self.kind = kind
+        self.children = children
+        self.keys = keys
+        self.node_type = node_type
+        self.aux = aux
+
+    def __repr__(self) -> str:
+        return f"TreeDef({self})"
 
     # Tree definitions are part of every cache key: hash once, compare cheaply. Dict keys and aux
     # data compare with their types: {1: x}, {1.0: x} and {True: x} are different trees (the
@@ -285,7 +304,7 @@ def _broadcast(prefix: Any, treedef: TreeDef, out: list, path: str, what: str, i
     children = _children(prefix)
     if level.kind == "dict" and treedef.kind == "dict" and set(level.keys) == set(treedef.keys):
         children = [prefix[k] for k in treedef.keys]
-        level = dataclasses.replace(level, keys=treedef.keys)
+        level = TreeDef(level.kind, level.children, treedef.keys, level.node_type, level.aux)
     same = (
         level.kind == treedef.kind
         and level.node_type is treedef.node_type
@@ -315,9 +334,8 @@ def replace_leaves(treedef: TreeDef, make: Callable[[], TreeDef]) -> TreeDef:
     """The tree `treedef` with each leaf replaced by the subtree `make()` (a tree of trees)."""
     if treedef.kind == "leaf":
         return make()
-    return dataclasses.replace(
-        treedef, children=tuple(replace_leaves(c, make) for c in treedef.children)
-    )
+    children = tuple(replace_leaves(c, make) for c in treedef.children)
+    return TreeDef(treedef.kind, children, treedef.keys, treedef.node_type, treedef.aux)
 
 
 def tuple_of(*children: TreeDef) -> TreeDef:

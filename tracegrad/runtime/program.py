@@ -8,7 +8,6 @@ calls, and its key, are in program_store.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,22 +42,29 @@ def _log_enabled(topic: str) -> bool:
     return config.log_enabled(topic)
 
 
-@dataclass
 class CompiledCall:
     """One transform of one function for one argument signature, ready to call: the backend's
     compiled graph (`run`: a `codegen_cpu.CpuProgram`, a `codegen_cuda.CudaProgram`, the
-    interpreter or a tiered run) and what turns its flat outputs into the user's result."""
+    interpreter or a tiered run) and what turns its flat outputs into the user's result.
+    `hooks` are (name, hook) for the last outputs of `run`: cotangents that hooks observe
+    (tg.tap); `captured` what the traced function read from outside its arguments (see
+    tracing/scope.py)."""
 
-    graph: Graph
-    out_tree: TreeDef
-    run: Callable[[Sequence[np.ndarray]], list[np.ndarray]]
-    backend: str
-    # (name, hook) for the last outputs of `run`: cotangents that hooks observe (tg.tap)
-    hooks: list[tuple[str, Callable]]
-    # what the traced function read from outside its arguments (see tracing/scope.py)
-    captured: Captured = field(default_factory=lambda: Captured([], []))
-
-    def __post_init__(self):
+    def __init__(
+        self,
+        graph: Graph,
+        out_tree: TreeDef,
+        run: Callable[[Sequence[np.ndarray]], list[np.ndarray]],
+        backend: str,
+        hooks: list[tuple[str, Callable]],
+        captured: Captured | None = None,
+    ):
+        self.graph = graph
+        self.out_tree = out_tree
+        self.run = run
+        self.backend = backend
+        self.hooks = hooks
+        self.captured = Captured([], []) if captured is None else captured
         self.fresh = fresh_flags(self.run, len(self.graph.outputs))
         attach = getattr(self.run, "attach", None)  # a tiered run replaces itself when compiled
         if attach is not None:

@@ -31,7 +31,6 @@ checks (owner only).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 import pickle
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from .. import config, ir
+from ..hashing import sha256
 from .. import primitives as P
 from ..tracing.guards import Captured, Guard, Path, ref
 from ..ir import Graph, Node, Var
@@ -124,8 +124,8 @@ def _package_hash(directory: str) -> str | None:
     value = ""
     with contextlib.suppress(OSError, UnicodeDecodeError):
         if safe_file(memo):
-            with open(memo, encoding="ascii") as f:
-                seen, _, value = f.read().partition(" ")
+            with open(memo, "rb") as f:  # not as text: its codec is one import more
+                seen, _, value = f.read().decode("ascii").partition(" ")
             if seen != stamp or len(value) != 32:
                 value = ""
     if not value:
@@ -333,7 +333,7 @@ def save(
         log.debug("tracegrad: not persisting a program (%s)", why)
         return False
     name = f"{head}-{hash_parts(guards)[:16]}.tgp"
-    data = MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    data = MAGIC + sha256(payload).hexdigest().encode() + b"\n" + payload
     try:
         write_atomically(os.path.join(directory, name), data)
     except OSError as exc:
@@ -386,7 +386,7 @@ def _read(path: str, head: str) -> tuple | None:
         if not data.startswith(MAGIC):
             raise ValueError("not a program entry")
         digest, _, payload = data[len(MAGIC) :].partition(b"\n")
-        if hashlib.sha256(payload).hexdigest().encode() != digest:
+        if sha256(payload).hexdigest().encode() != digest:
             raise ValueError("its checksum does not match")
         entry = _Unpickler(io.BytesIO(payload)).load()
         if entry[0] != FORMAT or entry[1] != head:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,13 +26,29 @@ MAX_PROGRAMS = 512
 MAX_PROGRAM_BYTES = config.program_memory_bytes()
 
 
-@dataclass(frozen=True)
 class Signature:
-    """What a compiled program is specialised on."""
+    """What a compiled program is specialised on: the arguments' `treedef`, their (shape, dtype)
+    `avals`, and the `static` arguments. Immutable; equal when all three are."""
 
-    treedef: TreeDef
-    avals: tuple[tuple[tuple[int, ...], str], ...]
-    static: tuple
+    __slots__ = ("avals", "static", "treedef")
+
+    def __init__(
+        self, treedef: TreeDef, avals: tuple[tuple[tuple[int, ...], str], ...], static: tuple
+    ):
+        self.treedef = treedef
+        self.avals = avals
+        self.static = static
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Signature)
+            and self.treedef == other.treedef
+            and self.avals == other.avals
+            and self.static == other.static
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.treedef, self.avals, self.static))
 
     def describe_change(self, old: Signature, names: list[str]) -> str:
         if old.static != self.static:

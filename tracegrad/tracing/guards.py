@@ -9,19 +9,44 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 
-@dataclass(frozen=True)
 class Path:
-    root: str  # "fun" or "static"
-    root_index: int
-    steps: tuple[tuple[str, Any], ...] = ()
-    label: str = ""  # the value as the user's code names it: "X", "params['W']", "self.c"
-    context: str = "{}"  # where that name lives: "global {}", "closure variable {} of loss"
+    """Where a value the function read lives, from `root` ("fun" or "static", the
+    `root_index`th static argument) through `steps`; `label` is the value as the user's code
+    names it ("X", "params['W']", "self.c"), `context` where that name lives ("global {}",
+    "closure variable {} of loss"). Immutable; equal when all five are."""
+
+    __slots__ = ("context", "label", "root", "root_index", "steps")
+
+    def __init__(
+        self,
+        root: str,
+        root_index: int,
+        steps: tuple[tuple[str, Any], ...] = (),
+        label: str = "",
+        context: str = "{}",
+    ):
+        self.root = root
+        self.root_index = root_index
+        self.steps = steps
+        self.label = label
+        self.context = context
+
+    def _fields(self) -> tuple:
+        return (self.root, self.root_index, self.steps, self.label, self.context)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Path) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"Path{self._fields()!r}"
 
     @property
     def description(self) -> str:
@@ -59,11 +84,19 @@ class Path:
         return value
 
 
-@dataclass
 class Guard:
-    path: Path
-    kind: str  # "value", "identity", "code", "length", "keys", "array", "held_base", "content"
-    expected: Any = None
+    """What a program assumes of the value at `path`: `kind` is "value", "identity", "code",
+    "length", "keys", "array", "held_base" or "content", and `expected` what it must be."""
+
+    __slots__ = ("expected", "kind", "path")
+
+    def __init__(self, path: Path, kind: str, expected: Any = None):
+        self.path = path
+        self.kind = kind
+        self.expected = expected
+
+    def __repr__(self) -> str:
+        return f"Guard({self.path!r}, {self.kind!r})"
 
 
 def ref(value: Any):
