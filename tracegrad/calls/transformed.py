@@ -9,7 +9,6 @@ graph it derives.
 
 from __future__ import annotations
 
-import copy
 import functools
 import types
 from collections.abc import Callable, Sequence
@@ -145,6 +144,8 @@ class Transformed:
         methods = self.__dict__.setdefault("_methods", {})
         variant = methods.get(pytree_self)
         if variant is None:
+            import copy  # here: only methods need it, and it is one import less at start-up
+
             variant = copy.copy(self)
             variant._bind_self(pytree_self)
             variant._fast_calls, variant._methods = {}, {}
