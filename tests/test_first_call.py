@@ -163,6 +163,39 @@ def test_a_warm_start_loads_neither_openssl_nor_dataclasses(tmp_path):
     assert loaded[1].split()[1] == "0"  # loaded, not traced
 
 
+def test_a_long_array_read_while_tracing_has_one_digest_with_or_without_hashlib(tmp_path):
+    # its guard's digest is OpenSSL's SHA-256 (2.4 MB is over hashing.LONG) in a process that
+    # imported hashlib first, and in one that did not: the second loads the first's program,
+    # and a change of the array's contents means a trace
+    def code(import_hashlib: bool, changed: bool) -> str:
+        return f"""
+            import sys
+            {"import hashlib" if import_hashlib else ""}
+            import numpy as np
+            import tracegrad as tg
+            IDX = (np.arange(300_000) * 7) % 1000  # int64: 2.4 MB
+            if {changed}:
+                IDX[0] = 5
+
+            def f(x):
+                return np.sum(x[IDX] ** 2)
+
+            g = tg.grad(f)
+            print(repr(float(g(np.linspace(0.0, 1.0, 1000)) @ np.arange(1000.0))), g.trace_count)
+        """
+
+    env = {
+        "TRACEGRAD_PROGRAM_CACHE": "1",
+        "TRACEGRAD_CACHE_DIR": str(tmp_path),
+        "TRACEGRAD_TIERED": "1",
+    }
+    first, count = _run(code(True, False), env).split()
+    assert count == "1"
+    assert _run(code(False, False), env).split() == [first, "0"]
+    changed, count = _run(code(False, True), env).split()
+    assert count == "1" and changed != first
+
+
 @pytest.mark.parametrize("size", [0, 3, 64, 1000, 1 << 20])
 def test_sha256_gives_hashlibs_digest(size, monkeypatch):
     import hashlib
