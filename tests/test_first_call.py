@@ -163,6 +163,28 @@ def test_a_warm_start_loads_neither_openssl_nor_dataclasses(tmp_path):
     assert loaded[1].split()[1] == "0"  # loaded, not traced
 
 
+def test_a_first_trace_imports_no_logging_dataclasses_or_openssl():
+    # tracing, differentiating and interpreting a new function: none of these slow imports
+    # (on the numpy backend, so that no background compilation imports Numba meanwhile)
+    out = _run(
+        """
+        import sys
+        import numpy as np
+        numpy_only = set(sys.modules)
+        import tracegrad as tg
+
+        def f(x):
+            return np.sum(np.sin(x) * np.exp(-x * x) + np.tanh(x) * x**3)
+
+        print(float(tg.grad(f, backend="numpy")(np.linspace(-1.0, 1.0, 5)).sum()))
+        slow = {"hashlib", "_hashlib", "dataclasses", "logging", "glob", "copy"}
+        print(sorted(slow & (set(sys.modules) - numpy_only)))
+        """,
+        {"TRACEGRAD_PROGRAM_CACHE": "0"},
+    )
+    assert out.splitlines()[1] == "[]"
+
+
 def test_a_long_array_read_while_tracing_has_one_digest_with_or_without_hashlib(tmp_path):
     # its guard's digest is OpenSSL's SHA-256 (2.4 MB is over hashing.LONG) in a process that
     # imported hashlib first, and in one that did not: the second loads the first's program,

@@ -9,17 +9,16 @@ input; after it, `Scope.finish` makes the program's `Captured` guard.
 from __future__ import annotations
 
 import functools
-import logging
 import types
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .. import config
 from .guards import Captured, Guard, Path, ref
 from .reads import generator_types, global_random, is_library_module
 
-log = logging.getLogger("tracegrad")
+log = config.log  # `logging` is imported on first use
 
 MAX_DEPTH = 16  # how far through objects and containers the walk goes
 
@@ -49,31 +48,39 @@ def _code_names(code: types.CodeType, into: set[str]) -> None:
             _code_names(const, into)
 
 
-@dataclass
+# _Reachable and Scope are plain classes, not dataclasses: a dataclass costs about 1 ms to create,
+# paid by every process's first trace.
+
+
 class _Reachable:
-    array: np.ndarray
-    path: Path
-    direct: bool = False  # used as an operand of the traced computation
-    viewed: bool = False  # a view of it was used: the program holds that view
-    # found beyond the walk's bounds: read afresh if the computation uses it, else only its
-    # identity is guarded (no copy of everything a huge structure holds)
-    beyond: bool = False
-    read: bool = False  # tracegrad read its contents while tracing (a static index or mask)
+    """An array the function can reach by name, at `path`, and how the trace used it."""
+
+    __slots__ = ("array", "beyond", "direct", "path", "read", "viewed")
+
+    def __init__(self, array: np.ndarray, path: Path, beyond: bool = False):
+        self.array = array
+        self.path = path
+        self.direct = False  # used as an operand of the traced computation
+        self.viewed = False  # a view of it was used: the program holds that view
+        # found beyond the walk's bounds: read afresh if the computation uses it, else only its
+        # identity is guarded (no copy of everything a huge structure holds)
+        self.beyond = beyond
+        self.read = False  # tracegrad read its contents while tracing (a static index or mask)
 
 
-@dataclass
 class Scope:
     """The values a function can reach by name, found before it is traced."""
 
-    guards: list[Guard] = field(default_factory=list)
-    arrays: dict[int, _Reachable] = field(default_factory=dict)  # id(array) -> where it is
-    owners: dict[int, list[_Reachable]] = field(default_factory=dict)  # id(memory owner) -> arrays
-    hidden: list[tuple[_Reachable | None, np.ndarray]] = field(default_factory=list)
-    _hidden_ids: dict[int, int] = field(default_factory=dict)
-    # random-number generators the function can reach (see `random_sources`), and the names
-    # its code uses
-    generators: list[tuple[str, Any]] = field(default_factory=list)
-    names: set[str] = field(default_factory=set)
+    def __init__(self):
+        self.guards: list[Guard] = []
+        self.arrays: dict[int, _Reachable] = {}  # id(array) -> where it is
+        self.owners: dict[int, list[_Reachable]] = {}  # id(memory owner) -> arrays
+        self.hidden: list[tuple[_Reachable | None, np.ndarray]] = []
+        self._hidden_ids: dict[int, int] = {}
+        # random-number generators the function can reach (see `random_sources`), and the
+        # names its code uses
+        self.generators: list[tuple[str, Any]] = []
+        self.names: set[str] = set()
 
     @staticmethod
     def of(fun: Any, static: tuple) -> Scope:
