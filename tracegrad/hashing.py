@@ -28,11 +28,15 @@ LONG = 1 << 20
 def sha256(data: Any = b"") -> Any:
     """A SHA-256 hash object (hashlib's interface: `update`, `hexdigest`) holding `data`, any
     C-contiguous buffer."""
-    hashlib = sys.modules.get("hashlib")
-    if hashlib is None and (_builtin_sha256 is None or _nbytes(data) >= LONG):
-        import hashlib
-    if hashlib is not None:
-        return hashlib.sha256(data)
+    # hashlib's constructor if hashlib is imported: not just in sys.modules, where another thread
+    # (the background compilation, importing Numba) may be running its module body still
+    openssl = getattr(sys.modules.get("hashlib"), "sha256", None)
+    if openssl is None and (_builtin_sha256 is None or _nbytes(data) >= LONG):
+        import hashlib  # waits for an import of it under way in another thread
+
+        openssl = hashlib.sha256
+    if openssl is not None:
+        return openssl(data)
     return _builtin_sha256(data)
 
 
