@@ -48,9 +48,13 @@ def generator_types() -> tuple[type, ...]:
     exist before, and `import tracegrad` does not import it (it costs 5-10 ms)."""
     global _random_types
     if not _random_types:
+        # all three, or none yet: another thread may be running numpy.random's module body
         random = sys.modules.get("numpy.random")
-        if random is not None and hasattr(random, "BitGenerator"):
-            _random_types = (random.Generator, random.RandomState, random.BitGenerator)
+        found = tuple(
+            getattr(random, n, None) for n in ("Generator", "RandomState", "BitGenerator")
+        )
+        if None not in found:
+            _random_types = found
     return _random_types
 
 
