@@ -329,7 +329,7 @@ class Primitive:
         run_compiled: Callable[..., Callable] | None = None,
         monoid: Monoid | None = None,
         index_map: IndexMap | None = None,
-        algebra: Algebra | None = None,
+        algebra: Algebra = NO_ALGEBRA,
         pairing: Pairing | None = None,
         math_call: str | None = None,
     ):
@@ -348,7 +348,7 @@ class Primitive:
         self.run_compiled = run_compiled
         self.monoid = monoid
         self.index_map = index_map
-        self.algebra = NO_ALGEBRA if algebra is None else algebra
+        self.algebra = algebra
         self.pairing = pairing
         self.math_call = math_call
 
