@@ -154,6 +154,10 @@ def test_a_program_of_small_products_runs_as_one_compiled_function(net, rng):
     text = program.source()
     assert "# ---- run: the program as one function on 2 threads" in text
     assert "gemm(" in text and "wait_for(" in text and "fetch_add(" in text
+    # all its products and loops in one pipeline of 8 chunks of 128 rows (pipelines.py)
+    run = text.split("def run(", 1)[1]
+    assert run.count("while True:") == 1 and "if c >= 8:" in run
+    assert run.count("gemm(") == 5 and "_pparts[c]" in run
     get = blas_threads._openblas()[0]
     before = get()
     first = program(args)

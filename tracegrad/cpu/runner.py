@@ -12,6 +12,7 @@ with the same arguments and release the GIL for the whole run:
   thread takes the next chunk with an atomic counter, and a second counter says how many are
   done. Before a step, a thread waits (spinning, then yielding its core) for the earlier steps
   whose arrays the step reads or writes, and only for those;
+- steps that split the same rows run as one pipeline, chunk by chunk (pipelines.py);
 - consecutive steps of one chunk each (serial kernels, a loop's combining call, an unsplit
   product) form one group that the first thread to arrive runs;
 - products call NumPy's own OpenBLAS (`cblas_?gemm`, on one thread for the whole call) from the
@@ -29,12 +30,11 @@ from __future__ import annotations
 import inspect
 import logging
 import re
-from dataclasses import dataclass
 import numpy as np
 
 from ..fusion import FusedLoop, MatmulStep, ViewStep
 from ..runtime import cache
-from . import native, pool, products
+from . import native, pipelines, pool, products
 
 log = logging.getLogger("tracegrad")
 
@@ -49,6 +49,11 @@ MIN_INNER = 128
 # 0.9 M) took 0.205 ms with the compiled run on two threads, 0.138 ms on one, 0.128 ms on the
 # driver; at 256 rows (3.4 M) 0.54 ms against the driver's 0.82 ms.
 MIN_WORK = 1 << 21
+# Whether steps that split the same rows run depth first, chunk by chunk (pipelines.py).
+PIPELINES = True
+# A product joins a pipeline along its inner dimension only if its partial products (one per
+# chunk) take at most this many bytes.
+MAX_PARTS = 1 << 24
 
 
 def _split(step: MatmulStep, threads: int) -> products.Split:
@@ -88,21 +93,6 @@ def _view_roots(plan) -> dict[str, str]:
     return root
 
 
-@dataclass
-class _Group:
-    """Steps run as one unit: `chunks` chunks of `lines` (or one, for steps of one chunk each),
-    reading and writing the arrays named (views by the array they view)."""
-
-    chunks: int
-    lines: list[str]
-    reads: set[str]
-    writes: set[str]
-
-    def conflicts(self, reads: set[str], writes: set[str]) -> bool:
-        """Whether a later group with these reads and writes must wait for this one."""
-        return bool(self.writes & (reads | writes) or self.reads & writes)
-
-
 class Runner:
     """The compiled run of a program: its generated source (`source`), the compiled function
     (`load`), and a call (`__call__`) that declines, returning None, when the Python driver
@@ -125,21 +115,10 @@ class Runner:
             b.name: b.value for b in plan.buffers if b.role == "const"
         }
         self.scratch: dict[str, tuple] = {}
-        self.root = root = _view_roots(plan)
-        groups: list[_Group] = []
+        self.root = _view_roots(plan)
         kernels: list[str] = []
-
-        def add(nch: int, lines: list[str], reads, writes) -> None:
-            reads = {root.get(n, n) for n in reads}
-            writes = {root.get(n, n) for n in writes}
-            last = groups[-1] if groups else None
-            joins = nch == 1 and last is not None and last.chunks == 1
-            if joins and last.conflicts(reads, writes):  # it waits for the last group: join it
-                last.lines += lines
-                last.reads |= reads
-                last.writes |= writes
-                return
-            groups.append(_Group(nch, list(lines), reads, writes))
+        views = {s.out.name: s for s in self.views}
+        items: list[pipelines.Item] = []
 
         # arrays whose layout the caller (or the trace, for a captured constant) chose
         outside = {b.name for b in plan.inputs} | {s.out.name for s in self.views}
@@ -151,53 +130,13 @@ class Runner:
                 continue
             if isinstance(step, MatmulStep):
                 self.operands += [b.name for b in (step.a, step.b) if b.name in outside]
-                split = _split(step, threads)
-                a, b, out = arg(step.a.name), arg(step.b.name), arg(step.out.name)
-                fn = "dgemm" if np.dtype(step.out.dtype) == np.float64 else "sgemm"
-                nch = split.chunks
-                if split.kind == "whole":
-                    lines = [f"# {out} = {a} @ {b}", f"gemm({fn}, {a}, {b}, {out}, False)"]
-                    add(1, lines, {a, b}, {out})
-                elif split.kind == "rows":
-                    m = step.a.shape[0]
-                    lines = [
-                        f"# {out} = {a} @ {b}, chunk c of {nch} of its rows",
-                        f"lo, hi = c * {m} // {nch}, (c + 1) * {m} // {nch}",
-                        f"gemm({fn}, {a}[lo:hi], {b}, {out}[lo:hi], False)",
-                    ]
-                    add(nch, lines, {a, b}, {out})
-                else:
-                    k = step.a.shape[1]
-                    parts = arg(f"_{out}_rparts")
-                    self.scratch[parts] = (split.partials, np.dtype(step.out.dtype))
-                    lines = [
-                        f"# {out} = {a} @ {b}, chunk c of {nch} of its inner dimension",
-                        f"lo, hi = c * {k} // {nch}, (c + 1) * {k} // {nch}",
-                        f"gemm({fn}, {a}[:, lo:hi], {b}[lo:hi], {parts}[c], False)",
-                    ]
-                    add(nch, lines, {a, b}, {parts})
-                    add(1, [f"sum_parts({parts}, {out})"], {parts}, {out})
+                items.append(self._product(step, _split(step, threads), arg, views))
                 continue
             call = program.calls[id(step)]
             kernel = f"_k{len(kernels)}"
             kernels.append(cache.module_key(call.source.module))
-            self.fixed[f"I{j}"], self.fixed[f"F{j}"] = call.ints, call.floats
-            named = {"I": f"I{j}", "F": f"F{j}"} | {
-                p.name.split("_")[-1]: p.name for p in call.partials
-            }
-            params = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
-            args = ", ".join([arg(b.name) for b in call.source.arrays] + [arg(p) for p in params])
-            reads = {b.name for b in step.reads} | {b.name for b in call.source.arrays}
-            writes = {b.name for b in step.writes} | {p.name for p in call.partials}
-            if not step.shape:
-                add(1, [f"{kernel}({args})"], reads, writes)
-            elif call.parallel:
-                nch = int(call.ints[call.source.int_slots["nch"]])
-                add(nch, [f"{kernel}({args}, c, c + 1, 0)"], reads, writes)
-                if call.partials or step.scans:  # the call that combines the chunks' results
-                    add(1, [f"{kernel}({args}, {nch}, {nch}, 1)"], reads, writes)
-            else:
-                add(1, [f"{kernel}({args}, 0, 1, 1)"], reads, writes)
+            items.append(self._loop(j, step, call, kernel, arg))
+        groups = _groups(pipelines.schedule(items, threads) if PIPELINES else _alone(items))
         body: list[str] = []
         pending: list[int] = []  # groups this thread has not waited for
         for g, group in enumerate(groups):
@@ -252,6 +191,114 @@ class Runner:
             if b.role == "output" and id(b) not in views and b.name not in self.inputs
         ]
         self.dgemm, self.sgemm = native.gemm_addresses()
+
+    def _unit(self, chunks: int, lines: list[str], reads, writes) -> pipelines.Unit:
+        root = self.root
+        reads = {root.get(n, n) for n in reads}
+        return pipelines.Unit(chunks, lines, reads, {root.get(n, n) for n in writes})
+
+    def _product(self, step: MatmulStep, split, arg, views) -> pipelines.Item:
+        """A product as the run's lines: split as `split` says on its own, and by rows or along
+        its inner dimension in a pipeline."""
+        a, b, out = arg(step.a.name), arg(step.b.name), arg(step.out.name)
+        fn = "dgemm" if np.dtype(step.out.dtype) == np.float64 else "sgemm"
+        (m, k), n = step.a.shape, step.b.shape[1]
+
+        def rows(nch: int) -> list[str]:
+            return [
+                f"# {out} = {a} @ {b}, chunk c of {nch} of its rows",
+                f"lo, hi = c * {m} // {nch}, (c + 1) * {m} // {nch}",
+                f"gemm({fn}, {a}[lo:hi], {b}, {out}[lo:hi], False)",
+            ]
+
+        def inner(nch: int, parts: str) -> list[str]:
+            self.scratch[arg(parts)] = ((nch, m, n), np.dtype(step.out.dtype))
+            return [
+                f"# {out} = {a} @ {b}, chunk c of {nch} of its inner dimension",
+                f"lo, hi = c * {k} // {nch}, (c + 1) * {k} // {nch}",
+                f"gemm({fn}, {a}[:, lo:hi], {b}[lo:hi], {parts}[c], False)",
+            ]
+
+        if split.kind == "whole":
+            lines = [f"# {out} = {a} @ {b}", f"gemm({fn}, {a}, {b}, {out}, False)"]
+            units = [self._unit(1, lines, {a, b}, {out})]
+        elif split.kind == "rows":
+            units = [self._unit(split.chunks, rows(split.chunks), {a, b}, {out})]
+        else:
+            parts = f"_{out}_rparts"
+            units = [
+                self._unit(split.chunks, inner(split.chunks, parts), {a, b}, {parts}),
+                self._unit(1, [f"sum_parts({parts}, {out})"], {parts}, {out}),
+            ]
+        reads = self._unit(1, [], {a, b}, ()).reads
+        forms = []
+        if m >= pipelines.MIN_ROWS:
+            local = pipelines.product_local(step, "rows", views, self.root)
+            forms.append(pipelines.Form(m, reads, {out}, local, lambda nch: (rows(nch), None)))
+        size = m * n * np.dtype(step.out.dtype).itemsize
+        if k >= pipelines.MIN_ROWS and size * pipelines.chunks(k, self.threads) <= MAX_PARTS:
+            parts = f"_{out}_pparts"
+
+            def by_inner(nch: int):
+                after = self._unit(1, [f"sum_parts({parts}, {out})"], {parts}, {out})
+                return inner(nch, parts), after
+
+            local = pipelines.product_local(step, "inner", views, self.root) | {parts}
+            forms.append(pipelines.Form(k, reads, {parts}, local, by_inner))
+        return pipelines.Item(units, forms)
+
+    def _loop(self, j: int, step: FusedLoop, call, kernel: str, arg) -> pipelines.Item:
+        """A fused loop's calls: its chunks on all threads (or one call of all of them) and the
+        call that combines their partial results, on its own or in a pipeline."""
+        self.fixed[f"I{j}"], self.fixed[f"F{j}"] = call.ints, call.floats
+        suffix = {p.name: p.name.split("_")[-1] for p in call.partials}
+
+        def arguments(ints: str, partials: dict[str, str]) -> str:
+            named = {"I": ints, "F": f"F{j}"} | {suffix[p]: q for p, q in partials.items()}
+            params = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
+            return ", ".join([arg(b.name) for b in call.source.arrays] + [arg(p) for p in params])
+
+        args = arguments(f"I{j}", {p.name: p.name for p in call.partials})
+        reads = {b.name for b in step.reads} | {b.name for b in call.source.arrays}
+        writes = {b.name for b in step.writes} | {p.name for p in call.partials}
+        if not step.shape:
+            return pipelines.Item([self._unit(1, [f"{kernel}({args})"], reads, writes)])
+        if call.parallel:
+            nch = int(call.ints[call.source.int_slots["nch"]])
+            units = [self._unit(nch, [f"{kernel}({args}, c, c + 1, 0)"], reads, writes)]
+            if call.partials or step.scans:  # the call that combines the chunks' results
+                units.append(self._unit(1, [f"{kernel}({args}, {nch}, {nch}, 1)"], reads, writes))
+        else:
+            units = [self._unit(1, [f"{kernel}({args}, 0, 1, 1)"], reads, writes)]
+        if step.shape[0] < pipelines.MIN_ROWS or (step.scans and len(step.shape) == 1):
+            return pipelines.Item(units)  # a scan along axis 0 runs in order
+        # in a pipeline: chunks of its own count, with partial results of their own
+        partials = {p.name: f"{p.name}_pipe" for p in call.partials}
+        reduced = pipelines.reduced_over_rows(step)
+
+        def render(nch: int):
+            ints = call.ints.copy()
+            ints[call.source.int_slots["nch"]] = nch
+            self.fixed[arg(f"I{j}_pipe")] = ints
+            for p in call.partials:
+                self.scratch[arg(partials[p.name])] = ((nch, *p.shape[1:]), np.dtype(p.dtype))
+            args = arguments(f"I{j}_pipe", partials)
+            after = None
+            if call.partials or step.scans:
+                finish = [f"{kernel}({args}, {nch}, {nch}, 1)"]
+                if step.scans:  # not analysed: as the whole loop
+                    after = self._unit(1, finish, reads | set(partials.values()), writes)
+                else:
+                    after = self._unit(1, finish, set(partials.values()), reduced)
+            return [f"{kernel}({args}, c, c + 1, 0)"], after
+
+        local, _ = pipelines.loop_local(step, self.root)
+        chunk_reads = self._unit(1, [], {b.name for b in step.reads}, ()).reads
+        chunk_writes = self._unit(1, [], {b.name for b in step.writes} - reduced, ()).reads
+        chunk_writes |= set(partials.values())
+        local |= set(partials.values())
+        form = pipelines.Form(step.shape[0], chunk_reads, chunk_writes, local, render)
+        return pipelines.Item(units, [form])
 
     def load(self) -> None:
         self.module = cache.load_module(self.source)
@@ -322,6 +369,28 @@ class Runner:
         else:
             pool.run_chunks(lambda c: fn(sync, d, s, *values), self.threads, self.threads)
         return [arrays[b.name] for b in plan.outputs]
+
+
+def _alone(items: list[pipelines.Item]) -> list[pipelines.Unit]:
+    return [unit for item in items for unit in item.units]
+
+
+def _groups(units: list[pipelines.Unit]) -> list[pipelines.Unit]:
+    """The run's groups: its units in order, a unit of one chunk joined to the group of one
+    chunk before it when it would wait for that group anyway (one thread runs both)."""
+    groups: list[pipelines.Unit] = []
+    for unit in units:
+        last = groups[-1] if groups else None
+        joins = unit.chunks == 1 and last is not None and last.chunks == 1
+        if joins and last.conflicts(unit.reads, unit.writes):
+            last.lines += unit.lines
+            last.reads |= unit.reads
+            last.writes |= unit.writes
+            continue
+        groups.append(
+            pipelines.Unit(unit.chunks, list(unit.lines), set(unit.reads), set(unit.writes))
+        )
+    return groups
 
 
 def _layout_key(a: np.ndarray) -> tuple[bool, bool, bool, bool]:

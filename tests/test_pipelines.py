@@ -1,0 +1,214 @@
+"""Row pipelines in the compiled run (tracegrad/cpu/pipelines.py): steps that split the same rows
+run chunk by chunk, and steps that read other rows, or wait for every row, stay out."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad import backends, passes
+from tracegrad.cpu import native, pipelines, runner
+from tracegrad.cpu import program as cpu_program
+from tracegrad.runtime import blas_threads
+
+pytestmark = pytest.mark.skipif(
+    native.gemm_addresses() is None or not blas_threads.openblas_known(),
+    reason="NumPy without its bundled OpenBLAS: programs run on the Python driver",
+)
+
+
+@pytest.fixture
+def small_pipelines(monkeypatch):
+    """Two threads, and pipelines (and compiled runs) for programs of a few hundred rows."""
+    monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
+    monkeypatch.setattr(runner, "MIN_WORK", 0)
+    monkeypatch.setattr(pipelines, "MIN_ROWS", 64)
+    monkeypatch.setattr(pipelines, "ROWS_PER_CHUNK", 32)
+
+
+def _compile(fun, *args):
+    graph = passes.optimize(tg.make_ir(fun, optimize=False)(*args))
+    return backends.get_backend("cpu").compile(graph)
+
+
+def _groups(source: str) -> list[list[str]]:
+    """The groups of a compiled run's source: the lines of each `while True` (all threads, chunk
+    by chunk) or `if fetch_add(...) == 0` (one thread) block."""
+    run = source.split("def run(", 1)[1]
+    groups: list[list[str]] = []
+    for line in run.splitlines()[1:]:
+        if line.startswith(("    while True:", "    if fetch_add(")):
+            groups.append([line.strip()])
+        elif line.startswith("        ") and groups:
+            groups[-1].append(line.strip())
+    return groups
+
+
+def _steps(group: list[str]) -> list[str]:
+    """The steps a group runs: kernel calls by kernel, products by result."""
+    out = []
+    for line in group:
+        if (m := re.match(r"(_k\d+)\(", line)) or (m := re.match(r"# (\w+) = ", line)):
+            out.append(m.group(1))
+    return out
+
+
+def _run_twice(program, fun, first, args, rtol=1e-10):
+    """`program` called with `first`, then with `args`: the second call must give NumPy's
+    numbers, so a chunk that read rows no chunk had written yet (left from the first call)
+    shows."""
+    program(list(first))
+    got = program(list(args))
+    want = fun(*args)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-12)
+    return got
+
+
+# ---- the schedule, on steps made up for it
+
+
+def _item(name, rows=None, reads=(), writes=(), local=None, after=None, chunks=4):
+    """A step `name` whose form (if `rows`) reads and writes only at its rows unless `local`
+    says which arrays it touches that way; `after` names what its combining call writes."""
+    reads, writes = set(reads), set(writes)
+    units = [pipelines.Unit(chunks if rows else 1, [name], reads, writes)]
+    if rows is None:
+        return pipelines.Item(units)
+    local = reads | writes if local is None else set(local)
+
+    def render(nch):
+        later = None
+        if after:
+            later = pipelines.Unit(1, [f"{name} finish"], {f"{name}_parts"}, {after})
+        return [f"{name} of {nch}"], later
+
+    parts = {f"{name}_parts"} if after else set()
+    form = pipelines.Form(rows, reads, writes | parts, local | parts, render)
+    return pipelines.Item(units, [form])
+
+
+def _lines(units):
+    return [(u.chunks, u.lines) for u in units]
+
+
+def test_steps_over_the_same_rows_run_as_one_pipeline():
+    items = [
+        _item("mm", 1024, {"x", "w"}, {"h"}, local={"x", "h"}),
+        _item("tanh", 1024, {"h"}, {"h"}, after="colsum"),
+        _item("loss", None, {"colsum"}, {"l"}),  # one chunk: runs after the pipeline
+        _item("back", 1024, {"h", "w"}, {"d"}, local={"h", "d"}),
+    ]
+    got = _lines(pipelines.schedule(items, 2))
+    assert got == [
+        (8, ["mm of 8", "tanh of 8", "back of 8"]),
+        (1, ["tanh finish"]),
+        (1, ["loss"]),
+    ]
+
+
+def test_what_keeps_a_step_out_of_the_pipeline():
+    def first():
+        return _item("a", 1024, {"x"}, {"h"})
+
+    # it reads the pipeline's array at other rows
+    got = _lines(pipelines.schedule([first(), _item("b", 1024, {"h"}, {"y"}, local={"y"})], 2))
+    assert got == [(4, ["a"]), (4, ["b"])]
+    # it writes, at other rows, an array the pipeline reads
+    got = _lines(pipelines.schedule([first(), _item("b", 1024, {"q"}, {"x"}, local={"q"})], 2))
+    assert got == [(4, ["a"]), (4, ["b"])]
+    # it splits other rows
+    got = _lines(pipelines.schedule([first(), _item("b", 512, {"h"}, {"y"})], 2))
+    assert got == [(4, ["a"]), (4, ["b"])]
+    # it reads what a step set aside to run after the pipeline writes
+    items = [first(), _item("s", None, {"h"}, {"m"}), _item("b", 1024, {"h", "m"}, {"y"})]
+    got = _lines(pipelines.schedule(items, 2))
+    assert got == [(4, ["a"]), (1, ["s"]), (4, ["b"])]
+    # the same arrays touched only at the rows, and read-only arrays read anywhere: it joins
+    items = [first(), _item("b", 1024, {"h", "w"}, {"y"}, local={"h", "y"})]
+    assert _lines(pipelines.schedule(items, 2)) == [(8, ["a of 8", "b of 8"])]
+
+
+def test_a_step_with_no_partner_runs_as_on_its_own():
+    items = [
+        _item("a", 1024, {"x"}, {"h"}, after="s"),
+        _item("one", None, {"q"}, {"r"}),
+        _item("b", None, {"r"}, {"z"}, chunks=4),  # many chunks, no form: closes
+    ]
+    items[2].units[0].chunks = 4
+    got = _lines(pipelines.schedule(items, 2))
+    assert got == [(4, ["a"]), (1, ["one"]), (4, ["b"])]  # not "a of 8", no "a finish"
+
+
+def test_chunks_of_a_pipeline():
+    assert pipelines.chunks(2048, 2) == 8
+    assert pipelines.chunks(16384, 2) == 64
+    assert pipelines.chunks(100, 2) == 6  # at least 16 rows a chunk
+    assert pipelines.chunks(10, 2) == 1
+
+
+# ---- programs
+
+
+HAZARDS = {  # ways of reading rows of `h` other than the chunk's
+    "mirrored": lambda h: h * h[::-1],
+    "rolled": lambda h: np.roll(h, 3, axis=0),
+    "last rows": lambda h: h @ h[-7:].T,
+    "column means": lambda h: h - np.mean(h, axis=0),
+    "running sums": lambda h: np.cumsum(h, axis=0),
+    "their products": lambda h: h @ (h.T @ h) / 203,
+}
+
+
+@pytest.mark.parametrize("hazard", HAZARDS)
+def test_steps_that_read_other_rows_stay_out_of_the_pipeline(small_pipelines, rng, hazard):
+    """A step reads rows of the pipeline's array `h` other than its chunk's. Run with new inputs
+    after other ones, a wrong join would read rows left from the first call (or not yet
+    written)."""
+
+    def f(w1, w2, x):
+        h = np.tanh(x @ w1)
+        return np.tanh(HAZARDS[hazard](h) @ w2) * h[:, :3] + np.sin(h[:, 3:6])
+
+    def args():
+        w1, w2 = rng.standard_normal((5, 12)) / 2, rng.standard_normal((12, 3)) / 3
+        if hazard == "last rows":
+            w2 = rng.standard_normal((7, 3)) / 3
+        return [w1, w2, rng.standard_normal((203, 5))]
+
+    program = _compile(tg.jit(f), *args())
+    assert program.runner is not None
+    assert any(g[0] == "while True:" and len(_steps(g)) > 1 for g in _groups(program.runner.source))
+    _run_twice(program, f, args(), args())
+
+
+def test_a_network_gradient_in_a_pipeline_of_uneven_chunks(small_pipelines, rng):
+    """value_and_grad of a network over 203 rows: one pipeline of 8 chunks of 25 or 26 rows."""
+
+    def net(w1, w2, x):
+        return np.mean(np.tanh(np.tanh(x @ w1) @ w2) ** 2)
+
+    def args():
+        return [
+            rng.standard_normal((5, 12)) / 2,
+            rng.standard_normal((12, 3)) / 3,
+            rng.standard_normal((203, 5)),
+        ]
+
+    fun = tg.value_and_grad(net, argnums=(0, 1))
+    program = _compile(fun, *args())
+    groups = _groups(program.runner.source)
+    chunked = [g for g in groups if g[0] == "while True:"]
+    assert len(chunked) == 1 and "if c >= 8:" in chunked[0]
+    assert len(_steps(chunked[0])) >= 6
+
+    def want(*a):
+        value, grads = tg.value_and_grad(net, argnums=(0, 1), backend="numpy")(*a)
+        return (value, *grads)
+
+    _run_twice(program, want, args(), args())
