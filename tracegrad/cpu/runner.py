@@ -161,7 +161,10 @@ class Runner:
             pending.append(g)
         body += [f"    wait_for(sync, {2 * h + 1}, {groups[h].chunks})" for h in pending]
         self.cells = 2 * len(groups)
-        self.names = names
+        # the arguments the body uses (how a step runs alone, or in a pipeline, not both)
+        used = set(re.findall(r"\w+", "\n".join(body)))
+        self.names = names = [name for name in names if name in used]
+        self.scratch = {name: spec for name, spec in self.scratch.items() if name in used}
         header = [
             "# A tracegrad program run: every thread calls `run`; chunks are taken with atomic",
             "# counters, and a group of steps waits for the earlier groups whose arrays it uses.",
