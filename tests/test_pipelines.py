@@ -162,6 +162,7 @@ HAZARDS = {  # ways of reading rows of `h` other than the chunk's
     "column means": lambda h: h - np.mean(h, axis=0),
     "running sums": lambda h: np.cumsum(h, axis=0),
     "their products": lambda h: h @ (h.T @ h) / 203,
+    "columns": lambda h: (h.T @ h.T)[:, -12:],  # h square: h.T's rows are h's columns
 }
 
 
@@ -177,6 +178,8 @@ def test_steps_that_read_other_rows_stay_out_of_the_pipeline(small_pipelines, rn
 
     def args():
         w1, w2 = rng.standard_normal((5, 12)) / 2, rng.standard_normal((12, 3)) / 3
+        if hazard == "columns":
+            w1 = rng.standard_normal((5, 203)) / 2
         if hazard == "last rows":
             w2 = rng.standard_normal((7, 3)) / 3
         return [w1, w2, rng.standard_normal((203, 5))]

@@ -221,9 +221,18 @@ def product_local(
     left operand and result; for "inner" chunks, the rows of its right operand and the columns
     of its left one when that is a transpose (the rows of the array it transposes)."""
     a, b, out = step.a.name, step.b.name, step.out.name
+    local: set[str] = set()
+    other: set[str] = set()
+
+    def see(name: str, at_rows: bool) -> None:
+        (local if at_rows else other).add(root.get(name, name))
+
     if kind == "rows":  # a[lo:hi] @ b -> out[lo:hi]; b is read whole
-        local = ({a} if a not in root else set()) | {out}
-        return local - {root.get(b, b)}
-    t = transposed_root(a, views, root)  # a[:, lo:hi] @ b[lo:hi] -> the chunk's partial product
-    local = ({b} if b not in root else set()) | ({t} if t is not None else set())
-    return local - ({root.get(a, a)} if t is None else set())
+        see(a, a not in root)
+        see(b, False)
+        see(out, True)
+    else:  # a[:, lo:hi] @ b[lo:hi] -> the chunk's partial product
+        t = transposed_root(a, views, root)
+        see(a if t is None else t, t is not None)
+        see(b, b not in root)
+    return local - other
