@@ -24,8 +24,9 @@ configuration first, so that no candidate pays for compiling Python sources. The
 are measured in interleaved rounds; medians are reported.
 
 The thin MLP, 10-64-64-1 with tanh, value_and_grad of the mean squared error, float64 and float32,
-N = 2,048 and 16,384 rows: tracegrad's cpu backend in this process (compiled, steady state) and
-JAX's jit in its interpreter, per step, in alternating blocks.
+N = 2,048 and 16,384 rows: tracegrad's cpu backend (compiled, steady state), the same with its
+row pipelines turned off (breadth first, as before they were built), and JAX's jit, per step,
+each in a fresh process per round, interleaved (`--thin-only` measures just this and prints it).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 
 import numpy as np
 
@@ -211,6 +211,38 @@ print(json.dumps(out))
 )
 
 
+# tracegrad's thin-network step in a fresh process: argv cases, blocks, "pipelines" or
+# "breadth-first" (the compiled run without row pipelines, as before the eleventh pass)
+TG_THIN = (
+    """
+import json, os, sys, time
+os.environ["TRACEGRAD_TIERED"] = "0"
+import numpy as np
+import tracegrad as tg
+from tracegrad.cpu import runner
+runner.PIPELINES = sys.argv[3] == "pipelines"
+"""
+    + THIN
+    + """
+out = {}
+for case in sys.argv[1].split(","):
+    n, dtype = case.split(":")
+    params, X, y = thin_args(int(n), dtype)
+    g = tg.value_and_grad(thin, backend="cpu")
+    for _ in range(20):
+        g(params, X, y)
+    times = []
+    for _ in range(int(sys.argv[2])):
+        t = time.perf_counter()
+        for _ in range(10):
+            g(params, X, y)
+        times.append((time.perf_counter() - t) / 10)
+    out[case] = sorted(times)[len(times) // 2]
+print(json.dumps(out))
+"""
+)
+
+
 def run_json(python: str, code: str, args: list[str], env: dict) -> dict:
     # `python -c` puts the working folder first on sys.path: run where the tracegrad to measure is
     where = env.get("PYTHONPATH") or tempfile.gettempdir()
@@ -314,42 +346,26 @@ def first_calls(rounds: int, jax_python: str | None, before: str | None) -> dict
     }
 
 
-def per_step(g, *args) -> float:
-    """Median seconds per call of a warmed-up `g(*args)`: 15 blocks of 10 calls."""
-    times = []
-    for _ in range(15):
-        t = time.perf_counter()
-        for _ in range(10):
-            g(*args)
-        times.append((time.perf_counter() - t) / 10)
-    return float(np.median(times))
-
-
 def thin_mlp(rounds: int, jax_python: str | None, cases: list[tuple[int, str]]) -> dict:
-    """Per-step medians: {case: {"tracegrad": s, "JAX": s}}."""
-    os.environ["TRACEGRAD_TIERED"] = "0"  # steady state: the compiled program
-    sys.path.insert(0, ROOT)
-    import tracegrad as tg
-
-    ns: dict = {"np": np}
-    exec(THIN, ns)
-    out: dict = {f"{n}:{d}": {"tracegrad": [], "JAX": []} for n, d in cases}
-    prepared = {}
-    for n, d in cases:
-        params, X, y = ns["thin_args"](n, d)
-        g = tg.value_and_grad(ns["thin"], backend="cpu")
-        for _ in range(20):
-            g(params, X, y)
-        prepared[f"{n}:{d}"] = (g, params, X, y)
-    for _ in range(rounds):
-        for case, (g, params, X, y) in prepared.items():
-            out[case]["tracegrad"].append(per_step(g, params, X, y))
-        if jax_python:
-            env = base_env(tempfile.gettempdir(), None)
-            env.pop("PYTHONPATH", None)
-            got = run_json(jax_python, JAX_THIN, [",".join(prepared), "15"], env)
+    """Per-step medians: {case: {"tracegrad": s, "breadth first": s, "JAX": s}}. Each round runs
+    a fresh process of each, interleaved; round 0 compiles and is not counted."""
+    names = ",".join(f"{n}:{d}" for n, d in cases)
+    kinds = {"tracegrad": "pipelines", "breadth first": "breadth-first"}
+    out: dict = {c: {k: [] for k in (*kinds, "JAX")} for c in names.split(",")}
+    env = base_env(tempfile.gettempdir(), ROOT)
+    jax_env = base_env(tempfile.gettempdir(), None)
+    jax_env.pop("PYTHONPATH", None)
+    for r in range(rounds + 1):
+        order = list(kinds.items()) if r % 2 else list(reversed(kinds.items()))
+        for kind, arg in order:
+            got = run_json(sys.executable, TG_THIN, [names, "15", arg], env)
             for case, t in got.items():
+                if r:
+                    out[case][kind].append(t)
+        if jax_python and r:
+            for case, t in run_json(jax_python, JAX_THIN, [names, "15"], jax_env).items():
                 out[case]["JAX"].append(t)
+        print(f"  thin network: round {r} of {rounds} done", flush=True)
     return {
         case: {k: float(np.median(v)) for k, v in per.items() if v} for case, per in out.items()
     }
@@ -367,10 +383,11 @@ def report(first: dict, thin: dict, jax_note: str) -> str:
         f"{os.cpu_count()} cores; medians of fresh subprocesses, interleaved. {jax_note}",
         "",
     ]
-    for workload, title in (
+    workloads = (
         ("W1", "W1's gradient, 1,000 float64"),
         ("MLP", "the mlp example's value_and_grad (2-16-16-1, 500 points)"),
-    ):
+    )
+    for workload, title in workloads if first else ():
         lines += [
             f"### First call in a fresh process: {title}",
             "",
@@ -385,14 +402,16 @@ def report(first: dict, thin: dict, jax_note: str) -> str:
         lines += [
             "### Thin MLP 10-64-64-1, value_and_grad, per step",
             "",
-            "| N, dtype | tracegrad cpu | JAX jit | tracegrad / JAX |",
-            "|---|---:|---:|---:|",
+            "| N, dtype | tracegrad cpu | the same, breadth first | JAX jit | tracegrad / JAX |",
+            "|---|---:|---:|---:|---:|",
         ]
         for case, per in thin.items():
             n, d = case.split(":")
-            tgt, jt = per.get("tracegrad"), per.get("JAX")
+            tgt, bf, jt = per.get("tracegrad"), per.get("breadth first"), per.get("JAX")
             ratio = f"{tgt / jt:.2f}x" if tgt and jt else "-"
-            lines.append(f"| {int(n):,}, {d} | {ms(tgt)} | {ms(jt) if jt else '-'} | {ratio} |")
+            lines.append(
+                f"| {int(n):,}, {d} | {ms(tgt)} | {ms(bf)} | {ms(jt) if jt else '-'} | {ratio} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -422,6 +441,9 @@ def main() -> None:
     parser.add_argument("--jax-python", default=DEFAULT_JAX)
     parser.add_argument("--before", help="a git revision whose tracegrad to measure too")
     parser.add_argument("--no-thin", action="store_true")
+    parser.add_argument(
+        "--thin-only", action="store_true", help="the thin network's step only, printed"
+    )
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
     jax_python, note = args.jax_python, f"JAX from `{args.jax_python}`."
@@ -440,8 +462,11 @@ def main() -> None:
             f"JAX is not available at {jax_python} ({exc}): its rows are skipped", file=sys.stderr
         )
         jax_python, note = None, "JAX not installed: no JAX rows."
-    first = first_calls(rounds, jax_python, args.before)
     cases = [(n, d) for d in ("float64", "float32") for n in (2048, 16384)]
+    if args.thin_only:
+        print(report({}, thin_mlp(rounds, jax_python, cases), note))
+        return
+    first = first_calls(rounds, jax_python, args.before)
     thin = {} if args.no_thin else thin_mlp(max(1, rounds // 2 + 1), jax_python, cases)
     text = report(first, thin, note)
     print(text)
