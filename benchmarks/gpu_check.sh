@@ -45,7 +45,8 @@ else
 fi
 
 # Compiling kernels for the GPU is most of the tests' time: one pytest process per test file, in
-# parallel (a few at a time per core), all on the one GPU.
+# parallel (a few at a time per core), all on the one GPU; each without pyproject's addopts (its
+# one worker per core through pytest-xdist, which this machine need not have).
 start=$(date +%s)
 logs=$(mktemp -d)
 jobs_max=$(( $(nproc) > 1 ? $(nproc) : 1 ))
@@ -54,7 +55,8 @@ for f in "${files[@]}"; do
     while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do sleep 0.2; done
     name=$(basename "$f" .py)
     ( TRACEGRAD_TEST_BACKENDS=cuda timeout "$test_budget" \
-        python3 -m pytest -q -p no:cacheprovider "$f" "${selection[@]}" >"$logs/$name.log" 2>&1
+        python3 -m pytest -o addopts=-ra -q -p no:cacheprovider "$f" "${selection[@]}" \
+            >"$logs/$name.log" 2>&1
       echo $? >"$logs/$name.status" ) &
 done
 wait

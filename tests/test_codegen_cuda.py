@@ -578,6 +578,8 @@ if __name__ == "__main__" and sys.argv[1:] == ["--ptx"]:
 def test_gpu_check_script_runs_in_smoke_mode(tmp_path):
     out = tmp_path / "gpu.md"
     env = dict(os.environ, GPU_CHECK_OUT=str(out))
+    for name in [n for n in env if n.startswith("PYTEST_XDIST_")]:
+        del env[name]  # this test's worker is not the script's pytest's
     proc = subprocess.run(
         ["bash", os.path.join(ROOT, "benchmarks", "gpu_check.sh"), "--smoke"],
         capture_output=True,
