@@ -26,7 +26,7 @@ def small_pipelines(monkeypatch):
     monkeypatch.setattr(cpu_program, "_threads", lambda: 2)
     monkeypatch.setattr(runner, "MIN_WORK", 0)
     monkeypatch.setattr(pipelines, "MIN_ROWS", 64)
-    monkeypatch.setattr(pipelines, "ROWS_PER_CHUNK", 32)
+    monkeypatch.setattr(pipelines, "CHUNK_BYTES", 1 << 12)
 
 
 def _compile(fun, *args):
@@ -81,15 +81,14 @@ def _item(name, rows=None, reads=(), writes=(), local=None, after=None, chunks=4
     if rows is None:
         return pipelines.Item(units)
     local = reads | writes if local is None else set(local)
+    parts = {f"{name}_parts"} if after else set()
+    later = pipelines.Unit(1, [], parts, {after}) if after else None
 
     def render(nch):
-        later = None
-        if after:
-            later = pipelines.Unit(1, [f"{name} finish"], {f"{name}_parts"}, {after})
-        return [f"{name} of {nch}"], later
+        return [f"{name} of {nch}"], [f"{name} finish"] if after else None
 
-    parts = {f"{name}_parts"} if after else set()
-    form = pipelines.Form(rows, reads, writes | parts, local | parts, render)
+    row_bytes = dict.fromkeys(local, 8)  # a column of float64 each
+    form = pipelines.Form(rows, reads, writes | parts, local | parts, render, row_bytes, later)
     return pipelines.Item(units, [form])
 
 
@@ -146,10 +145,13 @@ def test_a_step_with_no_partner_runs_as_on_its_own():
 
 
 def test_chunks_of_a_pipeline():
-    assert pipelines.chunks(2048, 2) == 8
-    assert pipelines.chunks(16384, 2) == 64
-    assert pipelines.chunks(100, 2) == 6  # at least 16 rows a chunk
-    assert pipelines.chunks(10, 2) == 1
+    thin = 267 * 8  # the thin network's gradient: 267 float64 columns a row
+    assert pipelines.chunks(2048, 2, thin) == 16  # 122 rows a chunk
+    assert pipelines.chunks(16384, 2, thin) == 134
+    assert pipelines.chunks(1_000_000, 2, 200) == 763  # 1,310 rows a chunk
+    assert pipelines.chunks(2048, 2, 8) == 8  # at least 4 a thread
+    assert pipelines.chunks(100, 2, thin) == 6  # at least 16 rows a chunk
+    assert pipelines.chunks(10, 2, thin) == 1
 
 
 # ---- programs
@@ -191,7 +193,7 @@ def test_steps_that_read_other_rows_stay_out_of_the_pipeline(small_pipelines, rn
 
 
 def test_a_network_gradient_in_a_pipeline_of_uneven_chunks(small_pipelines, rng):
-    """value_and_grad of a network over 203 rows: one pipeline of 8 chunks of 25 or 26 rows."""
+    """value_and_grad of a network over 203 rows: one pipeline of 12 chunks of 16 or 17 rows."""
 
     def net(w1, w2, x):
         return np.mean(np.tanh(np.tanh(x @ w1) @ w2) ** 2)
@@ -207,7 +209,7 @@ def test_a_network_gradient_in_a_pipeline_of_uneven_chunks(small_pipelines, rng)
     program = _compile(fun, *args())
     groups = _groups(program.runner.source)
     chunked = [g for g in groups if g[0] == "while True:"]
-    assert len(chunked) == 1 and "if c >= 8:" in chunked[0]
+    assert len(chunked) == 1 and "if c >= 12:" in chunked[0]
     assert len(_steps(chunked[0])) >= 6
 
     def want(*a):

@@ -31,17 +31,20 @@ from collections.abc import Callable
 from ..fusion import FusedLoop, Index, MatmulStep, ViewStep
 from ..fusion.steps import Load
 
-# A pipeline's chunks are about this many rows (at least `threads * 4` chunks): 256 rows of 64
-# float64 columns are 128 KB, so a chunk's few arrays stay in a core's 512 KB of L2.
-ROWS_PER_CHUNK = 256
+# A pipeline's chunk holds about this many bytes of the arrays its steps touch at its rows, half
+# of a core's 512 KB of L2: 122 rows of the thin network's gradient in float64 (267 columns of
+# its arrays), about 1,300 of a logistic regression's 20 features (RESULTS.md, "Eleventh pass").
+CHUNK_BYTES = 1 << 18
 MIN_ROWS_PER_CHUNK = 16
 # Steps over fewer rows than this stay out of pipelines.
 MIN_ROWS = 512
 
 
-def chunks(rows: int, threads: int) -> int:
-    """The number of chunks of a pipeline over `rows` rows."""
-    want = max(threads * 4, rows // ROWS_PER_CHUNK)
+def chunks(rows: int, threads: int, row_bytes: int) -> int:
+    """The number of chunks of a pipeline over `rows` rows whose arrays take `row_bytes` bytes
+    a row: chunks of about CHUNK_BYTES, and at least 4 per thread."""
+    per_chunk = max(MIN_ROWS_PER_CHUNK, CHUNK_BYTES // max(1, row_bytes))
+    want = max(threads * 4, rows // per_chunk)
     return max(1, min(want, rows // MIN_ROWS_PER_CHUNK))
 
 
@@ -63,11 +66,12 @@ class Unit:
 
 
 class Form:
-    """A step as a member of a pipeline over `rows` rows: `render(nch)` gives the lines of its
-    chunk `c` of `nch` and the unit that runs after the pipeline (or None); `local` names the
-    arrays the chunk touches only at its rows."""
+    """A step as a member of a pipeline over `rows` rows. `render(nch)` gives the lines of its
+    chunk `c` of `nch`, and the lines of `after` (the unit that runs after the pipeline, or
+    None). `local` names the arrays the chunk touches only at its rows, and `row_bytes` the
+    bytes a row of each of them takes."""
 
-    __slots__ = ("local", "reads", "render", "rows", "writes")
+    __slots__ = ("after", "local", "reads", "render", "row_bytes", "rows", "writes")
 
     def __init__(
         self,
@@ -75,13 +79,17 @@ class Form:
         reads: set[str],
         writes: set[str],
         local: set[str],
-        render: Callable[[int], tuple[list[str], Unit | None]],
+        render: Callable[[int], tuple[list[str], list[str] | None]],
+        row_bytes: dict[str, int] | None = None,
+        after: Unit | None = None,
     ):
         self.rows = rows
         self.reads = reads
         self.writes = writes
         self.local = local
         self.render = render
+        self.row_bytes = row_bytes or {}
+        self.after = after
 
 
 class Item:
@@ -99,26 +107,22 @@ def schedule(items: list[Item], threads: int) -> list[Unit]:
     """The run's units in order, with the steps that can run depth first in pipelines."""
     out: list[Unit] = []
     members: list[tuple[Item, Form]] = []
-    lines: list[str] = []
     reads: set[str] = set()
     writes: set[str] = set()
     local: dict[str, bool] = {}  # array -> whether every member touches it only at its rows
+    row_bytes: dict[str, int] = {}
     later: list[Unit] = []  # to run after the pipeline, in order
-    own: list[Unit | None] = [None]  # the first member's unit in `later`
-    nch = 0
+    rows = 0
 
     def join(item: Item, form: Form) -> None:
-        chunk_lines, after = form.render(nch)
         members.append((item, form))
-        lines.extend(chunk_lines)
         reads.update(form.reads)
         writes.update(form.writes)
         for name in form.reads | form.writes:
             local[name] = local.get(name, True) and name in form.local
-        if after is not None:
-            later.append(after)
-            if len(members) == 1:
-                own[0] = after
+        row_bytes.update(form.row_bytes)
+        if form.after is not None:
+            later.append(form.after)
 
     def fits(form: Form) -> bool:
         if form.rows != rows:
@@ -130,23 +134,27 @@ def schedule(items: list[Item], threads: int) -> list[Unit]:
         return not any(unit.conflicts(form.reads, form.writes) for unit in later)
 
     def close() -> None:
-        nonlocal nch
         if len(members) > 1:
-            out.append(Unit(nch, list(lines), set(reads), set(writes)))
+            nch = chunks(rows, threads, sum(row_bytes.values()))
+            lines: list[str] = []
+            for _, form in members:
+                chunk_lines, after_lines = form.render(nch)
+                lines += chunk_lines
+                if form.after is not None:
+                    form.after.lines = after_lines
+            out.append(Unit(nch, lines, set(reads), set(writes)))
             out.extend(later)
         elif members:
-            out.extend(members[0][0].units)
-            out.extend(unit for unit in later if unit is not own[0])
+            item, form = members[0]
+            out.extend(item.units)  # as it runs on its own
+            out.extend(unit for unit in later if unit is not form.after)
         members.clear()
-        lines.clear()
         reads.clear()
         writes.clear()
         local.clear()
+        row_bytes.clear()
         later.clear()
-        own[0] = None
-        nch = 0
 
-    rows = 0
     for item in items:
         if members:
             form = next((f for f in item.forms if fits(f)), None)
@@ -158,10 +166,8 @@ def schedule(items: list[Item], threads: int) -> list[Unit]:
                 continue
             close()
         if item.forms:
-            form = item.forms[0]
-            rows = form.rows
-            nch = chunks(rows, threads)
-            join(item, form)
+            rows = item.forms[0].rows
+            join(item, item.forms[0])
         else:
             out.extend(item.units)
     close()

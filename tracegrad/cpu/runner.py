@@ -116,6 +116,7 @@ class Runner:
         }
         self.scratch: dict[str, tuple] = {}
         self.root = _view_roots(plan)
+        self.buffers = {b.name: b for b in plan.buffers}
         kernels: list[str] = []
         views = {s.out.name: s for s in self.views}
         items: list[pipelines.Item] = []
@@ -237,18 +238,37 @@ class Runner:
         forms = []
         if m >= pipelines.MIN_ROWS:
             local = pipelines.product_local(step, "rows", views, self.root)
-            forms.append(pipelines.Form(m, reads, {out}, local, lambda nch: (rows(nch), None)))
-        size = m * n * np.dtype(step.out.dtype).itemsize
-        if k >= pipelines.MIN_ROWS and size * pipelines.chunks(k, self.threads) <= MAX_PARTS:
-            parts = f"_{out}_pparts"
+            by_rows = pipelines.Form(
+                m, reads, {out}, local, lambda nch: (rows(nch), None), self._row_bytes(local, m)
+            )
+            forms.append(by_rows)
+        parts = f"_{out}_pparts"
+        local = pipelines.product_local(step, "inner", views, self.root)
+        row_bytes = self._row_bytes(local, k)
+        # at most this many chunks: the pipeline's rows take at least this product's bytes
+        most = pipelines.chunks(k, self.threads, sum(row_bytes.values()))
+        if (
+            k >= pipelines.MIN_ROWS
+            and m * n * np.dtype(step.out.dtype).itemsize * most <= MAX_PARTS
+        ):
+            after = self._unit(1, [], {parts}, {out})
 
-            def by_inner(nch: int):
-                after = self._unit(1, [f"sum_parts({parts}, {out})"], {parts}, {out})
-                return inner(nch, parts), after
+            def render(nch: int):
+                return inner(nch, parts), [f"sum_parts({parts}, {out})"]
 
-            local = pipelines.product_local(step, "inner", views, self.root) | {parts}
-            forms.append(pipelines.Form(k, reads, {parts}, local, by_inner))
+            forms.append(
+                pipelines.Form(k, reads, {parts}, local | {parts}, render, row_bytes, after)
+            )
         return pipelines.Item(units, forms)
+
+    def _row_bytes(self, names, rows: int) -> dict[str, int]:
+        """The bytes of a row of each of the arrays `names` that have `rows` rows."""
+        out = {}
+        for name in names:
+            b = self.buffers.get(name)
+            if b is not None and b.shape[:1] == (rows,):
+                out[name] = int(np.prod(b.shape[1:], dtype=np.int64)) * np.dtype(b.dtype).itemsize
+        return out
 
     def _loop(self, j: int, step: FusedLoop, call, kernel: str, arg) -> pipelines.Item:
         """A fused loop's calls: its chunks on all threads (or one call of all of them) and the
@@ -279,6 +299,13 @@ class Runner:
         partials = {p.name: f"{p.name}_pipe" for p in call.partials}
         reduced = pipelines.reduced_over_rows(step)
 
+        after = None
+        if call.partials or step.scans:  # the call that combines the chunks' results
+            if step.scans:  # not analysed: as the whole loop
+                after = self._unit(1, [], reads | set(partials.values()), writes)
+            else:
+                after = self._unit(1, [], set(partials.values()), reduced)
+
         def render(nch: int):
             ints = call.ints.copy()
             ints[call.source.int_slots["nch"]] = nch
@@ -286,21 +313,17 @@ class Runner:
             for p in call.partials:
                 self.scratch[arg(partials[p.name])] = ((nch, *p.shape[1:]), np.dtype(p.dtype))
             args = arguments(f"I{j}_pipe", partials)
-            after = None
-            if call.partials or step.scans:
-                finish = [f"{kernel}({args}, {nch}, {nch}, 1)"]
-                if step.scans:  # not analysed: as the whole loop
-                    after = self._unit(1, finish, reads | set(partials.values()), writes)
-                else:
-                    after = self._unit(1, finish, set(partials.values()), reduced)
-            return [f"{kernel}({args}, c, c + 1, 0)"], after
+            finish = [f"{kernel}({args}, {nch}, {nch}, 1)"] if after is not None else None
+            return [f"{kernel}({args}, c, c + 1, 0)"], finish
 
+        rows = step.shape[0]
         local, _ = pipelines.loop_local(step, self.root)
         chunk_reads = self._unit(1, [], {b.name for b in step.reads}, ()).reads
         chunk_writes = self._unit(1, [], {b.name for b in step.writes} - reduced, ()).reads
         chunk_writes |= set(partials.values())
+        row_bytes = self._row_bytes(local, rows)
         local |= set(partials.values())
-        form = pipelines.Form(step.shape[0], chunk_reads, chunk_writes, local, render)
+        form = pipelines.Form(rows, chunk_reads, chunk_writes, local, render, row_bytes, after)
         return pipelines.Item(units, [form])
 
     def load(self) -> None:
