@@ -182,6 +182,24 @@ THIN = textwrap.dedent(
     """
 )
 
+# The per-step timing both peers' scripts share: `prepare(case)` returns (step, args) after
+# warm-up; argv[1] the cases, argv[2] the blocks of 10 calls; prints {case: median seconds}.
+TIME_THIN = """
+out = {}
+for case in sys.argv[1].split(","):
+    step, args = prepare(case)
+    for _ in range(20):
+        step(*args)
+    times = []
+    for _ in range(int(sys.argv[2])):
+        t = time.perf_counter()
+        for _ in range(10):
+            step(*args)
+        times.append((time.perf_counter() - t) / 10)
+    out[case] = sorted(times)[len(times) // 2]
+print(json.dumps(out))
+"""
+
 JAX_THIN = (
     """
 import json, sys, time
@@ -191,28 +209,17 @@ import jax.numpy as np
 """
     + THIN
     + """
-out = {}
-for case in sys.argv[1].split(","):
+def prepare(case):
     n, dtype = case.split(":")
-    params, X, y = thin_args(int(n), dtype)
-    params, X, y = jax.tree_util.tree_map(jax.numpy.asarray, (params, X, y))
+    args = jax.tree_util.tree_map(jax.numpy.asarray, thin_args(int(n), dtype))
     g = jax.jit(jax.value_and_grad(thin))
-    for _ in range(20):
-        jax.block_until_ready(g(params, X, y))
-    times = []
-    for _ in range(int(sys.argv[2])):
-        t = time.perf_counter()
-        for _ in range(10):
-            jax.block_until_ready(g(params, X, y))
-        times.append((time.perf_counter() - t) / 10)
-    out[case] = sorted(times)[len(times) // 2]
-print(json.dumps(out))
+    return (lambda *a: jax.block_until_ready(g(*a))), args
 """
+    + TIME_THIN
 )
 
-
-# tracegrad's thin-network step in a fresh process: argv cases, blocks, "pipelines" or
-# "breadth-first" (the compiled run without row pipelines, as before the eleventh pass)
+# tracegrad's thin-network step in a fresh process; argv[3] "pipelines" or "breadth-first" (the
+# compiled run without row pipelines, as before the eleventh pass)
 TG_THIN = (
     """
 import json, os, sys, time
@@ -224,22 +231,11 @@ runner.PIPELINES = sys.argv[3] == "pipelines"
 """
     + THIN
     + """
-out = {}
-for case in sys.argv[1].split(","):
+def prepare(case):
     n, dtype = case.split(":")
-    params, X, y = thin_args(int(n), dtype)
-    g = tg.value_and_grad(thin, backend="cpu")
-    for _ in range(20):
-        g(params, X, y)
-    times = []
-    for _ in range(int(sys.argv[2])):
-        t = time.perf_counter()
-        for _ in range(10):
-            g(params, X, y)
-        times.append((time.perf_counter() - t) / 10)
-    out[case] = sorted(times)[len(times) // 2]
-print(json.dumps(out))
+    return tg.value_and_grad(thin, backend="cpu"), thin_args(int(n), dtype)
 """
+    + TIME_THIN
 )
 
 
