@@ -181,9 +181,9 @@ def _is_rows(index: Index) -> bool:
     return index.var == "i0" and index.stride == 1 and index.offset == 0
 
 
-def loop_local(loop: FusedLoop, root: dict[str, str]) -> tuple[set[str], set[str]]:
-    """(arrays the loop's chunks touch only at their rows, arrays touched otherwise) by root
-    name; the outputs of reductions over axis 0, written after the last chunk, are in neither."""
+def loop_local(loop: FusedLoop, root: dict[str, str]) -> set[str]:
+    """The arrays (by root name) the loop's chunks touch only at their rows; the outputs of its
+    reductions over axis 0, written after the last chunk, are not among them."""
     rows = loop.shape[0]
     local: set[str] = set()
     other: set[str] = set()
@@ -202,7 +202,7 @@ def loop_local(loop: FusedLoop, root: dict[str, str]) -> tuple[set[str], set[str
     for red in loop.reductions:
         if 0 not in red.axes:  # kept axis 0: written at the chunk's rows
             see(red.buffer, True)
-    return local - other, other
+    return local - other
 
 
 def reduced_over_rows(loop: FusedLoop) -> set[str]:

@@ -118,7 +118,7 @@ class Runner:
         self.root = _view_roots(plan)
         self.buffers = {b.name: b for b in plan.buffers}
         kernels: list[str] = []
-        views = {s.out.name: s for s in self.views}
+        view_steps = {s.out.name: s for s in self.views}
         items: list[pipelines.Item] = []
 
         # arrays whose layout the caller (or the trace, for a captured constant) chose
@@ -131,7 +131,7 @@ class Runner:
                 continue
             if isinstance(step, MatmulStep):
                 self.operands += [b.name for b in (step.a, step.b) if b.name in outside]
-                items.append(self._product(step, _split(step, threads), arg, views))
+                items.append(self._product(step, _split(step, threads), arg, view_steps))
                 continue
             call = program.calls[id(step)]
             kernel = f"_k{len(kernels)}"
@@ -196,10 +196,12 @@ class Runner:
         ]
         self.dgemm, self.sgemm = native.gemm_addresses()
 
+    def _roots(self, names) -> set[str]:
+        """The arrays `names` are, views by the array they view."""
+        return {self.root.get(n, n) for n in names}
+
     def _unit(self, chunks: int, lines: list[str], reads, writes) -> pipelines.Unit:
-        root = self.root
-        reads = {root.get(n, n) for n in reads}
-        return pipelines.Unit(chunks, lines, reads, {root.get(n, n) for n in writes})
+        return pipelines.Unit(chunks, lines, self._roots(reads), self._roots(writes))
 
     def _product(self, step: MatmulStep, split, arg, views) -> pipelines.Item:
         """A product as the run's lines: split as `split` says on its own, and by rows or along
@@ -234,7 +236,7 @@ class Runner:
                 self._unit(split.chunks, inner(split.chunks, parts), {a, b}, {parts}),
                 self._unit(1, [f"sum_parts({parts}, {out})"], {parts}, {out}),
             ]
-        reads = self._unit(1, [], {a, b}, ()).reads
+        reads = self._roots({a, b})
         forms = []
         if m >= pipelines.MIN_ROWS:
             local = pipelines.product_local(step, "rows", views, self.root)
@@ -242,23 +244,20 @@ class Runner:
                 m, reads, {out}, local, lambda nch: (rows(nch), None), self._row_bytes(local, m)
             )
             forms.append(by_rows)
-        parts = f"_{out}_pparts"
-        local = pipelines.product_local(step, "inner", views, self.root)
-        row_bytes = self._row_bytes(local, k)
-        # at most this many chunks: the pipeline's rows take at least this product's bytes
-        most = pipelines.chunks(k, self.threads, sum(row_bytes.values()))
-        if (
-            k >= pipelines.MIN_ROWS
-            and m * n * np.dtype(step.out.dtype).itemsize * most <= MAX_PARTS
-        ):
-            after = self._unit(1, [], {parts}, {out})
+        if k >= pipelines.MIN_ROWS:
+            parts = f"_{out}_pparts"
+            local = pipelines.product_local(step, "inner", views, self.root)
+            row_bytes = self._row_bytes(local, k)
+            # at most this many chunks: the pipeline's rows take at least this product's bytes
+            most = pipelines.chunks(k, self.threads, sum(row_bytes.values()))
+            if m * n * np.dtype(step.out.dtype).itemsize * most <= MAX_PARTS:
+                after = self._unit(1, [], {parts}, {out})
 
-            def render(nch: int):
-                return inner(nch, parts), [f"sum_parts({parts}, {out})"]
+                def render(nch: int):
+                    return inner(nch, parts), [f"sum_parts({parts}, {out})"]
 
-            forms.append(
-                pipelines.Form(k, reads, {parts}, local | {parts}, render, row_bytes, after)
-            )
+                local |= {parts}
+                forms.append(pipelines.Form(k, reads, {parts}, local, render, row_bytes, after))
         return pipelines.Item(units, forms)
 
     def _row_bytes(self, names, rows: int) -> dict[str, int]:
@@ -317,9 +316,9 @@ class Runner:
             return [f"{kernel}({args}, c, c + 1, 0)"], finish
 
         rows = step.shape[0]
-        local, _ = pipelines.loop_local(step, self.root)
-        chunk_reads = self._unit(1, [], {b.name for b in step.reads}, ()).reads
-        chunk_writes = self._unit(1, [], {b.name for b in step.writes} - reduced, ()).reads
+        local = pipelines.loop_local(step, self.root)
+        chunk_reads = self._roots(b.name for b in step.reads)
+        chunk_writes = self._roots({b.name for b in step.writes} - reduced)
         chunk_writes |= set(partials.values())
         row_bytes = self._row_bytes(local, rows)
         local |= set(partials.values())
