@@ -95,10 +95,12 @@ def simplify(graph: Graph, lower: bool = True) -> Graph:
     for node in graph.nodes:
         inputs = tuple(env.get(v, v) for v in node.inputs)
         node = _with_inputs(node, inputs)
-        if lower and node.prim is P.matmul_p and inputs[0].shape[-1] == 1:
+        if lower and node.prim is P.matmul_p and _outer(node):
             node = _outer_product(node, nodes, producer)  # an elementwise product, fusable
         elif lower and node.prim is P.matmul_p and _thin_product(node):
             node = _matrix_vector(node, nodes, producer)  # a fused row or column sum
+        # a product rewritten above is now another node: its rewrites below read its own inputs
+        inputs = node.inputs
         if node.prim.kind is Kind.IDENTITY and (not lower or node.prim.effectful):
             replacement = None
         else:
@@ -128,6 +130,13 @@ def simplify(graph: Graph, lower: bool = True) -> Graph:
         nodes.append(node)
         producer[node.out] = node
     return Graph(graph.inputs, tuple(nodes), tuple(env.get(v, v) for v in graph.outputs))
+
+
+def _outer(node: Node) -> bool:
+    """A product of matrices (or stacks of them) over an inner dimension of 1. A vector operand
+    is not: `(1,) @ (1, m)` is `(m,)`, which neither operand broadcasts to."""
+    a, b = node.inputs
+    return a.ndim >= 2 and b.ndim >= 2 and a.shape[-1] == 1
 
 
 def _outer_product(node: Node, nodes: list[Node], producer: dict[Var, Node]) -> Node:
