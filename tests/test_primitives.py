@@ -20,7 +20,7 @@ from helpers import (
     run,
     weighted_sum,
 )
-from tracegrad import interpreter, ir
+from tracegrad import interpreter, ir, passes
 from tracegrad import primitives as P
 from tracegrad.primitives import Kind
 
@@ -297,3 +297,33 @@ def test_stop_gradient_passes_the_value_and_blocks_the_derivative(rng, backend):
     (grad,) = run(gradient_graph(f, [0]), [x], backend)
     np.testing.assert_allclose(value, np.sum(x * x))
     np.testing.assert_allclose(grad, x)  # d/dx of x * c with c = x held fixed
+
+
+FOLDABLE = sorted(
+    set(DIFFERENTIABLE)
+    | {n for n, p in P.PRIMITIVES.items() if p.kind is Kind.ELEMENTWISE and not p.effectful}
+)
+
+
+@pytest.mark.parametrize("name", FOLDABLE)
+def test_every_primitive_folds_on_constants(name, rng):
+    """On constant operands the simplifier folds each primitive's node with its reference
+    implementation, as the interpreter runs it: the whole program is one constant."""
+    prim = P.PRIMITIVES[name]
+    if name in DIFFERENTIABLE:
+        shapes, body, domain = _case(name)
+        avals = [(s, F64) for s in shapes]
+        args = _sample(rng, shapes, domain)
+    else:  # operands of the primitive's own kind (bools, integers)
+        dtype = OPERAND_DTYPE[prim.operands]
+        avals = [((3,), dtype)] * _arity(prim)
+        args = [_operand(rng, s, d) for s, d in avals]
+
+        def body(*xs):
+            return P.emit(prim, *xs)
+
+    want = interpreter.evaluate(build(avals, body), args)[0]
+    folded = passes.optimize(build([], lambda: body(*[P.const(a) for a in args])))
+    assert [node.prim.name for node in folded.nodes] == ["const"], f"{name} did not fold"
+    value = np.broadcast_to(folded.nodes[0].params["value"], folded.outputs[0].shape)
+    np.testing.assert_array_equal(value, want, err_msg=name)
