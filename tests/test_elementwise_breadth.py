@@ -225,3 +225,34 @@ def test_derivatives_stay_finite_where_their_formula_would_overflow_or_cancel(ba
     np.testing.assert_allclose(grad(np.arcsin, near_one), 8770.580218993497, rtol=1e-12)
     np.testing.assert_allclose(grad(np.arctanh, near_one), 76923077.37779, rtol=1e-12)
     np.testing.assert_allclose(grad(np.arccosh, 2 - near_one), 8770.580115586803, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "fun, x, signs",
+    [
+        # the signs of the one-sided limits of the derivatives of orders 1, 2 and 3 at x
+        (np.arcsin, 1.0, (1, 1, 1)),
+        (np.arcsin, -1.0, (1, -1, 1)),
+        (np.arccos, 1.0, (-1, -1, -1)),
+        (np.arccos, -1.0, (-1, 1, -1)),
+        (np.arctanh, 1.0, (1, 1, 1)),
+        (np.arctanh, -1.0, (1, -1, 1)),
+    ],
+)
+def test_derivatives_at_the_ends_of_the_domain_are_the_one_sided_limits(fun, x, signs, backend):
+    # 1 - x^2 is computed as (1 - x)(1 + x); differentiating that product at x = +-1 multiplied
+    # the infinite cotangent by the zero factor (nan)
+    f = fun
+    for order, sign in enumerate(signs, start=1):
+        f = tg.grad(f, backend=backend)
+        assert f(x) == sign * np.inf, f"{fun.__name__}, order {order} at {x}"
+
+
+def test_second_derivatives_near_the_ends_of_the_domain(backend):
+    # arcsin'' = x / (1 - x^2)^1.5 and arctanh'' = 2x / (1 - x^2)^2, 1 - x^2 without cancelling
+    x = np.array([1 - 2.0**-30, -1 + 2.0**-40, 0.5])
+    one_minus_square = (1 - x) * (1 + x)  # exact here: 1 - x and 1 + x are exact
+    second = tg.grad(lambda v: np.sum(tg.grad(lambda u: np.sum(np.arcsin(u)))(v)), backend=backend)
+    np.testing.assert_allclose(second(x), x / one_minus_square**1.5, rtol=1e-14)
+    second = tg.grad(lambda v: np.sum(tg.grad(lambda u: np.sum(np.arctanh(u)))(v)), backend=backend)
+    np.testing.assert_allclose(second(x), 2 * x / one_minus_square**2, rtol=1e-14)

@@ -229,9 +229,20 @@ tan_p = _ew(
 )
 
 
+# 1 - x^2, computed as (1 - x)(1 + x): no cancelling near |x| = 1. One primitive, not that
+# product of two nodes: at x = +-1 one factor is 0, and the product rule would multiply it by the
+# infinite cotangent arriving from 1 / sqrt(1 - x^2) (nan, where the limit is infinite). Its
+# derivative -2x has no such factor, so arcsin'' and arccos'' reach their one-sided limits.
+one_minus_square_p = _ew(
+    "one_minus_square",
+    lambda x: np.multiply(np.subtract(1, x), np.add(1, x)),
+    _unary_rule(lambda x, out: mul(x, -2.0)),
+    "((1.0 - {0}) * (1.0 + {0}))",
+)
+
+
 def _one_minus_square(x):
-    """1 - x^2 as (1 - x)(1 + x): no cancelling near |x| = 1."""
-    return mul(sub(1.0, x), add(1.0, x))
+    return unary(one_minus_square_p, x)
 
 
 arcsin_p = _ew(
