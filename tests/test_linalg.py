@@ -318,11 +318,40 @@ def test_eigh_and_eigvalsh_read_the_upper_triangle_with_uplo_u(backend):
     got = tg.jit(lambda a: np.linalg.eigvalsh(a, UPLO="U"), backend=backend)(a)
     np.testing.assert_allclose(got, np.linalg.eigvalsh(a, UPLO="U"))
     vectors = tg.jit(lambda a: np.linalg.eigh(a, UPLO="U")[1], backend=backend)(a)
-    np.testing.assert_allclose(np.abs(vectors), np.abs(np.linalg.eigh(a, UPLO="U")[1]))
+    np.testing.assert_allclose(vectors, np.linalg.eigh(a, UPLO="U")[1])  # signs too
     g = tg.grad(lambda a: np.sum(np.linalg.eigvalsh(a, UPLO="U") ** 2), backend=backend)(a)
     np.testing.assert_allclose(g, [[4.0, 20.0], [0.0, 6.0]])  # |S|_F^2: the upper entry twice
     with pytest.raises(ValueError, match="UPLO"):
         tg.jit(lambda a: np.linalg.eigvalsh(a, UPLO="X"), backend=backend)(a)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_of_a_non_symmetric_matrix_is_differentiated_as_numpy_reads_it(uplo, backend):
+    # NumPy reads one triangle: the eigenvectors, signs included, and their derivatives (forward
+    # and reverse) are those of the symmetric matrix that triangle stands for
+    rng = np.random.default_rng(3)
+    x, dx = rng.normal(size=(2, 4, 4)), rng.normal(size=(2, 4, 4))
+    w_ct, v_ct = rng.normal(size=(2, 4)), rng.normal(size=(2, 4, 4))
+
+    def f(a):
+        return np.linalg.eigh(a, UPLO=uplo)
+
+    w, v = tg.jit(f, backend=backend)(x)
+    np.testing.assert_allclose(w, f(x)[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(v, f(x)[1], rtol=1e-10, atol=1e-10)
+    h = 1e-6
+    up, down = f(x + h * dx), f(x - h * dx)
+    fd_w, fd_v = (up[0] - down[0]) / (2 * h), (up[1] - down[1]) / (2 * h)
+    _, (t_w, t_v) = tg.jvp(f, (x,), (dx,), backend=backend)
+    np.testing.assert_allclose(t_w, fd_w, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(t_v, fd_v, rtol=1e-6, atol=1e-7)
+    out, pullback = tg.vjp(f, x, backend=backend)
+    (x_ct,) = pullback(type(out)(w_ct, v_ct))
+    want = np.sum(w_ct * fd_w) + np.sum(v_ct * fd_v)
+    np.testing.assert_allclose(np.sum(x_ct * dx), want, rtol=1e-6)
+    # the triangle NumPy does not read gets no cotangent
+    unread = np.triu(np.ones((4, 4)), 1) if uplo == "L" else np.tril(np.ones((4, 4)), -1)
+    assert np.all(x_ct * unread == 0)
 
 
 @pytest.mark.parametrize(

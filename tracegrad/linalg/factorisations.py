@@ -209,15 +209,27 @@ def _cholesky_rule(ct, out, a):
 cholesky_p = _register("cholesky", np.linalg.cholesky, _square_infer(lambda s: s), _cholesky_rule)
 
 
-def _eigh_values_rule(ct, out, a):
-    v = P.emit(eigh_vectors_p, a)
+def _upper_only(sym_ct: Var) -> Var:
+    """As `_lower_only`, for a function that reads the upper triangle."""
+    return _t(_lower_only(_t(sym_ct)))
+
+
+def _triangle_only(sym_ct: Var, upper: bool) -> Var:
+    return _upper_only(sym_ct) if upper else _lower_only(sym_ct)
+
+
+# eigh reads one triangle of A, the lower (NumPy's UPLO="L") or the upper: `upper` says which.
+# The primitive reads it itself (not the lower triangle of A^T): LAPACK's eigenvectors of the same
+# symmetric matrix differ in sign between the two, and ours are NumPy's, column for column.
+def _eigh_values_rule(ct, out, a, upper):
+    v = P.emit(eigh_vectors_p, a, upper=upper)
     n = a.shape[-1]
     scaled = P.mul(v, P.broadcast_to(P.reshape(ct, ct.shape[:-1] + (1, n)), v.shape))
-    return (_lower_only(_mm(scaled, _t(v))),)
+    return (_triangle_only(_mm(scaled, _t(v)), upper),)
 
 
-def _eigh_vectors_rule(ct, out, a):
-    w = P.emit(eigh_values_p, a)
+def _eigh_vectors_rule(ct, out, a, upper):
+    w = P.emit(eigh_values_p, a, upper=upper)
     n = a.shape[-1]
     shape = a.shape
     gaps = P.sub(
@@ -229,17 +241,24 @@ def _eigh_vectors_rule(ct, out, a):
     f = P.where(off, P.div(1.0, safe), P.const(0, shape, gaps.dtype))
     inner = P.mul(f, _mm(_t(out), ct))
     s = _mm(out, _mm(inner, _t(out)))
-    return (_lower_only(P.mul(P.add(s, _t(s)), 0.5)),)
+    return (_triangle_only(P.mul(P.add(s, _t(s)), 0.5), upper),)
+
+
+def _uplo(upper: bool) -> str:
+    return "U" if upper else "L"
 
 
 eigh_values_p = _register(
     "eigh_values",
-    lambda a: np.linalg.eigh(a)[0],
+    lambda a, upper: np.linalg.eigh(a, _uplo(upper))[0],
     _square_infer(lambda s: s[:-1]),
     _eigh_values_rule,
 )
 eigh_vectors_p = _register(
-    "eigh_vectors", lambda a: np.linalg.eigh(a)[1], _square_infer(lambda s: s), _eigh_vectors_rule
+    "eigh_vectors",
+    lambda a, upper: np.linalg.eigh(a, _uplo(upper))[1],
+    _square_infer(lambda s: s),
+    _eigh_vectors_rule,
 )
 
 

@@ -239,9 +239,12 @@ def _eigh(a, UPLO="L", what="eigh"):
     if UPLO not in ("L", "U"):
         raise ValueError(f"np.linalg.{what}: UPLO argument must be 'L' or 'U'{_src()}")
     x = _square_float(a, what)
-    if UPLO == "U":  # the upper triangle of x is the lower triangle of its transpose
-        x = P.swap_last(x)
-    return _result("EighResult", P.emit(eigh_values_p, x), P.emit(eigh_vectors_p, x))
+    upper = UPLO == "U"
+    return _result(
+        "EighResult",
+        P.emit(eigh_values_p, x, upper=upper),
+        P.emit(eigh_vectors_p, x, upper=upper),
+    )
 
 
 def _eigvalsh(a, UPLO="L"):
