@@ -104,16 +104,56 @@ def second_order_recurrence(x):
     return cur.sum()
 
 
-def test_a_value_read_two_iterations_later_stays_unrolled_and_exact(monkeypatch):
-    """x[t] = sin(x[t-1]) + 0.3 x[t-2] reads two iterations back: not rolled (a documented
-    limitation), and the unrolled program is what runs."""
+def two_back(x):
+    y = x * 0.5
+    for _ in range(12):
+        x, y = np.sin(x) * 0.9 + 0.1 * y, x
+    return np.sum(x + y)  # reads the last two iterations
+
+
+def test_a_value_read_two_iterations_later_is_carried_two_deep(backend, monkeypatch):
+    """x[t] = sin(x[t-1]) + 0.3 x[t-2] reads two iterations back: one scan carrying the last two
+    values, with the unrolled program's value and gradient."""
     x = np.linspace(0, 1, 4)
-    assert not scans(second_order_recurrence, x)
+    for fun in (second_order_recurrence, two_back):
+        (node,) = scans(fun, x)
+        assert node.params["n_carry"] == 2, fun.__name__
+        value, grad = tg.value_and_grad(fun, backend=backend)(x)
+        want_value, want_grad = unrolled(
+            tg.value_and_grad(fun, backend="numpy"), x, monkeypatch=monkeypatch
+        )
+        np.testing.assert_allclose(value, want_value, rtol=1e-13)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-12)
+        eps = 1e-6
+        fd = [(fun(x + eps * e) - fun(x - eps * e)) / (2 * eps) for e in np.eye(4)]
+        np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6 * np.abs(grad).max())
+
+
+def three_back(x):
+    a, b, c = x, x * 0.5, x * 0.25
+    for _ in range(16):
+        a, b, c = np.cos(a) * 0.5 + 0.2 * c, a, b
+    return np.sum(a * b + c)
+
+
+def far_back(x):
+    history = [x * 0.1 * k for k in range(6)]
+    for _ in range(20):
+        history.append(np.sin(history[-1]) + 0.5 * history[-6])  # six iterations back
+    return np.sum(history[-1])
+
+
+def test_reads_up_to_the_lag_limit_roll_and_further_back_stays_unrolled(monkeypatch):
+    x = np.linspace(0, 1, 4)
+    (node,) = scans(three_back, x)
+    assert node.params["n_carry"] == 3
     np.testing.assert_allclose(
-        tg.grad(second_order_recurrence, backend="numpy")(x),
-        unrolled(tg.grad(second_order_recurrence, backend="numpy"), x, monkeypatch=monkeypatch),
+        tg.grad(three_back, backend="numpy")(x),
+        unrolled(tg.grad(three_back, backend="numpy"), x, monkeypatch=monkeypatch),
         rtol=1e-12,
     )
+    assert rolling.MAX_LAG < 6
+    assert not scans(far_back, x)
 
 
 def test_a_long_plain_loop_compiles_like_a_short_one():

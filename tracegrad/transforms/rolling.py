@@ -11,14 +11,17 @@ What an iteration reads is classified from the second iteration on (the first re
 the loop starts from):
 - a value computed earlier in the same iteration: inside the body;
 - a value computed by the previous iteration: a *carry*, started from what the first iteration
-  reads in its place;
+  reads in its place; a value computed j iterations back (up to `MAX_LAG`, the two-back loop
+  `x, y = f(x, y), x`) is carried in j slots, each step shifting them by one, started from what
+  the first j iterations read in its place;
 - a value from before the loop: a loop constant (the same value in every iteration);
 - a literal whose value changes from iteration to iteration (`x * (i * dt)` with a Python `i`):
   a row of a stacked `xs` input.
 Values of an iteration read after the loop come out as the final carry (the last iteration's)
-or as stacked `ys` (`trajectory.append(x)` then `np.stack`). A repetition whose iterations read
-anything else (two iterations back, say) is left unrolled, as is one holding effects (hooks,
-taps) or too small to be worth a loop (fewer than `MIN_REPEATS` iterations or `MIN_NODES`
+(or one of the last ones, from its carry slots) or as stacked `ys` (`trajectory.append(x)` then
+`np.stack`). A repetition whose iterations read anything else (a value from before the loop in
+one iteration and from the loop in another, further back than `MAX_LAG`) is left unrolled, as is
+one holding effects (hooks, taps) or too small to be worth a loop (fewer than `MIN_REPEATS` iterations or `MIN_NODES`
 nodes in all). Rolling repeats until nothing changes, so nested loops roll from the inside out.
 """
 
@@ -33,6 +36,8 @@ from . import scan as scans
 MIN_REPEATS = 4
 MIN_NODES = 64
 PERIOD_TRIES = 6  # candidate periods tried per position: the k-th next node of its signature
+# the furthest back an iteration may read (each iteration back is one more carry)
+MAX_LAG = 4
 
 
 def roll_loops(graph: Graph) -> Graph:
@@ -162,13 +167,24 @@ def _fit_run(graph: Graph, start: int, period: int, repeats: int, position, used
 
 class _Plan:
     def __init__(self):
-        self.refs: dict[tuple[int, int], tuple] = {}  # (offset, input k) -> what it reads
-        self.init: dict[int, Var] = {}  # carried offset -> the value the first iteration reads
+        # (offset, input k) -> what it reads from the last iteration's point of view:
+        # ("inside", offset), ("lag", iterations back, offset) or ("outer", value)
+        self.refs: dict[tuple[int, int], tuple] = {}
+        # (offset, lag) -> the value a read `lag` iterations back finds in the first iteration
+        # (from before the loop); the body's carries are these slots
+        self.init: dict[tuple[int, int], Var] = {}
         self.consts: list[Var] = []  # values from before the loop
         self.varying: list[int] = []  # offsets of literals that change between iterations
         # offsets of slices whose window moves: (sliced value, axis, first start, step)
         self.sliced: dict[int, tuple[Var, int, int, int]] = {}
         self.outside: dict[int, set[int]] = {}  # offset -> iterations whose value is read after
+
+    def depth(self) -> dict[int, int]:
+        """Carried offset -> how many of its last iterations' values the carries hold."""
+        out: dict[int, int] = {}
+        for k, lag in self.init:
+            out[k] = max(out.get(k, 0), lag)
+        return out
 
 
 def _plan_run(graph: Graph, start: int, period: int, repeats: int, position, used_after):
@@ -178,6 +194,8 @@ def _plan_run(graph: Graph, start: int, period: int, repeats: int, position, use
         return None  # only moves data (the rows of a rolled loop's ys, read one by one)
     plan = _Plan()
     const_index: dict[Var, int] = {}
+    # what each operand reads in each iteration
+    seen: dict[tuple[int, int], list[tuple]] = {}
     for r in range(repeats):
         base = start + r * period
         for k in range(period):
@@ -188,37 +206,39 @@ def _plan_run(graph: Graph, start: int, period: int, repeats: int, position, use
                 p = position.get(v, -1)
                 if p >= base:
                     ref = ("inside", p - base)
-                elif p >= base - period and p >= start:
-                    ref = ("carry", p - (base - period))
                 elif p >= start:
-                    return None  # reads an iteration further back
+                    lag = r - (p - start) // period
+                    if lag > MAX_LAG:
+                        return None
+                    ref = ("lag", lag, (p - start) % period)
                 else:
                     ref = ("outer", v)
-                if r == 0:
-                    if ref[0] != "inside":
-                        plan.refs.setdefault((k, a), ("first", v))
-                    else:
-                        plan.refs[(k, a)] = ref
-                    continue
-                known = plan.refs.get((k, a))
-                if r == 1 and (known is None or known[0] == "first"):
-                    first = None if known is None else known[1]
-                    if ref[0] == "carry":
-                        if first is None:
-                            return None
-                        if plan.init.setdefault(ref[1], first) is not first:
-                            return None
-                    elif ref[0] == "outer":
-                        if first is not v:
-                            return None
-                    elif known is not None:  # inside from the second iteration on, not the first
-                        return None
-                    plan.refs[(k, a)] = ref
-                elif known != ref and not (known[0] == ref[0] == "outer" and known[1] is v):
-                    return None
-            # uses after the loop
+                seen.setdefault((k, a), []).append(ref)
             if used_after.get(node.out, -1) >= end:
                 plan.outside.setdefault(k, set()).add(r)
+    # every iteration must read what the last one reads; a read `lag` iterations back finds a
+    # value from before the loop in the first `lag` iterations, which starts the carry slot that
+    # iteration's read comes from (slot j of offset k holds k's value of j iterations ago, and
+    # each step shifts the slots by one)
+    for key, refs in seen.items():
+        steady = refs[-1]
+        if steady[0] == "lag":
+            _, lag, k = steady
+            for r, ref in enumerate(refs):
+                if r >= lag:
+                    if ref != steady:
+                        return None
+                    continue
+                if ref[0] != "outer":
+                    return None
+                if plan.init.setdefault((k, lag - r), ref[1]) is not ref[1]:
+                    return None
+        elif steady[0] == "outer":
+            if any(ref[0] != "outer" or ref[1] is not steady[1] for ref in refs):
+                return None
+        elif any(ref != steady for ref in refs):
+            return None
+        plan.refs[key] = steady
     # literals whose values differ between iterations
     for k in range(period):
         node = nodes[start + k]
@@ -247,6 +267,14 @@ def _plan_run(graph: Graph, start: int, period: int, repeats: int, position, use
         if ref[0] == "outer" and ref[1] not in const_index:
             const_index[ref[1]] = len(plan.consts)
             plan.consts.append(ref[1])
+    # a carried value read after the loop from one of its last iterations is a carry slot too
+    # (the two-back loop's `x + y` after it); the new slots' first values are never read
+    depth = plan.depth()
+    for k, iterations in plan.outside.items():
+        back = repeats - min(iterations)
+        if k in depth and back <= MAX_LAG:
+            for lag in range(depth[k] + 1, back + 1):
+                plan.init[(k, lag)] = plan.init[(k, depth[k])]
     return plan
 
 
@@ -275,18 +303,19 @@ def _moving_window(windows: list) -> tuple[int, int] | None:
 def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) -> Graph:
     nodes = graph.nodes
     block = nodes[start : start + period]
-    carried = sorted(plan.init)
+    slots = sorted(plan.init)  # (offset, lag): the carries
+    depth = plan.depth()
     outside = sorted(plan.outside)
-    # ys: offsets read after the loop from another iteration than the last, or not carried
-    stacked = [k for k in outside if k not in plan.init or plan.outside[k] != {repeats - 1}]
+    # ys: offsets read after the loop from an iteration no carry slot holds at the end
+    stacked = [k for k in outside if repeats - min(plan.outside[k]) > depth.get(k, 0)]
 
     # the body: one iteration as a graph
     consts_in = [Var(v.shape, v.dtype) for v in plan.consts]
-    carry_in = [Var(block[k].out.shape, block[k].out.dtype) for k in carried]
+    carry_in = [Var(block[k].out.shape, block[k].out.dtype) for k, _ in slots]
     stepped = plan.varying + sorted(plan.sliced)  # offsets read from a stacked xs each step
     xs_in = [Var(block[k].out.shape, block[k].out.dtype) for k in stepped]
     const_of = dict(zip(plan.consts, consts_in, strict=True))
-    carry_of = dict(zip(carried, carry_in, strict=True))
+    carry_of = dict(zip(slots, carry_in, strict=True))
     x_of = dict(zip(stepped, xs_in, strict=True))
     env: dict[int, Var] = {}
     body_nodes = []
@@ -296,17 +325,19 @@ def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) ->
             continue
         inputs = []
         for a, _ in enumerate(node.inputs):
-            kind, what = plan.refs[(k, a)]
-            if kind == "inside":
-                inputs.append(env[what])
-            elif kind == "carry":
-                inputs.append(carry_of[what])
+            ref = plan.refs[(k, a)]
+            if ref[0] == "inside":
+                inputs.append(env[ref[1]])
+            elif ref[0] == "lag":
+                inputs.append(carry_of[(ref[2], ref[1])])
             else:
-                inputs.append(const_of[what])
+                inputs.append(const_of[ref[1]])
         out = Var(node.out.shape, node.out.dtype)
         body_nodes.append(Node(node.prim, tuple(inputs), node.params, out, node.source))
         env[k] = out
-    outputs = [env[k] for k in carried] + [env[k] for k in stacked]
+    # the newest slot takes this iteration's value, each older one the slot before it
+    carry_out = [env[k] if lag == 1 else carry_of[(k, lag - 1)] for k, lag in slots]
+    outputs = carry_out + [env[k] for k in stacked]
     body = Graph(tuple(consts_in + carry_in + xs_in), tuple(body_nodes), tuple(outputs))
 
     # the scan node and the values that replace the iterations' values read after the loop
@@ -334,10 +365,10 @@ def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) ->
             rows = P.transpose(rows, [axis] + [a for a in range(rows.ndim) if a != axis])
             xs.append(P.reshape(rows, (repeats,) + block[k].out.shape))
         results = scans.scan(
-            plan.consts, [plan.init[k] for k in carried], xs, body=body, length=repeats
+            plan.consts, [plan.init[slot] for slot in slots], xs, body=body, length=repeats
         )
-        finals = dict(zip(carried, results[: len(carried)], strict=True))
-        ys = dict(zip(stacked, results[len(carried) :], strict=True))
+        finals = dict(zip(slots, results[: len(slots)], strict=True))
+        ys = dict(zip(stacked, results[len(slots) :], strict=True))
         for k, iterations in plan.outside.items():
             for r in iterations:
                 old = nodes[start + r * period + k].out
@@ -345,7 +376,7 @@ def _rolled(graph: Graph, start: int, period: int, repeats: int, plan: _Plan) ->
                     row = P.slice_(ys[k], ((r, r + 1, 1),) + tuple((0, d, 1) for d in old.shape))
                     replace[old] = P.reshape(row, old.shape)
                 else:
-                    replace[old] = finals[k]
+                    replace[old] = finals[(k, repeats - r)]
     rest = []
     for node in nodes[start + period * repeats :]:
         inputs = tuple(replace.get(v, v) for v in node.inputs)
