@@ -17,12 +17,12 @@ the loop starts from):
 - a value from before the loop: a loop constant (the same value in every iteration);
 - a literal whose value changes from iteration to iteration (`x * (i * dt)` with a Python `i`):
   a row of a stacked `xs` input.
-Values of an iteration read after the loop come out as the final carry (the last iteration's)
-(or one of the last ones, from its carry slots) or as stacked `ys` (`trajectory.append(x)` then
-`np.stack`). A repetition whose iterations read anything else (a value from before the loop in
-one iteration and from the loop in another, further back than `MAX_LAG`) is left unrolled, as is
-one holding effects (hooks, taps) or too small to be worth a loop (fewer than `MIN_REPEATS` iterations or `MIN_NODES`
-nodes in all). Rolling repeats until nothing changes, so nested loops roll from the inside out.
+Values of an iteration read after the loop come out as final carries (the last iterations',
+from the carry slots) or as stacked `ys` (`trajectory.append(x)` then `np.stack`). A repetition
+whose iterations read anything else (a value from before the loop in one iteration and from the
+loop in another, or further back than `MAX_LAG`) is left unrolled, as is one holding effects
+(hooks, taps) or too small to be worth a loop (fewer than `MIN_REPEATS` iterations or
+`MIN_NODES` nodes in all). Rolling repeats until nothing changes, so nested loops roll from the inside out.
 """
 
 from __future__ import annotations
