@@ -58,6 +58,7 @@ from .digests import (
     static_text,
     stored_expected,
     tree_text,
+    value_text,
 )
 
 log = config.log
@@ -263,7 +264,18 @@ def _find_class(cls: tuple | None, kind: str, keys: tuple) -> type:
 
 
 def _path_data(path: Path) -> tuple:
+    for _, key in path.steps:
+        value_text(key)  # a key the unpickler refuses (an enum member...): NotStable
     return (path.root, path.root_index, path.steps, path.label, path.context)
+
+
+def _guard_data(guard: Guard) -> tuple:
+    """A guard as an entry holds it: its path, kind and the digest of what it expects; an
+    "alias" guard holds the other path instead, which `_match` reads back."""
+    if guard.kind == "alias":
+        return (_path_data(guard.path), guard.kind, _path_data(guard.expected))
+    expected = stored_expected(guard.kind, guard.expected)
+    return (_path_data(guard.path), guard.kind, guard_digest(guard.kind, expected))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -320,10 +332,7 @@ def save(
         head = prefix(key, directory)
         if any(isinstance(r, np.ndarray) for r in captured.readers):
             raise NotStable("a held view")
-        guards = tuple(
-            (_path_data(g.path), g.kind, guard_digest(g.kind, stored_expected(g.kind, g.expected)))
-            for g in captured.guards
-        )
+        guards = tuple(_guard_data(g) for g in captured.guards)
         readers = tuple(_path_data(r) for r in captured.readers)
         payload = pickle.dumps(
             (FORMAT, head, guards, readers, _graph_data(graph), _tree_data(out_tree)),
@@ -393,7 +402,10 @@ def _read(path: str, head: str) -> tuple | None:
             raise ValueError("another format or key")
         graph = _graph_of(entry[4])
         tree = _tree_of(entry[5])
-        guards = [(Path(*p), kind, digest) for p, kind, digest in entry[2]]
+        guards = [
+            (Path(*p), kind, Path(*digest) if kind == "alias" else digest)
+            for p, kind, digest in entry[2]
+        ]
         readers = [Path(*p) for p in entry[3]]
     except (FileNotFoundError, _Unresolved):
         return None
@@ -409,6 +421,9 @@ def _match(entry: tuple, fun: Any, static: tuple) -> tuple[Graph, TreeDef, Captu
     graph, tree, guards, readers = entry
     made = []
     for path, kind, digest in guards:
+        if kind == "alias":  # `digest` is the other path: checked by captured.read below
+            made.append(Guard(path, kind, digest))
+            continue
         try:
             value = path.read(fun, static)
             expected = expected_of(kind, value)

@@ -85,8 +85,10 @@ class Path:
 
 
 class Guard:
-    """What a program assumes of the value at `path`: `kind` is "value", "identity", "code",
-    "length", "keys", "array", "held_base" or "content", and `expected` what it must be."""
+    """What a program assumes of the value at `path`: `kind` is "value", "identity", "length",
+    "keys", "array", "content" or "alias", and `expected` what it must be. An "alias" guard's
+    `expected` is another `Path`: the value at `path` must be the very object found there (the
+    walk met that object first there, and guarded it there)."""
 
     __slots__ = ("expected", "kind", "path")
 
@@ -131,7 +133,17 @@ class Captured:
                 value = guard.path.read(fun, static)
             except Exception:
                 return f"{guard.path.description} is gone"
-            if not _passes(guard, value):
+            if guard.kind == "alias":
+                try:
+                    same = value is guard.expected.read(fun, static)
+                except Exception:
+                    return f"{guard.expected.description} is gone"
+                if not same:
+                    return (
+                        f"{guard.path.description} changed (it was the same object as "
+                        f"{guard.expected.description}, and is not now)"
+                    )
+            elif not _passes(guard, value):
                 return f"{guard.path.description} changed{_change(guard, value)}"
         return "a captured value changed"
 
@@ -181,6 +193,7 @@ def _passes(guard: Guard, value: Any) -> bool:
             and value.dtype == expected.dtype
             and bool(np.array_equal(value, expected, equal_nan=expected.dtype.kind in "fc"))
         )
+    # "alias" compares the values at two paths: Captured.why and _compile check it
     raise AssertionError(kind)  # pragma: no cover
 
 
@@ -188,14 +201,19 @@ def _no_guards(fun, static):
     return []
 
 
-def _step(base: str, kind: str, key: Any) -> str:
+def _step(base: str, kind: str, key: str) -> str:
+    """One step of a path as source; `key` is source too (a literal, or a name in the
+    namespace of the generated function)."""
     if kind == "attr":
         return f"{base}.{key}"
     if kind == "getattr":
-        return f"_getattr({base}, {key!r})"
+        return f"_getattr({base}, {key})"
     if kind == "item":
-        return f"{base}[{key!r}]"
+        return f"{base}[{key}]"
     return f"{base}.__closure__[{key}].cell_contents"  # "cell"
+
+
+_LITERAL_KEYS = (str, int, bool, type(None))  # whose repr is source that evaluates to them
 
 
 def _compile(guards: list[Guard], readers: list[Path | np.ndarray]) -> Callable:
@@ -206,15 +224,30 @@ def _compile(guards: list[Guard], readers: list[Path | np.ndarray]) -> Callable:
     ns: dict[str, Any] = {"_getattr": getattr, "_passes": _passes, "_ndarray": np.ndarray}
     lines = ["def read(fun, static):", "    try:"]
     names: dict[str, str] = {}
+    keys: dict[tuple[type, Any], str] = {}
+
+    def key_source(kind: str, key: Any) -> str:
+        if kind == "attr":
+            return key
+        if type(key) in _LITERAL_KEYS:
+            return repr(key)
+        # any other dict key (a float, a tuple, an enum member...) is held by the namespace:
+        # its repr need not be source, and the guard must find the very key the walk used
+        named = keys.get((type(key), key))
+        if named is None:
+            named = keys[(type(key), key)] = f"K{len(keys)}"
+            ns[named] = key
+        return named
 
     def local(path: Path) -> str:
         text = "fun" if path.root == "fun" else f"static[{path.root_index}]"
         name = text
         for kind, key in path.steps:
-            text = _step(text, kind, key)
+            source = key_source(kind, key)
+            text = _step(text, kind, source)
             if text not in names:
                 names[text] = f"v{len(names)}"
-                lines.append(f"        {names[text]} = {_step(name, kind, key)}")
+                lines.append(f"        {names[text]} = {_step(name, kind, source)}")
             name = names[text]
         return name
 
@@ -224,6 +257,8 @@ def _compile(guards: list[Guard], readers: list[Path | np.ndarray]) -> Callable:
         if kind == "identity":
             ns[f"E{i}"] = expected
             lines.append(f"        if {v} is not E{i}(): return None")
+        elif kind == "alias":
+            lines.append(f"        if {v} is not {local(expected)}: return None")
         elif kind == "value" and isinstance(expected, (str, bool, int, type(None))):
             ns[f"E{i}"], ns[f"T{i}"] = expected, type(expected)
             lines.append(f"        if type({v}) is not T{i} or {v} != E{i}: return None")

@@ -185,7 +185,9 @@ def _refreshed(guard: Guard, fun: Any, static: tuple) -> Guard:
 class _Walker:
     def __init__(self, scope: Scope, names: set[str]):
         self.scope, self.names = scope, names
-        self.seen: set[int] = set()
+        # id -> (the value, where the walk met it first, whether that was beyond the bounds);
+        # holding the value keeps its id from being reused by another during the walk
+        self.seen: dict[int, tuple[Any, Path, bool]] = {}
         self.count = 0
         self.stopped_at: Path | None = None  # where the walk reached MAX_ENTRIES
 
@@ -211,15 +213,28 @@ class _Walker:
         if isinstance(value, (*_SCALARS, np.generic, np.dtype)):
             self.guard(path, "value", value)
             return
-        if self.count > MAX_ENTRIES or depth > MAX_DEPTH or id(value) in self.seen:
-            if id(value) not in self.seen and self.stopped_at is None and depth <= MAX_DEPTH:
+        beyond = self.count > MAX_ENTRIES or depth > MAX_DEPTH
+        met = self.seen.get(id(value))
+        if met is not None:
+            _, first, first_beyond = met
+            # An object reached by two paths is guarded where it was met first; here the
+            # program must prove that this path still holds that very object. Without this, a
+            # closure over (x, x) whose code reads t[1] shares its program with one over (x, y).
+            if beyond or not first_beyond:
+                self.guard(path, "alias", first)
+                return
+            # met first beyond the bounds (guarded by identity only), now within them: walked
+            # here, and the first path must hold what this one holds
+            self.guard(first, "alias", path)
+        self.seen[id(value)] = (value, path, beyond)
+        if beyond:
+            if met is None and self.stopped_at is None and depth <= MAX_DEPTH:
                 self.stopped_at = path
             if isinstance(value, np.ndarray) and type(value) is np.ndarray:
                 self._array(value, path, beyond=True)  # still read afresh if it is used
             else:
                 self.guard(path, "identity", ref(value))
             return
-        self.seen.add(id(value))
         # a generator's method: from numpy.random import normal
         owner = _attribute(value, "__self__")
         random_types = generator_types()
@@ -268,7 +283,9 @@ class _Walker:
     # ---- kinds of values
     def _array(self, value: np.ndarray, path: Path, beyond: bool = False) -> None:
         scope = self.scope
-        if id(value) in scope.arrays:
+        entry = scope.arrays.get(id(value))
+        if entry is not None:  # met first beyond the bounds, now within them (see `visit`)
+            entry.path, entry.beyond = path, beyond
             return
         entry = _Reachable(value, path, beyond=beyond)
         scope.arrays[id(value)] = entry
@@ -296,9 +313,8 @@ class _Walker:
             self.guard(path, "value", dict(value))  # one comparison of the whole dict per call
             return
         self.guard(path, "keys", tuple(value))
-        for key in list(value):
-            if isinstance(key, (str, int, float, bool, tuple)):
-                self.visit(value[key], path.item(key), depth + 1)
+        for key in list(value):  # under any key: the guards hold keys that are not literals
+            self.visit(value[key], path.item(key), depth + 1)
 
     def _derived_container(self, value: list | dict, path: Path, depth: int) -> None:
         """A subclass of list or dict: its type, its items, and (a user's class) the attributes
