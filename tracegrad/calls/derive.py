@@ -37,7 +37,7 @@ def trace_program(
     graph, out_tree, captures = t.build(avals, treedef, static, positions, scope)
     assert not captures, "a top-level trace cannot capture values"
     graph, hooks = passes.extract_hooks(passes.optimize(graph))
-    captured = scope.finish(t, static)
+    captured = scope.finish(t, static, hooks=bool(hooks))
     program = program_store.keep(t, static, key, backend, name, graph, out_tree, hooks, captured)
     hidden = captured.read(t, static)
     if hidden is None:  # cannot happen unless a guard is flaky: use what was traced

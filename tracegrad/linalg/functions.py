@@ -239,12 +239,8 @@ def _eigh(a, UPLO="L", what="eigh"):
     if UPLO not in ("L", "U"):
         raise ValueError(f"np.linalg.{what}: UPLO argument must be 'L' or 'U'{_src()}")
     x = _square_float(a, what)
-    upper = UPLO == "U"
-    return _result(
-        "EighResult",
-        P.emit(eigh_values_p, x, upper=upper),
-        P.emit(eigh_vectors_p, x, upper=upper),
-    )
+    vals, vecs = (P.emit(p, x, upper=UPLO == "U") for p in (eigh_values_p, eigh_vectors_p))
+    return _result("EighResult", vals, vecs)
 
 
 def _eigvalsh(a, UPLO="L"):
@@ -257,8 +253,7 @@ def _matrix_power(a, n):
     if not isinstance(n, (int, np.integer)):
         raise TypeError(f"exponent must be an integer{_src()}")
     if n == 0:
-        eye = P.const(np.broadcast_to(np.eye(x.shape[-1], dtype=x.dtype), x.shape).copy())
-        return eye
+        return P.const(np.broadcast_to(np.eye(x.shape[-1], dtype=x.dtype), x.shape).copy())
     if n < 0:
         x, n = P.emit(inv_p, _square_float(x, "matrix_power")), -n
     result, power = None, x

@@ -99,6 +99,9 @@ def _identity_digest(obj: Any) -> str:
         return hash_parts("module", obj.__name__)
     if isinstance(obj, type):
         return _class_digest(obj)
+    if type(obj) in (list, dict) and not obj:
+        # an accumulator (tracing/scope.py): in another process, a list or dict still empty
+        return hash_parts("empty", type(obj).__name__)
     if isinstance(obj, types.FunctionType):
         if is_library_module(obj.__module__):
             if obj.__closure__:  # made at run time around other values: its name is not enough

@@ -15,6 +15,14 @@ from typing import Any
 import numpy as np
 
 from .. import config
+from .attributes import (
+    DYNAMIC_LOOKUP,
+    DYNAMIC_NAMES,
+    attribute,
+    implicit_methods,
+    namespace_object,
+    own_names,
+)
 from .guards import Captured, Guard, Path, ref
 from .reads import generator_types, global_random, is_library_module
 
@@ -81,6 +89,8 @@ class Scope:
         # names its code uses
         self.generators: list[tuple[str, Any]] = []
         self.names: set[str] = set()
+        # every object the walk met, as _Walker.seen holds them: id -> (value, path, beyond)
+        self.met: dict[int, tuple[Any, Path, bool]] = {}
 
     @staticmethod
     def of(fun: Any, static: tuple) -> Scope:
@@ -89,7 +99,9 @@ class Scope:
         for _ in range(4):  # the names grow as functions are found: walk until they settle
             known = len(names)
             scope = Scope()
-            _Walker(scope, names).walk_roots(fun, static)
+            walker = _Walker(scope, names)
+            walker.walk_roots(fun, static)
+            scope.met = walker.seen
             if len(names) == known:
                 break
         scope.names = names
@@ -142,12 +154,21 @@ class Scope:
             if np.may_share_memory(e.array, value):
                 e.read = True
 
-    def finish(self, fun: Any, static: tuple) -> Captured:
+    def finish(self, fun: Any, static: tuple, hooks: bool = False) -> Captured:
         """The guards and hidden-input readers of the program traced with this scope.
 
         Guarded values are read again now: what the trace itself changed (a call counter the
-        function increments) is the value the next call must find, or every call would trace."""
+        function increments) is the value the next call must find, or every call would trace.
+
+        A program with `hooks` holds callables made while tracing, which close over the very
+        objects the function reached then (the list a tap's hook appends to): an equal object
+        will not do, so every object met is guarded by identity, but tracegrad's own wrappers
+        (which a new transform of the same function makes anew)."""
         guards = [_refreshed(g, fun, static) for g in self.guards]
+        if hooks:
+            for value, path, _ in self.met.values():
+                if path.steps and getattr(type(value), "_capture_children", None) is None:
+                    guards.append(Guard(path, "identity", ref(value)))
         for entry in self.arrays.values():
             if entry.viewed:  # rebinding it would leave the held view behind
                 guards.append(Guard(entry.path, "identity", ref(entry.array)))
@@ -214,7 +235,9 @@ class _Walker:
             self.guard(path, "value", value)
             return
         beyond = self.count > MAX_ENTRIES or depth > MAX_DEPTH
-        met = self.seen.get(id(value))
+        # a tuple's identity means nothing (equal tuples made apart are not the same object):
+        # it is walked wherever it is met, and what it holds is guarded as anything else
+        met = None if t is tuple else self.seen.get(id(value))
         if met is not None:
             _, first, first_beyond = met
             # An object reached by two paths is guarded where it was met first; here the
@@ -226,7 +249,8 @@ class _Walker:
             # met first beyond the bounds (guarded by identity only), now within them: walked
             # here, and the first path must hold what this one holds
             self.guard(first, "alias", path)
-        self.seen[id(value)] = (value, path, beyond)
+        if t is not tuple:
+            self.seen[id(value)] = (value, path, beyond)
         if beyond:
             if met is None and self.stopped_at is None and depth <= MAX_DEPTH:
                 self.stopped_at = path
@@ -236,7 +260,7 @@ class _Walker:
                 self.guard(path, "identity", ref(value))
             return
         # a generator's method: from numpy.random import normal
-        owner = _attribute(value, "__self__")
+        owner = attribute(value, "__self__")
         random_types = generator_types()
         if isinstance(owner, random_types) and not isinstance(value, random_types):
             value, path = owner, path.hop("attr", "__self__")
@@ -261,7 +285,10 @@ class _Walker:
             self.visit(value.__func__, path.hop("attr", "__func__"), depth + 1)
             self.visit(value.__self__, path.hop("attr", "__self__"), depth + 1)
         elif isinstance(value, functools.partial):
-            self.guard(path, "value", (type(value), len(value.args), tuple(value.keywords)))
+            # its class, how many arguments it holds and their names (the guard reads them)
+            self.guard(path.hop("attr", "__class__"), "identity", ref(type(value)))
+            self.guard(path.hop("attr", "args"), "length", (tuple, len(value.args)))
+            self.guard(path.hop("attr", "keywords"), "keys", tuple(value.keywords))
             self.visit(value.func, path.hop("attr", "func"), depth + 1)
             for i, arg in enumerate(value.args):
                 self.visit(arg, path.hop("attr", "args").item(i), depth + 1)
@@ -273,7 +300,7 @@ class _Walker:
             self.guard(path, "identity", ref(value))
             self._class_attributes(value, path, depth)  # A.k, read through the class
         elif isinstance(value, type) or is_library_module(getattr(t, "__module__", None)):
-            if not isinstance(value, type) and _namespace_object(value):
+            if not isinstance(value, type) and namespace_object(value):
                 self._namespace(value, path, depth)  # argparse.Namespace, SimpleNamespace
             else:
                 self.guard(path, "identity", ref(value))
@@ -294,7 +321,11 @@ class _Walker:
 
     def _sequence(self, value: list | tuple, path: Path, depth: int) -> None:
         if not value and type(value) is list:
-            return  # an empty list is taken for an accumulator (hooks append to one): unread
+            # taken for an accumulator (a hook appends to it on every call): not its length but
+            # its identity, so that a closure over another list does not share the program
+            # (whose hook appends to this one)
+            self.guard(path, "identity", ref(value))
+            return
         if len(value) > MAX_ITEMS and all(isinstance(v, _SCALARS) for v in value):
             self.guard(path, "value", tuple(value) if type(value) is tuple else list(value))
             return
@@ -304,7 +335,8 @@ class _Walker:
 
     def _dict(self, value: dict, path: Path, depth: int) -> None:
         if not value:
-            return  # likewise an empty dict
+            self.guard(path, "identity", ref(value))  # likewise an empty dict
+            return
         if (
             type(value) is dict
             and len(value) > MAX_ITEMS
@@ -330,7 +362,10 @@ class _Walker:
     def _class_attributes(self, cls: type, path: Path, depth: int) -> None:
         """The attributes of a user's class that the code names (`A.k`, `Config.rate`): a class
         is guarded by identity, and what it holds may change."""
-        for name in sorted(self.names):
+        names = self.names
+        if DYNAMIC_NAMES.intersection(names):  # getattr(Config, key): every attribute
+            names = names | own_names({}, cls)
+        for name in sorted(names):
             if name.startswith("__"):
                 continue
             owner = next((c for c in cls.__mro__ if name in vars(c)), None)
@@ -410,7 +445,7 @@ class _Walker:
                 if child is not None:
                     self.visit(child, path.hop("attr", attr), depth + 1)
             return
-        wrapped = _attribute(value, "__wrapped__")
+        wrapped = attribute(value, "__wrapped__")
         if wrapped is not None:
             self.visit(wrapped, path.hop("getattr", "__wrapped__"), depth + 1)
         self._attributes(value, path, depth, only_names=False)
@@ -424,7 +459,20 @@ class _Walker:
         )
         if not only_names and isinstance(call, types.FunctionType):
             self.visit(call, path.hop("attr", "__class__").hop("getattr", "__call__"), depth + 1)
-        for name in sorted(self.names):
+        names = self.names
+        if not only_names:
+            implicit = implicit_methods(type(value))
+            for name, method in implicit.items():
+                self.visit(method, path.hop("attr", "__class__").hop("getattr", name), depth + 1)
+            if DYNAMIC_LOOKUP.intersection(implicit):
+                # Python runs the class's own lookup (p.w through __getattr__, p["w"]): which
+                # attributes it reads cannot be told from names, so every one is walked
+                names = names | own_names(instance, None)
+        if DYNAMIC_NAMES.intersection(self.names):
+            # the code reads attributes by computed names (getattr(cfg, key), vars(obj)[key]):
+            # every attribute may be read
+            names = names | own_names(instance, None if only_names else type(value))
+        for name in sorted(names):
             if name.startswith("__"):
                 continue
             if name in instance:
@@ -444,22 +492,3 @@ class _Walker:
             else:
                 continue
             self.visit(child, path.attr(name), depth + 1)
-
-
-def _attribute(value: Any, name: str) -> Any:
-    """getattr(value, name, None), also for objects whose __getattr__ raises something other
-    than AttributeError (a dict with attribute access raises KeyError)."""
-    try:
-        return getattr(value, name, None)
-    except Exception:
-        return None
-
-
-def _namespace_object(value: Any) -> bool:
-    """Whether a library value is a standard-library attribute holder, walked like a user
-    object: NumPy's, Numba's and tracegrad's own objects are not."""
-    module = getattr(type(value), "__module__", None) or ""
-    return module.split(".")[0] in _NAMESPACE_MODULES and type(vars(value)) is dict
-
-
-_NAMESPACE_MODULES = frozenset({"argparse", "types"})
