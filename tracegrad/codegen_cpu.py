@@ -28,7 +28,7 @@ import os
 from . import backends, fusion, ir, render
 from .cpu.kernels import CpuPrinter, KernelSource, pair_math, render_loop  # noqa: F401
 from .cpu.program import CpuProgram
-from .fusion import donation, loop_ir, lower_cpu, scalars
+from .fusion import donation, loop_ir, lower_cpu, scalars, split
 from .ir import Graph, Node
 from .render import math_mode, render_math  # noqa: F401 (render_math: tests patch it here)
 from .runtime import cache, progress
@@ -129,7 +129,7 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Cp
     mode = math_mode()
     progress.check_graph(graph, "cpu")
     plan = fusion.plan(graph, supports, computed_identity=True)
-    plan = donation.donate(scalars.pack_scalars(plan))
+    plan = donation.donate(scalars.pack_scalars(split.split_loops(plan)))
     bake = BAKE_SIZES if bake_sizes is None else bake_sizes
     return CpuProgram(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)
 
