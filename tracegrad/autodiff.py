@@ -17,7 +17,7 @@ import numpy as np
 from . import ir
 from . import primitives as P
 from .ir import Builder, Graph, Var
-from .primitives import batch_inline
+from .primitives import Kind, batch_inline
 
 
 def tap_nodes(graph: Graph) -> list[ir.Node]:
@@ -59,6 +59,8 @@ def backward(
     # cotangents of `x[index]` wait here until `x`'s own cotangent is needed, so that many
     # small reads of one array (a loop over its elements) become one scatter-add
     slice_cts: dict[Var, list[tuple[tuple, Var, str | None]]] = {}
+    # the results of control-flow nodes, packed into one value, read a window per result
+    packed = {node.out for node in graph.nodes if node.prim.kind is Kind.CONTROL}
 
     def accumulate(v: Var, ct: Var) -> None:
         cts[v] = P.add(cts[v], ct) if v in cts else ct
@@ -66,7 +68,7 @@ def backward(
     def settle(v: Var) -> None:
         parts = slice_cts.pop(v, None)
         if parts:
-            accumulate(v, sum_of_slices(env[v], parts))
+            accumulate(v, sum_of_slices(env[v], parts, v in packed))
 
     for index, ct in seeds.items():
         if graph.outputs[index] in active:
@@ -114,12 +116,15 @@ def _marked(source: str | None, label: str | None) -> str | None:
     return f"{label} {source}" if source else label
 
 
-def sum_of_slices(x: Var, parts: list[tuple[tuple, Var, str | None]]) -> Var:
+def sum_of_slices(x: Var, parts: list[tuple[tuple, Var, str | None]], packed: bool = False) -> Var:
     """The cotangent of `x` from reads `x[index]` with cotangents `ct`: a zero-padded `unslice`
     per read, or, for many small reads, one scatter-add of every read's cotangent at the flat
     positions it came from. A loop reading 64 elements one by one would otherwise sum 64
     unslices into one kernel with 64 operands (minutes to compile); the scatter is one node,
     O(reads + size) to run, and its own adjoint is a gather."""
+    joined = _joined_windows(x, parts, packed)
+    if joined is not None:
+        return joined
     read = sum(ct.size for _, ct, _ in parts)
     if len(parts) < 3 or (len(parts) < 8 and read > x.size // 2):
         total = None
@@ -138,6 +143,44 @@ def sum_of_slices(x: Var, parts: list[tuple[tuple, Var, str | None]]) -> Var:
         every = P.concatenate(values, 0)
         summed = P.scatter_add(every, P.const(np.concatenate(positions)), 0, (x.size,))
         return P.reshape(summed, x.shape)
+
+
+# At most this many operands (windows and the zeros between them) join into one concatenate,
+# unless the value is a loop's packed results (read a window per result).
+MAX_JOINED = 16
+
+
+def _joined_windows(x: Var, parts: list[tuple[tuple, Var, str | None]], packed: bool) -> Var | None:
+    """Reads of disjoint windows of a vector (the results of a loop, read from its packed
+    value) with cotangents `ct`: their concatenation, with zeros between (reads of one window
+    summed first). A slice of it that reads one window is then that window's cotangent (a
+    loop's adjoint reads them so), where a sum of zero-padded unslices would hide it. None for
+    other reads."""
+    if x.ndim != 1 or len(parts) < 2:
+        return None
+    by_window: dict[tuple, list[Var]] = {}
+    for index, ct, _ in parts:
+        by_window.setdefault(index[0], []).append(ct)
+    segments, end = [], 0  # a window's cotangents, or the length of zeros before the next
+    for start, stop, step in sorted(by_window):
+        if step != 1 or start < end or stop < start:
+            return None
+        segments += ([start - end] if start > end else []) + [by_window[start, stop, step]]
+        end = stop
+    segments += [x.shape[0] - end] if end < x.shape[0] else []
+    if len(segments) > MAX_JOINED and not packed:
+        return None
+    with ir.source_location(parts[0][2]):
+        pieces = []
+        for s in segments:
+            if isinstance(s, int):
+                pieces.append(P.const(0, (s,), x.dtype))
+            else:
+                total = s[0]
+                for ct in s[1:]:
+                    total = P.add(total, ct)
+                pieces.append(total)
+        return P.concatenate(pieces, 0)
 
 
 def copy_primal(builder: Builder, graph: Graph) -> dict[Var, Var]:

@@ -13,6 +13,7 @@ from . import ir
 from . import primitives as P
 from .ir import Graph, Node, Var, freeze
 from .primitives import Kind
+from .transforms import pruning
 
 # Arrays at most this big are folded when all their inputs are constants.
 FOLD_LIMIT = 64
@@ -283,8 +284,10 @@ def optimize(graph: Graph, lower: bool = True, rounds: int = 4) -> Graph:
     for _ in range(rounds):
         before = len(graph.nodes)
         graph = dce(cse(simplify(share_saving_loops(graph), lower)))
-        if len(graph.nodes) == before:
+        pruned = pruning.prune_loops(graph, lambda g: optimize(g, lower), ("optimized", lower))
+        if pruned is graph and len(graph.nodes) == before:
             break
+        graph = pruned
     return graph
 
 

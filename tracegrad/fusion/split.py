@@ -110,7 +110,9 @@ class _Parts:
         r = len(self.loop.shape)
         if buf is None:
             var = op.node.out if isinstance(op, Compute) else None
-            buf = Buffer(f"t{len(self.buffers)}", self.loop.shape, self.types[name], "temp", var=var)
+            buf = Buffer(
+                f"t{len(self.buffers)}", self.loop.shape, self.types[name], "temp", var=var
+            )
             self.buffers.append(buf)
             self.crossing[name] = buf
             self.stores[self.part_of[name]].append(Store(name, buf, identity_index(r)))

@@ -207,6 +207,50 @@ transpose_p = _shape_prim(
     ),
     Algebra(moves_fill=True, rewrite=_transpose_twice),
 )
+
+
+def _forward_windows(index) -> bool:
+    return all(step == 1 and 0 <= start <= stop for start, stop, step in index)
+
+
+def _slice_of_pieces(node, fills, producers):
+    """A slice of a slice is one slice. A slice that reads inside one piece of an unslice or a
+    concatenate is a slice of that piece (the piece itself where it reads all of it), and one
+    that reads only an unslice's padding is zeros: what a loop's adjoint reads of its packed
+    cotangent, which the cotangents of the results that are read make (see
+    autodiff.sum_of_slices)."""
+    made, window = producers[0], node.params["index"]
+    if made is None or not _forward_windows(window):
+        return None
+    if made.prim in (slice_p, unslice_p) and _forward_windows(made.params["index"]):
+        pairs = list(zip(window, made.params["index"], strict=True))
+        if made.prim is slice_p:  # a window of a window
+            return slice_(
+                made.inputs[0], tuple((a + c, b + c, 1) for (a, b, _), (c, _, _) in pairs)
+            )
+        if node.out.size and any(b <= c or d <= a for (a, b, _), (c, d, _) in pairs):
+            return np.zeros((), node.out.dtype)
+        if not all(c <= a and b <= d for (a, b, _), (c, d, _) in pairs):
+            return None
+        part, sub = made.inputs[0], tuple((a - c, b - c, 1) for (a, b, _), (c, _, _) in pairs)
+    elif made.prim is concatenate_p:
+        axis = made.params["axis"]
+        a, b, _ = window[axis]
+        offset = 0
+        for part in made.inputs:
+            if offset <= a and b <= offset + part.shape[axis]:
+                break
+            offset += part.shape[axis]
+        else:
+            return None
+        sub = window[:axis] + ((a - offset, b - offset, 1),) + window[axis + 1 :]
+    else:
+        return None
+    if all((a, b) == (0, n) for (a, b, _), n in zip(sub, part.shape, strict=True)):
+        return part
+    return slice_(part, sub)
+
+
 slice_p = _shape_prim(
     "slice",
     lambda x, index: x[tuple(slice(a, (None if b < 0 else b), c) for a, b, c in index)],
@@ -214,7 +258,8 @@ slice_p = _shape_prim(
     _slice_rule,
     lambda size, inputs, batched, index: slice_(inputs[0], ((0, size, 1),) + tuple(index)),
     IndexMap(through=_slice_through, strides=_slice_strides, view=True),
-    _MOVES_FILL,
+    # (unslice and concatenate are defined below; the rule reads them when it runs)
+    Algebra(moves_fill=True, rewrite=_slice_of_pieces),
 )
 
 

@@ -88,7 +88,7 @@ def namespace_object(value: Any) -> bool:
     """Whether a library value is a standard-library attribute holder, walked like a user
     object: NumPy's, Numba's and tracegrad's own objects are not."""
     module = getattr(type(value), "__module__", None) or ""
-    return module.split(".")[0] in NAMESPACE_MODULES and type(vars(value)) is dict
+    return module.split(".")[0] in NAMESPACE_MODULES and type(attribute(value, "__dict__")) is dict
 
 
 NAMESPACE_MODULES = frozenset({"argparse", "types"})

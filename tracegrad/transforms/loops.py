@@ -21,11 +21,16 @@ what the rules share about bodies in bodies.py.
 - `while`: `loop` with the trip count decided by a predicate graph.
 - `cond`: one of two graphs of the same signature, chosen by a scalar predicate at run time.
 
-Reverse mode. The adjoint of a scan is a scan running the other way: a forward scan that saves the
-carries (shared with the primal scan by `passes.share_saving_loops`, so the forward runs once),
-then a reverse scan whose body is the vector-Jacobian product of the body, recomputing the body's
-internals from the saved carry (memory O(steps x carries), as checkpointing each step). The
-cotangents of the loop-invariant values accumulate in extra carries. The adjoint of a `loop` with
+Reverse mode. The adjoint of a scan is a scan running the other way. The vector-Jacobian product
+of the body is split (partial_eval.split) into what depends only on the step's inputs and what
+depends on the cotangents: the first part, with the values the second reads (the residuals) as
+more stacked ys, becomes the forward scan and takes the place of the primal scan (one forward
+loop); the second becomes the reverse scan's body, which reads the residuals and recomputes
+nothing (memory O(steps x residuals); `tg.checkpoint` inside the body recomputes its part from
+its inputs instead). The cotangents of the loop-invariant values accumulate in extra carries.
+The derivative of the reverse scan is built the same way, so every order adds a forward and a
+reverse scan per scan, and `pruning.py` removes the results, carries and inputs that the
+derivatives leave unread. The adjoint of a `loop` with
 a run-time trip count has no saved carries to read (their number is known only at run time), so
 its reverse loop recomputes the carry of step k from the initial carry with an inner `loop` of k
 steps: O(n^2) body evaluations, fine for Newton iterations, documented in docs/limitations.md.

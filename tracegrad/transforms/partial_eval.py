@@ -9,51 +9,69 @@ it rather than stored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from typing import NamedTuple
 
-from .. import primitives as P
 from ..ir import Graph, Node, Var
 
 
-@dataclass(frozen=True)
-class Split:
+class Split(NamedTuple):  # (not a dataclass: scan imports this, and dataclasses is slow)
     known: Graph  # inputs: the known inputs; outputs: `known_outputs`, then the residuals
-    unknown: Graph  # inputs: the residuals, then the unknown inputs; outputs: the rest
+    # inputs: the residuals, the shared known inputs, then the unknown inputs; outputs: the rest
+    unknown: Graph
     n_known_outputs: int
 
 
-def split(graph: Graph, n_known: int, known_outputs: int) -> Split:
+def split(
+    graph: Graph,
+    n_known: int,
+    known_outputs: int,
+    shared: Sequence[int] = (),
+    invariant: Sequence[int] = (),
+    recompute: Collection = (),
+) -> Split:
     """`graph`'s first `known_outputs` outputs must depend only on its first `n_known` inputs;
-    the known graph computes them, and the unknown graph computes the remaining outputs."""
+    the known graph computes them, and the unknown graph computes the remaining outputs.
+
+    The known inputs at `shared` are inputs of the unknown graph too (it reads them as they are,
+    not as residuals). Known values made only from constants and the shared inputs at
+    `invariant` are recomputed by the unknown graph rather than stored. Nodes of the primitives
+    in `recompute` are unknown (the unknown graph recomputes them from residuals)."""
     unknown_vars: set[Var] = set(graph.inputs[n_known:])
     known_nodes: list[Node] = []
     unknown_nodes: list[Node] = []
-    consts: dict[Var, Node] = {}
+    producer: dict[Var, Node] = {}
+    # known values the unknown graph can make itself: constants, and what invariant inputs give
+    copyable: set[Var] = {graph.inputs[i] for i in invariant}
     for node in graph.nodes:
-        if any(v in unknown_vars for v in node.inputs):
+        if node.prim in recompute or any(v in unknown_vars for v in node.inputs):
             unknown_vars.add(node.out)
             unknown_nodes.append(node)
         else:
             known_nodes.append(node)
-            if node.prim is P.const_p:
-                consts[node.out] = node
+            producer[node.out] = node
+            if not node.prim.effectful and all(v in copyable for v in node.inputs):
+                copyable.add(node.out)
     for j, v in enumerate(graph.outputs[:known_outputs]):
         if v in unknown_vars:
             raise ValueError(f"partial evaluation: output {j} depends on the unknown inputs")
 
-    # residuals: known values the unknown part reads (constants are copied instead)
+    # residuals: known values the unknown part reads (what it can make itself is copied instead)
+    passed = {graph.inputs[i] for i in shared}
     residuals: list[Var] = []
-    copied: list[Node] = []
+    copied: set[Var] = set()
     seen: set[Var] = set()
     needed = [v for node in unknown_nodes for v in node.inputs] + list(
         graph.outputs[known_outputs:]
     )
-    for v in needed:
-        if v in unknown_vars or v in seen:
+    while needed:
+        v = needed.pop(0)
+        if v in unknown_vars or v in seen or v in passed:
             continue
         seen.add(v)
-        if v in consts:
-            copied.append(consts[v])
+        if v in copyable:
+            copied.add(v)
+            needed.extend(producer[v].inputs)
         else:
             residuals.append(v)
 
@@ -67,10 +85,12 @@ def split(graph: Graph, n_known: int, known_outputs: int) -> Split:
     fresh = {v: Var(v.shape, v.dtype) for v in residuals}
     nodes = [
         Node(n.prim, tuple(fresh.get(v, v) for v in n.inputs), n.params, n.out, n.source)
-        for n in copied + unknown_nodes
+        for n in [n for n in known_nodes if n.out in copied] + unknown_nodes
     ]
     unknown = Graph(
-        tuple(fresh.values()) + tuple(graph.inputs[n_known:]),
+        tuple(fresh.values())
+        + tuple(graph.inputs[i] for i in shared)
+        + tuple(graph.inputs[n_known:]),
         tuple(nodes),
         tuple(fresh.get(v, v) for v in graph.outputs[known_outputs:]),
     )

@@ -1,8 +1,9 @@
 """`scan`: a loop over stacked inputs with carries, as one primitive holding its body's graph.
 
 `consts, init, xs -> final carries, stacked ys`; the body maps `(consts, carries, x slices) ->
-(carries, y slices)`. With `save`, the carry each step started from is stacked after the ys (what
-the reverse pass needs). Its adjoint is a scan running the other way (see loops.py's docstring).
+(carries, y slices)`. With `save`, the carry each step started from is stacked after the ys. Its
+adjoint is a scan running the other way, reading residuals that the forward scan stacks (see
+loops.py's docstring).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import numpy as np
 from .. import ir
 from .. import primitives as P
 from ..autodiff import adjoint
-from ..ir import Builder, Graph, Var
+from ..ir import Builder, Graph, Node, Var
 from ..primitives import Kind, Primitive
+from . import partial_eval
 from .bodies import batch_axis_to, batched_body, carry_flags, floats, interpreted, repack_batched
 from .packing import Aval, avals, check_avals, pack_dtype, pack_size, packed_views, unpack
+from .remat import remat_barrier_p
 
 
 def _scan_layout(body: Graph, length: int, n_carry: int, save: bool, n_consts: int) -> list[Aval]:
@@ -96,41 +99,60 @@ def scan(
     consts, init, xs, *, body: Graph, length: int, reverse: bool = False, save: bool = False
 ) -> list[Var]:
     """Emit a scan node; returns its results (final carries, stacked ys, saved carries)."""
-    params = dict(
-        body=body,
-        length=int(length),
-        reverse=bool(reverse),
-        n_consts=len(consts),
-        n_carry=len(init),
-        save=bool(save),
-    )
+    params = _params(body, length, reverse, len(consts), len(init), save)
     packed = P.emit(scan_p, *consts, *init, *xs, **params)
     return unpack(packed, scan_layout(params))
 
 
+def _params(body: Graph, length: int, reverse: bool, n_consts: int, n_carry: int, save: bool):
+    return dict(
+        body=body,
+        length=int(length),
+        reverse=bool(reverse),
+        n_consts=n_consts,
+        n_carry=n_carry,
+        save=bool(save),
+    )
+
+
 def _scan_adjoint(ct, out, *inputs, body, length, reverse, n_consts, n_carry, save):
+    """A forward scan whose body also returns the residuals (what the reverse step reads of the
+    step's values) as stacked ys, in place of the primal scan, then a reverse scan whose body
+    is the rest of the step's vector-Jacobian product: it reads the residuals, recomputes
+    nothing of the forward step, and is linear in the cotangents."""
     consts = list(inputs[:n_consts])
     init = list(inputs[n_consts : n_consts + n_carry])
     xs = list(inputs[n_consts + n_carry :])
     if save:  # saved carries are ys like the others
-        body, save = with_saved_outputs(body, n_consts, n_carry), False
+        body = with_saved_outputs(body, n_consts, n_carry)
     n_ys = len(body.outputs) - n_carry
-    layout = _scan_layout(body, length, n_carry, False, n_consts)
-    cts = unpack(ct, layout)
+    cts = unpack(ct, _scan_layout(body, length, n_carry, False, n_consts))
     ct_final, ct_ys = cts[:n_carry], cts[n_carry:]
-    # the forward again, saving the carries: shared with the primal scan (one forward runs)
-    fwd = scan(consts, init, xs, body=body, length=length, reverse=reverse, save=True)
-    saved = fwd[n_carry + n_ys :]
 
-    f_consts = floats(consts)
-    f_carry = floats(init)
-    f_xs = floats(xs)
+    f_consts, f_carry, f_xs = floats(consts), floats(init), floats(xs)
     f_ys = floats(body.outputs[n_carry:])
-    rev_body = _reverse_body(body, n_consts, n_carry, f_consts, f_carry, f_xs, f_ys)
+    n_in = len(body.inputs)
+    wrt = [i for i in f_consts] + [n_consts + i for i in f_carry]
+    wrt += [n_consts + n_carry + i for i in f_xs]
+    of = [i for i in f_carry] + [n_carry + i for i in f_ys]
+    vjp = adjoint(body, wrt, of, seed_ones=False, label=None)
+    # what the reverse step reads as it is: the consts (and what they alone make) and the xs
+    shared = list(range(n_consts)) + list(range(n_consts + n_carry, n_in))
+    step = partial_eval.split(
+        vjp, n_in, len(body.outputs), shared, range(n_consts), (remat_barrier_p,)
+    )
+    n_res = len(step.known.outputs) - len(body.outputs)
+
+    fwd_params = _params(step.known, length, reverse, n_consts, n_carry, False)
+    packed = P.emit(scan_p, *consts, *init, *xs, **fwd_params)
+    _take_place_of(out, packed)
+    residuals = unpack(packed, scan_layout(fwd_params))[n_carry + n_ys :]
+
+    rev_body = _reverse_body(step.unknown, n_res, n_consts, len(xs), f_consts, f_carry, f_ys)
     rev = scan(
         consts,
         [ct_final[i] for i in f_carry] + [P.zeros_like(consts[i]) for i in f_consts],
-        xs + saved + [ct_ys[i] for i in f_ys],
+        residuals + xs + [ct_ys[i] for i in f_ys],
         body=rev_body,
         length=length,
         reverse=not reverse,
@@ -145,35 +167,57 @@ def _scan_adjoint(ct, out, *inputs, body, length, reverse, n_consts, n_carry, sa
     )
 
 
-def _reverse_body(body: Graph, n_consts: int, n_carry: int, f_consts, f_carry, f_xs, f_ys) -> Graph:
-    """One step of the reverse scan.
+def _take_place_of(primal: Var, packed: Var) -> None:
+    """The scan just emitted (making `packed`) moves to the place of the scan node that makes
+    `primal`, whose results are the first part of its own (same inputs, same steps), and
+    `primal` becomes that part: the loop runs forward once, and the next derivative
+    differentiates that one loop. (Where `primal` is not made in this graph, both run.)"""
+    builder = ir.current_builder()
+    new = builder.nodes[-1]
+    i = next((i for i, n in enumerate(builder.nodes) if n.out is primal), None)
+    if i is None or builder.nodes[i].prim is not scan_p:
+        return
+    node = builder.nodes[i]
+    builder.nodes.pop()
+    moved = Node(scan_p, new.inputs, new.params, packed, node.source)
+    index = {"index": ((0, primal.shape[0], 1),)}
+    if packed.dtype == primal.dtype:  # (residuals of another dtype may widen the packing)
+        part = [Node(P.slice_p, (packed,), index, primal, node.source)]
+    else:
+        piece = Var(primal.shape, packed.dtype)
+        part = [
+            Node(P.slice_p, (packed,), index, piece, node.source),
+            Node(P.convert_p, (piece,), {"dtype": primal.dtype}, primal, node.source),
+        ]
+    builder.nodes[i : i + 1] = [moved, *part]
+
+
+def _reverse_body(
+    unknown: Graph, n_res: int, n_consts: int, n_xs: int, f_consts, f_carry, f_ys
+) -> Graph:
+    """One step of the reverse scan, from the unknown part of the step's vector-Jacobian
+    product (inputs: residuals, consts, xs, ct of the float carries, ct of the float ys).
 
     inputs: consts | carries: ct of the carries (floats), accumulated ct of the consts (floats) |
-    xs: x slices, the carries this step started from, ct of the y slices (floats);
+    xs: the residuals, x slices, ct of the y slices (floats);
     outputs: ct of the carries one step earlier, accumulated ct of the consts | ys: ct of x.
     """
-    b_consts = body.inputs[:n_consts]
-    b_carry = body.inputs[n_consts : n_consts + n_carry]
-    b_xs = body.inputs[n_consts + n_carry :]
-    wrt = [i for i in f_consts] + [n_consts + i for i in f_carry]
-    wrt += [n_consts + n_carry + i for i in f_xs]
-    of = [i for i in f_carry] + [n_carry + i for i in f_ys]
-    vjp = adjoint(body, wrt, of, seed_ones=False, label=None)
-
+    ins = list(unknown.inputs)
+    res, consts = ins[:n_res], ins[n_res : n_res + n_consts]
+    x_in = ins[n_res + n_consts : n_res + n_consts + n_xs]
+    seeds = ins[n_res + n_consts + n_xs :]
+    ct_carry, ct_y = seeds[: len(f_carry)], seeds[len(f_carry) :]
+    assert len(ct_y) == len(f_ys)
     builder = Builder()
-    new = lambda v: builder.new_input(v.shape, v.dtype)
-    consts = [new(v) for v in b_consts]
-    ct_carry = [new(b_carry[i]) for i in f_carry]
-    acc = [new(b_consts[i]) for i in f_consts]
-    x_in = [new(v) for v in b_xs]
-    carry_in = [new(v) for v in b_carry]
-    ct_y = [new(body.outputs[n_carry + i]) for i in f_ys]
+    builder.inputs = consts + ct_carry
+    acc = [builder.new_input(consts[i].shape, consts[i].dtype) for i in f_consts]
+    builder.inputs += res + x_in + ct_y
+    builder.nodes = list(unknown.nodes)
+    grads = list(unknown.outputs)
+    g_consts = grads[: len(f_consts)]
+    g_carry = grads[len(f_consts) : len(f_consts) + len(f_carry)]
+    g_xs = grads[len(f_consts) + len(f_carry) :]
     with ir.building(builder):
-        outs = ir.inline(builder, vjp, consts + carry_in + x_in + ct_carry + ct_y)
-        grads = outs[len(body.outputs) :]
-        g_consts = grads[: len(f_consts)]
-        g_carry = grads[len(f_consts) : len(f_consts) + len(f_carry)]
-        g_xs = grads[len(f_consts) + len(f_carry) :]
         new_acc = [P.add(a, g) for a, g in zip(acc, g_consts, strict=True)]
     return builder.graph(g_carry + new_acc + g_xs)
 
