@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -169,6 +169,17 @@ class Graph:
             for v in node.inputs:
                 uses.setdefault(v, []).append(node)
         return uses
+
+    def live(self, outputs: Iterable[Var]) -> tuple[list[Node], set[Var]]:
+        """The nodes that `outputs` (or an effect) need, in order, and every value they read
+        (the values of `outputs` included)."""
+        need = set(outputs)
+        kept = []
+        for node in reversed(self.nodes):
+            if node.out in need or node.prim.effectful:
+                kept.append(node)
+                need.update(node.inputs)
+        return kept[::-1], need
 
 
 # ----------------------------------------------------------------------------------------------

@@ -21,13 +21,8 @@ FOLD_LIMIT = 64
 
 def dce(graph: Graph) -> Graph:
     """Drop nodes whose values no output needs."""
-    live = set(graph.outputs)
-    kept = []
-    for node in reversed(graph.nodes):
-        if node.out in live or node.prim.effectful:
-            kept.append(node)
-            live.update(node.inputs)
-    return Graph(graph.inputs, tuple(reversed(kept)), graph.outputs)
+    kept, _ = graph.live(graph.outputs)
+    return Graph(graph.inputs, tuple(kept), graph.outputs)
 
 
 def cse(graph: Graph) -> Graph:

@@ -191,10 +191,7 @@ def _optimized(graph: Graph, optimize: Callable[[Graph], Graph], key: object) ->
 
 def _reads(graph: Graph, outputs: Sequence[int]) -> set[int]:
     """Positions of the inputs that the outputs at `outputs` depend on."""
-    need = {graph.outputs[i] for i in outputs}
-    for node in reversed(graph.nodes):
-        if node.out in need or node.prim.effectful:
-            need.update(node.inputs)
+    _, need = graph.live(graph.outputs[i] for i in outputs)
     return {i for i, v in enumerate(graph.inputs) if v in need}
 
 
@@ -213,15 +210,10 @@ def _subgraph(
         v = graph.inputs[i]
         params = {"value": fill.params["value"], "shape": v.shape}
         consts.append(Node(P.const_p, (), params, v, fill.source))
-    need = {graph.outputs[i] for i in outputs}
-    kept = []
-    for node in reversed(graph.nodes):
-        if node.out in need or node.prim.effectful:
-            kept.append(node)
-            need.update(node.inputs)
+    kept, _ = graph.live(graph.outputs[i] for i in outputs)
     return Graph(
         tuple(graph.inputs[i] for i in inputs),
-        tuple(consts) + tuple(reversed(kept)),
+        tuple(consts) + tuple(kept),
         tuple(graph.outputs[i] for i in outputs),
     )
 
