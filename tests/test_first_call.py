@@ -303,8 +303,8 @@ def test_the_program_loader_knows_every_module_that_adds_primitives():
         import importlib, pkgutil
         import tracegrad
         from tracegrad import primitives as P
-        from tracegrad.runtime import program_cache
-        program_cache._load_extensions("not a primitive")  # loads every one
+        from tracegrad.runtime import program_data
+        program_data.load_extensions("not a primitive")  # loads every one
         known = set(P.PRIMITIVES)
         for m in pkgutil.walk_packages(tracegrad.__path__, "tracegrad."):
             if not m.name.startswith(("tracegrad.cli", "tracegrad.examples", "tracegrad.dask",
@@ -1141,7 +1141,6 @@ def test_same_function_under_two_names_is_never_stale(persisted):
 
 
 def test_entries_per_function_are_bounded(persisted, monkeypatch):
-    from tracegrad.runtime import program_cache
 
     monkeypatch.setattr(program_cache, "PER_KEY", 2)
     ns = {"np": np, "K": 0.0}

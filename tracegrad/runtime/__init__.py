@@ -8,7 +8,8 @@ runtime), below only the public API (api.py) and the command line.
   new one, and the count of traces;
 - program.py: `CompiledCall`, a compiled program ready to call, and the cached-call fast path.
 - program_cache.py: persisted programs, the optimised graph of a call kept on disk, named by
-  digests.py: digests of code, classes and values that mean the same in every process.
+  digests.py: digests of code, classes and values that mean the same in every process, and
+  program_data.py: graphs (with their loop and branch bodies) and output trees as plain data.
 - tiered.py: a new program answers on the NumPy interpreter while it compiles in the background.
 
 Beside them, the services the code generators and backends call while they build and run

@@ -17,7 +17,9 @@ shape and dtype). An entry is used only when every guard's current value has the
 when the entry was written; another entry under the same prefix may match instead (a closure
 variable that went back to an earlier value). A program whose guards include a value with no
 such digest (a user object compared by identity, a view held by the program), tap hooks,
-callables in its graph or large constants is not persisted.
+callables in its graph or large constants is not persisted. Loop and branch bodies are kept
+with the graph (program_data.py), so a rolled Python loop of thousands of steps loads as fast as
+a plain program.
 
 Damage: an entry is written to a temporary file and renamed into place, carries a hash of its
 contents, and is read with an unpickler that accepts only NumPy arrays, dtypes and plain Python
@@ -39,15 +41,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import config, ir
+from .. import config
 from ..hashing import sha256
-from .. import primitives as P
 from ..tracing.guards import Captured, Guard, Path, ref
-from ..ir import Graph, Node, Var
+from ..ir import Graph
 from ..tree import TreeDef
+from .program_data import Unresolved, graph_data, graph_of, tree_data, tree_of
 from .cache_files import cache_dir, safe_dir, safe_file, write_atomically
 from .digests import (
-    PLAIN,
     NotStable,
     expected_of,
     guard_digest,
@@ -63,11 +64,10 @@ from .digests import (
 
 log = config.log
 
-FORMAT = 1
+FORMAT = 2  # 2: loop and branch bodies are kept (as graphs in the nodes' data)
 MAGIC = b"tracegrad-program\n"
 PER_KEY = 8  # entries kept per prefix (one function and signature), the most recent
 MAX_FILES = 4096  # entries kept in all, the most recently used
-MAX_CONST_BYTES = 16 * 2**20  # programs holding more constant bytes are not persisted
 
 
 def enabled() -> bool:
@@ -138,129 +138,7 @@ def _package_hash(directory: str) -> str | None:
 
 
 # ----------------------------------------------------------------------------------------------
-# Graphs and trees as plain data
-
-
-def _check_param(value: Any) -> None:
-    if isinstance(value, (tuple, list)):
-        for v in value:
-            _check_param(v)
-    elif isinstance(value, np.ndarray):
-        if value.dtype.hasobject:
-            raise NotStable("an object array")
-    elif not isinstance(value, PLAIN + (np.generic, np.dtype)):
-        raise NotStable(f"a {type(value).__name__} parameter")
-
-
-def _graph_data(graph: Graph) -> tuple:
-    index: dict[Var, int] = {}
-
-    def define(v: Var) -> tuple:
-        index[v] = len(index)
-        return (v.shape, v.dtype.str)
-
-    inputs = tuple(define(v) for v in graph.inputs)
-    nodes = []
-    const_bytes = 0
-    for node in graph.nodes:
-        for value in node.params.values():
-            _check_param(value)
-            if isinstance(value, np.ndarray):
-                const_bytes += value.nbytes
-        args = tuple(index[v] for v in node.inputs)
-        nodes.append((node.prim.name, args, dict(node.params), define(node.out), node.source))
-    if const_bytes > MAX_CONST_BYTES:
-        raise NotStable("large constants")
-    return inputs, tuple(nodes), tuple(index[v] for v in graph.outputs)
-
-
-def _primitive(name: str) -> P.Primitive:
-    if name not in P.PRIMITIVES:
-        _load_extensions(name)
-    return P.PRIMITIVES[name]  # still missing: a KeyError, and the entry is traced again
-
-
-def _load_extensions(name: str) -> None:
-    """Import the modules that add entries to the primitive table beyond primitives.py, until
-    `name` is one: the linear algebra first, then the loops (which import autodiff), then the
-    custom rules and checkpoints (which import the tracers). Tracing imports them all; a process
-    that has only loaded persisted programs may not have yet. (tests/test_first_call.py checks
-    that these are all such modules.)"""
-    from ..linalg import factorisations  # noqa: F401
-
-    if name not in P.PRIMITIVES:
-        from ..transforms import loops, scan  # noqa: F401
-    if name not in P.PRIMITIVES:
-        from ..transforms import custom_jvp, remat  # noqa: F401
-
-
-def _graph_of(data: tuple) -> Graph:
-    inputs, nodes, outputs = data
-    vars_: list[Var] = [Var(shape, dtype) for shape, dtype in inputs]
-    built = []
-    for name, args, params, (shape, dtype), source in nodes:
-        prim = _primitive(name)
-        operands = tuple(vars_[i] for i in args)
-        out = Var(shape, dtype)
-        inferred = prim.infer(
-            tuple(v.shape for v in operands), tuple(v.dtype for v in operands), params
-        )
-        if (tuple(inferred[0]), np.dtype(inferred[1])) != (out.shape, out.dtype):
-            raise ValueError(f"node {name} does not infer to its recorded type")
-        vars_.append(out)
-        built.append(Node(prim, operands, params, out, source))
-    return ir.verify(
-        Graph(tuple(vars_[: len(inputs)]), tuple(built), tuple(vars_[i] for i in outputs))
-    )
-
-
-class _Unresolved(Exception):
-    """An entry's result class that cannot be found in this process (yet): not damaged."""
-
-
-def _tree_data(tree: TreeDef) -> tuple:
-    """The output tree as data. A namedtuple or dataclass result is kept by its class's module
-    and qualified name, found again when the entry is read; other classes (registered nodes,
-    dataclasses with static fields) make a program that is not persisted."""
-    cls = None
-    if tree.node_type is not None:
-        t = tree.node_type
-        if tree.kind not in ("namedtuple", "dataclass") or tree.aux:
-            raise NotStable(f"a {tree.kind} result")
-        cls = (t.__module__, t.__qualname__)
-        try:
-            reachable = _find_class(cls, tree.kind, tuple(tree.keys)) is t
-        except _Unresolved:
-            reachable = False
-        if not reachable:  # a class made in a function: another process cannot find it
-            raise NotStable(f"a result of the class {t.__qualname__}, not reachable by its name")
-    children = tuple(_tree_data(c) for c in tree.children)
-    return (tree.kind, children, tuple(tree.keys), cls)
-
-
-def _tree_of(data: tuple) -> TreeDef:
-    kind, children, keys, cls = data if len(data) == 4 else (*data, None)
-    node_type = None
-    if kind in ("namedtuple", "dataclass"):
-        node_type = _find_class(cls, kind, tuple(keys))
-    return TreeDef(kind, tuple(_tree_of(c) for c in children), tuple(keys), node_type)
-
-
-def _find_class(cls: tuple | None, kind: str, keys: tuple) -> type:
-    """The class (module, qualified name) names, if this process has it with the same fields.
-    Its module is looked up among the imported ones: reading an entry never imports code."""
-    import sys
-
-    found: Any = sys.modules.get(cls[0]) if cls else None
-    for part in cls[1].split(".") if found is not None else ():
-        found = getattr(found, part, None)
-    if kind == "namedtuple":
-        same = getattr(found, "_fields", None) == keys
-    else:  # the fields that are children (static ones are never persisted)
-        same = set(keys) <= set(getattr(found, "__dataclass_fields__", ()))
-    if not isinstance(found, type) or not same:
-        raise _Unresolved(f"the result class {cls} with fields {keys}")
-    return found
+# Guards as plain data
 
 
 def _path_data(path: Path) -> tuple:
@@ -335,7 +213,7 @@ def save(
         guards = tuple(_guard_data(g) for g in captured.guards)
         readers = tuple(_path_data(r) for r in captured.readers)
         payload = pickle.dumps(
-            (FORMAT, head, guards, readers, _graph_data(graph), _tree_data(out_tree)),
+            (FORMAT, head, guards, readers, graph_data(graph), tree_data(out_tree)),
             protocol=pickle.HIGHEST_PROTOCOL,
         )
     except Exception as why:  # NotStable, or a value whose digest cannot be taken
@@ -400,14 +278,14 @@ def _read(path: str, head: str) -> tuple | None:
         entry = _Unpickler(io.BytesIO(payload)).load()
         if entry[0] != FORMAT or entry[1] != head:
             raise ValueError("another format or key")
-        graph = _graph_of(entry[4])
-        tree = _tree_of(entry[5])
+        graph = graph_of(entry[4])
+        tree = tree_of(entry[5])
         guards = [
             (Path(*p), kind, Path(*digest) if kind == "alias" else digest)
             for p, kind, digest in entry[2]
         ]
         readers = [Path(*p) for p in entry[3]]
-    except (FileNotFoundError, _Unresolved):
+    except (FileNotFoundError, Unresolved):
         return None
     except Exception as exc:
         log.warning("tracegrad: program cache entry %s is damaged (%s); tracing again", path, exc)

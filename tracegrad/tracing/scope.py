@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import config
+from .accumulators import is_accumulator
 from .attributes import (
     DYNAMIC_LOOKUP,
     DYNAMIC_NAMES,
@@ -29,7 +30,6 @@ from .reads import generator_types, global_random, is_library_module
 log = config.log  # `logging` is imported on first use
 
 MAX_DEPTH = 16  # how far through objects and containers the walk goes
-
 
 MAX_ITEMS = 64  # lists and dicts of more scalars than this are compared as a whole
 
@@ -408,7 +408,7 @@ class _Walker:
             if g in fun.__globals__:
                 value = fun.__globals__[g]
                 where = path.named((("attr", "__globals__"), ("item", g)), g, "global {}")
-                self.visit(value, where, depth + 1)
+                self._named(value, where, depth, code, g)
         for i, var in enumerate(code.co_freevars):
             cell = fun.__closure__[i]
             try:
@@ -416,7 +416,7 @@ class _Walker:
             except ValueError:  # an empty cell: the variable is assigned later
                 continue
             where = path.named((("cell", i),), var, f"closure variable {{}} of {name}")
-            self.visit(value, where, depth + 1)
+            self._named(value, where, depth, code, var)
         params = code.co_varnames[code.co_posonlyargcount : code.co_argcount]
         defaults = fun.__defaults__ or ()
         for i, value in enumerate(defaults):
@@ -432,6 +432,12 @@ class _Walker:
                 (("attr", "__kwdefaults__"), ("item", key)), key, f"default argument {{}} of {name}"
             )
             self.visit(value, where, depth + 1)
+
+    def _named(self, value: Any, path: Path, depth: int, code: types.CodeType, name: str) -> None:
+        """A global or closure variable: an accumulator (accumulators.py) by identity only."""
+        if is_accumulator(value, code, name):
+            return self.guard(path, "identity", ref(value))
+        self.visit(value, path, depth + 1)
 
     def _object(self, value: Any, path: Path, depth: int) -> None:
         """A user object: its type, the children it names (tracegrad's own callables), its
