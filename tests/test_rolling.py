@@ -176,13 +176,6 @@ def test_a_program_too_large_names_the_line(monkeypatch):
         tg.jit(chain, backend="cpu")(np.ones(3))
 
 
-def test_a_slow_compilation_says_what_it_compiles(monkeypatch, capsys):
-    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)
-    tg.grad(lambda x: np.sum(np.sin(x) * 3.0), backend="cpu")(np.ones(3))
-    err = capsys.readouterr().err
-    assert "tracegrad: compiling grad(" in err and "kernels in" in err
-
-
 def rnn(h, xs, w):
     """The loop counter indexes the inputs: xs[t] is a stacked xs of the scan."""
     for t in range(len(xs)):

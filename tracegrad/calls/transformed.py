@@ -254,7 +254,7 @@ class Transformed:
             self._note_retrace(sig, names, why)
             from . import derive  # tracing, autodiff and the passes: loaded on the first miss
 
-            with progress.compiling(name_of(self)):
+            with progress.compiling(name_of(self), backend.name):
                 program, hidden = derive.trace_program(
                     self, static, key, backend, name_of(self), avals, treedef, positions
                 )

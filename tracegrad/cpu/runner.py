@@ -30,10 +30,12 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+import time
+
 import numpy as np
 
 from ..fusion import FusedLoop, MatmulStep, ViewStep
-from ..runtime import cache
+from ..runtime import cache, progress
 from . import native, pipelines, pool, products
 
 log = logging.getLogger("tracegrad")
@@ -339,7 +341,13 @@ class Runner:
         fails. Machine code from the disk cache that fails to load is compiled again first."""
         for attempt in range(2):
             try:
+                had, start = progress.has_code(self.fn), time.perf_counter()
                 self.fn(sync, self.dgemm, self.sgemm, *values)
+                # one compiled function calls every kernel: Numba compiled (or loaded) them all
+                kernels = sum(isinstance(step, FusedLoop) for step in self.plan.steps)
+                progress.functions_compiled(
+                    "run", time.perf_counter() - start, progress.how_made(self.fn, had), kernels
+                )
                 return True
             except Exception as exc:
                 if attempt == 0 and getattr(self.module, "_TG_CACHE", False):

@@ -12,6 +12,7 @@ microseconds each). Bodies with matrix products, views or host steps keep the Py
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -20,7 +21,7 @@ from .. import render
 from ..fusion import FusedLoop
 from ..fusion import loop_ir as L
 from ..render import Lines
-from ..runtime import cache
+from ..runtime import cache, progress
 
 
 def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | None:
@@ -119,10 +120,13 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
     ints = [call.ints for call in calls]
     floats = [call.floats for call in calls]
 
+    first = [True]
+
     def run(consts, init, xs_arrays, views, length, reverse):
         extra = dict(fixed)
         for j, shape, dtype in scratch:
             extra[j] = np.empty(shape, dtype)
+        had, start = progress.has_code(loop_fn), time.perf_counter()
         loop_fn(
             *consts,
             *init,
@@ -134,6 +138,11 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
             int(length),
             bool(reverse),
         )
+        if first and first.pop():  # compiled (or loaded) with the body's kernels it calls
+            seconds = time.perf_counter() - start
+            progress.functions_compiled(
+                "scan loop", seconds, progress.how_made(loop_fn, had), len(calls)
+            )
 
     run.source = source
     return run

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import os
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -37,13 +38,20 @@ import numpy as np
 from .. import config, interpreter
 from ..errors import BackendError
 from ..ir import Graph
+from . import progress
 from .program import _generation, fresh_flags, fresh_outputs
 
 log = config.log
 
-# element operations (the sum of the sizes of the values the graph computes) above which a
-# program is compiled before its first call: the interpreter would take longer than compiling
-MAX_WORK = 1 << 25
+# element operations (the sum of the sizes of the values the graph computes, and NODE_COST for
+# each node the interpreter visits) above which a program is compiled before its first call:
+# about half a second on the interpreter, where compiling takes seconds
+MAX_WORK = 1 << 27
+# what the interpreter's visit of one node costs, in element operations (a few microseconds)
+NODE_COST = 1000
+# a while loop's trip count is known only when it runs: the work of this many trips is assumed
+# (an interpreted call slower than that says so: progress.SLOW_INTERPRETED_S)
+WHILE_TRIPS = 100
 TIERED_BACKENDS = frozenset({"cpu"})
 
 
@@ -54,13 +62,13 @@ def enabled() -> bool:
 
 def interpreted_work(graph: Graph) -> int:
     """About how many element operations the interpreter spends on one call of `graph` (a loop:
-    its body's times its trip count; a while loop's, unknown, counts as `MAX_WORK`)."""
+    its body's times its trip count; a while loop's, unknown, WHILE_TRIPS)."""
     work = 0
     for node in graph.nodes:
-        work += node.out.size
+        work += node.out.size + NODE_COST
         for value in node.params.values():
             if isinstance(value, Graph):
-                steps = node.params.get("length", MAX_WORK if "cond" in node.params else 1)
+                steps = node.params.get("length", WHILE_TRIPS if "cond" in node.params else 1)
                 work += steps * interpreted_work(value)
             elif isinstance(value, tuple) and value and isinstance(value[0], Graph):
                 work += max(interpreted_work(g) for g in value)
@@ -69,8 +77,16 @@ def interpreted_work(graph: Graph) -> int:
 
 def compile(backend: Any, graph: Graph, name: str = "a function") -> Any:
     """The executable of `graph` on `backend`: tiered where that pays, else compiled now."""
-    if backend.name in TIERED_BACKENDS and enabled() and interpreted_work(graph) <= MAX_WORK:
-        return Tiered(backend, graph, name)
+    if backend.name in TIERED_BACKENDS and enabled():
+        work = interpreted_work(graph)
+        if work <= MAX_WORK:
+            return Tiered(backend, graph, name)
+        job = progress.current()
+        if job is not None:  # the progress line says why this call waits
+            job.waits_because = (
+                f"too large for the NumPy interpreter to answer first: about {work:.0e} "
+                "element operations a call"
+            )
     return backend.compile(graph)
 
 
@@ -91,6 +107,8 @@ class Tiered:
         self.submitted_in = -1  # the worker epoch it was queued in (a fork starts a new one)
         self.interpreted_calls = 0
         self._program: Any = None
+        self.job: progress.CompileJob | None = None  # the foreground compile of its first call
+        self.announced = False  # a line said that its calls run on the interpreter
 
     def attach(self, program: Any) -> None:
         self._program = program
@@ -104,11 +122,28 @@ class Tiered:
             return self._switch()(arrays)
         # arrays of their own: a caller on another thread may read the compiled program's
         # fresh-output flags, switched meanwhile, and copy nothing
+        start = time.perf_counter()
         outs = fresh_outputs(interpreter.evaluate(self.graph, arrays), self.fresh_outputs, arrays)
         self.interpreted_calls += 1
+        job = progress.current()
+        if job is not None:  # the first call: its progress line says how it was answered
+            job.interpreted, self.job = True, job
+        elif not self.announced and time.perf_counter() - start > progress.SLOW_INTERPRETED_S:
+            self._say_slow(time.perf_counter() - start)
         if self.submitted_in != _worker.epoch:
             _worker.submit(self, arrays)
         return outs
+
+    def _say_slow(self, seconds: float) -> None:
+        """One line, once: a call ran slowly on the interpreter while the kernels compile."""
+        self.announced = True
+        if self.job is not None and self.job.shown:
+            return  # its first line said so already
+        sys.stderr.write(
+            f"tracegrad: {self.name} ran on the NumPy interpreter ({seconds:.1f} s) while its "
+            "kernels compile in the background; call tg.wait_compiled() before timing it\n"
+        )
+        sys.stderr.flush()
 
     def _switch(self):
         """The compiled executable (raising the background error if there was one), installed
@@ -249,6 +284,22 @@ def _compile(tiered: Tiered, arrays: list | None) -> None:
     for its argument types when it is first called. Its results are dropped; an error of the data
     in that run (not of the compiler) leaves the program compiled, and the next call that meets
     such data raises it itself."""
+    with progress.compiling(tiered.name, tiered.backend.name, background=True) as job:
+        _compile_on(tiered, arrays)
+    if tiered.compiled is None and tiered.error is None:
+        return  # the process is exiting
+    try:
+        foreground = tiered.job
+        deadline = time.monotonic() + 1.0
+        while foreground is not None and not foreground.finished and time.monotonic() < deadline:
+            time.sleep(0.01)  # its line ends when the first call returns: this one comes after
+        announced = tiered.announced or (foreground is not None and foreground.shown)
+        job.finish_background(announced, tiered.error)
+    finally:  # after the line: what a caller prints once wait_compiled() returns comes after it
+        tiered.done.set()
+
+
+def _compile_on(tiered: Tiered, arrays: list | None) -> None:
     start = time.perf_counter()
     try:
         compiled = tiered.backend.compile(tiered.graph)  # imports Numba, loads the modules
@@ -272,9 +323,6 @@ def _compile(tiered: Tiered, arrays: list | None) -> None:
             tiered.name,
             time.perf_counter() - start,
         )
-    finally:
-        if tiered.compiled is not None or tiered.error is not None:
-            tiered.done.set()
 
 
 _worker = _Worker()
