@@ -221,3 +221,41 @@ def test_kernel_counts_in_words(counts, text):
     job = progress.CompileJob("f", "cpu", background=True)
     job.planned, job.compiled, job.loaded, job.reused = counts
     assert job.kernels_text() == text
+
+
+def _newton_sqrt(x):
+    def cond(s):
+        return np.abs(s[0] * s[0] - x) > 1e-12
+
+    def body(s):
+        return (0.5 * (s[0] + x / s[0]), s[1] + 1)
+
+    root, _ = tg.while_loop(cond, body, (x, 0))
+    return root
+
+
+def _energy(v):
+    return np.sum(np.tanh(np.outer(v, v))) + np.sum(v**3)
+
+
+@pytest.mark.parametrize(
+    "make, args, want",
+    [
+        (lambda: tg.grad(_newton_sqrt), (2.0,), lambda x: 0.5 / np.sqrt(x)),
+        (lambda: tg.hessian(_energy), (np.linspace(0.1, 0.5, 4),), None),
+        (lambda: tg.jacobian(lambda v: np.tanh(np.outer(v, v))), (np.ones(3),), None),
+        (lambda: tg.vmap(tg.grad(_energy)), (np.ones((3, 4)),), None),
+    ],
+    ids=["while_loop grad", "hessian", "jacobian", "vmap(grad)"],
+)
+def test_every_transform_answers_its_first_call_on_the_interpreter(tiering, make, args, want):
+    from tracegrad.runtime.program_store import _programs
+
+    fun = make()
+    first = fun(*args)
+    runs = [p.run for p in _programs.values()]
+    assert any(isinstance(run, tiered.Tiered) for run in runs), runs
+    assert tg.wait_compiled(timeout=120)
+    np.testing.assert_allclose(fun(*args), first, rtol=1e-12, atol=1e-14)
+    if want is not None:
+        np.testing.assert_allclose(first, want(*args), rtol=1e-12)
