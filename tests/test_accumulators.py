@@ -86,6 +86,7 @@ def test_a_list_the_code_reads_is_still_guarded():
         ("def f():\n    for v in acc:\n        pass\n", False),
         ("def f():\n    g(acc)\n", False),  # handed on whole
         ("def f():\n    return acc.pop()\n", False),  # pop reads
+        ("def f():\n    return acc.setdefault('k', 0.0)\n", False),  # returns what it holds
         ("def f():\n    return 1\n", False),  # not used at all
     ],
 )
@@ -110,3 +111,15 @@ def test_a_closure_cell_written_in_nested_code_only():
     f, g = outer()
     assert write_only(f.__code__, "acc") is True
     assert write_only(g.__code__, "acc") is False
+
+
+def test_a_value_taken_back_out_of_a_dict_is_guarded():
+    state = {"scale": 2.0}
+
+    def f(x):
+        return np.sum(x * state.setdefault("scale", 1.0))
+
+    g = tg.grad(f, backend="numpy")
+    np.testing.assert_allclose(g(np.ones(2)), [2.0, 2.0])
+    state["scale"] = 3.0
+    np.testing.assert_allclose(g(np.ones(2)), [3.0, 3.0])

@@ -75,7 +75,17 @@ def _branch(x):
     return np.sum(tg.cond(np.sum(x) > 0, lambda v: np.exp(v), lambda v: v * v, x))
 
 
+def _nested(x):
+    def outer(c, xi):
+        inner, _ = tg.scan(lambda d, yi: (np.sin(d * yi) + d, d), c, x)
+        return inner * xi, inner
+
+    c, ys = tg.scan(outer, x[0], x[:3])
+    return c + np.sum(ys)
+
+
 PROGRAMS = {
+    "nested scan": _nested,
     "rolled": _rolled,
     "scan": _scanned,
     "fori_loop": _fori,

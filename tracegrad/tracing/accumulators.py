@@ -20,8 +20,9 @@ import dis
 import functools
 import types
 
-# methods that add to a list or a dict and return nothing of what it holds
-WRITE_METHODS = frozenset({"append", "extend", "insert", "update", "setdefault", "__setitem__"})
+# methods that add to a list or a dict and return nothing of what it holds (not setdefault:
+# it returns the value already there)
+WRITE_METHODS = frozenset({"append", "extend", "insert", "update", "__setitem__"})
 _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME", "LOAD_CLASSDEREF"})
 _ATTRS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
 _SKIP = frozenset({"EXTENDED_ARG", "CACHE", "NOP"})
