@@ -95,7 +95,8 @@ def test_kernels_already_in_memory_are_said_so(shown, capsys):
 def test_programs_that_run_kernels_from_one_compiled_function_count_them(shown, capsys, rng):
     """A program with products runs all its kernels from one compiled `run` (cpu/runner.py),
     and a scan's steps from one compiled loop (cpu/scan_loop.py): their kernels are counted."""
-    w1, w2, x = rng.normal(size=(6, 8)), rng.normal(size=(8, 1)), rng.normal(size=(5, 6))
+    # 4,000 rows: the pool runs chunks of the loops on its threads, whose kernels count too
+    w1, w2, x = rng.normal(size=(6, 8)), rng.normal(size=(8, 1)), rng.normal(size=(4000, 6))
 
     def mlp(w1, w2, x):
         return np.sum(np.tanh(np.tanh(x @ w1) @ w2) ** 2)
@@ -259,3 +260,32 @@ def test_every_transform_answers_its_first_call_on_the_interpreter(tiering, make
     np.testing.assert_allclose(fun(*args), first, rtol=1e-12, atol=1e-14)
     if want is not None:
         np.testing.assert_allclose(first, want(*args), rtol=1e-12)
+
+
+def test_an_example_never_reports_interpreted_steps_as_compiled(tiering, monkeypatch):
+    """The examples' summary (examples/_common.py) counts the steps answered on the interpreter
+    while the kernels compile apart from those that ran compiled programs."""
+    from tracegrad.examples._common import Progress
+
+    release = threading.Event()
+    backend = get_backend("cpu")
+    compile_program = backend.compile
+    monkeypatch.setattr(
+        backend, "compile", lambda graph: release.wait(60) and compile_program(graph)
+    )
+    g = tg.grad(_new_function(18), backend="cpu")
+    lines: list[str] = []
+    progress_ = Progress(lines.append, "demo", total=6, every=3, watch=[g])
+    try:
+        for i in range(1, 4):
+            progress_.step(i, float(np.sum(g(np.ones(3) * i))))
+    finally:
+        release.set()
+    assert tg.wait_compiled(timeout=120)
+    for i in range(4, 7):
+        progress_.step(i, float(np.sum(g(np.ones(3) * i))))
+    progress_.done()
+    assert "on the NumPy interpreter" in lines[1], lines
+    summary = lines[-1]
+    assert "2 steps on the NumPy interpreter" in summary, summary
+    assert "over the 3 that ran compiled programs" in summary, summary

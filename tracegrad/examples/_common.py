@@ -10,6 +10,7 @@ from typing import Any
 
 import tracegrad as tg
 from tracegrad import backends, config
+from tracegrad.runtime import tiered
 
 
 class ExampleError(Exception):
@@ -71,7 +72,9 @@ class Progress:
     Give the transforms the loop calls as `watch`: a step during which one of them traced and
     compiled (its `trace_count` grew) is timed apart from the others, so the speed reported is
     that of the steps that ran already-compiled programs, whichever step the compiling fell in.
-    Without `watch`, the first step is assumed to be the one that compiles.
+    Without `watch`, the first step is assumed to be the one that compiles. A step answered on
+    the NumPy interpreter while its kernels compiled in the background (tiered execution) is
+    counted apart too: it ran no compiled program.
     """
 
     def __init__(
@@ -95,13 +98,13 @@ class Progress:
         self.last_time = self.start
         self.loss = float("nan")
         self._traces = self._trace_total()
+        self._interpreted = tiered.interpreted_calls()
         self.compiled_steps, self.compile_seconds = 0, 0.0  # steps that traced and compiled
+        # steps answered on the interpreter while the kernels compiled in the background
+        self.interpreted_steps, self.interpreted_seconds = 0, 0.0
         self.steady_steps, self.steady_seconds = 0, 0.0  # steps that only ran compiled programs
-        self._window = [
-            0,
-            0.0,
-            0,
-        ]  # since the last line: steady steps, their seconds, compiling steps
+        # since the last line: steady steps, their seconds, compiling steps, interpreted steps
+        self._window = [0, 0.0, 0, 0]
 
     def _trace_total(self) -> int:
         return sum(t.trace_count for t in self.watch)
@@ -118,10 +121,16 @@ class Progress:
         traces = self._trace_total()
         compiled = traces != self._traces if self.watch else i == 1
         self._traces = traces
+        interpreted = tiered.interpreted_calls()
+        on_interpreter, self._interpreted = interpreted != self._interpreted, interpreted
         if compiled:
             self.compiled_steps += 1
             self.compile_seconds += seconds
             self._window[2] += 1
+        elif on_interpreter:
+            self.interpreted_steps += 1
+            self.interpreted_seconds += seconds
+            self._window[3] += 1
         else:
             self.steady_steps += 1
             self.steady_seconds += seconds
@@ -138,16 +147,21 @@ class Progress:
                     else "its programs were already compiled"
                 )
             self.out(f"{self._where(1)}  (first {self.unit}: {seconds:.3f} s, {how})")
-            self._window = [0, 0.0, 0]
+            self._window = [0, 0.0, 0, 0]
         elif i % self.every == 0 or i == self.total:
-            steady, steady_seconds, compiling = self._window
+            steady, steady_seconds, compiling, interpreting = self._window
+            notes = [f"+{compiling} tracing and compiling"] if compiling else []
+            if interpreting:
+                notes.append(f"+{interpreting} on the NumPy interpreter")
+            note = f" ({', '.join(notes)})" if notes else ""
             if steady:
                 rate = steady / max(steady_seconds, 1e-9)
-                note = f" (+{compiling} tracing and compiling)" if compiling else ""
                 self.out(f"{self._where(i)}  {rate:>9,.0f} {self.unit}s/s{note}")
+            elif interpreting and not compiling:
+                self.out(f"{self._where(i)}  (on the NumPy interpreter: kernels compiling)")
             else:
                 self.out(f"{self._where(i)}  (tracing and compiling)")
-            self._window = [0, 0.0, 0]
+            self._window = [0, 0.0, 0, 0]
 
     def done(self, steps: int | None = None, extra: str = "") -> dict[str, float]:
         """Print the one-line summary; return the timings."""
@@ -159,6 +173,12 @@ class Progress:
             measured.append(
                 f"{rate:,.0f} {self.unit}s/s over the {self.steady_steps:,} that ran "
                 "compiled programs"
+            )
+        if self.interpreted_steps:
+            s = "s" if self.interpreted_steps != 1 else ""
+            measured.append(
+                f"{self.interpreted_steps:,} {self.unit}{s} on the NumPy interpreter while the "
+                f"kernels compiled in the background ({self.interpreted_seconds:.2f} s)"
             )
         if self.compiled_steps:
             s = "s" if self.compiled_steps != 1 else ""

@@ -210,10 +210,12 @@ def kernels_planned(n: int) -> None:
         job.add_kernels(n)
 
 
-def kernel_compiled(label: str, seconds: float, how: str = COMPILED) -> None:
+def kernel_compiled(
+    label: str, seconds: float, how: str = COMPILED, job: CompileJob | None = None
+) -> None:
     """A kernel's first call in a program returned: Numba compiled it, loaded it from disk, or
-    had it in memory (`how`)."""
-    job = current()
+    had it in memory (`how`). It counts for `job`, else for this thread's compilation."""
+    job = job if job is not None else current()
     if job is not None:
         job.kernel_done(how)
     if _log_compile():
@@ -259,6 +261,9 @@ def timed_first_call(namespace: dict, key: str, kernel, label: str):
     or loads it), reports it, and puts the kernel itself in its place."""
     lock = threading.Lock()
     reported = []
+    # the compilation this program is built in: its first call may run a kernel on a thread of
+    # the pool, which has no compilation of its own
+    job = current()
 
     def first(*args):
         had = has_code(kernel)
@@ -268,7 +273,7 @@ def timed_first_call(namespace: dict, key: str, kernel, label: str):
             if not reported:
                 reported.append(True)
                 namespace[key] = kernel
-                kernel_compiled(label, time.perf_counter() - start, how_made(kernel, had))
+                kernel_compiled(label, time.perf_counter() - start, how_made(kernel, had), job)
         return out
 
     return first

@@ -75,6 +75,15 @@ def interpreted_work(graph: Graph) -> int:
     return work
 
 
+_interpreted = [0]  # calls answered on the interpreter, in this process
+
+
+def interpreted_calls() -> int:
+    """How many calls of tiered programs this process has answered on the NumPy interpreter
+    (while their kernels compiled): what a timing loop must not count as compiled."""
+    return _interpreted[0]
+
+
 def compile(backend: Any, graph: Graph, name: str = "a function") -> Any:
     """The executable of `graph` on `backend`: tiered where that pays, else compiled now."""
     if backend.name in TIERED_BACKENDS and enabled():
@@ -125,6 +134,7 @@ class Tiered:
         start = time.perf_counter()
         outs = fresh_outputs(interpreter.evaluate(self.graph, arrays), self.fresh_outputs, arrays)
         self.interpreted_calls += 1
+        _interpreted[0] += 1
         job = progress.current()
         if job is not None:  # the first call: its progress line says how it was answered
             job.interpreted, self.job = True, job
