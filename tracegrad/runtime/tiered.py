@@ -26,6 +26,7 @@ the compiled program is ready switches to it, for good.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import sys
 import threading
@@ -53,6 +54,8 @@ NODE_COST = 1000
 # (an interpreted call slower than that says so: progress.SLOW_INTERPRETED_S)
 WHILE_TRIPS = 100
 TIERED_BACKENDS = frozenset({"cpu"})
+# a process exiting while a program compiles waits for it: this long without a word
+EXIT_QUIET_S = 1.0
 
 
 def enabled() -> bool:
@@ -253,7 +256,18 @@ class _Worker:
             self.queue.clear()
             self.wake.notify_all()
             thread = self.thread
+            pending = [t.name for t in self.pending]
         if thread is not None and thread is not threading.current_thread():
+            thread.join(EXIT_QUIET_S)
+            if thread.is_alive():  # a compilation under way: say why the exit waits
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.write(
+                        f"tracegrad: the process waits for the compilation of "
+                        f"{pending[0] if pending else 'a program'} under way in the background "
+                        "before it exits (a compilation cannot be stopped halfway); "
+                        f"{config.TIERED}=0 compiles before a first call returns instead\n"
+                    )
+                    sys.stderr.flush()
             thread.join()
 
     def wait(self, timeout: float | None) -> bool:
