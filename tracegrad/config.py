@@ -3,7 +3,7 @@
 | variable | values | default | effect |
 |---|---|---|---|
 | `TRACEGRAD_BACKEND` | `numpy`, `cpu`, `cuda` | the fastest available | the backend of transforms that name none |
-| `TRACEGRAD_LOG` | topics, comma-separated: `retrace`, `compile`, `cuda`, `all` | none | `retrace`: log each re-trace of a function and why; `compile`: log each kernel's compile or load time; `cuda`: log each step the cuda backend runs on the host |
+| `TRACEGRAD_LOG` | topics, comma-separated: `retrace`, `compile`, `cuda`, `all` | none | `retrace`: log each re-trace of a function and why; `compile`: log each kernel's compile or load time and whether it was compiled, loaded from disk or already in memory; `cuda`: log each step the cuda backend runs on the host |
 | `TRACEGRAD_DEBUG_NANS` | `1` (anything but `0`) | off | a NaN in a result raises `FloatingPointError` naming the node and source line that produced it |
 | `TRACEGRAD_MATH` | `vector`, `libm` | `vector` | compiled backends: `libm` calls the C math library in kernels instead of tracegrad's vectorised math functions |
 | `TRACEGRAD_CACHE_DIR` | a folder, or `off` | `$XDG_CACHE_HOME/tracegrad`, else `~/.cache/tracegrad` | compiled backends: the folder of the on-disk kernel and program cache; `off` (or `0`, `none`, empty) keeps everything in memory |
@@ -88,7 +88,8 @@ VARIABLES = (
         "topics, comma-separated: `retrace`, `compile`, `cuda`, `all`",
         "none",
         "`retrace`: log each re-trace of a function and why; `compile`: log each kernel's "
-        "compile or load time; `cuda`: log each step the cuda backend runs on the host",
+        "compile or load time and whether it was compiled, loaded from disk or already in "
+        "memory; `cuda`: log each step the cuda backend runs on the host",
         "'retrace' logs why a function is traced again",
     ),
     Variable(
