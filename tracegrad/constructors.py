@@ -13,13 +13,24 @@ SciPy's functions are redirected in place (the function object runs a trampoline
 dispatcher while tracing), so a reference taken before the trace (`from scipy.special import
 logsumexp`) reaches the traced version too. SciPy stays optional: nothing is imported from it
 here, and only functions of an already imported scipy.special are redirected.
+
+NumPy dispatches `np.sum([a, b * b])` to no one: its dispatcher does not look inside a list, and
+its implementation converts the list, asking each traced value for an array. So the Python
+implementations of the traced NumPy functions are redirected in place too (`_list_redirects`):
+given a list or tuple that holds a traced value, they answer as `Tracer.__array_function__` would
+have, had NumPy dispatched to it; every other call runs NumPy's own code. Functions written in C
+(np.dot, np.where, np.inner) and ufuncs (np.exp) cannot be redirected in place: a list of traced
+values reaches them only beside a traced argument (`np.dot([a, b], x)`), and is refused otherwise
+with the hint to build the array first (tracing/messages.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
+import types
 from typing import Any
 
 import numpy as np
@@ -27,7 +38,7 @@ import numpy as np
 from . import primitives as P
 from .ir import Var
 from .numpy_namespace.operands import _src, _v
-from .numpy_namespace.shapes import _stack
+from .numpy_api import FUNCTIONS
 from .fillable import CONSTRUCTORS, Fillable, _traced, fillable_constructor
 from .trace import Tracer, _call
 
@@ -44,21 +55,12 @@ def _has_tracer(obj: Any) -> bool:
 # ---- np.array, np.asarray, np.full, np.r_, np.c_
 
 
-def _nested(obj: Any) -> Var:
-    """A nested list of values (traced, arrays, numbers) as one value, as np.array reads it."""
-    if isinstance(obj, (list, tuple)):
-        if not obj:
-            return P.const(np.zeros((0,)))
-        return _stack([_nested(x) for x in obj])
-    return _v(obj)
-
-
 def _array_value(obj, dtype=None, ndmin=0) -> Var:
     if dtype is not None and np.dtype(dtype).kind not in "biuf":
         raise TypeError(
             f"cannot use a value of dtype {np.dtype(dtype)} in a traced computation{_src()}"
         )
-    x = _nested(obj)
+    x = _v(obj)  # a nested list of values (traced, arrays, numbers) is stacked
     if dtype is not None:
         x = P.convert(x, dtype)
     if x.ndim < ndmin:
@@ -178,26 +180,40 @@ def _trampoline(*args, __tracegrad_dispatch__=None, **kwargs):
     return __tracegrad_dispatch__(*args, **kwargs)
 
 
-def _redirect_in_place(fn, traced):
-    """Make the function object `fn` call `traced` when a traced value is among its arguments
-    (its original code otherwise); returns what undoes it."""
-    saved = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
-    original = type(fn)(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    original.__kwdefaults__ = fn.__kwdefaults__
+class _InPlace:
+    """A redirection of the function object `fn`: it calls `traced(*args, **kwargs)` when a traced
+    value is among its arguments, its original code otherwise. Built once, installed per trace."""
 
-    def dispatch(*args, **kwargs):
-        if _has_tracer(args) or _has_tracer(tuple(kwargs.values())):
-            return _call(traced, *args, **kwargs)
-        return original(*args, **kwargs)
+    __slots__ = ("fn", "redirected", "saved")
 
-    fn.__code__ = _trampoline.__code__
-    fn.__defaults__ = None
-    fn.__kwdefaults__ = {"__tracegrad_dispatch__": dispatch}
+    def __init__(self, fn, traced):
+        self.fn = fn
+        self.saved = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+        original = type(fn)(
+            fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+        )
+        original.__kwdefaults__ = fn.__kwdefaults__
 
-    def undo():
-        fn.__code__, fn.__defaults__, fn.__kwdefaults__ = saved
+        def dispatch(*args, **kwargs):
+            if _has_tracer(args) or _has_tracer(tuple(kwargs.values())):
+                return traced(*args, **kwargs)
+            return original(*args, **kwargs)
 
-    return undo
+        self.redirected = (_trampoline.__code__, None, {"__tracegrad_dispatch__": dispatch})
+
+    def install(self):
+        """Redirect `fn`; returns what undoes it."""
+        fn = self.fn
+        fn.__code__, fn.__defaults__, fn.__kwdefaults__ = self.redirected
+        return self.undo
+
+    def undo(self):
+        fn = self.fn
+        fn.__code__, fn.__defaults__, fn.__kwdefaults__ = self.saved
+
+
+def _redirectable(fn) -> bool:
+    return isinstance(fn, types.FunctionType) and not fn.__code__.co_freevars
 
 
 def _scipy_redirects() -> list:
@@ -207,14 +223,57 @@ def _scipy_redirects() -> list:
         return undo
     for name, traced in SCIPY_FUNCTIONS.items():
         fn = getattr(module, name, None)
-        if fn is None or not hasattr(fn, "__code__") or fn.__code__.co_freevars:
-            continue  # not a plain Python function here: left as it is
-        undo.append(_redirect_in_place(fn, traced))
+        if _redirectable(fn):  # else not a plain Python function here: left as it is
+            undo.append(_InPlace(fn, functools.partial(_call, traced)).install())
     return undo
 
 
+# ---- np.sum([a, b * b]): NumPy functions given a list of traced values
+
+
+def _first_tracer(obj: Any) -> Tracer | None:
+    """The first traced value in `obj`, also inside lists and tuples (a promoted Fillable's)."""
+    if isinstance(obj, Fillable):
+        obj = obj._tracegrad_current()
+    if isinstance(obj, Tracer):
+        return obj
+    for item in obj if isinstance(obj, (list, tuple)) else ():
+        found = _first_tracer(item)
+        if found is not None:
+            return found
+    return None
+
+
+def _as_dispatched(public):
+    """What NumPy's function `public` answers for arguments that hold traced values in lists:
+    what NumPy would have called, had its dispatcher looked inside them."""
+
+    def traced(*args, **kwargs):
+        tracer = _first_tracer((args, tuple(kwargs.values())))
+        return tracer.__array_function__(public, (Tracer,), args, kwargs)
+
+    return traced
+
+
+@functools.cache
+def _list_functions() -> tuple:
+    """The NumPy functions with a traced version (numpy_api.FUNCTIONS) whose implementation is a
+    plain Python function, with how each answers for traced values in lists (found once)."""
+    found = {}  # by implementation: np.amax and np.max share one
+    for name in FUNCTIONS:
+        public = functools.reduce(lambda obj, part: getattr(obj, part, None), name.split("."), np)
+        fn = getattr(public, "_implementation", None)
+        if _redirectable(fn) and fn not in found:
+            found[fn] = _InPlace(fn, _as_dispatched(public))
+    return tuple(found.values())
+
+
+def _list_redirects() -> list:
+    return [redirect.install() for redirect in _list_functions()]
+
+
 def _install() -> list:
-    undo = []
+    undo = _list_redirects()  # first: it finds np.zeros_like... before they are redirected below
     redirects = {name: fillable_constructor for name in CONSTRUCTORS}
     redirects.update(array=_array, asarray=_asarray, asanyarray=_asarray)
     redirects["full"] = lambda original: fillable_constructor(_full(original))

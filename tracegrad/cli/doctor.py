@@ -1,4 +1,5 @@
-"""`tracegrad doctor`: versions, usable backends, CUDA devices, the disk cache, the environment."""
+"""`tracegrad doctor`: versions, what `import tracegrad` finds here, usable backends, CUDA devices,
+the disk cache, the environment."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import os
 import platform
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -53,6 +55,58 @@ def cuda_devices() -> tuple[list[str], str]:
 ENVIRONMENT = {v.name: v.summary for v in config.VARIABLES}
 
 
+def shadowing(cwd: str | None = None, path: list[str] | None = None) -> str | None:
+    """What stands in for this package when a Python started in `cwd` (the current folder) runs
+    `import tracegrad`: a `tracegrad` folder found first on its import path (`path`: the folder,
+    then this process's sys.path after its first entry), said with the fix; None when none does.
+    A clone of the repository in `cwd` is the usual one: a folder without __init__.py, imported
+    as an empty namespace package while an editable install's finder comes after it."""
+    from importlib import invalidate_caches
+    from importlib.machinery import PathFinder
+
+    cwd = os.path.abspath(cwd or os.getcwd())
+    if path is None:
+        path = [cwd] + [os.path.abspath(p) if p else cwd for p in sys.path[1:]]
+    invalidate_caches()  # a folder made since this process last looked
+    spec = PathFinder.find_spec("tracegrad", path)
+    here = os.path.dirname(os.path.abspath(tg.__file__))
+    if spec is None:
+        return None  # only the installed package's own finder (an editable install) finds it
+    namespace = spec.origin is None or not os.path.isfile(spec.origin)
+    if namespace:
+        folder = next(iter(spec.submodule_search_locations))
+    else:
+        folder = os.path.dirname(spec.origin)
+    if not namespace and os.path.samefile(folder, here):
+        return None
+    parent = os.path.dirname(folder)
+    in_cwd = parent == cwd
+    where = "the folder it runs in" if in_cwd else f"{parent}, on sys.path (PYTHONPATH?)"
+    if namespace:
+        what = (
+            f"{folder} stands in for tracegrad: a Python started in {cwd} finds it first on its "
+            f"import path ({where}), ahead of the installed package ({here}), and with no "
+            "__init__.py in it imports it as an empty namespace package: `import tracegrad` "
+            "succeeds, then tg.grad fails with \"module 'tracegrad' has no attribute 'grad'\"."
+        )
+    else:
+        what = (
+            f"{folder} stands in for tracegrad: `import tracegrad` in a Python started in {cwd} "
+            f"imports that package ({where}), not the installed one ({here})."
+        )
+    clone = os.path.isfile(os.path.join(folder, "pyproject.toml"))
+    if in_cwd and clone:
+        fix = (
+            f"It is a clone of the repository: run Python from inside it (cd {folder}), where "
+            "tracegrad/ is the package itself, or from another folder."
+        )
+    elif in_cwd:
+        fix = "Run Python from another folder, or rename that folder."
+    else:
+        fix = f"Take {parent} off PYTHONPATH (or sys.path), or rename that folder."
+    return f"{what} {fix}"
+
+
 def _smoke_test(backend: str) -> str:
     """Compute one known gradient on `backend`: how long it took, or what went wrong."""
     start = time.perf_counter()
@@ -79,6 +133,20 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     ]
     for key, value in rows:
         print(f"  {key:<10} {value}")
+    print()
+
+    print("import path")
+    shadow, error = guarded(shadowing)
+    if error is not None:
+        print(f"  could not check it: {error}")
+    elif shadow is None:
+        print(f"  `import tracegrad` in a Python started in {os.getcwd()} finds this package")
+    else:
+        problems += 1
+        lines = textwrap.wrap(
+            f"PROBLEM: {shadow}", 98, break_long_words=False, break_on_hyphens=False
+        )
+        print("\n".join(f"  {line}" for line in lines))  # paths stay whole, to copy
     print()
 
     available, error = guarded(tg.available_backends)

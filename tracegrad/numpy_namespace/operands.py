@@ -2,7 +2,8 @@
 (IR values, weakly typed Python numbers, constants, hidden inputs) and of an axis argument.
 
 Handlers receive IR values (`Var`) for tracers and arrays at the top level, Python scalars as they
-are, and anything nested (lists of arrays) raw; `_v`/`_o` convert the rest.
+are, and anything nested (lists of arrays) raw; `_v`/`_o` convert the rest: a list or tuple that
+holds traced values (`np.sum([a, b * b])`) is stacked, as `np.array` would read it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,19 @@ def _v(x: Any) -> Var:
         return x
     if isinstance(x, np.ndarray):
         return _array_operand(x)
+    if isinstance(x, (list, tuple)) and holds_value(x):
+        from .shapes import _stack  # shapes imports this module
+
+        return _stack([_v(item) for item in x])  # equal shapes, as np.array requires
     return P.const(_array(x))
+
+
+def holds_value(x: list | tuple) -> bool:
+    """Whether a list or tuple holds an IR value (a traced value), also in nested lists."""
+    return any(
+        isinstance(item, Var) or (isinstance(item, (list, tuple)) and holds_value(item))
+        for item in x
+    )
 
 
 def read_while_tracing(x: np.ndarray) -> None:
@@ -44,9 +57,7 @@ def _o(x: Any):
     """An operand: a value, or a Python number kept weakly typed for NumPy's promotion."""
     if isinstance(x, Var) or (isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)):
         return x
-    if isinstance(x, np.ndarray):
-        return _array_operand(x)
-    return P.const(_array(x))
+    return _v(x)
 
 
 def _array_operand(x: np.ndarray) -> Var:

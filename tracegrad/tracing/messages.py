@@ -17,7 +17,14 @@ import numpy as np
 
 from ..errors import TracingError
 from ..numpy_api import FUNCTIONS, UFUNCS
-from .source import line_calls, line_has, user_frame, user_line, writes_into_subscript
+from .source import (
+    line_calls,
+    line_has,
+    line_list_argument,
+    user_frame,
+    user_line,
+    writes_into_subscript,
+)
 
 # What to use instead of NumPy functions that have no traced version, by meaning. Names not listed
 # get a plain "not supported yet": NumPy dispatches only real NumPy functions here, so the name is
@@ -183,20 +190,35 @@ class Unknowable:
         self._concrete("convert to a list (.tolist())")
 
     def __array__(self, *args, **kwargs):
-        hint = ""
+        advice = (
+            "Call np.* functions on it directly (they are traced), and convert results outside "
+            "the decorated function."
+        )
         if line_calls(("array", "asarray", "asanyarray", "full", "zeros", "ones", "empty")):
-            hint = (
+            advice += (
                 " NumPy's array constructors do not pass traced values to tracegrad: build the "
                 "array with np.stack([a, b, ...]) (or np.full_like(x, a, shape=...) for a fill)."
             )
+        elif (listed := line_list_argument()) is not None:
+            # ufuncs and the functions NumPy writes in C convert a list themselves (constructors.py)
+            advice = (
+                f"{listed} does not pass the traced values in a list (or tuple) to tracegrad: "
+                f"NumPy converts the list itself. Build the array first: {listed}(np.stack([a, "
+                "b, ...])) (np.array([a, b, ...]) works too). The traced NumPy functions written "
+                "in Python (np.sum, np.mean, np.max, np.linalg.norm, ...) take such a list as it "
+                "is; ufuncs (np.exp, ...) and np.dot, np.inner, np.vdot, np.where take it only "
+                "beside a traced argument."
+            )
+            name = listed.split(".", 1)[1] if listed.startswith(("np.", "numpy.")) else None
+            if name is not None and name not in FUNCTIONS and name not in UFUNCS:
+                advice += f" ({listed} itself is not supported on traced values yet.)"
         elif line_has(ast.Subscript):
-            hint = (
+            advice += (
                 " A NumPy array cannot be indexed by a traced value (NumPy does not pass the "
                 "indices to tracegrad, not even through np.take): make the array a traced value "
                 "first, for example by passing it as an argument of the transformed function."
             )
         raise TracingError(
             "tracegrad cannot convert a traced value to a NumPy array while tracing."
-            f"{user_line()}\nCall np.* functions on it directly (they are traced), and convert "
-            f"results outside the decorated function.{hint}"
+            f"{user_line()}\n{advice}"
         )

@@ -121,6 +121,20 @@ def line_calls(names: tuple[str, ...]) -> bool:
     return False
 
 
+def line_list_argument() -> str | None:
+    """The function the user's current line gives a list or tuple of computed values (not only
+    constants): `np.exp` for `np.exp([a, b * b])`; None when there is none."""
+    tree = _user_ast()
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call):
+            for arg in (*node.args, *(k.value for k in node.keywords)):
+                if isinstance(arg, (ast.List, ast.Tuple)) and not all(
+                    isinstance(e, ast.Constant) for e in arg.elts
+                ):
+                    return ast.unparse(node.func)
+    return None
+
+
 def user_line() -> str:
     frame = user_frame()
     if frame is None:
