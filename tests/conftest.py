@@ -5,6 +5,11 @@ per backend; TRACEGRAD_TEST_BACKENDS=numpy,cpu narrows the list.
 
 The cuda backend runs for real everywhere: on a machine without an NVIDIA GPU, Numba's CUDA
 simulator is switched on here, before anything imports numba, and the cuda tests use small shapes.
+
+The suite keeps the kernels it compiles in a folder of its own (`SUITE_CACHE_DIR`), never in the
+user's TRACEGRAD_CACHE_DIR: a second run loads them from there (the warm run), and deleting it gives
+a cold run. TRACEGRAD_TEST_CACHE_DIR names another folder. A failure is named as it happens, not
+only in the summary at the end.
 """
 
 import ctypes.util
@@ -30,6 +35,12 @@ CUDA_SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 # tests/test_first_call.py turns them on where it tests them.
 os.environ.setdefault("TRACEGRAD_TIERED", "0")
 os.environ.setdefault("TRACEGRAD_PROGRAM_CACHE", "0")
+# Set before anything reads it (every xdist worker inherits it from the controller).
+SUITE_CACHE_DIR = os.path.abspath(
+    os.environ.get("TRACEGRAD_TEST_CACHE_DIR")
+    or os.path.join(os.path.dirname(os.path.dirname(__file__)), ".pytest_cache", "tracegrad-cache")
+)
+os.environ["TRACEGRAD_CACHE_DIR"] = SUITE_CACHE_DIR
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -56,9 +67,39 @@ def backend(request):
 
 def pytest_report_header(config):
     if "cuda" not in BACKENDS:
-        return "cuda backend: not tested (numba-cuda is not installed)"
-    where = "Numba's CUDA simulator (no GPU here)" if CUDA_SIMULATED else "the GPU"
-    return f"cuda backend: on {where}"
+        cuda = "cuda backend: not tested (numba-cuda is not installed)"
+    else:
+        where = "Numba's CUDA simulator (no GPU here)" if CUDA_SIMULATED else "the GPU"
+        cuda = f"cuda backend: on {where}"
+    warm = os.path.isdir(SUITE_CACHE_DIR) and any(os.scandir(SUITE_CACHE_DIR))
+    run = "warm: kernels from the last run" if warm else "cold: every kernel is compiled"
+    return [
+        cuda,
+        f"kernel cache: {SUITE_CACHE_DIR} ({run}; "
+        "on 2 cores a cold run takes about 15 minutes, a warm one about 5)",
+    ]
+
+
+def pytest_runtest_logreport(report):
+    """Name a failing test on its own line as soon as it fails (in the process that prints: the
+    xdist controller, or the only process), so a long run is not dots until the summary."""
+    if not report.failed or _PLUGINS is None:
+        return
+    reporter = _PLUGINS.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    stage = "" if report.when == "call" else f" (in {report.when})"
+    reporter.ensure_newline()
+    reporter.write_line(f"FAILED {report.nodeid}{stage}", red=True, bold=True)
+
+
+_PLUGINS = None
+
+
+def pytest_configure(config):
+    global _PLUGINS
+    if not hasattr(config, "workerinput"):  # an xdist worker prints nothing itself
+        _PLUGINS = config.pluginmanager
 
 
 @pytest.fixture
