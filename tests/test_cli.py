@@ -61,6 +61,9 @@ def model(tmp_path, monkeypatch):
 
         if __name__ == "__main__":
             raise SystemExit("not when imported")
+
+        def as_number(x):
+            return x * float(x)
         """)
     )
     monkeypatch.chdir(tmp_path)
@@ -259,8 +262,8 @@ def test_ir_of_a_module_on_the_path(capsys):
     ("argv", "message", "status"),
     [
         (
-            ["ir", "model.py:branchy", "--args", "2.0"],
-            "TracingError: tracegrad cannot branch on",
+            ["ir", "model.py:as_number", "--args", "2.0"],
+            "TracingError: float() of a traced value would be a Python number",
             1,
         ),
         (["ir", "model.py:loss", "--args", "f64[3],f64[4,3],f64[5]"], "ShapeError", 1),
@@ -310,6 +313,16 @@ def test_ir_errors(capsys, model, argv, message, status):
 
 
 def test_ir_tracing_error_names_the_line_and_the_fix(capsys, model):
+    _, _, err = call(capsys, "ir", "model.py:as_number", "--args", "2.0")
+    assert "model.py:35: return x * float(x)" in err and "Keep it an array" in err
+
+
+def test_ir_of_a_python_branch_shows_its_guard(capsys, model, monkeypatch):
+    """The IR is of the branch taken for --args, with the guard and its line; with guards off,
+    the branch is refused at its line with the np.where form."""
+    status, out, _ = call(capsys, "ir", "model.py:branchy", "--args", "2.0")
+    assert status == 0 and "guard" in out and "== True" in out and "model.py:22" in out
+    monkeypatch.setenv("TRACEGRAD_GUARDS", "0")
     _, _, err = call(capsys, "ir", "model.py:branchy", "--args", "2.0")
     assert "model.py:22: if x > 0:" in err and "np.where" in err
 

@@ -95,16 +95,22 @@ def hessian(fun=None, argnums=0, static_argnums=(), backend=None):
     return Transformed(inner, "jacobian", argnums, False, static_argnums, backend)
 
 
-def jit(fun=None, static_argnums=(), backend=None):
+def jit(fun=None, static_argnums=(), backend=None, guards=True):
     """Compile `fun` (forward only) and cache the program per argument signature.
+
+    Python `if`, `while`, `int()` and indices on traced values are answered on the call that
+    traces and kept as guards: a later call whose answers differ runs the program traced for
+    them (docs/limitations.md). `guards=False` refuses them instead, as JAX does.
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.jit(lambda x: 2.0 * x + 1.0)(np.arange(3.0))
     array([1., 3., 5.])
     """
     if fun is None:
-        return lambda f: jit(f, static_argnums, backend)
-    return Transformed(fun, "jit", (), False, static_argnums, backend)
+        return lambda f: jit(f, static_argnums, backend, guards)
+    transformed = Transformed(fun, "jit", (), False, static_argnums, backend)
+    transformed.guards = bool(guards)
+    return transformed
 
 
 def stop_gradient(x):
@@ -183,10 +189,14 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
         arrays = [
             as_array(leaf, n, name_of(transformed)) for leaf, n in zip(leaves, names, strict=True)
         ]
-        graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
         from . import passes
+        from .tracing import branches
 
-        return passes.optimize(graph, lower=False) if optimize else graph
+        with branches.given_inputs(arrays) as guards:  # Python branches answered for `arrays`
+            graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
+        graph = passes.optimize(graph, lower=False) if optimize else graph
+        graph.guards = tuple(guards)
+        return graph
 
     return make
 

@@ -26,6 +26,10 @@ from .calls.transformed import Transformed, name_of
 from .tree import LEAF, TreeDef, broadcast_prefix, flatten, tuple_of
 
 jacrev = jacobian  # JAX's name for reverse-mode jacobians
+VMAP_NO_BRANCHING = (
+    "inside vmap: it holds one value per example, and they may differ, so one Python branch "
+    "cannot be taken for all of them"
+)
 
 
 class _Composite(Transformed):
@@ -42,12 +46,15 @@ class _Composite(Transformed):
     def _check_call(self, args: tuple) -> None:
         pass
 
-    def _trace_primal(self, avals, treedef: TreeDef, n_args: int, scope):
+    def _trace_primal(self, avals, treedef: TreeDef, n_args: int, scope, branching=False):
         """Trace the function on the first `n_args` positional arguments. Returns the graph
-        (inputs: their leaves, then hidden and captured values), its output tree and captures."""
+        (inputs: their leaves, then hidden and captured values), its output tree and captures.
+        A `branching` trace's guards are the graph's last outputs (see trace.trace)."""
         primal_tree = TreeDef("tuple", treedef.children[:n_args])
         n_leaves = primal_tree.num_leaves
-        fgraph, out_tree, captures = trace(self.fun, avals[:n_leaves], primal_tree, None, scope)
+        fgraph, out_tree, captures = trace(
+            self.fun, avals[:n_leaves], primal_tree, None, scope, branching
+        )
         fgraph = passes.smooth_idioms(fgraph)
         return fgraph, out_tree, captures, n_leaves
 
@@ -173,7 +180,9 @@ class Vmapped(_Composite):
                 f"{name}: the mapped axes have different sizes ({shown}); they must agree"
             )
         wrap = self._wrap_args(static, positions)
-        fgraph, out_tree, captures = trace(self.fun, example, treedef, wrap, scope)
+        fgraph, out_tree, captures = trace(
+            self.fun, example, treedef, wrap, scope, no_branching=VMAP_NO_BRANCHING
+        )
         out_axes = _axis_leaves(self.out_axes, out_tree, "out_axes")
         for j, (axis, out) in enumerate(zip(out_axes, fgraph.outputs, strict=True)):
             if axis is not None:
@@ -215,7 +224,7 @@ class _Jvp(_Composite):
 
     def build(self, avals, treedef, static, positions, scope=None):
         n_args = len(treedef.children) // 2
-        fgraph, out_tree, captures, n = self._trace_primal(avals, treedef, n_args, scope)
+        fgraph, out_tree, captures, n = self._trace_primal(avals, treedef, n_args, scope, True)
         primal_tree = TreeDef("tuple", treedef.children[:n_args])
         tangent_tree = TreeDef("tuple", treedef.children[n_args:])
         _check_like(
@@ -230,12 +239,14 @@ class _Jvp(_Composite):
         tangents = [given[i] if i in given else Var(*avals[n + i]) for i in range(n)]
         inputs = list(fgraph.inputs[:n]) + tangents + list(fgraph.inputs[n:])
         n_out = len(fgraph.outputs)
+        n_user = out_tree.num_leaves  # then the guards (trace.trace), returned last
         values, out_tangents = graph.outputs[:n_out], graph.outputs[n_out:]
         outputs = list(values[:n_value]) + list(out_tangents[:n_value])
         tree = tuple_of(value_tree, value_tree)
         if aux_tree is not None:
-            outputs += list(values[n_value:])
+            outputs += list(values[n_value:n_user])
             tree = tuple_of(value_tree, value_tree, aux_tree)
+        outputs += list(values[n_user:])
         return Graph(tuple(inputs), graph.nodes, tuple(outputs)), tree, captures
 
 

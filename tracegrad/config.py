@@ -12,6 +12,8 @@
 | `TRACEGRAD_TIERED` | `0`, `off`, `false`, `no` | on | the `cpu` backend: `0` compiles a new program before its first call returns, instead of running its first calls on the NumPy interpreter while it compiles in the background |
 | `TRACEGRAD_PROGRAM_CACHE` | `0`, `off`, `false`, `no` | on | `0`: traced and optimised programs are not kept on disk for the next process |
 | `TRACEGRAD_DUMP_KERNELS` | a folder | none | compiled backends: write the generated source of each compiled program into that folder |
+| `TRACEGRAD_GUARDS` | `0`, `off`, `false`, `no` | on | Python `if`, `while`, `int()` and indices on traced values are answered on the call being traced and kept as guards of the program; `0` refuses them (JAX's rule) |
+| `TRACEGRAD_MAX_VARIANTS` | a count | `32` | the programs a function may have for one argument signature, one per outcome of its Python branches on traced values (a warning names the line at 8); one more is an error naming the line whose outcome keeps changing |
 
 Each setting is read when it is used, not once at import, so that a program (or a test) can
 change it while it runs; the one exception is `TRACEGRAD_PROGRAM_MEMORY_MB`, which sizes the
@@ -53,6 +55,8 @@ PROGRAM_MEMORY_MB = "TRACEGRAD_PROGRAM_MEMORY_MB"
 TIERED = "TRACEGRAD_TIERED"
 PROGRAM_CACHE = "TRACEGRAD_PROGRAM_CACHE"
 DUMP_KERNELS = "TRACEGRAD_DUMP_KERNELS"
+GUARDS = "TRACEGRAD_GUARDS"
+MAX_VARIANTS = "TRACEGRAD_MAX_VARIANTS"
 
 DEFAULT_MB = 1024
 _OFF = ("0", "off", "false", "no")
@@ -153,6 +157,23 @@ VARIABLES = (
         "none",
         "compiled backends: write the generated source of each compiled program into that folder",
         "compiled backends: a folder to write generated kernel source to",
+    ),
+    Variable(
+        GUARDS,
+        "`0`, `off`, `false`, `no`",
+        "on",
+        "Python `if`, `while`, `int()` and indices on traced values are answered on the call "
+        "being traced and kept as guards of the program; `0` refuses them (JAX's rule)",
+        "'0' refuses Python control flow on traced values",
+    ),
+    Variable(
+        MAX_VARIANTS,
+        "a count",
+        "`32`",
+        "the programs a function may have for one argument signature, one per outcome of its "
+        "Python branches on traced values (a warning names the line at 8); one more is an "
+        "error naming the line whose outcome keeps changing",
+        "programs per signature, one per outcome of Python branches",
     ),
 )
 
@@ -266,6 +287,25 @@ def tiered() -> bool:
 
 def program_cache() -> bool:
     return _switch(PROGRAM_CACHE)
+
+
+def guards() -> bool:
+    return _switch(GUARDS)
+
+
+def max_variants() -> int:
+    """TRACEGRAD_MAX_VARIANTS as a count of at least 1 (32 when unset or not understood)."""
+    text = env(MAX_VARIANTS).strip()
+    if not text:
+        return 32
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        _ignoring(MAX_VARIANTS, text, "not a count of at least 1")
+        return 32
+    return count
 
 
 def dump_kernels() -> str | None:

@@ -131,6 +131,7 @@ class Graph:
         self.nodes = nodes
         self.outputs = outputs
         self._cache: dict = {}  # what is derived from the graph once: its fingerprint
+        self.guards: tuple = ()  # a program's BranchGuards, of its last outputs (branches.py)
 
     def __str__(self) -> str:
         return format_graph(self)
@@ -269,7 +270,13 @@ def format_graph(
                 label = f"{key}{k}" if isinstance(value, tuple) else key
                 text = format_graph(g, sources, canonical_consts, keyword=label)
                 body.extend("    " + sub for sub in text.splitlines())
-    outs = ", ".join(names.get(v, f"?{v.id}") for v in graph.outputs)
+    outputs, guards = graph.outputs, graph.guards
+    if guards and not canonical_consts:
+        outputs = outputs[: len(outputs) - len(guards)]
+        for v, guard in zip(graph.outputs[len(outputs) :], guards, strict=True):
+            text = f"  guard {names.get(v, f'?{v.id}')} == {guard.outcome!r}"
+            body.append(f"{text:<54}  # {guard.source}" if sources and guard.source else text)
+    outs = ", ".join(names.get(v, f"?{v.id}") for v in outputs)
     return "\n".join([f"{keyword}({ins}) {{", *body, f"  return {outs}", "}"])
 
 
@@ -405,6 +412,8 @@ class Builder:
         # inputs that stand for the arrays among it
         self.scope: Any = None
         self.hidden_vars: list[Var] = []
+        self.branching: Any = None  # answers Python control flow (tracing/branches.py), or None
+        self.no_branching: str | None = None  # why it cannot, where that is not obvious
 
     @property
     def root(self) -> Builder:

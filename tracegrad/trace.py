@@ -15,6 +15,7 @@ import numpy as np
 
 from . import ir
 from . import primitives as P
+from .tracing import branches
 from .tracing.reads import check_random_sources, refuse_array_subclass, snapshot_random_sources
 from .tracing.messages import Unknowable, function_name, unsupported
 from .tracing.ndarray import NdarrayInterface
@@ -29,7 +30,7 @@ from .numpy_namespace.indexing import _basic_index, _getitem, _setitem, is_basic
 from .tree import TreeDef, flatten, unflatten
 
 
-class Tracer(NdarrayInterface, Unknowable):
+class Tracer(NdarrayInterface, branches.Answers, Unknowable):
     """A traced array: shape and dtype are known, the values are not.
 
     Writes (`y[0] = a`, `y[1:] += b`, `x *= 2`) are functional: the tracer then stands for a new
@@ -369,6 +370,7 @@ def _hidden_input(x: np.ndarray, builder: Builder) -> Var | None:
         return None
     if index == len(root.hidden_vars):  # first use: indices are handed out in order
         root.hidden_vars.append(root.new_input(x.shape, x.dtype))
+        branches.note_input(root, root.hidden_vars[-1], x)
     var = root.hidden_vars[index]
     return var if root is builder else _lift(Tracer(var, root), builder)
 
@@ -439,18 +441,22 @@ def trace(
     treedef: TreeDef,
     wrap_args: Callable[[Any], tuple | CallArgs] | None = None,
     scope: Scope | None = None,
+    branching: bool = False,
+    no_branching: str | None = None,
 ):
     """Trace `fun` on fresh inputs of the given shapes and dtypes.
 
     Returns the graph (inputs: the leaves, then the hidden inputs that `scope` found, then values
     captured from enclosing traces), the output tree, and the enclosing tracers that were
-    captured (in graph-input order).
-    """
+    captured (in graph-input order). A `branching` trace answers Python control flow on traced
+    values (tracing/branches.py); its guards are the graph's last outputs, after `out_tree`'s,
+    which the caller's transform returns last. `no_branching`: why a trace cannot answer."""
     builder = Builder(ir.active_builder())
-    builder.scope = scope
+    builder.scope, builder.no_branching = scope, no_branching
     generators = snapshot_random_sources(scope)
     with ir.building(builder):
         tracers = [Tracer(builder.new_input(shape, dtype), builder) for shape, dtype in avals]
+        given = branches.begin(builder, branching)
         args = unflatten(treedef, tracers)
         call = args if wrap_args is None else wrap_args(args)
         from .constructors import traced_constructors  # it imports this module
@@ -464,14 +470,14 @@ def trace(
             if isinstance(exc.__cause__, TracingError):
                 raise exc.__cause__.with_traceback(exc.__traceback__) from None
             raise
-        check_random_sources(
-            generators, getattr(fun, "__qualname__", None) or "the traced function", ""
-        )
+        name = getattr(fun, "__qualname__", None) or "the traced function"
+        check_random_sources(generators, name, "")
         out_leaves, out_tree = flatten(result)
         out_vars = []
         for leaf in out_leaves:
             with ir.source_location(user_source()):
                 out_vars.append(to_var(_result_leaf(leaf), builder))
+        out_vars += branches.finish(builder, given)
     graph = builder.graph(out_vars)
     return graph, out_tree, [t for t, _ in builder.captures]
 

@@ -19,6 +19,7 @@ from ..ir import Graph
 from ..runtime import program_store
 from ..runtime.program import CompiledCall, aval
 from ..trace import CallArgs, Tracer, inline_graph, trace
+from ..tracing import branches
 from ..tracing.scope import Scope
 from ..transforms import forward, loops, rolling  # noqa: F401  (loops: its primitives register)
 from ..tree import LEAF, TreeDef, replace_leaves, tuple_of, unflatten
@@ -28,17 +29,29 @@ from .transformed import Transformed, name_of
 
 
 def trace_program(
-    t: Transformed, static: tuple, key, backend, name: str, avals, treedef: TreeDef, positions
+    t: Transformed,
+    static: tuple,
+    key,
+    backend,
+    name: str,
+    arrays: list,
+    treedef: TreeDef,
+    positions,
 ) -> tuple[CompiledCall, list]:
-    """Trace, transform and optimise `t` for one signature; the store keeps and compiles the
-    program. Returns it with the hidden inputs (values read from outside the arguments) of
-    this call."""
+    """Trace, transform and optimise `t` for one signature, on the call's `arrays` (Python
+    control flow on traced values is answered for them and guarded: tracing/branches.py); the
+    store keeps and compiles the program. Returns it with the hidden inputs (values read from
+    outside the arguments) of this call."""
+    avals = [aval(a) for a in arrays]
     scope = Scope.of(t, static)
-    graph, out_tree, captures = t.build(avals, treedef, static, positions, scope)
+    with branches.given_inputs(arrays if t.guards else None) as guards:
+        graph, out_tree, captures = t.build(avals, treedef, static, positions, scope)
     assert not captures, "a top-level trace cannot capture values"
     graph, hooks = passes.extract_hooks(passes.optimize(graph))
     captured = scope.finish(t, static, hooks=bool(hooks))
-    program = program_store.keep(t, static, key, backend, name, graph, out_tree, hooks, captured)
+    program = program_store.keep(
+        t, static, key, backend, name, graph, out_tree, hooks, captured, tuple(guards)
+    )
     hidden = captured.read(t, static)
     if hidden is None:  # cannot happen unless a guard is flaky: use what was traced
         hidden = [v for _, v in scope.hidden]
@@ -55,8 +68,12 @@ def inline(t: Transformed, args: tuple, kwargs: dict | None = None):
             avals.append((leaf.shape, leaf.dtype))
         else:
             avals.append(aval(as_array(leaf, name, name_of(t))))
-    graph, out_tree, captures = t.build(avals, treedef, static, positions)
+    with branches.given_inputs(leaves if t.guards and branches.can_answer() else None) as guards:
+        graph, out_tree, captures = t.build(avals, treedef, static, positions)
     outs = inline_graph(graph, leaves, captures)
+    if guards:  # the inner trace's answers are this trace's guards too
+        outs, guard_values = outs[: -len(guards)], outs[-len(guards) :]
+        branches.keep_inner_guards(guard_values, guards)
     return unflatten(out_tree, outs)
 
 
@@ -81,20 +98,30 @@ def build(t: Transformed, avals, treedef: TreeDef, static: tuple, positions: lis
     `scope` (top-level calls), arrays read from outside the arguments become hidden inputs,
     after the arguments' leaves."""
     wrap = wrap_args(t, static, positions)
-    fgraph, out_tree, captures = trace(t.fun, avals, treedef, wrap, scope)
+    fgraph, out_tree, captures = trace(t.fun, avals, treedef, wrap, scope, branching=True)
     fgraph = passes.smooth_idioms(fgraph)  # before autodiff: stable softplus idioms
     rolled = rolling.roll_loops(fgraph)  # repeated iterations of Python loops: one scan
     if rolled is not fgraph:  # the rows of stacked results read back one by one: merged
         fgraph = passes.simplify(rolled, lower=False)
     if t.kind == "jit":
-        return fgraph, out_tree, captures
+        return fgraph, out_tree, captures  # its guards, if any, are its last outputs already
+    # The guards (the last outputs of fgraph, after out_tree's) are carried through the
+    # transform as values that are not differentiated, and returned last.
+    n_guards = len(fgraph.outputs) - out_tree.num_leaves
+    return _transform(t, fgraph, out_tree, treedef, positions, n_guards, captures)
+
+
+def _transform(t, fgraph, out_tree, treedef, positions, n_guards, captures):
+    """`build` for grad, value_and_grad, jacobian and jacfwd: the transformed graph, with the
+    `n_guards` guards of fgraph (its last outputs) as its own last outputs."""
     wrt, wrt_tree = _wrt(t, treedef, positions, fgraph)
     value_tree, aux_tree, n_value = _split_output(t, out_tree, fgraph)
     if t.kind in ("grad", "value_and_grad"):
         # this differentiation owns the function's taps: their hooks fire with its cotangents
         graph = autodiff.adjoint(fgraph, wrt, [0], seed_ones=True, taps=True)
         n_out, n_wrt = len(fgraph.outputs), len(wrt)
-        value, aux = graph.outputs[:1], graph.outputs[1:n_out]
+        value, aux = graph.outputs[:1], graph.outputs[1 : n_out - n_guards]
+        guards = list(graph.outputs[n_out - n_guards : n_out])
         grads = graph.outputs[n_out : n_out + n_wrt]
         if t.kind == "grad":
             outputs = list(grads) + list(aux)
@@ -107,14 +134,14 @@ def build(t: Transformed, avals, treedef: TreeDef, static: tuple, positions: lis
             names = [node.params["name"] for node in autodiff.tap_nodes(fgraph)]
             outputs += list(graph.outputs[n_out + n_wrt :])
             tree = tuple_of(tree, TreeDef("dict", tuple(LEAF for _ in names), tuple(names)))
-        return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
+        return Graph(graph.inputs, graph.nodes, tuple(outputs + guards)), tree, captures
     # jacobian: one jacobian per (value leaf, wrt leaf); aux outputs are not differentiated
     # (jacfwd: by forward mode, one batched tangent per input element)
     derive = forward.jacfwd if t.kind == "jacfwd" else autodiff.jacobian
     graph = derive(fgraph, wrt, n_value)
     n_out = len(fgraph.outputs)
     jacs = list(graph.outputs[n_out:])
-    outputs = jacs + list(graph.outputs[n_value:n_out])
+    outputs = jacs + list(graph.outputs[n_value:n_out])  # the aux values, then the guards
     tree = replace_leaves(value_tree, lambda: wrt_tree)
     if t.has_aux:
         tree = tuple_of(tree, aux_tree)

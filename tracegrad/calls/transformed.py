@@ -16,11 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import backends, ir
+from .. import backends, config, ir
+from ..errors import TracingError
 from ..runtime import program_store, progress
 from ..runtime.program import (
     _MISS,
     CompiledCall,
+    GuardFailed,
     _cheap_signature,
     _configure_logging,
     _fast_call,
@@ -105,13 +107,15 @@ class Transformed:
         self.backend = backend
         if backend is not None:
             backends.get_backend(backend)  # fail early on a bad name
+        # False: Python control flow on traced values is refused, not guarded (tracing/branches.py)
+        self.guards = True
         functools.update_wrapper(self, fun, updated=())
         _configure_logging()
         self._fast_calls: dict[tuple, Callable] = {}  # cheap signature -> cached call
 
     @property
     def spec(self) -> tuple:
-        return (
+        spec = (
             self.kind,
             spec_of(self.fun),
             self.argnums,
@@ -119,6 +123,7 @@ class Transformed:
             self.static_argnums,
             self.taps,
         )
+        return spec if self.guards else (*spec, "no guards")
 
     @property
     def trace_count(self) -> int:
@@ -252,18 +257,68 @@ class Transformed:
             names = leaf_names(treedef, positions, self._self_shift)
             why = None if program is None else program.captured.why(self, static)
             self._note_retrace(sig, names, why)
-            from . import derive  # tracing, autodiff and the passes: loaded on the first miss
-
-            with progress.compiling(name_of(self), backend.name):
-                program, hidden = derive.trace_program(
-                    self, static, key, backend, name_of(self), avals, treedef, positions
-                )
-                if not kwargs:
-                    self._remember_fast_call(args, program)
-                return program(arrays + hidden)  # the first call compiles the kernels
+            return self._trace_and_run(
+                static, key, backend, arrays, treedef, positions, args, kwargs
+            )
+        try:
+            out = program(arrays + hidden)
+        except GuardFailed as failed:
+            return self._other_branch(
+                failed, static, key, backend, arrays, treedef, positions, args, kwargs
+            )
         if not kwargs:
             self._remember_fast_call(args, program)
-        return program(arrays + hidden)
+        return out
+
+    def _trace_and_run(self, static, key, backend, arrays, treedef, positions, args, kwargs):
+        from . import derive  # tracing, autodiff and the passes: loaded on the first miss
+
+        with progress.compiling(name_of(self), backend.name):
+            program, hidden = derive.trace_program(
+                self, static, key, backend, name_of(self), arrays, treedef, positions
+            )
+            if not kwargs:
+                self._remember_fast_call(args, program)
+            # the first call compiles the kernels; its guards are the trace's own answers
+            return program(arrays + hidden, check=False)
+
+    def _other_branch(self, failed, static, key, backend, arrays, treedef, positions, args, kwargs):
+        """A call whose answers to the function's Python branches differ from the program's
+        (`failed`): the variant traced for its answers, else a new trace (tracing/branches.py)."""
+        tried = {id(failed.program)}
+        while True:
+            candidate = program_store.variant_for(key, failed.prefix, tried)
+            if candidate is None:
+                break
+            tried.add(id(candidate))
+            hidden = candidate.captured.read(self, static)
+            if hidden is None:
+                continue
+            try:
+                out = candidate(arrays + hidden)
+            except GuardFailed as again:
+                failed = again
+                continue
+            program_store.prefer(key, candidate)
+            if not kwargs:
+                self._remember_fast_call(args, candidate)
+            return out
+        guard = failed.program.guards[failed.index]
+        count = program_store.variants(key)
+        if count >= config.max_variants():
+            raise TracingError(
+                f"{name_of(self)} has been traced for {count} outcomes of Python control flow on "
+                f"traced values (TRACEGRAD_MAX_VARIANTS={config.max_variants()}), and the one at "
+                f"{guard.describe(failed.answers[failed.index])} keeps changing. Write that "
+                "branch with np.where(condition, a, b) or tg.cond(pred, true_fun, false_fun, "
+                "*operands), and a loop that runs until a traced condition fails with "
+                "tg.while_loop(cond_fun, body_fun, init) (or tg.scan / tg.fori_loop), so that one "
+                "program covers every outcome; or raise TRACEGRAD_MAX_VARIANTS."
+            )
+        program_store.note_branch(
+            name_of(self), guard.describe(failed.answers[failed.index]), count + 1
+        )
+        return self._trace_and_run(static, key, backend, arrays, treedef, positions, args, kwargs)
 
     def _remember_fast_call(self, args: tuple, program: CompiledCall) -> None:
         """A path for the next calls with the same cheap signature (positional floats and

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import backends, config, ir
-from ..tracing.guards import Captured
+from ..tracing.guards import BranchGuard, Captured, answer
 from ..ir import Graph
 from ..tree import TreeDef, typed_key, unflatten
 
@@ -58,12 +58,17 @@ class CompiledCall:
         backend: str,
         hooks: list[tuple[str, Callable]],
         captured: Captured | None = None,
+        guards: tuple[BranchGuard, ...] = (),
     ):
         self.graph = graph
         self.out_tree = out_tree
         self.run = run
         self.backend = backend
         self.hooks = hooks
+        # the answers the trace gave to Python control flow on traced values: the outputs of
+        # `run` before the hooks' are their values on each call (tracing/branches.py)
+        self.guards = guards
+        self.outcomes = tuple(g.outcome for g in guards)
         self.captured = Captured([], []) if captured is None else captured
         self.fresh = fresh_flags(self.run, len(self.graph.outputs))
         attach = getattr(self.run, "attach", None)  # a tiered run replaces itself when compiled
@@ -76,8 +81,19 @@ class CompiledCall:
         )
         self.nbytes = consts + self.captured.nbytes
 
-    def __call__(self, arrays: list[np.ndarray]):
-        outs = fresh_outputs(self.run(arrays), self.fresh, arrays)
+    def __call__(self, arrays: list[np.ndarray], check: bool = True):
+        """The result for `arrays`; `GuardFailed` when a guard of the program does not come out
+        as it did when traced (unless `check` is False: the call that traced it)."""
+        if self.guards and check and self.hooks:  # hooks must not see a result given up
+            self._check_guards_first(arrays)
+        try:
+            outs = fresh_outputs(self.run(arrays), self.fresh, arrays)
+        except Exception:
+            if self.guards and check:  # an error of the branch not taken is not the call's
+                self._check_guards_first(arrays)
+            raise
+        if self.guards:
+            outs = self._without_guards(outs, check)
         if _debug_nans() and any(
             isinstance(o, np.ndarray) and o.dtype.kind == "f" and np.isnan(o).any() for o in outs
         ):
@@ -92,8 +108,60 @@ class CompiledCall:
                     )
         return unflatten(self.out_tree, outs)
 
+    def _without_guards(self, outs: list, check: bool) -> list:
+        end = len(outs) - len(self.hooks)
+        start = end - len(self.guards)
+        if check:
+            self._compare(outs[start:end])
+        return outs[:start] + outs[end:]
+
+    def _compare(self, values: Sequence) -> None:
+        for i, (guard, value) in enumerate(zip(self.guards, values, strict=True)):
+            if not guard.holds(value):
+                answers = [answer(g.kind, v) for g, v in zip(self.guards, values, strict=True)]
+                raise GuardFailed(self, answers, i)
+
+    def _check_guards_first(self, arrays: list[np.ndarray]) -> None:
+        """The guards computed alone, by the NumPy interpreter, before (or instead of) the
+        program: for a program with hooks, and after an error."""
+        from .. import interpreter
+
+        if "guards" not in self.graph._cache:
+            end = len(self.graph.outputs) - len(self.hooks)
+            outputs = self.graph.outputs[end - len(self.guards) : end]
+            self.graph._cache["guards"] = _pruned(
+                Graph(self.graph.inputs, self.graph.nodes, outputs)
+            )
+        self._compare(interpreter.evaluate(self.graph._cache["guards"], arrays))
+
     def _raise_nan(self, arrays: list[np.ndarray]):
         raise FloatingPointError(_nan_report(self.graph, arrays))
+
+
+class GuardFailed(Exception):
+    """A guard of `program` did not hold: `answers` are its guards' values on this call, the
+    first `index` as traced, the one at `index` not (those after it are of the branch not
+    taken). Calls/transformed.py then finds or traces the program for this call's answers."""
+
+    def __init__(self, program: CompiledCall, answers: list, index: int):
+        super().__init__(program.guards[index].describe(answers[index]))
+        self.program, self.answers, self.index = program, answers, index
+
+    @property
+    def prefix(self) -> tuple:
+        """The answers any program for this call must have traced first."""
+        return tuple(self.answers[: self.index + 1])
+
+
+def _pruned(graph: Graph) -> Graph:
+    """`graph` without the nodes its outputs do not need."""
+    needed = set(graph.outputs)
+    kept = []
+    for node in reversed(graph.nodes):
+        if node.out in needed:
+            kept.append(node)
+            needed.update(node.inputs)
+    return Graph(graph.inputs, tuple(reversed(kept)), graph.outputs)
 
 
 def _debug_nans() -> bool:
@@ -249,7 +317,7 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
     fresh = program.fresh
     copied = [i for i, f in enumerate(fresh) if not f]
     read = None if program.captured.empty else program.captured.read
-    hooked = bool(program.hooks)
+    checked = bool(program.hooks or program.guards)
 
     def call(fun: Any, args: tuple, static: tuple = ()):
         if (
@@ -266,8 +334,11 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
             if hidden is None:
                 return _MISS
             arrays += hidden
-        if hooked:  # tg.tap hooks and tg.debug_print: CompiledCall.__call__ runs them
-            return program(arrays)
+        if checked:  # hooks (tg.tap, tg.debug_print) and guards: CompiledCall.__call__'s
+            try:
+                return program(arrays)
+            except GuardFailed:
+                return _MISS  # the full path finds or traces the program for this call
         outs = run(arrays)
         if copied:
             outs = fresh_outputs(outs, fresh, arrays)

@@ -136,6 +136,8 @@ class _BoundedDict(OrderedDict):
 _programs = ProgramStore()
 _trace_counts: _BoundedDict = _BoundedDict()
 _last_signature: _BoundedDict = _BoundedDict()
+# key -> the guard outcomes of its variants (the programs, under (*key, "variant", outcomes))
+_variants: _BoundedDict = _BoundedDict()
 
 
 def variant(backend: Any) -> Any:
@@ -149,6 +151,7 @@ def clear_programs() -> None:
     _generation[0] += 1
     _programs.clear()
     _last_signature.clear()
+    _variants.clear()
 
 
 class _Instance:
@@ -251,16 +254,45 @@ def keep(
     out_tree: TreeDef,
     hooks: list,
     captured: Any,
+    guards: tuple = (),
 ) -> CompiledCall:
     """The program of a newly traced graph, compiled and kept under `key` (in memory and on
-    disk); the trace is counted for `fun` (`trace_count`)."""
+    disk); the trace is counted for `fun` (`trace_count`). A program with guards is one
+    variant of the key's (`variants`), kept in memory only."""
     run = tiered.compile(backend, graph, name)
-    program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured)
+    program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured, guards)
     _programs.put(key, program)
-    program_cache.save(fun, static, key, graph, out_tree, hooks, captured)
+    if guards:
+        known = _variants.get(key, [])
+        _variants[key] = [o for o in known if o != program.outcomes] + [program.outcomes]
+        _programs.put((*key, "variant", program.outcomes), program)
+    else:
+        program_cache.save(fun, static, key, graph, out_tree, hooks, captured)
     counted = (key[0], backend.name)
     _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
     return program
+
+
+def variants(key: tuple) -> int:
+    """How many programs with guards the key has had traced (one per outcome of its branches)."""
+    return len(_variants.get(key, ()))
+
+
+def variant_for(key: tuple, prefix: tuple, tried: set) -> CompiledCall | None:
+    """A program of the key's whose guards were traced with the answers `prefix` first (a call's
+    answers so far: see program.GuardFailed), other than those `tried` (ids); made current."""
+    n = len(prefix)
+    for outcomes in reversed(_variants.get(key, ())):
+        if outcomes[:n] == prefix:
+            program = _programs.get((*key, "variant", outcomes))
+            if program is not None and id(program) not in tried:
+                return program
+    return None
+
+
+def prefer(key: tuple, program: CompiledCall) -> None:
+    """The variant the key's next call tries first."""
+    _programs.put(key, program)
 
 
 def trace_count(spec: tuple, backend_name: str) -> int:
@@ -271,6 +303,25 @@ def trace_count(spec: tuple, backend_name: str) -> int:
 GUARD_RETRACE_WARNING = 8  # traces caused by changed captured values before a warning
 
 _guard_retraces: _BoundedDict = _BoundedDict()
+
+
+VARIANT_WARNING = 8  # programs of one signature, one per outcome of its branches: a warning
+
+
+def note_branch(name: str, where: str, count: int) -> None:
+    """Say (when the `retrace` topic is logged) that a guard sent a call to a new trace, the
+    `count`th program of its signature; warn when that count reaches VARIANT_WARNING."""
+    if _log_enabled("retrace"):
+        log.info("re-tracing %s because the Python branch at %s", name, where)
+    if count == VARIANT_WARNING:
+        log.warning(
+            "tracegrad: %s now has %d programs for one argument signature, one per outcome of "
+            "its Python control flow on traced values; the branch at %s keeps changing. "
+            "np.where, tg.cond or tg.while_loop would make one program for every outcome.",
+            name,
+            count,
+            where,
+        )
 
 
 def note_retrace(spec: tuple, name: str, sig: Signature, names: list[str], why: str | None) -> None:

@@ -2,7 +2,9 @@
 
 A `Path` reaches a value from the call's roots (the transformed function, its static arguments);
 a `Guard` records what the value must still be; `Captured` holds a program's guards and the
-readers of its hidden inputs, compiled into one small Python function.
+readers of its hidden inputs, compiled into one small Python function. A `BranchGuard` is the
+other kind: an answer the trace gave to Python control flow on a traced value, which the program
+computes again on every call (tracing/branches.py).
 """
 
 from __future__ import annotations
@@ -284,3 +286,30 @@ def _compile(guards: list[Guard], readers: list[Path | np.ndarray]) -> Callable:
     lines.append("        return None")
     exec(compile("\n".join(lines) + "\n", "<tracegrad guard>", "exec"), ns)
     return ns["read"]
+
+
+class BranchGuard:
+    """What a trace answered to Python control flow on a traced value at `source`
+    (tracing/branches.py): `outcome`, a bool (`kind` "bool") or an int ("int": int(), an index,
+    range()), of the value the program returns as this guard's output."""
+
+    __slots__ = ("kind", "outcome", "source")
+
+    def __init__(self, kind: str, outcome: bool | int, source: str | None):
+        self.kind, self.outcome, self.source = kind, outcome, source
+
+    def __repr__(self) -> str:
+        return f"BranchGuard({self.kind} {self.outcome!r} at {self.source})"
+
+    def holds(self, value: Any) -> bool:
+        return answer(self.kind, value) == self.outcome
+
+    def describe(self, value: Any = None) -> str:
+        where = self.source or "an unknown line"
+        shown = "" if value is None else f", now {answer(self.kind, value)!r}"
+        return f"{where} (traced as {self.outcome!r}{shown})"
+
+
+def answer(kind: str, value: Any) -> bool | int:
+    value = np.asarray(value)
+    return bool(value) if kind == "bool" else int(value)

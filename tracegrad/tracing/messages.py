@@ -141,6 +141,13 @@ class Unknowable:
                 "function: y = np.zeros(n) (or np.ones, np.empty, np.full, np.copy(a), "
                 "np.zeros_like(a)) and then y[...] = ... work as in NumPy."
             )
+        reason = getattr(getattr(self, "builder", None), "no_branching", None)
+        if reason is not None:
+            raise TracingError(
+                f"tracegrad cannot {what} a traced value {reason}{user_line()}\nChoose "
+                "elementwise with np.where(condition, a, b), or run one of two functions with "
+                "tg.cond(pred, true_fun, false_fun, *operands)."
+            )
         raise TracingError(
             f"tracegrad cannot {what} a traced value: its value is not known while tracing."
             f"{user_line()}\nInstead of Python control flow on traced values use "
