@@ -264,6 +264,21 @@ def test_without_a_client_it_runs_on_dask_threads_here():
     assert any(name.startswith("hessian(nll)") for name in tgd.trace_counts())
 
 
+def test_a_python_branch_on_chunk_values_is_refused():
+    """Answered per chunk, the branch could go another way than on all the rows: refused."""
+    w, X, y = logistic_data()
+
+    def branchy(w, X, y):
+        z = X @ w
+        if np.mean(z) > 0:
+            return np.sum(z**2)
+        return np.sum(z)
+
+    Xd, yd = chunked(X, y)
+    with pytest.raises(Exception, match="branch on"):
+        tgd.grad(branchy, argnums=0, data_argnums=(1, 2), backend="numpy")(w, Xd, yd)
+
+
 # ----------------------------------------------------------------------------------------------
 # Parameters travel once per call; each worker compiles once
 

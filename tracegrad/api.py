@@ -192,7 +192,7 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
         from . import passes
         from .tracing import branches
 
-        with branches.given_inputs(arrays) as guards:  # Python branches answered for `arrays`
+        with branches.given_inputs(arrays if transformed.guards else None) as guards:
             graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
         graph = passes.optimize(graph, lower=False) if optimize else graph
         graph.guards = tuple(guards)

@@ -226,7 +226,8 @@ class DataParallel:
             full = list(args)
             for i, s in zip(self.data_argnums, stand_ins, strict=True):
                 full[i] = s
-            graph = tg.make_ir(self.fun)(*full)
+            # traced as the chunks trace it: a Python branch on a value is refused (worker.py)
+            graph = tg.make_ir(tg.jit(self.fun, guards=False))(*full)
             outs = graph.outputs
             if (
                 len(outs) != 1

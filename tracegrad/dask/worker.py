@@ -80,7 +80,11 @@ class _Job:
         make = {"value_and_grad": tg.value_and_grad, "grad": tg.grad, "hessian": tg.hessian}[
             self.kind
         ]
-        return make(fun, argnums=self.argnums, backend=self.backend)
+        transformed = make(fun, argnums=self.argnums, backend=self.backend)
+        # A Python branch would be answered per chunk (on the chunk's rows), where the function
+        # of all the rows might go the other way: refused, as np.where and tg.cond are not.
+        transformed.guards = False
+        return transformed
 
 
 class _Payload:
