@@ -28,6 +28,7 @@ from ..runtime.program import (
     _fast_call,
     _generation,
     aval,
+    run_other_variant,
 )
 from ..runtime.program_store import Signature
 from ..tree import TreeDef, flatten
@@ -285,23 +286,16 @@ class Transformed:
     def _other_branch(self, failed, static, key, backend, arrays, treedef, positions, args, kwargs):
         """A call whose answers to the function's Python branches differ from the program's
         (`failed`): the variant traced for its answers, else a new trace (tracing/branches.py)."""
-        tried = {id(failed.program)}
-        while True:
-            candidate = program_store.variant_for(key, failed.prefix, tried)
-            if candidate is None:
-                break
-            tried.add(id(candidate))
-            hidden = candidate.captured.read(self, static)
-            if hidden is None:
-                continue
-            try:
-                out = candidate(arrays + hidden)
-            except GuardFailed as again:
-                failed = again
-                continue
-            program_store.prefer(key, candidate)
+        try:
+            out, program = run_other_variant(
+                failed, arrays, lambda p: p.captured.read(self, static)
+            )
+        except GuardFailed as last:
+            failed = last
+        else:
+            program_store.prefer(key, program)
             if not kwargs:
-                self._remember_fast_call(args, candidate)
+                self._remember_fast_call(args, program)
             return out
         guard = failed.program.guards[failed.index]
         count = program_store.variants(key)

@@ -69,6 +69,9 @@ class CompiledCall:
         # `run` before the hooks' are their values on each call (tracing/branches.py)
         self.guards = guards
         self.outcomes = tuple(g.outcome for g in guards)
+        # set by the program store for a program with guards: the other variants of its key,
+        # (answers so far, ids tried) -> a program or None
+        self.sibling: Callable = lambda prefix, tried: None
         self.captured = Captured([], []) if captured is None else captured
         self.fresh = fresh_flags(self.run, len(self.graph.outputs))
         attach = getattr(self.run, "attach", None)  # a tiered run replaces itself when compiled
@@ -116,9 +119,12 @@ class CompiledCall:
         return outs[:start] + outs[end:]
 
     def _compare(self, values: Sequence) -> None:
-        for i, (guard, value) in enumerate(zip(self.guards, values, strict=True)):
-            if not guard.holds(value):
-                answers = [answer(g.kind, v) for g, v in zip(self.guards, values, strict=True)]
+        for i, (outcome, value) in enumerate(zip(self.outcomes, values, strict=True)):
+            value = _host(value)  # a device array, where the cuda backend's results are
+            if value != outcome:  # 0-d arrays: a bool or an int64
+                answers = [
+                    answer(g.kind, _host(v)) for g, v in zip(self.guards, values, strict=True)
+                ]
                 raise GuardFailed(self, answers, i)
 
     def _check_guards_first(self, arrays: list[np.ndarray]) -> None:
@@ -151,6 +157,10 @@ class GuardFailed(Exception):
     def prefix(self) -> tuple:
         """The answers any program for this call must have traced first."""
         return tuple(self.answers[: self.index + 1])
+
+
+def _host(value: Any) -> Any:
+    return value if isinstance(value, np.ndarray) else value.copy_to_host()
 
 
 def _pruned(graph: Graph) -> Graph:
@@ -302,6 +312,47 @@ def _cheap_leaves(args: tuple) -> list:
     return [np.asarray(x) if type(x) is float else x for x in leaves]
 
 
+def _checked_call(current: list, fun: Any, arrays: list, static: tuple) -> Any:
+    """The cached-call path of a program with hooks or guards: `current[0]` (or, when a guard
+    fails, the variant for this call's answers, then tried first); _MISS for the full path."""
+    program = current[0]
+    hidden = [] if program.captured.empty else program.captured.read(fun, static)
+    if hidden is None:
+        return _MISS
+    try:
+        return program(arrays + hidden)
+    except GuardFailed as failed:
+        try:
+            out, current[0] = run_other_variant(
+                failed, arrays, lambda p: p.captured.read(fun, static)
+            )
+        except GuardFailed:
+            return _MISS  # no program has this call's answers: the full path traces one
+        return out
+
+
+def run_other_variant(failed: GuardFailed, arrays: list, read: Callable) -> tuple[Any, Any]:
+    """After `failed`, the programs of the same key traced for this call's answers so far, in
+    turn (each one that runs matches more of them): (result, the program that gave it).
+    `read(program)` gives its hidden inputs (None: not current).
+    Raises the last GuardFailed when no program has the call's answers."""
+    tried = {id(failed.program)}
+    while True:
+        candidate = failed.program.sibling(failed.prefix, tried)
+        if candidate is None:
+            raise failed
+        tried.add(id(candidate))
+        hidden = read(candidate)
+        if hidden is None:
+            continue
+        try:
+            out = candidate(arrays + hidden)
+        except GuardFailed as again:
+            failed = again
+            continue
+        return out, candidate
+
+
 def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> Callable:
     """What CompiledCall.__call__ does, checked to still be the one `_execute` would pick (same
     backend, not cleared, not inside a trace, captured values as they were); a program with
@@ -318,6 +369,7 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
     copied = [i for i, f in enumerate(fresh) if not f]
     read = None if program.captured.empty else program.captured.read
     checked = bool(program.hooks or program.guards)
+    current = [program]  # with guards: the variant the last call ran, tried first
 
     def call(fun: Any, args: tuple, static: tuple = ()):
         if (
@@ -329,16 +381,13 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
         ):
             return _MISS
         arrays = _cheap_leaves(args)
+        if checked:  # hooks (tg.tap, tg.debug_print) and guards: CompiledCall.__call__'s
+            return _checked_call(current, fun, arrays, static)
         if read is not None:
             hidden = read(fun, static)
             if hidden is None:
                 return _MISS
             arrays += hidden
-        if checked:  # hooks (tg.tap, tg.debug_print) and guards: CompiledCall.__call__'s
-            try:
-                return program(arrays)
-            except GuardFailed:
-                return _MISS  # the full path finds or traces the program for this call
         outs = run(arrays)
         if copied:
             outs = fresh_outputs(outs, fresh, arrays)

@@ -136,7 +136,7 @@ class _BoundedDict(OrderedDict):
 _programs = ProgramStore()
 _trace_counts: _BoundedDict = _BoundedDict()
 _last_signature: _BoundedDict = _BoundedDict()
-# key -> the guard outcomes of its variants (the programs, under (*key, "variant", outcomes))
+# key -> its programs with guards, one per outcome (the store holds the one tried first)
 _variants: _BoundedDict = _BoundedDict()
 
 
@@ -263,9 +263,11 @@ def keep(
     program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured, guards)
     _programs.put(key, program)
     if guards:
-        known = _variants.get(key, [])
-        _variants[key] = [o for o in known if o != program.outcomes] + [program.outcomes]
-        _programs.put((*key, "variant", program.outcomes), program)
+        known = _variants.get(key)
+        if known is None:
+            known = _variants[key] = []
+        known[:] = [p for p in known if p.outcomes != program.outcomes] + [program]
+        program.sibling = lambda prefix, tried: _variant_in(known, prefix, tried)
     else:
         program_cache.save(fun, static, key, graph, out_tree, hooks, captured)
     counted = (key[0], backend.name)
@@ -278,15 +280,13 @@ def variants(key: tuple) -> int:
     return len(_variants.get(key, ()))
 
 
-def variant_for(key: tuple, prefix: tuple, tried: set) -> CompiledCall | None:
-    """A program of the key's whose guards were traced with the answers `prefix` first (a call's
-    answers so far: see program.GuardFailed), other than those `tried` (ids); made current."""
+def _variant_in(known: list, prefix: tuple, tried: set) -> CompiledCall | None:
+    """The program among `known` (a key's variants, latest last) whose guards were traced with
+    the answers `prefix` first (a call's answers so far: program.GuardFailed), not `tried`."""
     n = len(prefix)
-    for outcomes in reversed(_variants.get(key, ())):
-        if outcomes[:n] == prefix:
-            program = _programs.get((*key, "variant", outcomes))
-            if program is not None and id(program) not in tried:
-                return program
+    for program in reversed(known):
+        if program.outcomes[:n] == prefix and id(program) not in tried:
+            return program
     return None
 
 
