@@ -294,3 +294,33 @@ def test_first_calls_on_the_interpreter_check_their_guards_too(monkeypatch):
     tg.wait_compiled()
     for x in map(np.array, INPUTS):
         np.testing.assert_allclose(f(x), fd_grad(piecewise, x), rtol=1e-6, atol=1e-8)
+
+
+def test_traced_slice_bounds_and_sizes_are_answered():
+    """x[:n], x[i:i + 2] and np.zeros(n) with a traced integer n: one program per value."""
+
+    def head(x, n):
+        return np.sum(x[:n] ** 2) + np.sum(np.zeros(n) + 1.0)
+
+    g = tg.grad(head, backend="numpy")
+    x = np.arange(5.0)
+    for n in [3, 2, 3]:
+        expected = np.where(np.arange(5) < n, 2 * x, 0.0)
+        np.testing.assert_array_equal(g(x, np.int64(n)), expected)
+    assert g.trace_count == 2
+    window = tg.jit(lambda x, i: x[i : i + 2].sum(), backend="numpy")
+    assert window(x, np.int64(1)) == 3.0 and window(x, np.int64(3)) == 7.0
+    with pytest.raises(tg.TracingError, match="slice bounds must be static"):
+        tg.jit(lambda x, n: x[:n], guards=False, backend="numpy")(x, np.int64(2))
+
+
+def test_a_traced_flag_and_an_integer_of_another_width():
+    def f(x, flag, k):
+        lst = [1.0, 2.0, 3.0]
+        return x * lst[k] if flag else -x
+
+    for backend in TWO:
+        g = tg.jit(f, backend=backend)
+        for flag, k in [(True, 2), (False, 0), (True, 1), (True, 2)]:
+            assert g(2.0, np.bool_(flag), np.int32(k)) == f(2.0, flag, k)
+        assert g.trace_count == 3

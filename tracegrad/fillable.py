@@ -30,6 +30,7 @@ import numpy as np
 from . import ir
 from .errors import TracingError
 from .trace import Tracer, _call
+from .tracing import branches
 from .tracing.masked_update import MaskedElements
 from .tracing.source import augments_a_subscript, reads_for_an_augmented_subscript, user_line
 
@@ -359,7 +360,10 @@ def fillable_constructor(original):
 
     def constructor(*args, **kwargs):
         if name in _SHAPED_BY_ARGUMENTS and _traced((args, tuple(kwargs.values()))):
-            _refuse_traced_shape(name)
+            answered = None if name == "arange" else branches.answer_sizes(args, kwargs)
+            if answered is None:
+                _refuse_traced_shape(name)
+            args, kwargs = answered  # np.zeros(n) with n answered as an int, and guarded
         result = original(*args, **kwargs)
         if sys._getframe(1).f_code.co_filename.startswith(_INTERNAL):
             return result

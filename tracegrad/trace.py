@@ -45,9 +45,7 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
     __hash__ = None  # like NumPy arrays: == builds a value, so tracers are not hashable
 
     def __init__(self, var: Var, builder: Builder, view: _View | None = None):
-        self._var = var
-        self.builder = builder
-        self._view = view
+        self._var, self.builder, self._view = var, builder, view
         # writes through static basic indices not yet in the graph: [(index, value, source)],
         # emitted together when the value is next read (see numpy_namespace/scatters.py: set_regions)
         self._pending: list | None = None
@@ -115,6 +113,7 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
             self._var = set_regions(self._var, [(index, value) for index, value, _ in writes])
 
     def __setitem__(self, index, value):
+        index = branches.answer_slices(index)
         self._check_writable("x[...] = value")
         if isinstance(value, MaskedElements):  # y[mask] op= v, with a traced mask
             self._write(_lift(value.written_into(self, index), self.builder), "y[mask] op= v")
@@ -236,6 +235,7 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
         return result
 
     def __getitem__(self, index):
+        index = branches.answer_slices(index)  # x[:n] with a traced n, where a trace answers
         mask = index[0] if isinstance(index, tuple) and len(index) == 1 else index
         if (
             isinstance(mask, Tracer)

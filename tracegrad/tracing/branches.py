@@ -20,6 +20,7 @@ derivative are not: there the value is not one number, and bool() is refused as 
 from __future__ import annotations
 
 import contextvars
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -209,6 +210,53 @@ class Answers:
     def item(self, *args):
         refuse_a_number(self, ".item()")
         return super().item(*args)
+
+
+def answer_slices(index: Any) -> Any:
+    """`index` with the traced bounds of its slices (x[:n], x[i:i + 3]) answered as integers
+    and guarded, where their traces can answer; as it is otherwise (the indexing code then
+    refuses them)."""
+    items = index if isinstance(index, tuple) else (index,)
+    if not any(type(item) is slice and _answerable(item) for item in items):
+        return index
+    answered = tuple(
+        slice(*(_bound(p) for p in (i.start, i.stop, i.step))) if type(i) is slice else i
+        for i in items
+    )
+    return answered if isinstance(index, tuple) else answered[0]
+
+
+def answer_sizes(args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    """A constructor's arguments (np.zeros(n), np.ones((n, 3))) with their traced integers
+    answered and guarded, or None when one cannot be (its trace does not answer, or it is not
+    an integer of one element)."""
+
+    def size(p: Any) -> Any:
+        if isinstance(p, (tuple, list)):
+            return type(p)(size(q) for q in p)
+        if not hasattr(p, "builder"):
+            return p
+        state = getattr(p.builder, "branching", None)
+        if state is None or not state.open or p.dtype.kind not in "iu" or p.size != 1:
+            raise NotBranching
+        return operator.index(p)
+
+    try:
+        return tuple(size(a) for a in args), {k: size(v) for k, v in kwargs.items()}
+    except NotBranching:
+        return None
+
+
+def _answerable(item: slice) -> bool:
+    for p in (item.start, item.stop, item.step):
+        state = getattr(getattr(p, "builder", None), "branching", None)
+        if state is not None and state.open:
+            return True
+    return False
+
+
+def _bound(p: Any) -> Any:
+    return operator.index(p) if hasattr(p, "builder") else p
 
 
 def refuse_a_number(tracer: Any, what: str) -> None:
