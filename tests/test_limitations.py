@@ -1533,3 +1533,9 @@ def test_an_array_numpy_computes_from_an_outside_one_cannot_hold_a_traced_value(
         jit(scalar)(np.ones(2))
     with pytest.raises(tg.TracingError, match="cannot convert a traced value to a NumPy array"):
         jit(values)(np.ones(2))
+
+
+def test_a_traced_integer_that_sets_a_shape_is_answered_per_value():
+    f = tg.jit(lambda x, n: np.sum(x[:n]) + np.zeros(n).size, backend="numpy")
+    x = np.arange(6.0)
+    assert f(x, np.int64(3)) == 6.0 and f(x, np.int64(4)) == 10.0 and f.trace_count == 2
