@@ -324,3 +324,11 @@ def test_a_traced_flag_and_an_integer_of_another_width():
         for flag, k in [(True, 2), (False, 0), (True, 1), (True, 2)]:
             assert g(2.0, np.bool_(flag), np.int32(k)) == f(2.0, flag, k)
         assert g.trace_count == 3
+
+
+def test_int_of_nan_on_a_later_call_raises_as_numpy_does():
+    f = tg.jit(lambda x: x * int(x), backend="numpy")
+    assert f(2.5) == 5.0
+    with pytest.raises(ValueError, match="NaN"):
+        f(np.nan)
+    assert f(3.5) == 10.5

@@ -50,7 +50,17 @@ def trace_program(
     graph, hooks = passes.extract_hooks(passes.optimize(graph))
     captured = scope.finish(t, static, hooks=bool(hooks))
     program = program_store.keep(
-        t, static, key, backend, name, graph, out_tree, hooks, captured, tuple(guards)
+        t,
+        static,
+        key,
+        backend,
+        name,
+        graph,
+        out_tree,
+        hooks,
+        captured,
+        tuple(guards),
+        guards.reference,
     )
     hidden = captured.read(t, static)
     if hidden is None:  # cannot happen unless a guard is flaky: use what was traced

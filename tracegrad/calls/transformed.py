@@ -265,7 +265,7 @@ class Transformed:
             out = program(arrays + hidden)
         except GuardFailed as failed:
             return self._other_branch(
-                failed, static, key, backend, arrays, treedef, positions, args, kwargs
+                failed, hidden, static, key, backend, arrays, treedef, positions, args, kwargs
             )
         if not kwargs:
             self._remember_fast_call(args, program)
@@ -283,9 +283,14 @@ class Transformed:
             # the first call compiles the kernels; its guards are the trace's own answers
             return program(arrays + hidden, check=False)
 
-    def _other_branch(self, failed, static, key, backend, arrays, treedef, positions, args, kwargs):
+    def _other_branch(
+        self, failed, hidden, static, key, backend, arrays, treedef, positions, args, kwargs
+    ):
         """A call whose answers to the function's Python branches differ from the program's
-        (`failed`): the variant traced for its answers, else a new trace (tracing/branches.py)."""
+        (`failed`, run with `hidden`): the variant traced for its answers, else the program's
+        own result where its trace answers as it did (a compiled predicate rounded otherwise),
+        else a new trace (tracing/branches.py)."""
+        first = failed.program
         try:
             out, program = run_other_variant(
                 failed, arrays, lambda p: p.captured.read(self, static)
@@ -297,6 +302,8 @@ class Transformed:
             if not kwargs:
                 self._remember_fast_call(args, program)
             return out
+        if first.trace_agrees(arrays + hidden):
+            return first(arrays + hidden, check=False)
         guard = failed.program.guards[failed.index]
         count = program_store.variants(key)
         if count >= config.max_variants():

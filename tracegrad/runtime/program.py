@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import backends, config, ir
-from ..tracing.guards import BranchGuard, Captured, answer
+from ..tracing.guards import BranchGuard, Captured, answer, guard_subgraph
 from ..ir import Graph
 from ..tree import TreeDef, typed_key, unflatten
 
@@ -59,6 +59,7 @@ class CompiledCall:
         hooks: list[tuple[str, Callable]],
         captured: Captured | None = None,
         guards: tuple[BranchGuard, ...] = (),
+        reference: Graph | None = None,
     ):
         self.graph = graph
         self.out_tree = out_tree
@@ -69,6 +70,7 @@ class CompiledCall:
         # `run` before the hooks' are their values on each call (tracing/branches.py)
         self.guards = guards
         self.outcomes = tuple(g.outcome for g in guards)
+        self.reference = reference  # the guards as the trace computed them (branches.Collected)
         # set by the program store for a program with guards: the other variants of its key,
         # (answers so far, ids tried) -> a program or None
         self.sibling: Callable = lambda prefix, tried: None
@@ -119,13 +121,25 @@ class CompiledCall:
         return outs[:start] + outs[end:]
 
     def _compare(self, values: Sequence) -> None:
-        for i, (outcome, value) in enumerate(zip(self.outcomes, values, strict=True)):
-            value = _host(value)  # a device array, where the cuda backend's results are
-            if value != outcome:  # 0-d arrays: a bool or an int64
-                answers = [
-                    answer(g.kind, _host(v)) for g, v in zip(self.guards, values, strict=True)
-                ]
+        answers = [_answer(g.kind, v) for g, v in zip(self.guards, values, strict=True)]
+        for i, (outcome, got) in enumerate(zip(self.outcomes, answers, strict=True)):
+            if got != outcome:
                 raise GuardFailed(self, answers, i)
+
+    def trace_agrees(self, arrays: list[np.ndarray]) -> bool:
+        """Whether the trace, computing the guards as it did (its own nodes, on the NumPy
+        interpreter), answers as this program was traced: a compiled guard that came out
+        otherwise then differed by a rounding, and the program's result is the trace's."""
+        if self.reference is None:
+            return False
+        from .. import interpreter
+
+        given = dict(zip(self.graph.inputs, arrays, strict=True))  # the trace's inputs, by name
+        if any(v not in given for v in self.reference.inputs):
+            return False
+        values = interpreter.evaluate(self.reference, [given[v] for v in self.reference.inputs])
+        answers = [_answer(g.kind, v) for g, v in zip(self.guards, values, strict=True)]
+        return tuple(answers) == self.outcomes
 
     def _check_guards_first(self, arrays: list[np.ndarray]) -> None:
         """The guards computed alone, by the NumPy interpreter, before (or instead of) the
@@ -135,7 +149,7 @@ class CompiledCall:
         if "guards" not in self.graph._cache:
             end = len(self.graph.outputs) - len(self.hooks)
             outputs = self.graph.outputs[end - len(self.guards) : end]
-            self.graph._cache["guards"] = _pruned(
+            self.graph._cache["guards"] = guard_subgraph(
                 Graph(self.graph.inputs, self.graph.nodes, outputs)
             )
         self._compare(interpreter.evaluate(self.graph._cache["guards"], arrays))
@@ -159,19 +173,14 @@ class GuardFailed(Exception):
         return tuple(self.answers[: self.index + 1])
 
 
-def _host(value: Any) -> Any:
-    return value if isinstance(value, np.ndarray) else value.copy_to_host()
-
-
-def _pruned(graph: Graph) -> Graph:
-    """`graph` without the nodes its outputs do not need."""
-    needed = set(graph.outputs)
-    kept = []
-    for node in reversed(graph.nodes):
-        if node.out in needed:
-            kept.append(node)
-            needed.update(node.inputs)
-    return Graph(graph.inputs, tuple(reversed(kept)), graph.outputs)
+def _answer(kind: str, value: Any) -> bool | int | None:
+    """A guard's value as the trace's answer compares with it; None for what int() refuses
+    (NaN, infinity: the trace would have raised)."""
+    value = value if isinstance(value, np.ndarray) else value.copy_to_host()  # a device array
+    try:
+        return answer(kind, value)
+    except (ValueError, OverflowError):
+        return None
 
 
 def _debug_nans() -> bool:

@@ -255,12 +255,13 @@ def keep(
     hooks: list,
     captured: Any,
     guards: tuple = (),
+    reference: Graph | None = None,
 ) -> CompiledCall:
     """The program of a newly traced graph, compiled and kept under `key` (in memory and on
     disk); the trace is counted for `fun` (`trace_count`). A program with guards is one
     variant of the key's (`variants`), kept in memory only."""
     run = tiered.compile(backend, graph, name)
-    program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured, guards)
+    program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured, guards, reference)
     _programs.put(key, program)
     if guards:
         known = _variants.get(key)

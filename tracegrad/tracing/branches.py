@@ -28,9 +28,18 @@ from typing import Any
 import numpy as np
 
 from .. import config
-from ..ir import Builder, Var
-from .guards import BranchGuard, answer
+from ..ir import Builder, Graph, Var
+from .guards import BranchGuard, answer, guard_subgraph
 from .messages import math_call_error, writes_into_subscript
+
+
+class Collected(list):
+    """The guards a trace's transform returns last (BranchGuards, in order), and for a top-level
+    trace its `reference`: the graph that computes them exactly as the trace did (its own nodes,
+    before any rewriting), which decides when a compiled program's guard disagrees with its trace
+    by a rounding (runtime/program.py)."""
+
+    reference: Graph | None = None
 
 
 class Branching:
@@ -110,7 +119,7 @@ def given_inputs(values: list[Any] | None) -> Iterator[list[BranchGuard]]:
     order: arrays, numbers, or tracers of a branching trace); yields the list its guards are
     added to, as the last outputs of the graph the transform returns. With `values` None (or
     guards switched off) the trace cannot answer."""
-    guards: list[BranchGuard] = []
+    guards = Collected()
     token = _given.set(None if values is None or not enabled() else (values, guards))
     try:
         yield guards
@@ -167,8 +176,12 @@ def finish(builder: Builder, given: tuple[list, list[BranchGuard]] | None) -> li
     state.open = False
     builder.branching = None  # no cycle keeps the values it read (a closure's arrays) alive
     assert given is not None
-    given[1].extend(g for _, g in state.guards)
-    return [v for v, _ in state.guards]
+    collected = given[1]
+    collected.extend(g for _, g in state.guards)
+    outputs = [v for v, _ in state.guards]
+    if outputs and builder.parent is None:
+        collected.reference = guard_subgraph(builder.graph(outputs))
+    return outputs
 
 
 def keep_inner_guards(tracers: list, guards: list[BranchGuard]) -> None:
@@ -310,7 +323,7 @@ def decide(tracer: Any, kind: str, what: str) -> bool | int | None:
         scalar = tracer.reshape(())
         if kind == "bool":
             guard_var = scalar if tracer.dtype == np.bool_ else scalar != 0
-        else:
-            guard_var = scalar if tracer.dtype == np.int64 else scalar.astype(np.int64)
+        else:  # the integer as it is (any width), or a float truncated as int() truncates
+            guard_var = scalar if tracer.dtype.kind in "iub" else np.trunc(scalar)
         state.guards.append((guard_var.ir_var, BranchGuard(kind, outcome, user_source())))
     return outcome

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ..ir import Graph
+
 
 class Path:
     """Where a value the function read lives, from `root` ("fun" or "static", the
@@ -313,3 +315,15 @@ class BranchGuard:
 def answer(kind: str, value: Any) -> bool | int:
     value = np.asarray(value)
     return bool(value) if kind == "bool" else int(value)
+
+
+def guard_subgraph(graph: Graph) -> Graph:
+    """`graph` with only the nodes its outputs (a program's BranchGuards) need: no effects (a
+    guard checked alone prints nothing), nothing else computed."""
+    needed = set(graph.outputs)
+    kept = []
+    for node in reversed(graph.nodes):
+        if node.out in needed:
+            kept.append(node)
+            needed.update(node.inputs)
+    return Graph(graph.inputs, tuple(reversed(kept)), graph.outputs)
