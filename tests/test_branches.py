@@ -332,3 +332,19 @@ def test_int_of_nan_on_a_later_call_raises_as_numpy_does():
     with pytest.raises(ValueError, match="NaN"):
         f(np.nan)
     assert f(3.5) == 10.5
+
+
+def test_a_python_int_argument_counts_a_loop():
+    """A Python int argument is traced as float64; range(n) takes it while it is whole, and a
+    later 2.5 is refused as Python refuses range(2.5)."""
+
+    def power(a, n):
+        for _ in range(n):
+            a = a * a
+        return a
+
+    g = tg.grad(power, backend="numpy")
+    assert g(1.5, 2) == 4 * 1.5**3 and g(1.5, 1) == 3.0 and g(1.5, 2) == 4 * 1.5**3
+    assert g.trace_count == 2
+    with pytest.raises(TypeError, match="whole number"):
+        g(1.5, 2.5)

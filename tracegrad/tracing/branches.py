@@ -309,21 +309,29 @@ def decide(tracer: Any, kind: str, what: str) -> bool | int | None:
         raise TypeError(
             f"only a traced value of one element can {what}, not of shape {tracer.shape}"
         )
-    if kind == "int" and what == "use as an index" and tracer.dtype.kind not in "iu":
-        raise TypeError(
-            "only integer traced values can be used as an index (as in NumPy); this one has "
-            f"dtype {tracer.dtype}"
-        )
     try:
         value = state.value(tracer.ir_var)
     except NotBranching:  # it reads a value of an enclosing trace that cannot answer
         return None
-    outcome = answer(kind, value)
+    if what == "use as an index" and tracer.dtype.kind not in "iu":
+        # A Python int argument is traced as float64: range(n) and lst[n] of such a number
+        # take it while it is whole, guarded as that exact number (a later 2.5 fails, and
+        # then raises here as Python would).
+        if tracer.dtype.kind != "f" or not float(value) == int(np.trunc(value)):
+            raise TypeError(
+                "only integer traced values can be used as an index (as in NumPy), or floats "
+                f"that hold a whole number (Python ints are traced as float64); this one is "
+                f"{float(value)!r}, of dtype {tracer.dtype}"
+            )
+        kind = "whole"
+    outcome = int(value) if kind == "whole" else answer(kind, value)  # 2.0 == 2: it holds
     with ir.building(builder):
         scalar = tracer.reshape(())
         if kind == "bool":
             guard_var = scalar if tracer.dtype == np.bool_ else scalar != 0
-        else:  # the integer as it is (any width), or a float truncated as int() truncates
+        elif kind == "int":  # the integer as it is (any width), a float truncated as int() does
             guard_var = scalar if tracer.dtype.kind in "iub" else np.trunc(scalar)
+        else:  # "whole": the float itself, equal to the integer only while it is that number
+            guard_var = scalar
         state.guards.append((guard_var.ir_var, BranchGuard(kind, outcome, user_source())))
     return outcome

@@ -293,7 +293,8 @@ def _compile(guards: list[Guard], readers: list[Path | np.ndarray]) -> Callable:
 class BranchGuard:
     """What a trace answered to Python control flow on a traced value at `source`
     (tracing/branches.py): `outcome`, a bool (`kind` "bool") or an int ("int": int(), an index,
-    range()), of the value the program returns as this guard's output."""
+    range(); "whole": a float holding a whole number, used as an index), of the value the
+    program returns as this guard's output."""
 
     __slots__ = ("kind", "outcome", "source")
 
@@ -312,9 +313,14 @@ class BranchGuard:
         return f"{where} (traced as {self.outcome!r}{shown})"
 
 
-def answer(kind: str, value: Any) -> bool | int:
+def answer(kind: str, value: Any) -> bool | int | float:
+    """The Python answer of a guard's value: a bool, an int (int() truncates a float), or for
+    "whole" (a float used as an index) the number itself, equal to the traced int only while
+    it is that whole number."""
     value = np.asarray(value)
-    return bool(value) if kind == "bool" else int(value)
+    if kind == "bool":
+        return bool(value)
+    return value.item() if kind == "whole" else int(value)
 
 
 def guard_subgraph(graph: Graph) -> Graph:
