@@ -71,7 +71,10 @@ def pytest_report_header(config):
     else:
         where = "Numba's CUDA simulator (no GPU here)" if CUDA_SIMULATED else "the GPU"
         cuda = f"cuda backend: on {where}"
-    warm = os.path.isdir(SUITE_CACHE_DIR) and any(os.scandir(SUITE_CACHE_DIR))
+    warm = False
+    if os.path.isdir(SUITE_CACHE_DIR):
+        with os.scandir(SUITE_CACHE_DIR) as entries:  # closed: an open one warns, and warnings fail
+            warm = any(entries)
     run = "warm: kernels from the last run" if warm else "cold: every kernel is compiled"
     return [
         cuda,

@@ -1,9 +1,11 @@
 """The test suite's own setup: its kernel cache folder, and failures named as they happen."""
 
+import gc
 import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import conftest
 import pytest
@@ -99,3 +101,16 @@ def test_a_failure_is_named_when_it_happens(tmp_path, workers):
     assert named < out.index("short test summary info")
     assert named < out.index("test_then_passes")
     assert f"kernel cache: {tmp_path / 'cache'} (cold" in out
+
+
+def test_the_header_of_a_warm_run_leaves_nothing_open(tmp_path, monkeypatch):
+    """The header looks into the cache folder; a warm folder must not leave a scandir iterator
+    open (its ResourceWarning, under warnings-as-errors, fails the first test of the run)."""
+    (tmp_path / "kernels").mkdir()
+    monkeypatch.setattr(conftest, "SUITE_CACHE_DIR", str(tmp_path))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lines = conftest.pytest_report_header(None)
+        gc.collect()
+    assert any("(warm" in line for line in lines)
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
