@@ -495,7 +495,7 @@ FIRST_CALL = textwrap.dedent(
             "trace and differentiate": longest("tracegrad/calls/transformed.py", "build"),
             "optimize": longest("tracegrad/passes.py", "optimize"),
             "fusion plan": longest("tracegrad/fusion/__init__.py", "plan"),
-            "kernel source, cache lookup, module import": longest("tracegrad/runtime/cache.py", "load_module"),
+            "kernel source, cache lookup, module import": longest("tracegrad/base/cache.py", "load_module"),
             "numba start-up (context refresh)": longest("numba/core/base.py", "refresh"),
             "numba: load or compile kernels": longest("numba/core/dispatcher.py", "_compile_for_args"),
         }

@@ -56,7 +56,7 @@ def ensure_device(smoke: bool) -> str:
 
         if not os.path.exists("/proc/driver/nvidia") and ctypes.util.find_library("cuda") is None:
             os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-    from tracegrad import cuda_device
+    from tracegrad.cuda import device as cuda_device
 
     ok, why = cuda_device.availability()
     if not ok:

@@ -26,7 +26,8 @@ import numpy as np  # noqa: E402
 
 import bench_first_call as B  # noqa: E402
 import tracegrad as tg  # noqa: E402
-from tracegrad import backends, passes  # noqa: E402
+from tracegrad.runtime import backends  # noqa: E402
+from tracegrad import passes  # noqa: E402
 from tracegrad.cpu import program as cpu_program  # noqa: E402
 
 

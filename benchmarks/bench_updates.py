@@ -11,7 +11,7 @@ element loops and the per-call time of large updates, against JAX in the same ru
    JAX runs the same loop with `y = y.at[i].set(...)` under `jit(value_and_grad)`.
 2. **Large updates** (n = 1,000,000, float64): exp, a scatter of 10,000 values, sin, an indexed
    accumulation, a sum; `value_and_grad` per call, with and without buffer donation
-   (tracegrad/fusion/donation.py), and JAX's `.at[]` version.
+   (tracegrad/cpu/donation.py), and JAX's `.at[]` version.
 
 Medians of interleaved rounds (the machine is shared: only ratios from one run mean anything).
 """
@@ -34,7 +34,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
-from tracegrad.fusion import donation  # noqa: E402
+from tracegrad.cpu import donation  # noqa: E402
 
 N_FILL = 64
 N_BIG = 1_000_000

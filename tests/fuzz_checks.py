@@ -21,7 +21,7 @@ import numpy as np
 
 import tracegrad as tg
 from fuzz_programs import KNOWN_OPS, Spec, _map_tree
-from tracegrad.tree import flatten, unflatten
+from tracegrad.base.tree import flatten, unflatten
 
 # ----------------------------------------------------------------------------------------------
 # Checking

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tracegrad.tree import flatten, unflatten
+from tracegrad.base.tree import flatten, unflatten
 
 # ----------------------------------------------------------------------------------------------
 # The grammar: templates of NumPy calls. Each takes the generator, the names of its operands and

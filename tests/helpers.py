@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tracegrad import autodiff, backends, interpreter, ir, passes
+from tracegrad import autodiff, interpreter, ir, passes
+from tracegrad.runtime import backends
 from tracegrad import primitives as P
 
 _compiled: dict[tuple[str, str], Callable] = {}

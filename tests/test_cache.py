@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.runtime import cache, cache_files
+from tracegrad.base import cache, cache_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -13,7 +13,7 @@ import pytest
 
 from helpers import build
 from tracegrad import codegen_cpu, passes
-from tracegrad.runtime import cache
+from tracegrad.base import cache
 from tracegrad import primitives as P
 
 F64 = np.dtype(np.float64)

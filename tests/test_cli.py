@@ -509,7 +509,7 @@ def test_cache_with_the_real_disk_cache(capsys):
 @pytest.fixture
 def fresh_disk_cache(tmp_path, monkeypatch):
     """An empty disk cache folder, and a function whose kernels no earlier test compiled."""
-    cache = pytest.importorskip("tracegrad.runtime.cache")
+    cache = pytest.importorskip("tracegrad.base.cache")
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "tgcache"))
     scale = 1.0 + int.from_bytes(tmp_path.name.encode()[-4:], "little") / 2**40  # unique source
     return cache, lambda x: np.sum(np.sin(x) * scale)
@@ -572,7 +572,7 @@ def test_cache_list_describes_a_cuda_program(capsys, fresh_disk_cache):
 
 
 def test_cache_list_with_the_cache_off(capsys, monkeypatch):
-    pytest.importorskip("tracegrad.runtime.cache")
+    pytest.importorskip("tracegrad.base.cache")
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", "off")
     status, out, _ = call(capsys, "cache", "list")
     assert status == 0 and "the disk cache is off" in out

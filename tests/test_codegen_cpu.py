@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad import backends, codegen_cpu, interpreter, ir, passes, render
+from tracegrad.runtime import backends
+from tracegrad import codegen_cpu, interpreter, ir, passes
+from tracegrad.fusion import render
 from tracegrad.cpu import kernels as cpu_kernels
 from tracegrad.cpu import program as cpu_program
 from tracegrad import primitives as P

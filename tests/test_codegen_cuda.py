@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad import backends, codegen_cuda, cuda_device, passes
-from tracegrad.errors import BackendError
+from tracegrad.runtime import backends
+from tracegrad import codegen_cuda, passes
+from tracegrad.cuda import device as cuda_device
+from tracegrad.base.errors import BackendError
 
 cuda = pytest.importorskip("numba.cuda")
 
@@ -515,8 +517,8 @@ def compile_corpus_for_a_gpu() -> int:
     from numba import types
     from numba.np.numpy_support import from_dtype
 
-    from tracegrad import cuda_kernels
-    from tracegrad.runtime import cache
+    from tracegrad.cuda import kernels as cuda_kernels
+    from tracegrad.base import cache
 
     def array(dtype, ndim):
         return types.Array(from_dtype(np.dtype(dtype)), ndim, "A")

@@ -1,4 +1,4 @@
-"""tracegrad/config.py: the one reader of TRACEGRAD_* variables, its table and its semantics."""
+"""tracegrad/base/config.py: the one reader of TRACEGRAD_* variables, its table and its semantics."""
 
 import logging
 import os
@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 import tracegrad
-from tracegrad import backends, config
-from tracegrad.runtime import cache, program, program_cache, tiered
+from tracegrad.runtime import backends
+from tracegrad.base import config
+from tracegrad.base import cache
+from tracegrad.runtime import program, program_cache, tiered
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(tracegrad.__file__).parent

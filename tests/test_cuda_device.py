@@ -1,4 +1,4 @@
-"""The device side of the cuda backend (tracegrad/cuda_device.py): on the GPU, or on Numba's
+"""The device side of the cuda backend (tracegrad/cuda/device.py): on the GPU, or on Numba's
 CUDA simulator where there is none (tests/conftest.py)."""
 
 from __future__ import annotations

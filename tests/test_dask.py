@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.tree import flatten
+from tracegrad.base.tree import flatten
 
 da = pytest.importorskip(
     "dask.array", reason='the dask extra is not installed: pip install -e ".[dask]"'

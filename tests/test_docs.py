@@ -284,7 +284,7 @@ def test_every_documented_ir_command_runs_on_the_shipped_file(capsys):
 
 
 def test_readme_names_every_environment_variable():
-    from tracegrad import config
+    from tracegrad.base import config
 
     readme = (ROOT / "README.md").read_text()
     for variable in config.VARIABLES:

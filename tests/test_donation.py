@@ -1,4 +1,4 @@
-"""Buffer donation: a fused loop writes its result over an operand that is dead (tracegrad.fusion.donation).
+"""Buffer donation: a fused loop writes its result over an operand that is dead (tracegrad.cpu.donation).
 
 Every donated plan is checked against the rules that make the write safe, and every program is
 checked against the NumPy interpreter: a donation that broke one of them would show as a wrong
@@ -11,7 +11,7 @@ import pytest
 
 import tracegrad as tg
 from tracegrad import codegen_cpu, fusion, passes
-from tracegrad.fusion import donation
+from tracegrad.cpu import donation
 from tracegrad.fusion import EvalStep, FusedLoop, Load
 
 
@@ -31,7 +31,7 @@ def donated_loops(plan):
 
 
 def check_rules(plan):
-    """The rules of tracegrad.fusion.donation, checked on a donated plan."""
+    """The rules of tracegrad.cpu.donation, checked on a donated plan."""
     inputs = {id(b) for b in plan.inputs}
     outputs = {id(b) for b in plan.outputs}
     for j, loop, buf in donated_loops(plan):

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad import codegen_cpu, fusion, ir, render
+from tracegrad import codegen_cpu, fusion, ir
+from tracegrad.fusion import render
 from tracegrad import primitives as P
 from tracegrad.primitives import Kind
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.fillable import Fillable
+from tracegrad.tracing.fillable import Fillable
 
 MASK = np.array([True, False, True, False, False, True])
 

@@ -21,8 +21,8 @@ import pytest
 
 import tracegrad as tg
 from tracegrad.runtime import program_cache, tiered
-from tracegrad.backends import get_backend
-from tracegrad.errors import BackendError
+from tracegrad.runtime.backends import get_backend
+from tracegrad.base.errors import BackendError
 from tracegrad.runtime.program_store import _programs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,13 +70,13 @@ def test_import_defers_what_a_first_gradient_does_not_need():
         import numpy as np
         import tracegrad as tg
         deferred = ("numpy.random", "sysconfig", "tracegrad.api_transforms",
-                    "tracegrad.control_flow", "tracegrad.checking", "tracegrad.custom",
-                    "tracegrad.debugging", "tracegrad.transforms.remat", "logging")
+                    "tracegrad.transforms.control_flow", "tracegrad.checking", "tracegrad.transforms.custom",
+                    "tracegrad.tracing.debugging", "tracegrad.transforms.remat", "logging")
         print(*[name in sys.modules for name in deferred])
         tg.grad(lambda x: np.sum(np.sin(x)), backend="numpy")(np.ones(3))
         print("numpy.random" in sys.modules)
         from tracegrad import scan, vmap
-        from tracegrad.control_flow import scan as scan_
+        from tracegrad.transforms.control_flow import scan as scan_
         from tracegrad.api_transforms import vmap as vmap_
         print(scan is scan_, vmap is vmap_, tg.check_grad.__module__, "checkpoint" in dir(tg))
         """,
@@ -224,7 +224,7 @@ def test_sha256_while_another_thread_is_still_importing_hashlib(monkeypatch):
     import hashlib
     import types
 
-    from tracegrad import hashing
+    from tracegrad.base import hashing
 
     monkeypatch.setitem(sys.modules, "hashlib", types.ModuleType("hashlib"))
     assert hashing.sha256(b"tracegrad").hexdigest() == hashlib.sha256(b"tracegrad").hexdigest()
@@ -260,7 +260,7 @@ def test_sha256_races_a_thread_importing_hashlib():
 def test_sha256_gives_hashlibs_digest(size, monkeypatch):
     import hashlib
 
-    from tracegrad import hashing
+    from tracegrad.base import hashing
 
     data = np.arange(size, dtype=np.uint8).reshape(-1, 1 if size < 64 else 8)
     expected = hashlib.sha256(data).hexdigest()
@@ -709,7 +709,7 @@ def test_program_persists_across_processes(tmp_path):
 
         g = tg.grad(f, backend="numpy")
         print(float(g(np.linspace(0.0, 1.0, 5)).sum()), g.trace_count)
-        print("tracegrad.runtime.cache" in sys.modules)
+        print("tracegrad.base.cache" in sys.modules)
     """
     env = {"TRACEGRAD_PROGRAM_CACHE": "1", "TRACEGRAD_CACHE_DIR": str(tmp_path)}
     first, second = _run(code, env).split(), _run(code, env).split()
@@ -959,7 +959,7 @@ def test_small_products_run_on_one_blas_thread(monkeypatch, rng):
     """With pooled products off (tests/test_products.py has them on), a program's small products
     go through its ThreadChoice."""
     from tracegrad.cpu import program as cpu_program
-    from tracegrad.runtime import blas_threads
+    from tracegrad.base import blas_threads
 
     monkeypatch.setattr(cpu_program, "POOLED_PRODUCTS", False)
 
@@ -1001,7 +1001,7 @@ def _program_of_settings(choice, clock, one_s: float, all_s: float, log: list):
 
 @pytest.mark.parametrize("one_faster", [True, False])
 def test_blas_thread_choice_follows_the_faster_setting(one_faster):
-    from tracegrad.runtime import blas_threads
+    from tracegrad.base import blas_threads
 
     clock = _FakeClock()
     choice = blas_threads.ThreadChoice(clock)
@@ -1018,7 +1018,7 @@ def test_blas_thread_choice_follows_the_faster_setting(one_faster):
 
 
 def test_blas_thread_choice_is_checked_again_when_the_machine_changes():
-    from tracegrad.runtime import blas_threads
+    from tracegrad.base import blas_threads
 
     clock = _FakeClock()
     choice = blas_threads.ThreadChoice(clock)
@@ -1042,7 +1042,7 @@ def test_blas_thread_choice_is_checked_again_when_the_machine_changes():
 
 
 def test_blas_thread_choice_checks_less_often_while_it_holds():
-    from tracegrad.runtime import blas_threads
+    from tracegrad.base import blas_threads
 
     clock = _FakeClock()
     choice = blas_threads.ThreadChoice(clock)
@@ -1059,7 +1059,7 @@ def test_blas_thread_choice_checks_less_often_while_it_holds():
 
 
 def test_blas_thread_choice_gives_the_same_products_either_way(rng):
-    from tracegrad.runtime import blas_threads
+    from tracegrad.base import blas_threads
 
     choice = blas_threads.ThreadChoice()
     a, b = rng.standard_normal((300, 64)), rng.standard_normal((64, 64))
@@ -1081,7 +1081,7 @@ def test_blas_thread_choice_gives_the_same_products_either_way(rng):
 
 def test_compiled_program_makes_its_blas_choice_from_its_calls(monkeypatch, rng):
     from tracegrad.cpu import program as cpu_program
-    from tracegrad.runtime import blas_threads
+    from tracegrad.base import blas_threads
 
     monkeypatch.setattr(cpu_program, "POOLED_PRODUCTS", False)
 
@@ -1111,7 +1111,7 @@ def test_blas_thread_choice_under_concurrent_calls(monkeypatch, rng):
     from concurrent.futures import ThreadPoolExecutor
 
     from tracegrad.cpu import program as cpu_program
-    from tracegrad.runtime import blas_threads
+    from tracegrad.base import blas_threads
 
     monkeypatch.setattr(cpu_program, "POOLED_PRODUCTS", False)
 

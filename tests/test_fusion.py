@@ -13,7 +13,7 @@ import pytest
 import tracegrad as tg
 from tracegrad import fusion, interpreter, passes
 from tracegrad.fusion import FusedLoop, Index, Load, MatmulStep, ViewStep
-from tracegrad.tree import flatten
+from tracegrad.base.tree import flatten
 
 
 def graph_of(fun, *args):

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracegrad import autodiff, backends, interpreter, ir, passes
+from tracegrad import autodiff, interpreter, ir, passes
+from tracegrad.runtime import backends
 from tracegrad import primitives as P
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

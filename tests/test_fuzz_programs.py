@@ -23,7 +23,7 @@ from conftest import BACKENDS
 import fuzz_checks as fc
 import fuzz_programs as fp
 import tracegrad as tg
-from tracegrad.tree import flatten
+from tracegrad.base.tree import flatten
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

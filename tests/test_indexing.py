@@ -142,7 +142,7 @@ def test_scatter_add_matches_numpys_add_at():
 def test_compiled_scatter_add_equals_the_reference_bit_for_bit():
     """The compiled backends' scatter-add (a Numba loop) against the interpreter's (bincount):
     the same float64 sums in the same order, for strided (broadcast) values too."""
-    from tracegrad.runtime import host_kernels
+    from tracegrad.base import host_kernels
     from tracegrad.primitives import _scatter_add_impl
 
     rng = np.random.default_rng(4)

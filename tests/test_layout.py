@@ -23,62 +23,29 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tracegrad"
 # The stages in pipeline order; a module belongs to the stage of the longest prefix that names
 # it (a package's prefix covers its submodules). Modules of one stage may import each other.
 STAGES: list[tuple[str, tuple[str, ...]]] = [
-    # what every stage uses: errors, the TRACEGRAD_* variables, pytrees
-    ("base", ("errors", "config", "hashing", "tree", "tree_nodes", "tree_util")),
+    # the ground floor (base/): errors, the TRACEGRAD_* variables, hashes, pytrees, the kernel
+    # disk cache, progress, BLAS threads, host kernels; it imports nothing else of tracegrad
+    ("base", ("base", "tree_util")),
     ("ir", ("ir",)),
-    # services the compiled stages call while they build and run kernels; they import nothing
-    # later than the IR (runtime/__init__.py says so), so the primitive table (host kernels) and
-    # the traced linear algebra (BLAS threads) may use them
-    (
-        "runtime services",
-        (
-            "runtime.cache",
-            "runtime.cache_files",
-            "runtime.progress",
-            "runtime.blas_threads",
-            "runtime.host_kernels",
-        ),
-    ),
     # the primitive table, and the reference executor that runs its NumPy facet over a graph
     ("primitives", ("primitives", "primitive_table", "interpreter")),
-    # tracing: tracers, captured values, the traced NumPy namespace, user-facing helpers that
-    # trace (custom rules, debugging prints, array constructors)
+    # tracing: tracers, the dispatch registry and the traced NumPy namespace, linear algebra,
+    # user-facing helpers that trace (array constructors, debugging prints)
     (
         "trace",
-        (
-            "trace",
-            "tracing",
-            "capture",
-            "numpy",
-            "numpy_api",
-            "numpy_arrays",
-            "numpy_namespace",
-            "linalg",
-            "fillable",
-            "constructors",
-            "custom",
-            "debugging",
-        ),
+        ("trace", "tracing", "numpy", "numpy_api", "numpy_arrays", "numpy_namespace", "linalg"),
     ),
-    # graph-to-graph transforms: the adjoint, forward mode, batching, loops and their user API
-    ("autodiff", ("autodiff", "transforms", "control_flow")),
+    # graph-to-graph transforms: the adjoint, forward mode, batching, loops, custom rules and
+    # their user API
+    ("autodiff", ("autodiff", "transforms")),
     ("passes", ("passes",)),
+    # vectorisable math functions, a library the printers call into (it imports only base)
+    ("vmath", ("vmath",)),
+    # backend-neutral planning and the loop IR, with the printer base both targets share
     ("fusion", ("fusion",)),
-    # code generation and the backends it implements (backends.py: the interface, the numpy one)
-    (
-        "codegen",
-        (
-            "render",
-            "codegen_cpu",
-            "codegen_cuda",
-            "cuda_kernels",
-            "cuda_device",
-            "cpu",
-            "vmath",
-            "backends",
-        ),
-    ),
-    # the program store and its drivers
+    # the two targets: entry points and their folders, mirrored
+    ("codegen", ("codegen_cpu", "codegen_cuda", "cpu", "cuda")),
+    # the top floor: backends, the program store, persisted programs, tiered execution
     ("runtime", ("runtime",)),
     # the public API: the transforms and how a call reaches its program
     ("api", ("", "api", "api_transforms", "calls", "checking", "dask")),
@@ -86,12 +53,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 # Imports that go up the pipeline, each with why; (importer, imported) as module names.
-UPWARD: dict[tuple[str, str], str] = {
-    # tracegrad.__version__ is defined in the package's __init__ (the public API); the disk
-    # caches read it, when they first make a key, into the salt of their entries
-    ("tracegrad.runtime.cache", "tracegrad"): "tracegrad.__version__",
-    ("tracegrad.runtime.digests", "tracegrad"): "tracegrad.__version__",
-}
+UPWARD: dict[tuple[str, str], str] = {}
 
 # Module-level import cycles that exist today, as the set of modules on the cycle.
 CYCLES_ALLOWED: dict[frozenset[str], str] = {}
@@ -253,7 +215,7 @@ def test_the_checker_sees_imports():
     top, _ = GRAPH["tracegrad.autodiff"]
     assert {"tracegrad.ir", "tracegrad.primitives"} <= top
     top, lazy = GRAPH["tracegrad.primitive_table.indexing"]  # the scatter-add's compiled loop
-    assert "tracegrad.runtime.host_kernels" in lazy - top
+    assert "tracegrad.base.host_kernels" in lazy - top
     top, _ = GRAPH["tracegrad.runtime.tiered"]
     assert "tracegrad.runtime.program" in top
     assert stage("tracegrad.codegen_cpu") > stage("tracegrad.fusion") > stage("tracegrad.ir")
@@ -272,15 +234,16 @@ def test_each_subpackage_says_where_it_stands(package):
     )
 
 
-MAX_LINES = 500
+# A file is split by idea, not by count: ~500 lines is a prompt to look at it, MAX_LINES the
+# hard limit (docs/how-it-works.md lists the layout).
+MAX_LINES = 800
 
 # Modules allowed past MAX_LINES, each with why (none today).
 LONG_MODULES: dict[str, str] = {}
 
 
-def test_no_module_is_over_500_lines():
-    """A file holds one idea and stays readable: past ~500 lines, split it (docs/how-it-works.md
-    lists the layout)."""
+def test_no_module_is_over_the_hard_limit():
+    """A file holds one idea and stays readable: past MAX_LINES, split it by idea."""
     long = {
         module: n
         for module, path in MODULES.items()

@@ -176,7 +176,7 @@ def test_triangular_solves_batched_and_without_scipy(monkeypatch):
 def test_small_factorisations_run_on_one_blas_thread():
     import threading
 
-    from tracegrad.runtime import blas_threads
+    from tracegrad.base import blas_threads
 
     libraries = [lib for lib in (blas_threads._openblas(), blas_threads._scipy_openblas()) if lib]
     before = [get() for get, _ in libraries]

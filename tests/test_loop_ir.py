@@ -16,10 +16,13 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad import codegen_cpu, cuda_kernels, fusion, ir, passes, render
+from tracegrad import codegen_cpu, fusion, ir, passes
+from tracegrad.cuda import kernels as cuda_kernels
+from tracegrad.fusion import render
 from tracegrad.api import make_ir
 from tracegrad.fusion import loop_ir as L
-from tracegrad.fusion import lower_cpu, lower_gpu
+from tracegrad.cpu import lowering as lower_cpu
+from tracegrad.cuda import lowering as lower_gpu
 from tracegrad.fusion.steps import Buffer, Compute, Index, Load
 
 PACKAGE = Path(tg.__file__).resolve().parent

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.errors import TracingError
+from tracegrad.base.errors import TracingError
 from helpers import finite_differences
 
 X = np.array([[0.3, -1.2, 0.8], [1.5, 0.4, -0.6]])

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad import backends, passes
+from tracegrad.runtime import backends
+from tracegrad import passes
 from tracegrad.cpu import program as cpu_program
 from tracegrad.cpu import products
-from tracegrad.runtime import blas_threads
+from tracegrad.base import blas_threads
 
 
 def _compile(fun, *args):

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.backends import get_backend
-from tracegrad.errors import BackendError
-from tracegrad.runtime import progress, tiered
+from tracegrad.runtime.backends import get_backend
+from tracegrad.base.errors import BackendError
+from tracegrad.base import progress
+from tracegrad.runtime import tiered
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ def test_a_foreground_compile_counts_its_kernels_compiled_then_loaded(shown, cap
     compiled = _count(line, "compiled")
     assert compiled >= 1 and "0 kernels" not in line
     # a new process (nothing in memory) finds the kernels on disk
-    from tracegrad.runtime import cache
+    from tracegrad.base import cache
 
     cache.clear(disk=False)
     tg.clear_programs()

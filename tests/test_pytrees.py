@@ -722,7 +722,7 @@ def test_custom_vjp_cotangent_structure_errors():
 
 
 def test_broadcast_prefix_gives_one_entry_per_leaf():
-    from tracegrad.tree import broadcast_prefix
+    from tracegrad.base.tree import broadcast_prefix
 
     args = (Params(np.ones(2), 1.0), {"a": 1.0, "b": (2.0, 3.0)}, None)
     treedef = tg.tree_structure(args)

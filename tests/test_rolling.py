@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.runtime import progress
+from tracegrad.base import progress
 from tracegrad.transforms import rolling, scan
 
 

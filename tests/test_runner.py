@@ -15,10 +15,11 @@ import pytest
 from numba import njit
 
 import tracegrad as tg
-from tracegrad import backends, passes
+from tracegrad.runtime import backends
+from tracegrad import passes
 from tracegrad.cpu import native, runner
 from tracegrad.cpu import program as cpu_program
-from tracegrad.runtime import blas_threads
+from tracegrad.base import blas_threads
 
 pytestmark = pytest.mark.skipif(
     native.gemm_addresses() is None or not blas_threads.openblas_known(),

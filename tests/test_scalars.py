@@ -1,4 +1,4 @@
-"""Scalars of a plan (tracegrad/fusion/scalars.py): an unrolled element-by-element loop compiles as
+"""Scalars of a plan (tracegrad/cpu/scalars.py): an unrolled element-by-element loop compiles as
 kernels with a handful of array arguments, and computes what the interpreter computes."""
 
 import re

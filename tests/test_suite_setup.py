@@ -10,7 +10,7 @@ import warnings
 import conftest
 import pytest
 
-import tracegrad.config as config
+import tracegrad.base.config as config
 
 
 def test_kernels_go_to_the_suites_own_folder():

@@ -9,7 +9,7 @@ import tracegrad as tg
 from tracegrad import passes
 from tracegrad.trace import trace
 from tracegrad.transforms import forward, partial_eval
-from tracegrad.tree import flatten
+from tracegrad.base.tree import flatten
 
 TOL = {np.float64: 1e-9, np.float32: 2e-4}
 FD_TOL = {np.float64: 1e-6, np.float32: 1e-6}  # finite differences run in float64

@@ -1,11 +1,11 @@
-"""Argument and result trees (tracegrad/tree.py): structure, keys and their types."""
+"""Argument and result trees (tracegrad/base/tree.py): structure, keys and their types."""
 
 from __future__ import annotations
 
 import numpy as np
 
 import tracegrad as tg
-from tracegrad.tree import flatten, unflatten
+from tracegrad.base.tree import flatten, unflatten
 
 
 def test_dict_keys_that_compare_equal_but_differ_in_type_are_different_trees(backend):

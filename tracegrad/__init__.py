@@ -11,6 +11,7 @@ loss(2.0, 3.0, 1.0)   # -> array(12.)
 """
 
 from . import tree_util
+from .base import __version__ as __version__
 from .api import (
     Transformed,
     cache_info,
@@ -25,8 +26,8 @@ from .api import (
     tap,
     value_and_grad,
 )
-from .backends import available_backends, default_backend_name
-from .errors import BackendError, GradientCheckError, ShapeError, TracingError
+from .runtime.backends import available_backends, default_backend_name
+from .base.errors import BackendError, GradientCheckError, ShapeError, TracingError
 from .ir import Graph
 from .runtime.program_store import clear_programs
 from .runtime.tiered import wait_compiled
@@ -39,7 +40,6 @@ from .tree_util import (
     tree_unflatten,
 )
 
-__version__ = "0.1.0"
 
 # Imported on first use (`tg.vmap`, `from tracegrad import scan`): a gradient's first call needs
 # none of them, and `import tracegrad` is part of every first call (benchmarks/RESULTS.md).
@@ -52,12 +52,12 @@ _LAZY = {
     "vjp": "api_transforms",
     "vmap": "api_transforms",
     "check_grad": "checking",
-    "cond": "control_flow",
-    "fori_loop": "control_flow",
-    "scan": "control_flow",
-    "while_loop": "control_flow",
-    "custom_vjp": "custom",
-    "debug_print": "debugging",
+    "cond": "transforms.control_flow",
+    "fori_loop": "transforms.control_flow",
+    "scan": "transforms.control_flow",
+    "while_loop": "transforms.control_flow",
+    "custom_vjp": "transforms.custom",
+    "debug_print": "tracing.debugging",
     "custom_jvp": "transforms.custom_jvp",
     "checkpoint": "transforms.remat",
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import backends
+from .runtime import backends
 from . import primitives as P
 from .calls.arguments import as_array, leaf_names
 from .calls.transformed import Transformed, name_of
@@ -19,7 +19,7 @@ from .ir import Graph
 from .runtime import program_cache
 from .runtime.program import aval
 from .runtime.program_store import _programs, clear_programs
-from .tree import flatten, unflatten
+from .base.tree import flatten, unflatten
 
 __all__ = [
     "Transformed",
@@ -232,14 +232,14 @@ def make_kernels(
 def cache_info():
     """What the compiled-kernel disk cache holds: its directory, entries and bytes on disk, the
     kernels loaded in this process and the programs held in memory."""
-    from .runtime import cache
+    from .base import cache
 
     return cache.info(programs=len(_programs))
 
 
 def clear_cache() -> None:
     """Empty the compiled-kernel cache, on disk and in memory (programs are compiled again)."""
-    from .runtime import cache
+    from .base import cache
 
     clear_programs()
     cache.clear()

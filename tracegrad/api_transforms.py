@@ -23,7 +23,7 @@ from .trace import trace
 from .transforms import batching, forward, partial_eval
 from .autodiff import adjoint
 from .calls.transformed import Transformed, name_of
-from .tree import LEAF, TreeDef, broadcast_prefix, flatten, tuple_of
+from .base.tree import LEAF, TreeDef, broadcast_prefix, flatten, tuple_of
 
 jacrev = jacobian  # JAX's name for reverse-mode jacobians
 VMAP_NO_BRANCHING = (

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from .api import grad, jacobian
-from .errors import GradientCheckError
-from .tree import flatten, unflatten
+from .base.errors import GradientCheckError
+from .base.tree import flatten, unflatten
 
 
 def check_grad(

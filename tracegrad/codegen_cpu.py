@@ -3,7 +3,7 @@
 The entry point of the CPU's code generation: `build` plans a graph, lowers each fused loop into
 the loop IR (`fusion.lower_cpu`), prints it as a kernel module (`cpu/kernels.py`) and links the
 kernels into a program (`cpu/program.py`), which runs the plan's steps from a small generated
-driver. Each kernel module is cached on disk (see `tracegrad.runtime.cache`). The readable source
+driver. Each kernel module is cached on disk (see `tracegrad.base.cache`). The readable source
 of a program (with a comment per IR node naming its values and the user's line) is what
 `tg.make_kernels` returns and `TRACEGRAD_DUMP_KERNELS=<dir>` writes.
 
@@ -12,7 +12,7 @@ chunks among threads (`cpu/program.py` says when). Sums and products of float32 
 accumulate in float64; a reduction's step calls one of the helpers defined here (`_radd`...),
 compiled once with reassociation and imported by the kernel modules.
 
-Math functions, casts, literals, comments and the line writer are `tracegrad.render`'s, shared
+Math functions, casts, literals, comments and the line writer are `tracegrad.fusion.render`'s, shared
 with the CUDA generator: in the "vector" math mode (the default) the primitives that
 `tracegrad.vmath` implements call its vectorisable versions, everything else (and the "libm"
 mode, TRACEGRAD_MATH=libm) calls Python's `math` module, which Numba maps to libm.
@@ -20,23 +20,20 @@ mode, TRACEGRAD_MATH=libm) calls Python's `math` module, which Numba maps to lib
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 
 
-from . import backends, fusion, ir, render
+from . import ir
+from .fusion import render
 from .cpu.kernels import CpuPrinter, KernelSource, pair_math, render_loop  # noqa: F401
-from .cpu.program import CpuProgram
-from .fusion import donation, loop_ir, lower_cpu, scalars, split
+from .cpu import cpu_available, cpu_variant
+from .cpu.program import BAKE_SIZES, CpuProgram, build  # noqa: F401 (the entry point's)
+from .cpu import lowering as lower_cpu
+from .fusion import loop_ir
 from .ir import Graph, Node
-from .render import math_mode, render_math  # noqa: F401 (render_math: tests patch it here)
-from .runtime import cache, progress
+from .fusion.render import math_mode, render_math  # noqa: F401 (render_math: tests patch it here)
 
 log = logging.getLogger("tracegrad")
-
-# Opt-in specialisation: sizes written into the kernel source (a compile per shape).
-BAKE_SIZES = False
 
 SUPPORTED_DTYPES = render.SUPPORTED_DTYPES
 
@@ -101,52 +98,19 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _salt(mode: str) -> str:
-    vm = render._vmath()
-    parts = ["mode=" + mode]
-    if vm is not None and mode == "vector":
-        folder = os.path.dirname(vm.__file__)
-        files = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py")]
-        parts.append("vmath=" + _vmath_hash(tuple(files)))
-    parts.append("codegen=" + _vmath_hash((__file__, render.__file__)))
-    return cache.salt(tuple(parts))
-
-
-@functools.lru_cache(maxsize=8)
-def _vmath_hash(files: tuple[str, ...]) -> str:
-    return cache.source_hash(list(files))
-
-
-def _names(graph: Graph) -> dict:
-    return ir._names(graph)
-
-
-def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> CpuProgram:
-    """Plan, write, load (compiling or from the disk cache) and link the kernels of a graph.
-
-    `bake_sizes` (default `BAKE_SIZES`) writes the iteration sizes into the kernels: a
-    specialisation (compiled again for every shape) that lets LLVM see the trip counts."""
-    mode = math_mode()
-    progress.check_graph(graph, "cpu")
-    plan = fusion.plan(graph, supports, computed_identity=True)
-    plan = donation.donate(scalars.pack_scalars(split.split_loops(plan)))
-    bake = BAKE_SIZES if bake_sizes is None else bake_sizes
-    return CpuProgram(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)
-
-
 class CpuBackend:
     """Fused Numba kernels on the CPU (see the module docstring)."""
 
     name = "cpu"
 
     def available(self) -> tuple[bool, str]:
-        return backends.cpu_available()
+        return cpu_available()
 
     def variant(self) -> tuple:
         """Compiled programs depend on the math mode: a change of TRACEGRAD_MATH (or of
         vmath.set_math_mode) recompiles. This runs on every cached call, so it returns what the
-        mode is decided from, cheaply, rather than deciding it (backends.cpu_variant)."""
-        return backends.cpu_variant()
+        mode is decided from, cheaply, rather than deciding it (cpu.cpu_variant)."""
+        return cpu_variant()
 
     def compile(self, graph: Graph) -> CpuProgram:
         return render.dumped(build(graph), "program")
@@ -161,7 +125,7 @@ def program_loop_ir(graph: Graph) -> str:
     """The fused loops of the program the cpu backend makes of an optimised graph, as kernels of
     the loop IR (lowered for the CPU, before printing)."""
     program = build(graph, load=False)
-    notes = render.Notes(_names(graph))
+    notes = render.Notes(ir._names(graph))
     out = []
     for step in program.plan.loops:
         kernel = lower_cpu.lower(step, notes)

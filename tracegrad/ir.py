@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .hashing import sha256
+from .base.hashing import sha256
 
 if TYPE_CHECKING:  # pragma: no cover
     from .primitives import Primitive

@@ -22,12 +22,12 @@ from .tracing.ndarray import NdarrayInterface
 from .tracing.scope import Scope
 from .tracing.masked_update import MaskedElements, cast_in_place
 from .tracing.source import reads_for_an_augmented_subscript, user_line, user_source
-from .errors import TracingError, at
+from .base.errors import TracingError, at
 from .ir import Builder, Graph, Var
 from .numpy_api import FUNCTIONS, UFUNCS
 from .numpy_arrays import add_at, put_along_axis, set_regions
 from .numpy_namespace.indexing import _basic_index, _getitem, _setitem, is_basic_index
-from .tree import TreeDef, flatten, unflatten
+from .base.tree import TreeDef, flatten, unflatten
 
 
 class Tracer(NdarrayInterface, branches.Answers, Unknowable):
@@ -459,7 +459,7 @@ def trace(
         given = branches.begin(builder, branching)
         args = unflatten(treedef, tracers)
         call = args if wrap_args is None else wrap_args(args)
-        from .constructors import traced_constructors  # it imports this module
+        from .tracing.constructors import traced_constructors  # it imports this module
 
         try:
             with traced_constructors():

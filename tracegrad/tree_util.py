@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import tree as _tree
-from .tree import TreeDef
-from .tree_nodes import register_pytree_node
+from .base import tree as _tree
+from .base.tree import TreeDef
+from .base.tree import register_pytree_node
 
 __all__ = [
     "TreeDef",

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..tracing.reads import refuse_array_subclass
 from ..runtime.program import aval, is_device_array
-from ..tree import TreeDef, leaf_paths
+from ..base.tree import TreeDef, leaf_paths
 
 
 def leaf_names(treedef: TreeDef, positions: list[int], shift: int = 0) -> list[str]:

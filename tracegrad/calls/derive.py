@@ -22,7 +22,7 @@ from ..trace import CallArgs, Tracer, inline_graph, trace
 from ..tracing import branches
 from ..tracing.scope import Scope
 from ..transforms import forward, loops, rolling  # noqa: F401  (loops: its primitives register)
-from ..tree import LEAF, TreeDef, replace_leaves, tuple_of, unflatten
+from ..base.tree import LEAF, TreeDef, replace_leaves, tuple_of, unflatten
 from .arguments import as_array, int_tuple, leaf_names
 
 from .transformed import Transformed, name_of

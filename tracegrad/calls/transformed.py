@@ -16,9 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import backends, config, ir
-from ..errors import TracingError
-from ..runtime import program_store, progress
+from ..runtime import backends
+from .. import ir
+from ..base import config
+from ..base.errors import TracingError
+from ..runtime import program_store
+from ..base import progress
 from ..runtime.program import (
     _MISS,
     CompiledCall,
@@ -31,8 +34,8 @@ from ..runtime.program import (
     run_other_variant,
 )
 from ..runtime.program_store import Signature
-from ..tree import TreeDef, flatten
-from ..tree_nodes import is_user_node_type
+from ..base.tree import TreeDef, flatten
+from ..base.tree import is_user_node_type
 from .arguments import as_array, check_argnums, int_tuple, leaf_names
 
 

@@ -22,7 +22,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "info":
         for line in describe_cache(info()):
             print(line)
-        limit, _ = guarded(lambda: importlib.import_module("tracegrad.runtime.cache")._max_bytes())
+        limit, _ = guarded(lambda: importlib.import_module("tracegrad.base.cache")._max_bytes())
         if limit is not None:
             print(
                 f"{'limit':<9}  {format_bytes(limit)} (TRACEGRAD_CACHE_MAX_MB; the least "
@@ -38,7 +38,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def _cache_list() -> int:
-    cache = importlib.import_module("tracegrad.runtime.cache")
+    cache = importlib.import_module("tracegrad.base.cache")
     root, entries = cache.cache_dir(), cache.entries()
     if root is None:
         print("the disk cache is off (TRACEGRAD_CACHE_DIR=off): nothing is on disk")

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 import tracegrad as tg
-from tracegrad import config
+from tracegrad.base import config
 
 from .common import default_backend, describe_cache, guarded
 

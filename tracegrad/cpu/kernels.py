@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import fusion, render
+from .. import fusion
+from ..fusion import render
 from .. import primitives as P
-from ..fusion import Compute, FusedLoop, loop_ir, lower_cpu
+from ..fusion import Compute, FusedLoop, loop_ir
+from . import lowering as lower_cpu
 from ..fusion.steps import Buffer
-from ..render import Lines, cast, render_math, render_node
+from ..fusion.render import Lines, cast, render_math, render_node
 
 
 @dataclass

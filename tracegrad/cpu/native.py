@@ -19,7 +19,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..runtime import blas_threads
+from ..base import blas_threads
 
 # Spins of a wait before it starts giving its core away (sched_yield) on every round: a spin
 # round is tens of nanoseconds, so this is a few tens of microseconds of spinning.

@@ -29,11 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import passes
+from .. import fusion, ir, passes
+from ..fusion import render, split
 from ..fusion import Buffer, EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
 from ..ir import Graph, Node
-from ..runtime import blas_threads, cache, progress
-from . import pool, products, runner, scan_loop
+from ..base import blas_threads, cache, progress
+from . import donation, pool, products, runner, scalars, scan_loop
 from .kernels import KernelSource, render_loop
 
 log = logging.getLogger("tracegrad")
@@ -245,8 +246,6 @@ class CpuProgram:
 
     def _compile_held(self, graph: Graph) -> CpuProgram:
         """A graph a node holds (a loop body), optimised and compiled like a program of its own."""
-        from ..codegen_cpu import build  # the entry point of this stage builds programs
-
         program = build(passes.optimize(graph), load=self.load)
         self.held.append(program)
         return program
@@ -423,3 +422,45 @@ def _evaluator(node: Node, compile_held: Callable) -> Callable:
             return impl(*args, **params)
 
     return evaluate
+
+
+# ----------------------------------------------------------------------------------------------
+# Building a program: plan, write, load, link
+
+# Opt-in specialisation: sizes written into the kernel source (a compile per shape).
+BAKE_SIZES = False
+
+
+def _salt(mode: str) -> str:
+    vm = render._vmath()
+    parts = ["mode=" + mode]
+    if vm is not None and mode == "vector":
+        folder = os.path.dirname(vm.__file__)
+        files = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py")]
+        parts.append("vmath=" + _vmath_hash(tuple(files)))
+    # the entry point holds the reduction helpers the kernel modules import
+    entry = os.path.join(os.path.dirname(os.path.dirname(__file__)), "codegen_cpu.py")
+    parts.append("codegen=" + _vmath_hash((entry, render.__file__)))
+    return cache.salt(tuple(parts))
+
+
+@functools.lru_cache(maxsize=8)
+def _vmath_hash(files: tuple[str, ...]) -> str:
+    return cache.source_hash(list(files))
+
+
+def _names(graph: Graph) -> dict:
+    return ir._names(graph)
+
+
+def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> CpuProgram:
+    """Plan, write, load (compiling or from the disk cache) and link the kernels of a graph.
+
+    `bake_sizes` (default `BAKE_SIZES`) writes the iteration sizes into the kernels: a
+    specialisation (compiled again for every shape) that lets LLVM see the trip counts."""
+    mode = render.math_mode()
+    progress.check_graph(graph, "cpu")
+    plan = fusion.plan(graph, render.supports, computed_identity=True)
+    plan = donation.donate(scalars.pack_scalars(split.split_loops(plan)))
+    bake = BAKE_SIZES if bake_sizes is None else bake_sizes
+    return CpuProgram(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)

@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 from ..fusion import FusedLoop, MatmulStep, ViewStep
-from ..runtime import cache, progress
+from ..base import cache, progress
 from . import native, pipelines, pool, products
 
 log = logging.getLogger("tracegrad")

@@ -17,11 +17,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import render
+from ..fusion import render
 from ..fusion import FusedLoop
 from ..fusion import loop_ir as L
-from ..render import Lines
-from ..runtime import cache, progress
+from ..fusion.render import Lines
+from ..base import cache, progress
 
 
 def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | None:

@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 import tracegrad as tg
-from tracegrad import backends
-from tracegrad.tree import flatten
+from tracegrad.runtime import backends
+from tracegrad.base.tree import flatten
 
 from .worker import (
     ChunkError,

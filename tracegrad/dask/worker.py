@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 import tracegrad as tg
-from tracegrad.tree import TreeDef, flatten, unflatten
+from tracegrad.base.tree import TreeDef, flatten, unflatten
 
 
 class ChunkError(RuntimeError):

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import tracegrad as tg
-from tracegrad import backends, config
+from tracegrad.runtime import backends
+from tracegrad.base import config
 from tracegrad.runtime import tiered
 
 

@@ -11,7 +11,7 @@ from .. import primitives as P
 from ..ir import Var
 from ..numpy_namespace.operands import _src
 from ..primitives import Kind, Primitive
-from ..runtime import blas_threads
+from ..base import blas_threads
 
 
 def _check_square(shape, what: str) -> None:

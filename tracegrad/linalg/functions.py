@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import ir
 from .. import primitives as P
-from ..errors import TracingError
+from ..base.errors import TracingError
 from ..ir import Var
 from ..numpy_namespace.operands import _src, _v
 from .factorisations import (

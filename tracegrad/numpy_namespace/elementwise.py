@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import primitives as P
-from ..errors import TracingError
+from ..base.errors import TracingError
 from ..ir import Var
 from .indexing import _broadcast_value
 from .operands import _axis, _o, _src, _v

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import primitives as P
-from ..errors import TracingError
+from ..base.errors import TracingError
 from ..ir import Var
 from .indexing import _basic_index, _getitem, refuse_boolean_scalar
 from .operands import _axis, _src, _v, read_while_tracing

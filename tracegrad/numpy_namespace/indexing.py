@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import primitives as P
-from ..errors import TracingError
+from ..base.errors import TracingError
 from ..ir import Var
 from .operands import _src, _v, read_while_tracing
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import primitives as P
-from ..errors import TracingError
+from ..base.errors import TracingError
 from ..ir import Var
 from .operands import _axis, _full_ranges, _src, _take, _v, _zeros_along
 from .shapes import _concatenate, _ravel

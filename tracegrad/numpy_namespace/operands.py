@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import ir
 from .. import primitives as P
-from ..errors import at
+from ..base.errors import at
 from ..ir import Var
 
 

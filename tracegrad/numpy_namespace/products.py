@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import primitives as P
-from ..errors import ShapeError, TracingError
+from ..base.errors import ShapeError, TracingError
 from ..ir import Var
 from .diagonals import _diagonal
 from .operands import _src, _v

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import primitives as P
-from ..errors import TracingError
+from ..base.errors import TracingError
 from ..ir import Var
 from .gathers import _take_along_axis
 from .operands import _axis, _src, _v

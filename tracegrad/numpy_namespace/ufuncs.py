@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import primitives as P
-from ..errors import TracingError
+from ..base.errors import TracingError
 from ..ir import Var
 from .operands import _o, _src, _v
 from .scipy_special import _log_ndtr, _logit, _ndtr, _xlogy

@@ -35,8 +35,8 @@ def _fast_scatter(v, idx, n) -> bool:
 
 
 def _scatter_add_compiled(node, compile):
-    """The compiled backends' scatter-add: a Numba loop (tracegrad.runtime.host_kernels)."""
-    from ..runtime import host_kernels
+    """The compiled backends' scatter-add: a Numba loop (tracegrad.base.host_kernels)."""
+    from ..base import host_kernels
 
     axis, shape = node.params["axis"], tuple(node.params["shape"])
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ir
-from ..errors import ShapeError, at
+from ..base.errors import ShapeError, at
 from ..ir import Var
 from .facets import Kind, Primitive, _register
 from .ops import (

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import ir
-from ..errors import ShapeError, at
+from ..base.errors import ShapeError, at
 from ..ir import Var
 from .facets import Dtypes, Primitive, Shapes, registered
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ir
-from ..errors import at
+from ..base.errors import at
 from ..ir import Var
 from .elementwise import _ew, maximum_p, minimum_p
 from .facets import Algebra, Primitive

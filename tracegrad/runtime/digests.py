@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..hashing import sha256
+from ..base.hashing import sha256
 from ..tracing.reads import is_library_module
-from ..tree import TreeDef
-from .cache_files import source_hash
+from ..base.tree import TreeDef
+from ..base.cache_files import source_hash
 
 
 class NotStable(Exception):
@@ -234,7 +234,7 @@ def package_sources() -> list[tuple[str, int, int]]:
 def package_hash(paths: list[str]) -> str:
     """The source of tracegrad (its version may not change between two edits), and the versions
     of NumPy and Python."""
-    from .. import __version__
+    from ..base import __version__
 
     return hash_parts(__version__, source_hash(paths), np.__version__, sys.version)
 

@@ -12,10 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import backends, config, ir
+from . import backends
+from .. import ir
+from ..base import config
 from ..tracing.guards import BranchGuard, Captured, answer, guard_subgraph
 from ..ir import Graph
-from ..tree import TreeDef, typed_key, unflatten
+from ..base.tree import TreeDef, typed_key, unflatten
 
 log = config.log
 

@@ -41,13 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import config
-from ..hashing import sha256
+from ..base import config
+from ..base.hashing import sha256
 from ..tracing.guards import Captured, Guard, Path, ref
 from ..ir import Graph
-from ..tree import TreeDef
+from ..base.tree import TreeDef
 from .program_data import Unresolved, graph_data, graph_of, tree_data, tree_of
-from .cache_files import cache_dir, safe_dir, safe_file, write_atomically
+from ..base.cache_files import cache_dir, safe_dir, safe_file, write_atomically
 from .digests import (
     NotStable,
     expected_of,

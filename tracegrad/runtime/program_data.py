@@ -17,7 +17,7 @@ import numpy as np
 from .. import ir
 from .. import primitives as P
 from ..ir import Graph, Node, Var
-from ..tree import TreeDef
+from ..base.tree import TreeDef
 from .digests import PLAIN, NotStable
 
 MAX_CONST_BYTES = 16 * 2**20  # programs holding more constant bytes are not persisted

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import config
+from ..base import config
 from ..ir import Graph
-from ..tree import TreeDef
+from ..base.tree import TreeDef
 from . import program_cache, tiered
 from .program import CompiledCall, _generation, _log_enabled, log
 

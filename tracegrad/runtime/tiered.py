@@ -36,10 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import config, interpreter
-from ..errors import BackendError
+from ..base import config
+from .. import interpreter
+from ..base.errors import BackendError
 from ..ir import Graph
-from . import progress
+from ..base import progress
 from .program import _generation, fresh_flags, fresh_outputs
 
 log = config.log

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import config
+from ..base import config
 from ..ir import Builder, Graph, Var
 from .guards import BranchGuard, answer, guard_subgraph
 from .messages import math_call_error, writes_into_subscript
@@ -278,7 +278,7 @@ def refuse_a_number(tracer: Any, what: str) -> None:
     state = getattr(tracer.builder, "branching", None)
     if state is None or not state.open or writes_into_subscript():
         return  # the caller raises its usual error (writing into an array made outside...)
-    from ..errors import TracingError
+    from ..base.errors import TracingError
     from .source import user_line
 
     raise TracingError(

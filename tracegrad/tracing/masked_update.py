@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TracingError
+from ..base.errors import TracingError
 from .source import user_line
 
 

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..errors import TracingError
+from ..base.errors import TracingError
 from ..numpy_api import FUNCTIONS, UFUNCS
 from .source import (
     line_calls,

@@ -97,7 +97,7 @@ def check_random_sources(
 ) -> None:
     """Refuse a trace that drew random numbers from a generator that outlives the call: the
     compiled program would return those same numbers on every call."""
-    from ..errors import TracingError
+    from ..base.errors import TracingError
 
     for what, generator, before in snapshot:
         if _generator_state(generator) != before:

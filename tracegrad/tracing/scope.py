@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import config
+from ..base import config
 from .accumulators import is_accumulator
 from .attributes import (
     DYNAMIC_LOOKUP,

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from .. import ir
 from .. import primitives as P
 from ..autodiff import adjoint
-from ..custom import positional
-from ..errors import TracingError
+from .custom import positional
+from ..base.errors import TracingError
 from ..ir import Graph
 from ..trace import Tracer, _lift, to_var, trace
 from ..tracing.source import user_source
-from ..tree import TreeDef, flatten, unflatten
+from ..base.tree import TreeDef, flatten, unflatten
 
 
 def _custom_jvp_rule(ct, out, *inputs, rule: Graph, index: int, n_args: int):

@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 from .. import ir
 from .. import primitives as P
 from ..autodiff import adjoint
-from ..errors import TracingError
+from ..base.errors import TracingError
 from ..ir import Graph, Var
 from ..trace import Tracer, _lift, to_var, trace
 from ..tracing.source import user_source
-from ..tree import flatten, unflatten
+from ..base.tree import flatten, unflatten
 
 
 def _remat_rule(ct, out, *inputs, graph: Graph, index: int):

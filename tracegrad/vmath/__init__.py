@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import config
+from ..base import config
 
 from ._atrig import (
     arccos_f32,

@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from . import primitives as P
-from .ir import Var
-from .numpy_namespace.operands import _src, _v
-from .numpy_api import FUNCTIONS
+from .. import primitives as P
+from ..ir import Var
+from ..numpy_namespace.operands import _src, _v
+from ..numpy_api import FUNCTIONS
 from .fillable import CONSTRUCTORS, Fillable, _traced, fillable_constructor
-from .trace import Tracer, _call
+from ..trace import Tracer, _call
 
 _lock = threading.Lock()
 _depth = 0

@@ -21,12 +21,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import ir
-from . import primitives as P
-from .errors import ShapeError, TracingError
-from .trace import Tracer, inline_graph, to_var, trace
-from .tracing.source import user_line, user_source
-from .tree import TreeDef, flatten, path_step, unflatten
+from .. import ir
+from .. import primitives as P
+from ..base.errors import ShapeError, TracingError
+from ..trace import Tracer, inline_graph, to_var, trace
+from ..tracing.source import user_line, user_source
+from ..base.tree import TreeDef, flatten, path_step, unflatten
 
 
 class custom_vjp:

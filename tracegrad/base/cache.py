@@ -40,7 +40,7 @@ import types
 from dataclasses import dataclass
 import contextlib
 
-from .. import config
+from . import config
 from .cache_files import cache_dir, safe_dir, safe_file, write_atomically
 from .cache_files import source_hash as source_hash  # the code generators' salts call it here
 
@@ -71,7 +71,7 @@ def salt(parts: tuple[str, ...]) -> str:
     """A hash of everything besides its source that a kernel's machine code depends on."""
     import numba
 
-    from .. import __version__
+    from . import __version__
 
     key = "|".join(parts)
     if key not in _salt_cache:

@@ -16,15 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from . import ir
-from . import primitives as P
-from .errors import TracingError
-from .ir import Graph, Var
-from .trace import Tracer, _lift, to_var, trace
-from .tracing.source import user_source
-from .transforms import loops, packing
-from .transforms import scan as scans
-from .tree import flatten, leaf_paths, unflatten
+from .. import ir
+from .. import primitives as P
+from ..base.errors import TracingError
+from ..ir import Graph, Var
+from ..trace import Tracer, _lift, to_var, trace
+from ..tracing.source import user_source
+from . import loops, packing
+from . import scan as scans
+from ..base.tree import flatten, leaf_paths, unflatten
 
 __all__ = ["cond", "fori_loop", "scan", "while_loop"]
 

@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from . import ir
-from .errors import TracingError
-from .trace import Tracer, _call
-from .tracing import branches
-from .tracing.masked_update import MaskedElements
-from .tracing.source import augments_a_subscript, reads_for_an_augmented_subscript, user_line
+from .. import ir
+from ..base.errors import TracingError
+from ..trace import Tracer, _call
+from . import branches
+from .masked_update import MaskedElements
+from .source import augments_a_subscript, reads_for_an_augmented_subscript, user_line
 
 _INTERNAL = (
     os.path.dirname(os.path.abspath(__file__)),
@@ -263,7 +263,7 @@ class Fillable(np.ndarray):
 
 
 def _const(data: np.ndarray):
-    from . import primitives as P
+    from .. import primitives as P
 
     return P.const(data)
 

@@ -23,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import primitives as P
-from .steps import Buffer, EvalStep, FusedLoop, Index, Load, Plan, Step, Store, ViewStep
+from ..fusion.steps import Buffer, EvalStep, FusedLoop, Index, Load, Plan, Step, Store, ViewStep
 
 # Fewer 0-d values than this are left in buffers of their own.
 POOL_AT_LEAST = 8

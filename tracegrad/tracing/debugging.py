@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from . import ir
-from . import primitives as P
-from .trace import Tracer, _call
-from .tree import flatten
+from .. import ir
+from .. import primitives as P
+from ..trace import Tracer, _call
+from ..base.tree import flatten
 
 
 class _Printer:

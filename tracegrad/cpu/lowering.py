@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import primitives as P
-from .loop_ir import Assign, Cast, Combine, Elem, For, Identity, If, Kernel, Let, Note, Stmt
-from .steps import FusedLoop, Reduction, unique
+from ..fusion.loop_ir import Assign, Cast, Combine, Elem, For, Identity, If, Kernel, Let, Note, Stmt
+from ..fusion.steps import FusedLoop, Reduction, unique
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import config, ir
-from . import primitives as P
-from .fusion import loop_ir as L
-from .ir import Node
+from ..base import config
+from .. import ir
+from .. import primitives as P
+from . import loop_ir as L
+from ..ir import Node
 
 log = logging.getLogger("tracegrad")
 
@@ -127,7 +128,7 @@ def math_mode() -> str:
 @functools.lru_cache(maxsize=1)
 def _vmath_module():
     try:
-        from . import vmath
+        from .. import vmath
     except Exception as exc:  # not there yet, or broken: libm it is
         log.info("tracegrad: vmath unavailable (%s); kernels call libm", exc)
         return None

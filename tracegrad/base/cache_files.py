@@ -11,7 +11,7 @@ import contextlib
 import os
 import stat
 
-from .. import config
+from . import config
 
 log = config.log
 

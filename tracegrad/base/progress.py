@@ -26,9 +26,13 @@ import threading
 import time
 from collections.abc import Iterator
 
-from .. import config
-from ..errors import TracingError
-from ..ir import Graph
+from typing import TYPE_CHECKING
+
+from . import config
+from .errors import TracingError
+
+if TYPE_CHECKING:
+    from ..ir import Graph
 
 log = config.log
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .steps import (
+from ..fusion.steps import (
     Buffer,
     FusedLoop,
     Load,

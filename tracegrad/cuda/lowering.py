@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .loop_ir import (
+from ..fusion.loop_ir import (
     Assign,
     BinOp,
     Local,
@@ -39,7 +39,7 @@ from .loop_ir import (
     While,
     needed,
 )
-from .steps import Buffer, FusedLoop, Index, Load, MatmulStep, Reduction
+from ..fusion.steps import Buffer, FusedLoop, Index, Load, MatmulStep, Reduction
 
 
 def _pow2_ceil(n: int) -> int:

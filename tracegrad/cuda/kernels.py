@@ -10,7 +10,7 @@
 The source is readable: every op names its IR value, and every node its user's source line.
 Sizes, strides and the launch configuration are baked in (a graph is traced for one signature;
 the kernel cache is keyed on the source). Math calls, casts, literals, reductions' identities and
-steps, comments and the line writer come from `tracegrad.render`, shared with the CPU generator
+steps, comments and the line writer come from `tracegrad.fusion.render`, shared with the CPU generator
 (libm mode: `math.*`, which numba.cuda maps to libdevice).
 """
 
@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import render
-from .cuda_device import LaunchConfig
-from .fusion import Buffer, FusedLoop, MatmulStep, loop_ir, lower_gpu
-from .render import Lines
+from ..fusion import render
+from .device import LaunchConfig
+from ..fusion import Buffer, FusedLoop, MatmulStep, loop_ir
+from . import lowering as lower_gpu
+from ..fusion.render import Lines
 
 # NumPy functions the shared scalar templates use that numba.cuda lacks: CUDA device functions.
 DEVICE_FUNCTIONS = {

@@ -14,9 +14,11 @@ from typing import Protocol
 
 import numpy as np
 
-from . import config, interpreter
-from .errors import BackendError
-from .ir import Graph
+from ..base import config
+from .. import interpreter
+from ..base.errors import BackendError
+from ..cpu import cpu_available, cpu_variant
+from ..ir import Graph
 
 Executable = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
 
@@ -49,22 +51,6 @@ NAMES = ("numpy", "cpu", "cuda")
 
 
 _missing: set[str] = set()
-
-
-def cpu_variant() -> tuple:
-    """What the cpu backend's compiled code depends on besides the graph: the math mode, as
-    decided from `tracegrad.vmath.set_math_mode` (when vmath is imported) and TRACEGRAD_MATH.
-    Read on every cached call: cheap, and without importing vmath (nor Numba with it)."""
-    vm = sys.modules.get("tracegrad.vmath")
-    return (getattr(vm, "_override", None), config.math())
-
-
-def cpu_available() -> tuple[bool, str]:
-    """Numba found, not imported: importing it costs half a second, paid only when a kernel is
-    compiled or loaded (on a background thread, with tiered execution)."""
-    if "numba" in sys.modules or importlib.util.find_spec("numba") is not None:
-        return True, ""
-    return False, "numba is not installed"
 
 
 class _Deferred:
