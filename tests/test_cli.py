@@ -13,6 +13,7 @@ import pytest
 
 import tracegrad as tg
 from tracegrad import cli
+from tracegrad.runtime import backends
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -173,8 +174,8 @@ def test_debug_shows_the_exception_instead(capsys):
 
 
 def test_an_unusable_backend_is_a_failure_not_a_usage_error(capsys, monkeypatch):
-    monkeypatch.setattr(tg.backends.NumpyBackend, "available", lambda self: (False, "switched off"))
-    monkeypatch.setattr(tg.backends, "_resolved", {})
+    monkeypatch.setattr(backends.NumpyBackend, "available", lambda self: (False, "switched off"))
+    monkeypatch.setattr(backends, "_resolved", {})
     status, _, err = call(capsys, "run", "basics", "--backend", "numpy")
     assert status == 1 and "BackendError" in err and "switched off" in err
 

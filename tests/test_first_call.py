@@ -235,7 +235,7 @@ def test_sha256_races_a_thread_importing_hashlib():
     out = _run(
         """
         import threading
-        from tracegrad import hashing
+        from tracegrad.base import hashing
 
         def importing():
             import hashlib  # what the background compilation's import of Numba does
