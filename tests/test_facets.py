@@ -361,7 +361,7 @@ def test_a_new_scan_is_one_table_entry(backend):
     (the planner and both generators know it only through its kind and monoid)."""
     from helpers import build, run
 
-    prim = P._scan_prim("running_max_for_test", P.MAX, adjoint=None)
+    prim = P.scan_primitive("running_max_for_test", P.MAX, adjoint=None)
     try:
         x = np.array([[0.5, -1.0, 2.0, np.nan, 3.0], [1.0, 4.0, -2.0, 0.0, 5.0]])
         graph = build(

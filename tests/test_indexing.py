@@ -118,7 +118,7 @@ def test_what_is_refused_and_why():
 def test_scatter_add_matches_numpys_add_at():
     """The scatter-add step (one np.bincount over flat positions) against np.add.at: any axis,
     repeated and negative indices, float32 and float64, integers, and NumPy's IndexError."""
-    from tracegrad.primitives import _scatter_add_impl
+    from tracegrad.primitives import scatter_add_impl
 
     rng = np.random.default_rng(3)
     for shape, axis, index_shape in [
@@ -132,18 +132,18 @@ def test_scatter_add_matches_numpys_add_at():
             v = (rng.normal(size=shape[:axis] + index_shape + shape[axis + 1 :]) * 10).astype(dtype)
             want = np.zeros(shape, dtype)
             np.add.at(want, (slice(None),) * axis + (idx,), v)
-            got = _scatter_add_impl(v, idx, axis, shape)
+            got = scatter_add_impl(v, idx, axis, shape)
             assert got.dtype == dtype
             np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-13)
     with pytest.raises(IndexError):
-        _scatter_add_impl(np.ones(2), np.array([0, 3]), 0, (3,))
+        scatter_add_impl(np.ones(2), np.array([0, 3]), 0, (3,))
 
 
 def test_compiled_scatter_add_equals_the_reference_bit_for_bit():
     """The compiled backends' scatter-add (a Numba loop) against the interpreter's (bincount):
     the same float64 sums in the same order, for strided (broadcast) values too."""
     from tracegrad.base import host_kernels
-    from tracegrad.primitives import _scatter_add_impl
+    from tracegrad.primitives import scatter_add_impl
 
     rng = np.random.default_rng(4)
     for shape, axis, index_shape in [
@@ -158,12 +158,12 @@ def test_compiled_scatter_add_equals_the_reference_bit_for_bit():
             v = rng.normal(size=shape[:axis] + index_shape + shape[axis + 1 :]).astype(dtype)
             np.testing.assert_array_equal(
                 host_kernels.scatter_add(v, idx, axis, shape),
-                _scatter_add_impl(v, idx, axis, shape),
+                scatter_add_impl(v, idx, axis, shape),
             )
     ct = np.broadcast_to(rng.normal(size=(600, 1, 16)), (600, 8, 16))  # a broadcast cotangent
     idx = rng.integers(0, 60, (600, 8))
     np.testing.assert_array_equal(
-        host_kernels.scatter_add(ct, idx, 0, (60, 16)), _scatter_add_impl(ct, idx, 0, (60, 16))
+        host_kernels.scatter_add(ct, idx, 0, (60, 16)), scatter_add_impl(ct, idx, 0, (60, 16))
     )
 
 

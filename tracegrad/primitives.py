@@ -54,8 +54,9 @@ from .primitive_table.facets import (
     NO_ALGEBRA as NO_ALGEBRA,
     Pairing as Pairing,
     Primitive as Primitive,
+    OfItsEntry as OfItsEntry,
     PRIMITIVES as PRIMITIVES,
-    _register as _register,
+    register as register,
     registered as registered,
 )
 from .primitive_table.ops import (
@@ -66,11 +67,11 @@ from .primitive_table.ops import (
     const as const,
     zeros_like as zeros_like,
     ones_like as ones_like,
-    _result_dtype as _result_dtype,
+    result_dtype as result_dtype,
     broadcast_shapes as broadcast_shapes,
     convert as convert,
     broadcast_to as broadcast_to,
-    _elementwise as _elementwise,
+    apply_elementwise as apply_elementwise,
     add as add,
     sub as sub,
     mul as mul,
@@ -96,16 +97,17 @@ from .primitive_table.ops import (
     swap_last as swap_last,
     slice_ as slice_,
     concatenate as concatenate,
-    _keepdims_shape as _keepdims_shape,
+    keepdims_shape as keepdims_shape,
 )
 from .primitive_table.batching import (
-    _batched as _batched,
+    with_batch_axis as with_batch_axis,
     batch_every_operand as batch_every_operand,
+    every_operand as every_operand,
     batch_inline as batch_inline,
     batch_graph as batch_graph,
 )
 from .primitive_table.elementwise import (
-    _ew as _ew,
+    elementwise_primitive as elementwise_primitive,
     math_names as math_names,
     const_p as const_p,
     neg_p as neg_p,
@@ -184,7 +186,7 @@ from .primitive_table.piecewise import (
     bitwise as bitwise,
 )
 from .primitive_table.identities import (
-    _identity as _identity,
+    identity_primitive as identity_primitive,
     stop_gradient_p as stop_gradient_p,
     custom_grad_p as custom_grad_p,
     tap_p as tap_p,
@@ -195,7 +197,7 @@ from .primitive_table.reductions import (
     reduce_max_p as reduce_max_p,
     reduce_min_p as reduce_min_p,
     reduce_prod_p as reduce_prod_p,
-    _scan_prim as _scan_prim,
+    scan_primitive as scan_primitive,
     cumsum_p as cumsum_p,
 )
 from .primitive_table.matmul import (
@@ -213,10 +215,30 @@ from .primitive_table.shape import (
     concatenate_p as concatenate_p,
 )
 from .primitive_table.indexing import (
-    _scatter_add_impl as _scatter_add_impl,
+    scatter_add_impl as scatter_add_impl,
     gather as gather,
     scatter_add as scatter_add,
     gather_p as gather_p,
     scatter_add_p as scatter_add_p,
     argsort_p as argsort_p,
 )
+
+# The modules beyond primitive_table/ that add entries to the table, in the order they load: the
+# linear algebra first, then the loops (which import autodiff), then the custom rules and
+# checkpoints (which import the tracers). Tracing imports them all; a process that has only loaded
+# persisted programs imports them when it meets an entry it does not know (runtime/program_data.py;
+# tests/test_first_call.py checks that the list is complete).
+EXTENSIONS = (
+    "tracegrad.linalg.factorisations",
+    "tracegrad.transforms.loops",
+    "tracegrad.transforms.scan",
+    "tracegrad.transforms.custom_jvp",
+    "tracegrad.transforms.remat",
+)
+
+
+# Old private spellings, kept while the tracing stage moves to the public names.
+_register = register
+_elementwise = apply_elementwise
+_result_dtype = result_dtype
+_keepdims_shape = keepdims_shape

@@ -174,7 +174,7 @@ class Runner:
             f"# native.py {cache.source_hash([inspect.getfile(native)])}",
             "from numba import njit",
             "from tracegrad.cpu.native import fetch_add, gemm, sum_parts, wait_for",
-            "from tracegrad.runtime import cache as _cache",
+            "from tracegrad.base import cache as _cache",
             "",
         ]
         header += [f"_k{i} = _cache.loaded({key!r}).kernel" for i, key in enumerate(kernels)]

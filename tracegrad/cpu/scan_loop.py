@@ -70,7 +70,7 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
         "# A tracegrad scan driver: the loop over the steps of a scan, calling the body's kernels.",
         "import numpy as np",
         "from numba import njit",
-        "from tracegrad.runtime import cache as _cache",
+        "from tracegrad.base import cache as _cache",
         "",
     ]
     for j, call in enumerate(calls):

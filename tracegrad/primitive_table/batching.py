@@ -8,14 +8,14 @@ from collections.abc import Sequence
 
 from .. import ir
 from ..ir import Var
-from .facets import Primitive
+from .facets import OfItsEntry, Primitive
 from .ops import broadcast_to, emit, reshape
 
 # ----------------------------------------------------------------------------------------------
 # Batching rules: batch(size, inputs, batched, **params) -> output with a leading batch axis.
 
 
-def _batched(x: Var, is_batched: bool, size: int) -> Var:
+def with_batch_axis(x: Var, is_batched: bool, size: int) -> Var:
     return x if is_batched else broadcast_to(reshape(x, (1,) + x.shape), (size,) + x.shape)
 
 
@@ -25,12 +25,17 @@ def batch_every_operand(prim: Primitive, graph_param: str | None = None):
     under that name (a custom rule, a checkpointed function) is batched with it."""
 
     def rule(size, inputs, batched, **params):
-        xs = [_batched(x, b, size) for x, b in zip(inputs, batched, strict=True)]
+        xs = [with_batch_axis(x, b, size) for x, b in zip(inputs, batched, strict=True)]
         if graph_param is not None:
             params = {**params, graph_param: batch_graph(params[graph_param], size)}
         return emit(prim, *xs, **params)
 
     return rule
+
+
+def every_operand(graph_param: str | None = None) -> OfItsEntry:
+    """`batch_every_operand` as the `batch` facet of the entry being declared."""
+    return OfItsEntry(lambda prim: batch_every_operand(prim, graph_param))
 
 
 def batch_inline(graph: ir.Graph, args: Sequence[Var], batched: Sequence[bool], size: int):
@@ -62,5 +67,5 @@ def batch_graph(graph: ir.Graph, size: int) -> ir.Graph:
         builder.new_input((size,) + v.shape, v.dtype)
     with ir.building(builder):
         outs = batch_inline(graph, builder.inputs, [True] * len(graph.inputs), size)
-        outputs = [_batched(v, b, size) for v, b in outs]
+        outputs = [with_batch_axis(v, b, size) for v, b in outs]
     return builder.graph(outputs)

@@ -1,5 +1,5 @@
 """The elementwise entries of the table (stage: primitives), first part: how an elementwise entry is
-declared (`_ew`, scalar templates), then literals, arithmetic, powers, exponentials, logarithms,
+declared (`elementwise_primitive`, scalar templates), then literals, arithmetic, powers, exponentials, logarithms,
 trigonometric and hyperbolic functions, sigmoid and softplus.
 """
 
@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from .batching import batch_every_operand
+from .batching import every_operand
 from .facets import (
     _PICK_MAX,
     _PICK_MIN,
@@ -20,7 +20,7 @@ from .facets import (
     Kind,
     Pairing,
     Primitive,
-    _register,
+    register,
     registered,
 )
 from .ops import (
@@ -81,7 +81,7 @@ def _integer_pow_rule(ct, out, x, n):
 _ONE_CALL = re.compile(r"M\.(\w+)\(\{0\}(, \{1\})?\)")
 
 
-def _ew(
+def elementwise_primitive(
     name,
     impl,
     adjoint=None,
@@ -92,6 +92,7 @@ def _ew(
     domain=(-2.0, 2.0),
     algebra=NO_ALGEBRA,
     pairing=None,
+    operands="number",
 ):
     call = _ONE_CALL.fullmatch(scalar) if isinstance(scalar, str) else None
     prim = Primitive(
@@ -100,17 +101,17 @@ def _ew(
         impl,
         infer,
         adjoint,
-        None,
+        every_operand(),
         scalar,
         differentiable,
         linear,
         domain,
         algebra=algebra,
+        operands=operands,
         pairing=pairing,
         math_call=call.group(1) if call else None,
     )
-    object.__setattr__(prim, "batch", batch_every_operand(prim))
-    return _register(prim)
+    return register(prim)
 
 
 def math_names() -> dict[str, str]:
@@ -123,7 +124,7 @@ def math_names() -> dict[str, str]:
     }
 
 
-const_p = _register(
+const_p = register(
     Primitive(
         "const",
         Kind.CONST,
@@ -133,7 +134,7 @@ const_p = _register(
     )
 )
 
-neg_p = _ew(
+neg_p = elementwise_primitive(
     "neg",
     np.negative,
     lambda ct, out, x: (neg(ct),),
@@ -141,7 +142,7 @@ neg_p = _ew(
     linear=True,
     algebra=Algebra(involution=True),
 )
-add_p = _ew(
+add_p = elementwise_primitive(
     "add",
     np.add,
     lambda ct, out, a, b: (ct, ct),
@@ -149,7 +150,7 @@ add_p = _ew(
     linear=True,
     algebra=Algebra(neutral=((1, 0), (0, 0))),
 )
-sub_p = _ew(
+sub_p = elementwise_primitive(
     "sub",
     np.subtract,
     lambda ct, out, a, b: (ct, neg(ct)),
@@ -157,14 +158,14 @@ sub_p = _ew(
     linear=True,
     algebra=Algebra(neutral=((1, 0),)),
 )
-mul_p = _ew(
+mul_p = elementwise_primitive(
     "mul",
     np.multiply,
     lambda ct, out, a, b: (ct_mul(ct, b), ct_mul(ct, a)),
     "({0} * {1})",
     algebra=Algebra(neutral=((1, 1), (0, 1))),
 )
-div_p = _ew(
+div_p = elementwise_primitive(
     "div",
     np.true_divide,
     lambda ct, out, a, b: (ct_mul(ct, reciprocal(b)), ct_mul(ct, neg(div(out, b)))),
@@ -172,8 +173,8 @@ div_p = _ew(
     domain=(0.5, 2.0),
     algebra=Algebra(neutral=((1, 1),)),
 )
-pow_p = _ew("pow", np.power, _pow_rule, "({0} ** {1})", domain=(0.5, 2.0))
-integer_pow_p = _ew(
+pow_p = elementwise_primitive("pow", np.power, _pow_rule, "({0} ** {1})", domain=(0.5, 2.0))
+integer_pow_p = elementwise_primitive(
     "integer_pow",
     lambda x, n: np.power(x, n) if n >= 0 else np.power(x, float(n)).astype(x.dtype),
     _integer_pow_rule,
@@ -185,7 +186,7 @@ integer_pow_p = _ew(
         )
     ),
 )
-ct_mul_p = _ew(
+ct_mul_p = elementwise_primitive(
     "ct_mul",
     lambda ct, d: np.where(ct == 0, ct, ct * d),
     # d(out)/d(d) is ct, itself 0 where masked: mask that term on ct, not on g.
@@ -193,34 +194,54 @@ ct_mul_p = _ew(
     "({0} * {1} if {0} != 0 else {0})",
     algebra=Algebra(absorbing=((0, 0),), neutral=((1, 1), (0, 1))),
 )
-maximum_p = _ew("maximum", np.maximum, None, f"({_PICK_MAX})")
-minimum_p = _ew("minimum", np.minimum, None, f"({_PICK_MIN})")
 
-exp_p = _ew("exp", np.exp, _unary_rule(lambda x, out: out), "M.exp({0})")
+
+def _extremum_binary(pick: str):
+    """maximum's and minimum's adjoint: the cotangent goes to the operand picked, half to each on
+    a tie. The comparisons are entries declared later (piecewise.py), found when the rule runs."""
+
+    def rule(ct, out, a, b):
+        win_a, tie = compare(registered(pick), a, b), compare(registered("eq"), a, b)
+        half = mul(ct, 0.5)
+        ct_a = where(win_a, ct, where(tie, half, 0.0))
+        ct_b = where(win_a, 0.0, where(tie, half, ct))
+        return ct_a, ct_b
+
+    return rule
+
+
+maximum_p = elementwise_primitive("maximum", np.maximum, _extremum_binary("gt"), f"({_PICK_MAX})")
+minimum_p = elementwise_primitive("minimum", np.minimum, _extremum_binary("lt"), f"({_PICK_MIN})")
+
+exp_p = elementwise_primitive("exp", np.exp, _unary_rule(lambda x, out: out), "M.exp({0})")
 # expm1' = exp(x): out + 1 cancels for negative x (and is 0 below -37)
-expm1_p = _ew("expm1", np.expm1, _unary_rule(lambda x, out: unary(exp_p, x)), "M.expm1({0})")
-log_p = _ew(
+expm1_p = elementwise_primitive(
+    "expm1", np.expm1, _unary_rule(lambda x, out: unary(exp_p, x)), "M.expm1({0})"
+)
+log_p = elementwise_primitive(
     "log", np.log, _unary_rule(lambda x, out: reciprocal(x)), "M.log({0})", domain=(0.2, 3.0)
 )
-log1p_p = _ew(
+log1p_p = elementwise_primitive(
     "log1p",
     np.log1p,
     _unary_rule(lambda x, out: reciprocal(add(x, 1.0))),
     "M.log1p({0})",
     domain=(-0.5, 2.0),
 )
-sqrt_p = _ew(
+sqrt_p = elementwise_primitive(
     "sqrt", np.sqrt, _unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})", domain=(0.2, 3.0)
 )
-sin_p = _ew(
+sin_p = elementwise_primitive(
     "sin",
     np.sin,
     _unary_rule(lambda x, out: unary(cos_p, x)),
     "M.sin({0})",
     pairing=Pairing("cos", "sincos"),
 )
-cos_p = _ew("cos", np.cos, _unary_rule(lambda x, out: neg(unary(sin_p, x))), "M.cos({0})")
-tan_p = _ew(
+cos_p = elementwise_primitive(
+    "cos", np.cos, _unary_rule(lambda x, out: neg(unary(sin_p, x))), "M.cos({0})"
+)
+tan_p = elementwise_primitive(
     "tan",
     np.tan,
     _unary_rule(lambda x, out: add(mul(out, out), 1.0)),
@@ -233,7 +254,7 @@ tan_p = _ew(
 # product of two nodes: at x = +-1 one factor is 0, and the product rule would multiply it by the
 # infinite cotangent arriving from 1 / sqrt(1 - x^2) (nan, where the limit is infinite). Its
 # derivative -2x has no such factor, so arcsin'' and arccos'' reach their one-sided limits.
-one_minus_square_p = _ew(
+one_minus_square_p = elementwise_primitive(
     "one_minus_square",
     lambda x: np.multiply(np.subtract(1, x), np.add(1, x)),
     _unary_rule(lambda x, out: mul(x, -2.0)),
@@ -245,26 +266,32 @@ def _one_minus_square(x):
     return unary(one_minus_square_p, x)
 
 
-arcsin_p = _ew(
+arcsin_p = elementwise_primitive(
     "arcsin",
     np.arcsin,
     _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, _one_minus_square(x)))),
     "M.asin({0})",
     domain=(-0.9, 0.9),
 )
-arccos_p = _ew(
+arccos_p = elementwise_primitive(
     "arccos",
     np.arccos,
     _unary_rule(lambda x, out: neg(reciprocal(unary(sqrt_p, _one_minus_square(x))))),
     "M.acos({0})",
     domain=(-0.9, 0.9),
 )
-arctan_p = _ew(
+arctan_p = elementwise_primitive(
     "arctan", np.arctan, _unary_rule(lambda x, out: reciprocal(add(mul(x, x), 1.0))), "M.atan({0})"
 )
-sinh_p = _ew("sinh", np.sinh, _unary_rule(lambda x, out: unary(cosh_p, x)), "M.sinh({0})")
-cosh_p = _ew("cosh", np.cosh, _unary_rule(lambda x, out: unary(sinh_p, x)), "M.cosh({0})")
-tanh_p = _ew("tanh", np.tanh, _unary_rule(lambda x, out: sub(1.0, mul(out, out))), "M.tanh({0})")
+sinh_p = elementwise_primitive(
+    "sinh", np.sinh, _unary_rule(lambda x, out: unary(cosh_p, x)), "M.sinh({0})"
+)
+cosh_p = elementwise_primitive(
+    "cosh", np.cosh, _unary_rule(lambda x, out: unary(sinh_p, x)), "M.cosh({0})"
+)
+tanh_p = elementwise_primitive(
+    "tanh", np.tanh, _unary_rule(lambda x, out: sub(1.0, mul(out, out))), "M.tanh({0})"
+)
 # ---- Base-2 and base-10 logs and powers, softplus and sigmoid (one block; docs/limitations.md)
 # As exact as NumPy's: log2 and exp2 at powers of two, log10 at powers of ten (kernels call
 # tracegrad.vmath's versions, or libm's). Their derivatives are written with primitives, so every
@@ -285,24 +312,26 @@ def _softplus_impl(x):
     return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))).astype(x.dtype, copy=False)
 
 
-log2_p = _ew(
+log2_p = elementwise_primitive(
     "log2",
     np.log2,
     _unary_rule(lambda x, out: div(1 / math.log(2.0), x)),
     "M.log2({0})",
     domain=(0.2, 3.0),
 )
-log10_p = _ew(
+log10_p = elementwise_primitive(
     "log10",
     np.log10,
     _unary_rule(lambda x, out: div(1 / math.log(10.0), x)),
     "M.log10({0})",
     domain=(0.2, 3.0),
 )
-exp2_p = _ew("exp2", np.exp2, _unary_rule(lambda x, out: mul(out, math.log(2.0))), _EXP2_SCALAR)
+exp2_p = elementwise_primitive(
+    "exp2", np.exp2, _unary_rule(lambda x, out: mul(out, math.log(2.0))), _EXP2_SCALAR
+)
 # sigmoid(x) = 1 / (1 + e**-x); its derivative sigmoid(x) * sigmoid(-x) is 1 - sigmoid(x) without
 # the cancellation for large x.
-sigmoid_p = _ew(
+sigmoid_p = elementwise_primitive(
     "sigmoid",
     _sigmoid_impl,
     _unary_rule(lambda x, out: mul(out, unary(sigmoid_p, neg(x)))),
@@ -310,7 +339,7 @@ sigmoid_p = _ew(
 )
 # softplus(x) = log(1 + e**x), smooth everywhere (the simplifier rewrites the stable idioms
 # max(x, 0) + log1p(exp(-|x|)) and friends to it, see passes.smooth_idioms).
-softplus_p = _ew(
+softplus_p = elementwise_primitive(
     "softplus",
     _softplus_impl,
     _unary_rule(lambda x, out: unary(sigmoid_p, x)),

@@ -266,6 +266,17 @@ class Pairing:
         self.call = call
 
 
+class OfItsEntry:
+    """A facet that names its own entry (a batching rule that emits the primitive again, an
+    adjoint that compares with it): `make(entry)` builds it when the entry is made, so every facet
+    is declared inside the entry's constructor call."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[Primitive], Any]):
+        self.make = make
+
+
 class Primitive:
     """One entry of the table: a primitive's `name`, `kind`, reference implementation `impl`
     (NumPy), shape and dtype rule `infer(shapes, dtypes, params) -> (shape, dtype)`, and the
@@ -351,6 +362,10 @@ class Primitive:
         self.algebra = algebra
         self.pairing = pairing
         self.math_call = math_call
+        for facet in ("adjoint", "batch"):
+            value = getattr(self, facet)
+            if isinstance(value, OfItsEntry):
+                setattr(self, facet, value.make(self))
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -359,7 +374,8 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
-def _register(prim: Primitive) -> Primitive:
+def register(prim: Primitive) -> Primitive:
+    """Add an entry to the table (its name must be new); returns it."""
     assert prim.name not in PRIMITIVES, prim.name
     PRIMITIVES[prim.name] = prim
     return prim

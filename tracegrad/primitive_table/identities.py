@@ -5,8 +5,8 @@ that only autodiff treats specially (stop_gradient, custom_grad, tap, hook).
 from __future__ import annotations
 
 from .. import ir
-from .batching import batch_every_operand
-from .facets import Kind, Primitive, _register
+from .batching import every_operand
+from .facets import Kind, Primitive, register
 from .ops import emit
 
 
@@ -18,8 +18,8 @@ def _custom_grad_rule(ct, out, *inputs, bwd: ir.Graph, n_args: int):
     return tuple(cts) + (None,) * (len(inputs) - n_args)
 
 
-def _identity(name, adjoint, batch, differentiable=True, effectful=False):
-    return _register(
+def identity_primitive(name, adjoint, batch, differentiable=True, effectful=False):
+    return register(
         Primitive(
             name,
             Kind.IDENTITY,
@@ -33,24 +33,23 @@ def _identity(name, adjoint, batch, differentiable=True, effectful=False):
     )
 
 
-stop_gradient_p = _identity(
+stop_gradient_p = identity_primitive(
     "stop_gradient",
     lambda ct, out, x: (None,),
     lambda size, inputs, batched: emit(stop_gradient_p, inputs[0]),
 )
-custom_grad_p = _identity("custom_grad", _custom_grad_rule, None)
 # every operand batched, and the user's rule batched with them
-object.__setattr__(custom_grad_p, "batch", batch_every_operand(custom_grad_p, "bwd"))
+custom_grad_p = identity_primitive("custom_grad", _custom_grad_rule, every_operand("bwd"))
 # tap: a named intermediate value (tg.tap). The differentiation that owns it reports the cotangent
 # flowing into it, then lowers it; the cotangent passes through unchanged.
-tap_p = _identity(
+tap_p = identity_primitive(
     "tap",
     lambda ct, out, x, name, hook: (ct,),
     lambda size, inputs, batched, name, hook: emit(tap_p, inputs[0], name=name, hook=hook),
 )
 # hook: after the program runs, `hook(name, *values)` is called on the host with its inputs' values
 # (one for a tg.tap hook; any number for tg.debug_print).
-hook_p = _identity(
+hook_p = identity_primitive(
     "hook",
     None,
     lambda size, inputs, batched, name, hook: emit(hook_p, *inputs, name=name, hook=hook),

@@ -8,8 +8,8 @@ import numpy as np
 
 from .. import ir
 from ..ir import Var
-from .batching import _batched
-from .facets import OWN_STEP, Kind, Primitive, _register, registered
+from .batching import with_batch_axis
+from .facets import OWN_STEP, Kind, Primitive, register, registered
 from .ops import add, broadcast_to, compare, const, emit, reshape, transpose, where
 
 # ---- Gathers and scatter-adds along one axis, with integer indices that may be traced values.
@@ -44,12 +44,12 @@ def _scatter_add_compiled(node, compile):
         idx = np.asarray(idx)
         if _fast_scatter(v, idx, shape[axis]):
             return host_kernels.scatter_add(v, idx, axis, shape)
-        return _scatter_add_impl(v, idx, axis, shape)
+        return scatter_add_impl(v, idx, axis, shape)
 
     return run
 
 
-def _scatter_add_impl(v, idx, axis, shape):
+def scatter_add_impl(v, idx, axis, shape):
     n = shape[axis]
     idx = np.asarray(idx)
     if _fast_scatter(v, idx, n):
@@ -119,7 +119,7 @@ def _batch_scatter_add(size, inputs, batched, axis, shape):
     bv, bi = batched
     if not bi:
         return scatter_add(v, idx, axis + 1, (size,) + tuple(shape))
-    v = _batched(v, bv, size)  # (B,) + shape[:axis] + idx.shape[1:] + rest
+    v = with_batch_axis(v, bv, size)  # (B,) + shape[:axis] + idx.shape[1:] + rest
     n = shape[axis]
     shifted = _batch_offsets(size, n, idx)
     # v with its batch axis moved to where the indices' batch axis goes
@@ -130,7 +130,7 @@ def _batch_scatter_add(size, inputs, batched, axis, shape):
     return transpose(out, (axis, *range(axis), *range(axis + 1, out.ndim)))
 
 
-gather_p = _register(
+gather_p = register(
     Primitive(
         "gather",
         Kind.SHAPE,
@@ -142,11 +142,11 @@ gather_p = _register(
         index_map=OWN_STEP,
     )
 )
-scatter_add_p = _register(
+scatter_add_p = register(
     Primitive(
         "scatter_add",
         Kind.SHAPE,
-        _scatter_add_impl,
+        scatter_add_impl,
         _scatter_add_infer,
         lambda ct, out, v, idx, axis, shape: (gather(ct, idx, axis), None),
         _batch_scatter_add,
@@ -159,7 +159,7 @@ scatter_add_p = _register(
 
 # argsort: the permutation that sorts along an axis (no derivative: an index). np.sort is a
 # gather by it, so the sort's derivative routes each cotangent back through the permutation.
-argsort_p = _register(
+argsort_p = register(
     Primitive(
         "argsort",
         Kind.SHAPE,

@@ -9,9 +9,9 @@ import numpy as np
 from .. import ir
 from ..base.errors import ShapeError, at
 from ..ir import Var
-from .facets import Kind, Primitive, _register
+from .facets import Kind, Primitive, register
 from .ops import (
-    _result_dtype,
+    result_dtype,
     broadcast_shapes,
     broadcast_to,
     convert,
@@ -28,7 +28,7 @@ def matmul(a: Var, b: Var) -> Var:
         raise ValueError(
             f"matmul: operands must not be scalars (0-d){at(ir.current_source())}; use *"
         )
-    dtype = _result_dtype([a, b])
+    dtype = result_dtype([a, b])
     a, b = convert(a, dtype), convert(b, dtype)
     a2 = reshape(a, (1,) + a.shape) if a.ndim == 1 else a
     b2 = reshape(b, b.shape + (1,)) if b.ndim == 1 else b
@@ -72,7 +72,7 @@ def _matmul_infer(shapes, dtypes, params):
     return a[:-1] + b[-1:], dtypes[0]
 
 
-matmul_p = _register(
+matmul_p = register(
     Primitive(
         "matmul",
         Kind.MATMUL,

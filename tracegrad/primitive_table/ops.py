@@ -63,7 +63,7 @@ def ones_like(v: Var) -> Var:
     return const(1, v.shape, v.dtype)
 
 
-def _result_dtype(operands: Sequence[Operand]) -> np.dtype:
+def result_dtype(operands: Sequence[Operand]) -> np.dtype:
     # Python scalars are "weak" (NEP 50): float32 array * 2.0 stays float32.
     return np.result_type(*[v.dtype if isinstance(v, Var) else v for v in operands])
 
@@ -107,7 +107,7 @@ def broadcast_to(x: Var, shape: tuple[int, ...]) -> Var:
 
 def _prepare(operands: Sequence[Operand], op: str, dtype: np.dtype | None = None) -> list[Var]:
     """Promote and broadcast operands to one dtype and shape, as explicit nodes."""
-    dtype = _result_dtype(operands) if dtype is None else np.dtype(dtype)
+    dtype = result_dtype(operands) if dtype is None else np.dtype(dtype)
     shape = broadcast_shapes(*[v.shape for v in operands if isinstance(v, Var)], op=op)
     out = []
     for v in operands:
@@ -118,7 +118,7 @@ def _prepare(operands: Sequence[Operand], op: str, dtype: np.dtype | None = None
     return out
 
 
-def _elementwise(prim: Primitive, *operands: Operand, dtype: Any = None) -> Var:
+def apply_elementwise(prim: Primitive, *operands: Operand, dtype: Any = None) -> Var:
     return emit(prim, *_prepare(operands, prim.name, dtype))
 
 
@@ -128,9 +128,9 @@ def _float_unary(prim: Primitive, x: Var) -> Var:
 
 # Op constructors: NumPy semantics (promotion, broadcasting) on IR values.
 def add(a: Operand, b: Operand) -> Var:
-    if _result_dtype([a, b]) == np.bool_:  # NumPy: True + True is True (a logical or), not 2
+    if result_dtype([a, b]) == np.bool_:  # NumPy: True + True is True (a logical or), not 2
         return logical(registered("or"), a, b)
-    return _elementwise(registered("add"), a, b)
+    return apply_elementwise(registered("add"), a, b)
 
 
 def _is_bool(x: Operand) -> bool:
@@ -143,20 +143,20 @@ def sub(a: Operand, b: Operand) -> Var:
             "numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, the "
             f"`^` operator, or the logical_xor function instead{at(ir.current_source())}"
         )
-    return _elementwise(registered("sub"), a, b)
+    return apply_elementwise(registered("sub"), a, b)
 
 
 def mul(a: Operand, b: Operand) -> Var:
-    return _elementwise(registered("mul"), a, b)
+    return apply_elementwise(registered("mul"), a, b)
 
 
 def div(a: Operand, b: Operand) -> Var:
-    dtype = float_dtype(_result_dtype([a, b]))
-    return _elementwise(registered("div"), a, b, dtype=dtype)
+    dtype = float_dtype(result_dtype([a, b]))
+    return apply_elementwise(registered("div"), a, b, dtype=dtype)
 
 
 def power(a: Operand, b: Operand) -> Var:
-    dtype = _result_dtype([a, b])
+    dtype = result_dtype([a, b])
     integral = not isinstance(b, Var) and math.isfinite(b) and float(b) == int(b)
     if isinstance(a, Var) and integral and (abs(b) <= 64 or not is_float(dtype)):
         if not is_float(dtype) and b < 0:
@@ -173,7 +173,7 @@ def power(a: Operand, b: Operand) -> Var:
     if isinstance(a, Var) and not isinstance(b, Var) and float(b) == 0.5:
         # NumPy computes x ** 0.5 as sqrt(x): -0.0 and -inf give -0.0 and nan (C's pow: 0, inf)
         return emit(registered("sqrt"), convert(a, dtype))
-    return _elementwise(registered("pow"), a, b)
+    return apply_elementwise(registered("pow"), a, b)
 
 
 def integer_pow(x: Var, n: int) -> Var:
@@ -190,7 +190,7 @@ def integer_pow(x: Var, n: int) -> Var:
 
 def ct_mul(ct: Var, d: Var) -> Var:
     """`ct * d`, but exactly 0 where `ct` is 0 (even if `d` is inf or nan there)."""
-    return _elementwise(registered("ct_mul"), ct, d)
+    return apply_elementwise(registered("ct_mul"), ct, d)
 
 
 def neg(x: Var) -> Var:
@@ -207,15 +207,15 @@ def reciprocal(x: Var) -> Var:
 
 
 def maximum(a: Operand, b: Operand) -> Var:
-    return _elementwise(registered("maximum"), a, b)
+    return apply_elementwise(registered("maximum"), a, b)
 
 
 def minimum(a: Operand, b: Operand) -> Var:
-    return _elementwise(registered("minimum"), a, b)
+    return apply_elementwise(registered("minimum"), a, b)
 
 
 def where(c: Operand, a: Operand, b: Operand) -> Var:
-    dtype = _result_dtype([a, b])
+    dtype = result_dtype([a, b])
     shape = broadcast_shapes(*[v.shape for v in (c, a, b) if isinstance(v, Var)], op="where")
     if isinstance(c, Var):
         cv = broadcast_to(c if c.dtype == np.bool_ else compare(registered("ne"), c, 0), shape)
@@ -369,7 +369,7 @@ def slice_(x: Var, index: tuple[tuple[int, int, int], ...]) -> Var:
 def concatenate(xs: Sequence[Var], axis: int) -> Var:
     if len(xs) == 1:
         return xs[0]
-    dtype = _result_dtype(xs)
+    dtype = result_dtype(xs)
     xs = [convert(x, dtype) for x in xs]
     return emit(registered("concatenate"), *xs, axis=axis)
 
@@ -414,9 +414,9 @@ def _sum_to(ct: Var, shape: tuple[int, ...]) -> Var:
     return reshape(reduce_sum(ct, axes), shape)
 
 
-def _keepdims_shape(x_shape, axes):
+def keepdims_shape(x_shape, axes):
     return tuple(1 if i in axes else d for i, d in enumerate(x_shape))
 
 
 def _expand_reduced(v: Var, x: Var, axes) -> Var:
-    return broadcast_to(reshape(v, _keepdims_shape(x.shape, axes)), x.shape)
+    return broadcast_to(reshape(v, keepdims_shape(x.shape, axes)), x.shape)

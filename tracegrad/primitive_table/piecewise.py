@@ -10,22 +10,20 @@ import numpy as np
 from .. import ir
 from ..base.errors import at
 from ..ir import Var
-from .elementwise import _ew, maximum_p, minimum_p
+from .elementwise import elementwise_primitive
 from .facets import Algebra, Primitive
 from .ops import (
     Operand,
-    _elementwise,
+    apply_elementwise,
     _prepare,
-    _result_dtype,
+    result_dtype,
     _same_bool,
     _unary_rule,
-    compare,
     convert,
     ct_mul,
     div,
     emit,
     is_float,
-    mul,
     neg,
     where,
 )
@@ -42,61 +40,64 @@ def _convert_rule(ct, out, x, dtype):
     return (convert(ct, x.dtype) if is_float(x.dtype) else None,)
 
 
-def _extremum_binary(pick: Primitive):
-    def rule(ct, out, a, b):
-        win_a, tie = compare(pick, a, b), compare(eq_p, a, b)
-        half = mul(ct, 0.5)
-        ct_a = where(win_a, ct, where(tie, half, 0.0))
-        ct_b = where(win_a, 0.0, where(tie, half, ct))
-        return ct_a, ct_b
-
-    return rule
-
-
 # ---- Rounding, NumPy's floor division and remainders: piecewise constant or linear. Rounding has
 # a zero derivative (as JAX and PyTorch give); a - (a // b) b has slopes 1 and -(a // b).
-floor_p = _ew("floor", np.floor, lambda ct, out, x: (None,), "np.floor({0})", differentiable=False)
-ceil_p = _ew("ceil", np.ceil, lambda ct, out, x: (None,), "np.ceil({0})", differentiable=False)
-trunc_p = _ew("trunc", np.trunc, lambda ct, out, x: (None,), "np.trunc({0})", differentiable=False)
-rint_p = _ew("rint", np.rint, lambda ct, out, x: (None,), "np.rint({0})", differentiable=False)
+floor_p = elementwise_primitive(
+    "floor", np.floor, lambda ct, out, x: (None,), "np.floor({0})", differentiable=False
+)
+ceil_p = elementwise_primitive(
+    "ceil", np.ceil, lambda ct, out, x: (None,), "np.ceil({0})", differentiable=False
+)
+trunc_p = elementwise_primitive(
+    "trunc", np.trunc, lambda ct, out, x: (None,), "np.trunc({0})", differentiable=False
+)
+rint_p = elementwise_primitive(
+    "rint", np.rint, lambda ct, out, x: (None,), "np.rint({0})", differentiable=False
+)
 # The smallest integer divided by -1 overflows: NumPy wraps it to itself (with a warning), where
 # the compiled division gave 0. That one case is the integer a < 0 whose negation is < 0 too
 # (it wraps); no float passes that test, so floats divide as before.
-floor_divide_p = _ew(
+floor_divide_p = elementwise_primitive(
     "floor_divide",
     np.floor_divide,
     None,
     "({0} if ({1} == -1) & ({0} < 0) & (-{0} < 0) else {0} // {1})",
     differentiable=False,
 )
-mod_p = _ew(
+mod_p = elementwise_primitive(
     "mod",
     np.mod,
     lambda ct, out, a, b: (ct, ct_mul(ct, neg(emit(floor_divide_p, a, b)))),
     "({0} % {1})",
     domain=(0.5, 2.0),
 )
-fmod_p = _ew(
+fmod_p = elementwise_primitive(
     "fmod",
     np.fmod,
     lambda ct, out, a, b: (ct, ct_mul(ct, neg(emit(trunc_p, div(a, b))))),
     "np.fmod({0}, {1})",
     domain=(0.5, 2.0),
 )
-isfinite_p = _ew(
+isfinite_p = elementwise_primitive(
     "isfinite", np.isfinite, scalar="np.isfinite({0})", infer=_same_bool, differentiable=False
 )
-isnan_p = _ew("isnan", np.isnan, scalar="np.isnan({0})", infer=_same_bool, differentiable=False)
-isinf_p = _ew("isinf", np.isinf, scalar="np.isinf({0})", infer=_same_bool, differentiable=False)
-signbit_p = _ew(
+isnan_p = elementwise_primitive(
+    "isnan", np.isnan, scalar="np.isnan({0})", infer=_same_bool, differentiable=False
+)
+isinf_p = elementwise_primitive(
+    "isinf", np.isinf, scalar="np.isinf({0})", infer=_same_bool, differentiable=False
+)
+signbit_p = elementwise_primitive(
     "signbit", np.signbit, scalar="np.signbit({0})", infer=_same_bool, differentiable=False
 )
 
 
-abs_p = _ew("abs", np.abs, _unary_rule(lambda x, out: emit(sign_p, x)), "abs({0})")
-sign_p = _ew("sign", np.sign, lambda ct, out, x: (None,), "np.sign({0})")
+abs_p = elementwise_primitive(
+    "abs", np.abs, _unary_rule(lambda x, out: emit(sign_p, x)), "abs({0})"
+)
+sign_p = elementwise_primitive("sign", np.sign, lambda ct, out, x: (None,), "np.sign({0})")
 
-where_p = _ew(
+where_p = elementwise_primitive(
     "where",
     np.where,
     lambda ct, out, c, a, b: (None, where(c, ct, 0.0), where(c, 0.0, ct)),
@@ -108,7 +109,7 @@ where_p = _ew(
         )
     ),
 )
-convert_p = _ew(
+convert_p = elementwise_primitive(
     "convert",
     lambda x, dtype: x.astype(dtype),
     _convert_rule,
@@ -119,28 +120,67 @@ convert_p = _ew(
 
 # named: a value under a user's name (the cotangent at a tg.tap). It computes nothing; it exists so
 # that the name reaches the printed graph and the generated kernels, where the value is an output.
-named_p = _ew("named", lambda x, name: x, lambda ct, out, x, name: (ct,), "{0}", linear=True)
+named_p = elementwise_primitive(
+    "named", lambda x, name: x, lambda ct, out, x, name: (ct,), "{0}", linear=True
+)
 
-lt_p = _ew("lt", np.less, scalar="({0} < {1})", infer=_same_bool, differentiable=False)
-le_p = _ew("le", np.less_equal, scalar="({0} <= {1})", infer=_same_bool, differentiable=False)
-gt_p = _ew("gt", np.greater, scalar="({0} > {1})", infer=_same_bool, differentiable=False)
-ge_p = _ew("ge", np.greater_equal, scalar="({0} >= {1})", infer=_same_bool, differentiable=False)
-eq_p = _ew("eq", np.equal, scalar="({0} == {1})", infer=_same_bool, differentiable=False)
-ne_p = _ew("ne", np.not_equal, scalar="({0} != {1})", infer=_same_bool, differentiable=False)
-and_p = _ew("and", np.logical_and, scalar="({0} and {1})", infer=_same_bool, differentiable=False)
-or_p = _ew("or", np.logical_or, scalar="({0} or {1})", infer=_same_bool, differentiable=False)
-not_p = _ew("not", np.logical_not, scalar="(not {0})", infer=_same_bool, differentiable=False)
-for _p in (and_p, or_p, not_p):
-    object.__setattr__(_p, "operands", "bool")
+lt_p = elementwise_primitive(
+    "lt", np.less, scalar="({0} < {1})", infer=_same_bool, differentiable=False
+)
+le_p = elementwise_primitive(
+    "le", np.less_equal, scalar="({0} <= {1})", infer=_same_bool, differentiable=False
+)
+gt_p = elementwise_primitive(
+    "gt", np.greater, scalar="({0} > {1})", infer=_same_bool, differentiable=False
+)
+ge_p = elementwise_primitive(
+    "ge", np.greater_equal, scalar="({0} >= {1})", infer=_same_bool, differentiable=False
+)
+eq_p = elementwise_primitive(
+    "eq", np.equal, scalar="({0} == {1})", infer=_same_bool, differentiable=False
+)
+ne_p = elementwise_primitive(
+    "ne", np.not_equal, scalar="({0} != {1})", infer=_same_bool, differentiable=False
+)
+and_p = elementwise_primitive(
+    "and",
+    np.logical_and,
+    scalar="({0} and {1})",
+    infer=_same_bool,
+    differentiable=False,
+    operands="bool",
+)
+or_p = elementwise_primitive(
+    "or",
+    np.logical_or,
+    scalar="({0} or {1})",
+    infer=_same_bool,
+    differentiable=False,
+    operands="bool",
+)
+not_p = elementwise_primitive(
+    "not",
+    np.logical_not,
+    scalar="(not {0})",
+    infer=_same_bool,
+    differentiable=False,
+    operands="bool",
+)
 
 # Bitwise operations on integers (& | ^ ~ and np.bitwise_*): the result keeps the operands' dtype.
 # On bools NumPy's bitwise ops are the logical ones; the op constructors route bools to and/or/not.
-bitwise_and_p = _ew("bitwise_and", np.bitwise_and, scalar="({0} & {1})", differentiable=False)
-bitwise_or_p = _ew("bitwise_or", np.bitwise_or, scalar="({0} | {1})", differentiable=False)
-bitwise_xor_p = _ew("bitwise_xor", np.bitwise_xor, scalar="({0} ^ {1})", differentiable=False)
-invert_p = _ew("invert", np.invert, scalar="(~{0})", differentiable=False)
-for _p in (bitwise_and_p, bitwise_or_p, bitwise_xor_p, invert_p):
-    object.__setattr__(_p, "operands", "integer")
+bitwise_and_p = elementwise_primitive(
+    "bitwise_and", np.bitwise_and, scalar="({0} & {1})", differentiable=False, operands="integer"
+)
+bitwise_or_p = elementwise_primitive(
+    "bitwise_or", np.bitwise_or, scalar="({0} | {1})", differentiable=False, operands="integer"
+)
+bitwise_xor_p = elementwise_primitive(
+    "bitwise_xor", np.bitwise_xor, scalar="({0} ^ {1})", differentiable=False, operands="integer"
+)
+invert_p = elementwise_primitive(
+    "invert", np.invert, scalar="(~{0})", differentiable=False, operands="integer"
+)
 
 # the same operation on bools: NumPy's bitwise ops are the logical ones there
 _ON_BOOLS = {bitwise_and_p: and_p, bitwise_or_p: or_p, bitwise_xor_p: ne_p, invert_p: not_p}
@@ -148,7 +188,7 @@ _ON_BOOLS = {bitwise_and_p: and_p, bitwise_or_p: or_p, bitwise_xor_p: ne_p, inve
 
 def bitwise(prim: Primitive, *operands: Operand) -> Var:
     """NumPy's bitwise ufunc `prim` (and, or, xor, invert) on integers, its logical twin on bools."""
-    dtype = _result_dtype(operands)
+    dtype = result_dtype(operands)
     if dtype == np.bool_:
         return emit(_ON_BOOLS[prim], *_prepare(operands, prim.name, np.bool_))
     if dtype.kind not in "iu":
@@ -156,8 +196,4 @@ def bitwise(prim: Primitive, *operands: Operand) -> Var:
             f"np.{prim.name} is defined on integers and bools, not on {dtype}"
             f"{at(ir.current_source())}; compare first (x > 0) or convert with .astype(np.int64)"
         )
-    return _elementwise(prim, *operands, dtype=dtype)
-
-
-object.__setattr__(maximum_p, "adjoint", _extremum_binary(gt_p))
-object.__setattr__(minimum_p, "adjoint", _extremum_binary(lt_p))
+    return apply_elementwise(prim, *operands, dtype=dtype)

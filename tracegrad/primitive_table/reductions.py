@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Var
-from .facets import MAX, MIN, PROD, SUM, Kind, Monoid, Primitive, _register
+from .facets import MAX, MIN, PROD, SUM, Kind, Monoid, OfItsEntry, Primitive, register
 from .ops import (
     _expand_reduced,
     _reduced,
@@ -76,6 +76,10 @@ def _batch_reduce(prim: Primitive):
     )
 
 
+def _batch_scan(prim: Primitive):
+    return lambda size, inputs, batched, axis: emit(prim, inputs[0], axis=axis + 1)
+
+
 def _reduction(name, monoid: Monoid, adjoint, linear=False):
     prim = Primitive(
         name,
@@ -83,14 +87,13 @@ def _reduction(name, monoid: Monoid, adjoint, linear=False):
         lambda x, axes: monoid.reduce(x, axis=axes),
         _reduced,
         adjoint,
-        None,
+        OfItsEntry(_batch_reduce),
         None,
         True,
         linear,
         monoid=monoid,
     )
-    object.__setattr__(prim, "batch", _batch_reduce(prim))
-    return _register(prim)
+    return register(prim)
 
 
 reduce_sum_p = _reduction(
@@ -101,7 +104,7 @@ reduce_min_p = _reduction("reduce_min", MIN, _extremum_rule)
 reduce_prod_p = _reduction("reduce_prod", PROD, _prod_rule)
 
 
-def _scan_prim(name, monoid: Monoid, adjoint, linear=False):
+def scan_primitive(name, monoid: Monoid, adjoint, linear=False):
     """A running reduction along `axis`: each output element combines the input elements up to
     it (its fused kernels come from the monoid; see fusion's `Scan`)."""
     prim = Primitive(
@@ -110,20 +113,17 @@ def _scan_prim(name, monoid: Monoid, adjoint, linear=False):
         lambda x, axis: monoid.accumulate(x, axis=axis),
         lambda shapes, dtypes, p: (shapes[0], dtypes[0]),
         adjoint,
-        None,
+        OfItsEntry(_batch_scan),
         None,
         True,
         linear,
         monoid=monoid,
     )
-    object.__setattr__(
-        prim, "batch", lambda size, inputs, batched, axis: emit(prim, inputs[0], axis=axis + 1)
-    )
-    return _register(prim)
+    return register(prim)
 
 
 # the adjoint of a running sum is the running sum from the other end
-cumsum_p = _scan_prim(
+cumsum_p = scan_primitive(
     "cumsum",
     SUM,
     lambda ct, out, x, axis: (reverse(cumulative(cumsum_p, reverse(ct, axis), axis), axis),),

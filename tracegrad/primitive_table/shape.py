@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Var
-from .batching import _batched
-from .facets import NO_ALGEBRA, Algebra, IndexMap, Kind, Piece, Primitive, Window, _register
+from .batching import with_batch_axis
+from .facets import NO_ALGEBRA, Algebra, IndexMap, Kind, Piece, Primitive, Window, register
 from .ops import _slice_len, _sum_to, broadcast_to, concatenate, emit, reshape, slice_, transpose
 
 
@@ -44,12 +44,12 @@ def _batch_broadcast(size, inputs, batched, shape):
 
 
 def _batch_concatenate(size, inputs, batched, axis):
-    xs = [_batched(x, b, size) for x, b in zip(inputs, batched, strict=True)]
+    xs = [with_batch_axis(x, b, size) for x, b in zip(inputs, batched, strict=True)]
     return emit(concatenate_p, *xs, axis=axis + 1)
 
 
 def _shape_prim(name, impl, infer, adjoint, batch, index_map, algebra=NO_ALGEBRA):
-    return _register(
+    return register(
         Primitive(
             name,
             Kind.SHAPE,

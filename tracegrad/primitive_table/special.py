@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..ir import Var
-from .elementwise import _ew, _one_minus_square, exp_p, log_p, sqrt_p, tan_p
+from .elementwise import elementwise_primitive, _one_minus_square, exp_p, log_p, sqrt_p, tan_p
 from .facets import registered
 from .ops import (
     _unary_rule,
@@ -31,14 +31,14 @@ from .ops import (
 )
 
 # ---- Inverse hyperbolic functions, arctan2, hypot, cbrt, copysign (one block; NumPy's names)
-arcsinh_p = _ew(
+arcsinh_p = elementwise_primitive(
     "arcsinh",
     np.arcsinh,
     # 1 / hypot(x, 1): x * x + 1 overflows for |x| above 1e154 (1e19 in float32)
     _unary_rule(lambda x, out: reciprocal(emit(hypot_p, x, ones_like(x)))),
     "np.arcsinh({0})",
 )
-arccosh_p = _ew(
+arccosh_p = elementwise_primitive(
     "arccosh",
     np.arccosh,
     # 1 / (sqrt(x - 1) sqrt(x + 1)): x * x - 1 cancels near 1 and overflows for large x
@@ -48,7 +48,7 @@ arccosh_p = _ew(
     "np.arccosh({0})",
     domain=(1.2, 3.0),
 )
-arctanh_p = _ew(
+arctanh_p = elementwise_primitive(
     "arctanh",
     np.arctanh,
     _unary_rule(lambda x, out: reciprocal(_one_minus_square(x))),  # no cancelling near 1
@@ -56,7 +56,7 @@ arctanh_p = _ew(
     domain=(-0.9, 0.9),
 )
 # cbrt' = 1 / (3 cbrt(x)^2): infinite at 0, like the function's slope
-cbrt_p = _ew(
+cbrt_p = elementwise_primitive(
     "cbrt",
     np.cbrt,
     _unary_rule(lambda x, out: div(1.0 / 3.0, mul(out, out))),
@@ -78,8 +78,10 @@ def _hypot_rule(ct, out, a, b):
     return ct_mul(ct, div(a, safe)), ct_mul(ct, div(b, safe))
 
 
-arctan2_p = _ew("arctan2", np.arctan2, _arctan2_rule, "M.atan2({0}, {1})", domain=(0.5, 2.0))
-hypot_p = _ew(
+arctan2_p = elementwise_primitive(
+    "arctan2", np.arctan2, _arctan2_rule, "M.atan2({0}, {1})", domain=(0.5, 2.0)
+)
+hypot_p = elementwise_primitive(
     "hypot",
     np.hypot,
     _hypot_rule,
@@ -87,7 +89,7 @@ hypot_p = _ew(
     domain=(0.5, 2.0),
 )
 # copysign(a, b) = |a| sign(b): slope sign(a) sign(b) in a (as |a|'s, 0 at a = 0), none in b
-copysign_p = _ew(
+copysign_p = elementwise_primitive(
     "copysign",
     np.copysign,
     lambda ct, out, a, b: (
@@ -98,13 +100,13 @@ copysign_p = _ew(
 )
 # ---- The error function (scipy.special.erf / erfc, and the normal distribution built on them)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-erf_p = _ew(
+erf_p = elementwise_primitive(
     "erf",
     lambda x: _special("erf")(x),
     _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), _TWO_OVER_SQRT_PI)),
     "M.erf({0})",
 )
-erfc_p = _ew(
+erfc_p = elementwise_primitive(
     "erfc",
     lambda x: _special("erfc")(x),
     _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), -_TWO_OVER_SQRT_PI)),
@@ -156,7 +158,7 @@ def digamma(x: Var) -> Var:
     return where(reflect, sub(psi, div(math.pi, t)), psi)
 
 
-gammaln_p = _ew(
+gammaln_p = elementwise_primitive(
     "gammaln",
     lambda x: _special("gammaln", "lgamma")(x),
     _unary_rule(lambda x, out: digamma(x)),

@@ -10,6 +10,8 @@ parameter that another process could not read back (a callable, an object array)
 
 from __future__ import annotations
 
+import importlib
+
 from typing import Any
 
 import numpy as np
@@ -82,17 +84,12 @@ def primitive(name: str) -> P.Primitive:
 
 
 def load_extensions(name: str) -> None:
-    """Import the modules that add entries to the primitive table beyond primitives.py, until
-    `name` is one: the linear algebra first, then the loops (which import autodiff), then the
-    custom rules and checkpoints (which import the tracers). Tracing imports them all; a process
-    that has only loaded persisted programs may not have yet. (tests/test_first_call.py checks
-    that these are all such modules.)"""
-    from ..linalg import factorisations  # noqa: F401
-
-    if name not in P.PRIMITIVES:
-        from ..transforms import loops, scan  # noqa: F401
-    if name not in P.PRIMITIVES:
-        from ..transforms import custom_jvp, remat  # noqa: F401
+    """Import the modules the table lists as its extensions (`primitives.EXTENSIONS`), in order,
+    until `name` is an entry."""
+    for module in P.EXTENSIONS:
+        if name in P.PRIMITIVES:
+            return
+        importlib.import_module(module)
 
 
 def graph_of(data: tuple) -> Graph:

@@ -53,7 +53,7 @@ def batched_body(
         outputs = []
         for (v, b), want in zip(outs, out_flags, strict=True):
             if want and not b:
-                v = P._batched(v, False, size)
+                v = P.with_batch_axis(v, False, size)
             outputs.append(v)
     return builder.graph(outputs)
 

@@ -45,8 +45,7 @@ def _custom_jvp_rule(ct, out, *inputs, rule: Graph, index: int, n_args: int):
 
 
 # custom_jvp: passes its last input (the value) through; lowered after differentiation
-custom_jvp_p = P._identity("custom_jvp", _custom_jvp_rule, None)
-object.__setattr__(custom_jvp_p, "batch", P.batch_every_operand(custom_jvp_p, "rule"))
+custom_jvp_p = P.identity_primitive("custom_jvp", _custom_jvp_rule, P.every_operand("rule"))
 
 
 class custom_jvp:

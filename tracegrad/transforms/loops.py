@@ -157,18 +157,20 @@ def _loop_batch(size, inputs, batched, *, body, n_consts):
         # each example runs its own number of steps: run the longest, and hold an example's
         # carries once its count is reached
         b_carry = [True] * n_carry
-        init = [P._batched(v, b, size) for v, b in zip(init, b_init, strict=True)]
+        init = [P.with_batch_axis(v, b, size) for v, b in zip(init, b_init, strict=True)]
         step_body = _counted_body(body, n_consts, b_consts, size, n.dtype)
         total = P.emit(P.reduce_max_p, n, axes=(0,))
         res = loop(total, consts + [n], [P.const(0, (), n.dtype)] + init, body=step_body)[1:]
     else:
         init = [
-            P._batched(v, b, size) if f else v
+            P.with_batch_axis(v, b, size) if f else v
             for v, f, b in zip(init, b_carry, b_init, strict=True)
         ]
         new_body = batched_body(body, b_consts + b_carry, size, b_carry)
         res = loop(n, consts, init, body=new_body)
-        res = [r if f else P._batched(r, False, size) for r, f in zip(res, b_carry, strict=True)]
+        res = [
+            r if f else P.with_batch_axis(r, False, size) for r, f in zip(res, b_carry, strict=True)
+        ]
     return repack_batched(res, avals(body.outputs), size, [False] * n_carry)
 
 
@@ -196,7 +198,7 @@ def _loop_compiled(node, compile):
     return lambda *args: run_loop(run_body, args, **node.params)
 
 
-loop_p = P._register(
+loop_p = P.register(
     Primitive(
         "loop",
         Kind.CONTROL,
@@ -290,7 +292,9 @@ def _while_batch(size, inputs, batched, *, cond, body, n_cond_consts, n_body_con
     cc, bc = list(inputs[:n_cc]), list(inputs[n_cc : n_cc + n_bc])
     init = list(inputs[n_cc + n_bc :])
     n_carry = len(init)
-    init = [P._batched(v, b, size) for v, b in zip(init, batched[n_cc + n_bc :], strict=True)]
+    init = [
+        P.with_batch_axis(v, b, size) for v, b in zip(init, batched[n_cc + n_bc :], strict=True)
+    ]
     b_cc, b_bc = list(batched[:n_cc]), list(batched[n_cc : n_cc + n_bc])
     pred = batched_body(cond, b_cc + [True] * n_carry, size, [True])
     step = batched_body(body, b_bc + [True] * n_carry, size, [True] * n_carry)
@@ -333,7 +337,7 @@ def _while_compiled(node, compile, count=False):
     return lambda *args: run_while(run_cond, run_body, args, count=count, **node.params)
 
 
-while_p = P._register(
+while_p = P.register(
     Primitive(
         "while",
         Kind.CONTROL,
@@ -353,7 +357,7 @@ def _count_batch(size, inputs, batched, **params):
     )
 
 
-while_count_p = P._register(
+while_count_p = P.register(
     Primitive(
         "while_count",
         Kind.CONTROL,
@@ -438,7 +442,7 @@ def _cond_batch(size, inputs, batched, *, branches):
     results = []
     for g in branches:
         outs = P.batch_inline(g, operands, flags, size)
-        results.append([P._batched(v, b, size) for v, b in outs])
+        results.append([P.with_batch_axis(v, b, size) for v, b in outs])
     chosen = [select_rows(truth(pred), t, f) for f, t in zip(results[0], results[1], strict=True)]
     return repack_batched(chosen, layout, size, [False] * len(layout))
 
@@ -454,7 +458,7 @@ def _cond_compiled(node, compile):
     return lambda *args: run_cond(run_branch, args, **node.params)
 
 
-cond_p = P._register(
+cond_p = P.register(
     Primitive(
         "cond",
         Kind.CONTROL,

@@ -39,11 +39,12 @@ def _remat_rule(ct, out, *inputs, graph: Graph, index: int):
 
 
 # remat: passes its last input (the forward value) through; lowered after differentiation
-remat_p = P._identity("remat", _remat_rule, None)
-object.__setattr__(remat_p, "batch", P.batch_every_operand(remat_p, "graph"))
+remat_p = P.identity_primitive("remat", _remat_rule, P.every_operand("graph"))
 
 # remat_barrier: the value of its input, as a node of its own (see the module docstring)
-remat_barrier_p = P._ew("remat_barrier", lambda x: x, lambda ct, out, x: (ct,), "{0}", linear=True)
+remat_barrier_p = P.elementwise_primitive(
+    "remat_barrier", lambda x: x, lambda ct, out, x: (ct,), "{0}", linear=True
+)
 
 
 class checkpoint:

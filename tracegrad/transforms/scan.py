@@ -235,7 +235,7 @@ def _scan_batch(size, inputs, batched, *, body, length, reverse, n_consts, n_car
         body, b_consts + [False] * n_carry + b_xs, batched[n_consts : n_consts + n_carry], n_consts
     )
     init = [
-        P._batched(v, b, size) if f else v
+        P.with_batch_axis(v, b, size) if f else v
         for v, f, b in zip(init, b_carry, batched[n_consts : n_consts + n_carry], strict=True)
     ]
     xs = [batch_axis_to(x, 1) if b else x for x, b in zip(xs, b_xs, strict=True)]
@@ -244,7 +244,7 @@ def _scan_batch(size, inputs, batched, *, body, length, reverse, n_consts, n_car
     new_body = batched_body(body, flags, size, out_flags)
     results = scan(consts, init, xs, body=new_body, length=length, reverse=reverse)
     results = [
-        r if f else P._batched(r, False, size)
+        r if f else P.with_batch_axis(r, False, size)
         for r, f in zip(results[:n_carry], b_carry, strict=True)
     ] + results[n_carry:]
     layout = _scan_layout(body, length, n_carry, False, n_consts)
@@ -282,7 +282,7 @@ def _scan_compiled(node, compile):
     return run
 
 
-scan_p = P._register(
+scan_p = P.register(
     Primitive(
         "scan",
         Kind.CONTROL,
