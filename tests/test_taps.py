@@ -156,7 +156,7 @@ def test_taps_show_in_the_ir_by_name():
 
 
 def _optimized(transformed, *args):
-    static, positions, leaves, treedef = transformed._split(args)
+    static, positions, leaves, treedef = transformed.split_arguments(args)
     avals = [(np.shape(a), np.asarray(a).dtype) for a in leaves]
     graph, _, _ = transformed.build(avals, treedef, static, positions)
     return passes.optimize(graph)

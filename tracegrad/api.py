@@ -184,8 +184,8 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
 
     def make(*args, **kwargs) -> Graph:
         transformed._check_call(args)
-        static, positions, leaves, treedef = transformed._split(args, kwargs)
-        names = leaf_names(treedef, positions, transformed._self_shift)
+        static, positions, leaves, treedef = transformed.split_arguments(args, kwargs)
+        names = leaf_names(treedef, positions, transformed.self_shift)
         arrays = [
             as_array(leaf, n, name_of(transformed)) for leaf, n in zip(leaves, names, strict=True)
         ]
@@ -193,7 +193,8 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
         from .tracing import branches
 
         with branches.given_inputs(arrays if transformed.guards else None) as guards:
-            graph, _, _ = transformed.build([aval(a) for a in arrays], treedef, static, positions)
+            avals = [aval(a) for a in arrays]
+            graph, _, _ = transformed.build(avals, treedef, static, positions)
         graph = passes.optimize(graph, lower=False) if optimize else graph
         graph.guards = tuple(guards)
         return graph

@@ -22,6 +22,7 @@ from .ir import Graph, Var
 from .trace import trace
 from .transforms import batching, forward, partial_eval
 from .autodiff import adjoint
+from .calls import derive
 from .calls.transformed import Transformed, name_of
 from .base.tree import LEAF, TreeDef, broadcast_prefix, flatten, tuple_of
 
@@ -179,7 +180,7 @@ class Vmapped(_Composite):
             raise ValueError(
                 f"{name}: the mapped axes have different sizes ({shown}); they must agree"
             )
-        wrap = self._wrap_args(static, positions)
+        wrap = derive.wrap_args(self, static, positions)
         fgraph, out_tree, captures = trace(
             self.fun, example, treedef, wrap, scope, no_branching=VMAP_NO_BRANCHING
         )

@@ -9,14 +9,14 @@ process) load none of them: that is most of a warm first call's import (benchmar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .. import autodiff, passes
 from .. import primitives as P
 from ..ir import Graph
-from ..runtime import program_store
+from ..runtime import program_cache, program_store, tiered
 from ..runtime.program import CompiledCall, aval
 from ..trace import CallArgs, Tracer, inline_graph, trace
 from ..tracing import branches
@@ -25,11 +25,28 @@ from ..transforms import forward, loops, rolling  # noqa: F401  (loops: its prim
 from ..base.tree import LEAF, TreeDef, replace_leaves, tuple_of, unflatten
 from .arguments import as_array, int_tuple, leaf_names
 
-from .transformed import Transformed, name_of
+
+class Transform(Protocol):
+    """What this module reads of the transform it derives (a `calls.transformed.Transformed`)."""
+
+    fun: Any
+    kind: str
+    argnums: Any
+    has_aux: bool
+    taps: bool
+    guards: bool
+    static_argnums: tuple[int, ...]
+    self_shift: int
+    name: str
+
+    def split_arguments(self, args: tuple, kwargs: dict | None = None) -> tuple: ...
+
+    # the graph of a call: `derive_graph` below, or a composite transform's own (api_transforms.py)
+    def build(self, avals, treedef: TreeDef, static: tuple, positions: list[int], scope=None): ...
 
 
 def trace_program(
-    t: Transformed,
+    t: Transform,
     static: tuple,
     key,
     backend,
@@ -38,46 +55,42 @@ def trace_program(
     treedef: TreeDef,
     positions,
 ) -> tuple[CompiledCall, list]:
-    """Trace, transform and optimise `t` for one signature, on the call's `arrays` (Python
-    control flow on traced values is answered for them and guarded: tracing/branches.py); the
-    store keeps and compiles the program. Returns it with the hidden inputs (values read from
+    """The miss path: trace and transform `t` for one signature, on the call's `arrays` (Python
+    control flow on traced values is answered for them and guarded: tracing/branches.py),
+    optimise, compile, keep in the store and persist. Returns it with the hidden inputs (values read from
     outside the arguments) of this call."""
     avals = [aval(a) for a in arrays]
     scope = Scope.of(t, static)
     with branches.given_inputs(arrays if t.guards else None) as guards:
         graph, out_tree, captures = t.build(avals, treedef, static, positions, scope)
     assert not captures, "a top-level trace cannot capture values"
+    # optimise (one pass schedule), the hooks taken out to run on the host
     graph, hooks = passes.extract_hooks(passes.optimize(graph))
     captured = scope.finish(t, static, hooks=bool(hooks))
-    program = program_store.keep(
-        t,
-        static,
-        key,
-        backend,
-        name,
-        graph,
-        out_tree,
-        hooks,
-        captured,
-        tuple(guards),
-        guards.reference,
+    # compile (tiered: the interpreter answers while the kernels compile), keep, persist
+    run = tiered.compile(backend, graph, name)
+    program = CompiledCall(
+        graph, out_tree, run, backend.name, hooks, captured, tuple(guards), guards.reference
     )
+    program_store.keep(key, program)
+    if not guards:  # a program with guards is kept in memory only
+        program_cache.save(t, static, key, graph, out_tree, hooks, captured)
     hidden = captured.read(t, static)
     if hidden is None:  # cannot happen unless a guard is flaky: use what was traced
         hidden = [v for _, v in scope.hidden]
     return program, hidden
 
 
-def inline(t: Transformed, args: tuple, kwargs: dict | None = None):
+def inline(t: Transform, args: tuple, kwargs: dict | None = None):
     """`t` called on tracers, inside another trace: its graph, inlined into that trace."""
-    static, positions, leaves, treedef = t._split(args, kwargs)
-    names = leaf_names(treedef, positions, t._self_shift)
+    static, positions, leaves, treedef = t.split_arguments(args, kwargs)
+    names = leaf_names(treedef, positions, t.self_shift)
     avals = []
     for leaf, name in zip(leaves, names, strict=True):
         if isinstance(leaf, Tracer):
             avals.append((leaf.shape, leaf.dtype))
         else:
-            avals.append(aval(as_array(leaf, name, name_of(t))))
+            avals.append(aval(as_array(leaf, name, t.name)))
     with branches.given_inputs(leaves if t.guards and branches.can_answer() else None) as guards:
         graph, out_tree, captures = t.build(avals, treedef, static, positions)
     outs = inline_graph(graph, leaves, captures)
@@ -87,7 +100,7 @@ def inline(t: Transformed, args: tuple, kwargs: dict | None = None):
     return unflatten(out_tree, outs)
 
 
-def wrap_args(t: Transformed, static: tuple, positions: list[int]):
+def wrap_args(t: Transform, static: tuple, positions: list[int]):
     """The traced arguments (a tuple, the keyword arguments' dict last if any) -> the call."""
 
     def wrap(dynamic: tuple) -> tuple | CallArgs:
@@ -103,7 +116,9 @@ def wrap_args(t: Transformed, static: tuple, positions: list[int]):
     return wrap
 
 
-def build(t: Transformed, avals, treedef: TreeDef, static: tuple, positions: list[int], scope=None):
+def derive_graph(
+    t: Transform, avals, treedef: TreeDef, static: tuple, positions: list[int], scope=None
+):
     """Trace and transform: (graph with flat outputs, their tree, captured tracers). With a
     `scope` (top-level calls), arrays read from outside the arguments become hidden inputs,
     after the arguments' leaves."""
@@ -158,13 +173,13 @@ def _transform(t, fgraph, out_tree, treedef, positions, n_guards, captures):
     return Graph(graph.inputs, graph.nodes, tuple(outputs)), tree, captures
 
 
-def _wrt(t: Transformed, treedef: TreeDef, positions: list[int], fgraph: Graph):
+def _wrt(t: Transform, treedef: TreeDef, positions: list[int], fgraph: Graph):
     """Flat input positions to differentiate, and the tree the gradients come back in."""
     arg_trees = treedef.children
     offsets = np.cumsum([0] + [a.num_leaves for a in arg_trees])
     argnums = int_tuple(t.argnums, "argnums")
     wrt, trees = [], []
-    names = leaf_names(treedef, positions, t._self_shift)
+    names = leaf_names(treedef, positions, t.self_shift)
     for i in argnums:
         k = positions.index(i)
         trees.append(arg_trees[k])
@@ -172,7 +187,7 @@ def _wrt(t: Transformed, treedef: TreeDef, positions: list[int], fgraph: Graph):
             var = fgraph.inputs[j]
             if not P.is_float(var.dtype):
                 raise TypeError(
-                    f"{name_of(t)}: cannot differentiate with respect to {names[j]}, "
+                    f"{t.name}: cannot differentiate with respect to {names[j]}, "
                     f"which has dtype {var.dtype}; only float arrays have derivatives. "
                     "Convert it with .astype(np.float64), or leave it out of argnums."
                 )
@@ -181,9 +196,9 @@ def _wrt(t: Transformed, treedef: TreeDef, positions: list[int], fgraph: Graph):
     return wrt, tree
 
 
-def _split_output(t: Transformed, out_tree: TreeDef, fgraph: Graph):
+def _split_output(t: Transform, out_tree: TreeDef, fgraph: Graph):
     """(value tree, aux tree, number of value leaves), checking what the transform needs."""
-    name = name_of(t)
+    name = t.name
     if t.has_aux:
         if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
             raise TypeError(

@@ -20,7 +20,7 @@ from ..runtime import backends
 from .. import ir
 from ..base import config
 from ..base.errors import TracingError
-from ..runtime import program_store
+from ..runtime import program_cache, program_store, tiered
 from ..base import progress
 from ..runtime.program import (
     _MISS,
@@ -75,8 +75,8 @@ class Transformed:
 
     _capture_children = ("fun",)  # what the capture walk follows (see tracing/scope.py)
     # Set on the variants made for methods (`_method`): `self` is argument 0 and argnums count
-    # after it (_self_shift = 1); a `self` that is not a pytree is static, keyed by identity.
-    _self_shift = 0
+    # after it (self_shift = 1); a `self` that is not a pytree is static, keyed by identity.
+    self_shift = 0
     _static_self = False
 
     def __init__(
@@ -130,6 +130,11 @@ class Transformed:
         return spec if self.guards else (*spec, "no guards")
 
     @property
+    def name(self) -> str:
+        """The transform and the function, as messages name them: `grad(loss)`."""
+        return name_of(self)
+
+    @property
     def trace_count(self) -> int:
         """How many times this transform of this function (of its code: lambdas made afresh
         from one line count together) has been traced to a new program for its backend."""
@@ -170,7 +175,7 @@ class Transformed:
             self.argnums = tuple(a + 1 for a in self.argnums)
         shifted = tuple(s + 1 for s in self.static_argnums)
         self.static_argnums = shifted if pytree_self else (0, *shifted)
-        self._self_shift, self._static_self = 1, not pytree_self
+        self.self_shift, self._static_self = 1, not pytree_self
         if isinstance(self.fun, Transformed):
             self.fun = self.fun._method(pytree_self)
 
@@ -184,11 +189,13 @@ class Transformed:
                     return out
         self._check_call(args)
         if ir.active_builder() is not None:
-            return self._inline(args, kwargs)
+            from . import derive  # tracing is loaded: inline the graph into the trace
+
+            return derive.inline(self, args, kwargs)
         return self._execute(args, kwargs)
 
     def _check_call(self, args: tuple) -> None:
-        shift = self._self_shift  # messages count the arguments as the caller wrote them
+        shift = self.self_shift  # messages count the arguments as the caller wrote them
         where = " after self" if shift else ""
         for i in self.static_argnums:
             if i >= len(args):
@@ -208,11 +215,11 @@ class Transformed:
             if i in self.static_argnums:
                 raise ValueError(f"argument {i - shift} cannot be both differentiated and static")
 
-    def _split(self, args: tuple, kwargs: dict | None = None):
+    def split_arguments(self, args: tuple, kwargs: dict | None = None):
         """(static values, positions of the traced arguments, their leaves, their tree). Keyword
         arguments are traced too: one dict (sorted by name) after the positional arguments."""
         static = tuple(args[i] for i in self.static_argnums)
-        shift = self._self_shift  # messages count a method's arguments after self
+        shift = self.self_shift  # messages count a method's arguments after self
         for i, s in zip(self.static_argnums, static, strict=True):
             if i == 0 and self._static_self:
                 continue  # keyed by identity (static_key)
@@ -237,14 +244,8 @@ class Transformed:
         leaves, treedef = flatten(dynamic)
         return static, positions, leaves, treedef
 
-    def _wrap_args(self, static: tuple, positions: list[int]):
-        """The traced arguments (a tuple, the keyword arguments' dict last if any) -> the call."""
-        from . import derive
-
-        return derive.wrap_args(self, static, positions)
-
     def _execute(self, args: tuple, kwargs: dict | None = None):
-        static, positions, leaves, treedef = self._split(args, kwargs)
+        static, positions, leaves, treedef = self.split_arguments(args, kwargs)
         arrays = self._arrays(leaves, treedef, positions)
         backend = backends.get_backend(self.backend)
         avals = [aval(a) for a in arrays]
@@ -256,9 +257,11 @@ class Transformed:
         sig, key = program_store.program_key(
             self.spec, backend, treedef, avals, static, self._static_self
         )
-        program, hidden = program_store.find(self, static, key, backend, name_of(self))
+        program, hidden = program_store.find(self, static, key)
         if hidden is None:
-            names = leaf_names(treedef, positions, self._self_shift)
+            program, hidden = self._persisted(static, key, backend, program)
+        if hidden is None:
+            names = leaf_names(treedef, positions, self.self_shift)
             why = None if program is None else program.captured.why(self, static)
             self._note_retrace(sig, names, why)
             return self._trace_and_run(
@@ -273,6 +276,18 @@ class Transformed:
         if not kwargs:
             self._remember_fast_call(args, program)
         return out
+
+    def _persisted(self, static: tuple, key: tuple, backend, found: CompiledCall | None):
+        """(program, hidden inputs) from a program an earlier process persisted under `key`
+        (program_cache.py), compiled and kept in the store; else (`found`, None)."""
+        stored = program_cache.load(self, static, key)
+        if stored is None:
+            return found, None
+        graph, out_tree, captured = stored
+        run = tiered.compile(backend, graph, name_of(self))
+        program = CompiledCall(graph, out_tree, run, backend.name, [], captured)
+        program_store.keep(key, program, traced=False)
+        return program, captured.read(self, static)
 
     def _trace_and_run(self, static, key, backend, arrays, treedef, positions, args, kwargs):
         from . import derive  # tracing, autodiff and the passes: loaded on the first miss
@@ -354,23 +369,18 @@ class Transformed:
             elif type(leaf) is float:
                 arrays.append(np.asarray(leaf))
             else:
-                name = leaf_names(treedef, positions, self._self_shift)[len(arrays)]
+                name = leaf_names(treedef, positions, self.self_shift)[len(arrays)]
                 arrays.append(as_array(leaf, name, name_of(self)))
         return arrays
-
-    def _inline(self, args: tuple, kwargs: dict | None = None):
-        from . import derive
-
-        return derive.inline(self, args, kwargs)
 
     # ---- deriving the graph (calls/derive.py, loaded on the first miss)
     def build(self, avals, treedef: TreeDef, static: tuple, positions: list[int], scope=None):
         """Trace and transform: (graph with flat outputs, their tree, captured tracers). With a
         `scope` (top-level calls), arrays read from outside the arguments become hidden inputs,
-        after the arguments' leaves."""
+        after the arguments' leaves. Composite transforms (api_transforms.py) derive their own."""
         from . import derive
 
-        return derive.build(self, avals, treedef, static, positions, scope)
+        return derive.derive_graph(self, avals, treedef, static, positions, scope)
 
 
 class _Bound:

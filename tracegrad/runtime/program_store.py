@@ -1,7 +1,7 @@
 """The program store and its key (stage: runtime): the compiled programs held in memory, one per
-(transform of a function, backend, backend variant, argument signature); where a call finds its
-program (in memory, else persisted by an earlier process: program_cache.py), where a newly traced
-one is kept (in memory and on disk), and how many times each function was traced, and why again.
+(transform of a function, backend, backend variant, argument signature): `find` and `keep` (the
+store compiles nothing: the call's path does, calls/), how many times each function was traced,
+and why again.
 The store is global, so a transform written inline in a loop (`tg.hessian(f)(x)`) finds the
 program of the previous iteration.
 """
@@ -15,9 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..base import config
-from ..ir import Graph
 from ..base.tree import TreeDef
-from . import program_cache, tiered
 from .program import CompiledCall, _generation, _log_enabled, log
 
 MAX_PROGRAMS = 512
@@ -227,53 +225,28 @@ def program_key(
     return sig, (spec, backend.name, variant(backend), sig)
 
 
-def find(fun: Any, static: tuple, key: tuple, backend: Any, name: str):
-    """(program, hidden inputs) for a call of `fun`: the program stored under `key` in memory,
-    else one persisted by an earlier process (compiled and kept in memory), with the values its
-    guards read for this call; hidden is None when there is none or a guard fails."""
+def find(fun: Any, static: tuple, key: tuple):
+    """(program, hidden inputs) for a call of `fun`: the program stored under `key` in memory, with
+    the values its guards read for this call; hidden is None when there is none or a guard
+    fails."""
     program = _programs.get(key)
     hidden = None if program is None else program.captured.read(fun, static)
-    if hidden is None:  # persisted by an earlier process (program_cache.py)?
-        stored = program_cache.load(fun, static, key)
-        if stored is not None:
-            graph, out_tree, captured = stored
-            run = tiered.compile(backend, graph, name)
-            program = CompiledCall(graph, out_tree, run, backend.name, [], captured)
-            _programs.put(key, program)
-            hidden = captured.read(fun, static)
     return program, hidden
 
 
-def keep(
-    fun: Any,
-    static: tuple,
-    key: tuple,
-    backend: Any,
-    name: str,
-    graph: Graph,
-    out_tree: TreeDef,
-    hooks: list,
-    captured: Any,
-    guards: tuple = (),
-    reference: Graph | None = None,
-) -> CompiledCall:
-    """The program of a newly traced graph, compiled and kept under `key` (in memory and on
-    disk); the trace is counted for `fun` (`trace_count`). A program with guards is one
-    variant of the key's (`variants`), kept in memory only."""
-    run = tiered.compile(backend, graph, name)
-    program = CompiledCall(graph, out_tree, run, backend.name, hooks, captured, guards, reference)
+def keep(key: tuple, program: CompiledCall, traced: bool = True) -> None:
+    """Keep a compiled program under `key` in memory. A newly `traced` one is counted for its
+    function (`trace_count`); one with guards is one variant of the key's (`variants`)."""
     _programs.put(key, program)
-    if guards:
+    if program.guards:
         known = _variants.get(key)
         if known is None:
             known = _variants[key] = []
         known[:] = [p for p in known if p.outcomes != program.outcomes] + [program]
         program.sibling = lambda prefix, tried: _variant_in(known, prefix, tried)
-    else:
-        program_cache.save(fun, static, key, graph, out_tree, hooks, captured)
-    counted = (key[0], backend.name)
-    _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
-    return program
+    if traced:
+        counted = (key[0], key[1])
+        _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
 
 
 def variants(key: tuple) -> int:
