@@ -1,4 +1,4 @@
-"""NumPy's array-manipulation functions on traced values (tracegrad/numpy_arrays.py): values equal
+"""NumPy's array-manipulation functions on traced values (tracegrad/numpy_namespace/): values equal
 to NumPy's on every backend, in float64 and float32 (one compiled program for all of them, to
 keep compilation cheap), and derivatives against central finite differences."""
 

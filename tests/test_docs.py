@@ -29,7 +29,8 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.numpy_api import SCIPY_SPECIAL, SUPPORTED
+from tracegrad import numpy_namespace  # noqa: F401 (registers the handlers listed below)
+from tracegrad.tracing.dispatch import SCIPY_SPECIAL, supported
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -37,7 +38,7 @@ FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 UPDATE_HINT = "regenerate with: python3 tests/test_docs.py --update"
 
 SUPPORTED_START = (
-    "<!-- supported-functions:start (generated from tracegrad.numpy_api.SUPPORTED) -->"
+    "<!-- supported-functions:start (generated from tracegrad.tracing.dispatch.supported()) -->"
 )
 SUPPORTED_END = "<!-- supported-functions:end -->"
 
@@ -104,7 +105,7 @@ def normalise(text: str) -> str:
 
 def supported_section() -> str:
     """The generated Markdown list of supported NumPy names."""
-    names = [f"`np.{name}`" for name in SUPPORTED]
+    names = [f"`np.{name}`" for name in supported()]
     special = [f"`scipy.special.{name}`" for name in SCIPY_SPECIAL]
     return "\n".join(
         [

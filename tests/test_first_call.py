@@ -93,7 +93,7 @@ def test_import_defers_what_a_first_gradient_does_not_need():
 _TRACING = (
     "tracegrad.trace",
     "tracegrad.numpy",
-    "tracegrad.numpy_api",
+    "tracegrad.tracing.dispatch",
     "tracegrad.numpy_namespace",
     "tracegrad.linalg",
     "tracegrad.autodiff",

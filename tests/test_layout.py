@@ -31,10 +31,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("primitives", ("primitives", "primitive_table", "interpreter")),
     # tracing: tracers, the dispatch registry and the traced NumPy namespace, linear algebra,
     # user-facing helpers that trace (array constructors, debugging prints)
-    (
-        "trace",
-        ("trace", "tracing", "numpy", "numpy_api", "numpy_arrays", "numpy_namespace", "linalg"),
-    ),
+    ("trace", ("trace", "tracing", "numpy", "numpy_namespace", "linalg")),
     # graph-to-graph transforms: the adjoint, forward mode, batching, loops, custom rules and
     # their user API
     ("autodiff", ("autodiff", "transforms")),

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import ir, passes
+from . import numpy_namespace  # noqa: F401 (registers the handlers tracing dispatches to)
 from . import primitives as P
 from .api import hessian, jacobian
 from .api import grad as _grad

@@ -7,9 +7,10 @@ a clear `AttributeError` at the point of use.
 
 import numpy as _np
 
-from .numpy_api import SUPPORTED as _SUPPORTED
+from . import numpy_namespace as _numpy_namespace  # completes the registry read below
+from .tracing.dispatch import supported as _supported
 
-for _name in _SUPPORTED:
+for _name in _supported():
     if _name.startswith("linalg."):
         continue
     if hasattr(_np, _name):
@@ -23,4 +24,4 @@ class linalg:
     norm = staticmethod(_np.linalg.norm)
 
 
-del _name
+del _name, _numpy_namespace

@@ -1,7 +1,10 @@
 """Tracing: tracers stand in for arrays, and NumPy dispatches to them.
 
 A `Tracer` wraps one IR value of the graph being built. It implements `__array_ufunc__`,
-`__array_function__` and the Python operators, so the user's plain `np.sin(x)` records a node.
+`__array_function__` and the Python operators, so the user's plain `np.sin(x)` records a node: the
+handler is looked up by name in the dispatch registry (tracing/dispatch.py), which the handler
+modules (tracegrad/numpy_namespace/, which import this module) fill; from the handler side this
+module imports the registry only.
 Each node remembers the user's source line. Shapes are concrete: Python control flow on shapes and
 ordinary values just runs; `bool()` of a traced value raises a `TracingError`.
 """
@@ -16,6 +19,7 @@ import numpy as np
 from . import ir
 from . import primitives as P
 from .tracing import branches
+from .tracing.dispatch import FUNCTIONS, HOOKS, UFUNCS
 from .tracing.reads import check_random_sources, refuse_array_subclass, snapshot_random_sources
 from .tracing.messages import Unknowable, function_name, unsupported
 from .tracing.ndarray import NdarrayInterface
@@ -24,9 +28,6 @@ from .tracing.masked_update import MaskedElements, cast_in_place
 from .tracing.source import reads_for_an_augmented_subscript, user_line, user_source
 from .base.errors import TracingError, at
 from .ir import Builder, Graph, Var
-from .numpy_api import FUNCTIONS, UFUNCS
-from .numpy_arrays import add_at, put_along_axis, set_regions
-from .numpy_namespace.indexing import _basic_index, _getitem, _setitem, is_basic_index
 from .base.tree import TreeDef, flatten, unflatten
 
 
@@ -47,7 +48,8 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
     def __init__(self, var: Var, builder: Builder, view: _View | None = None):
         self._var, self.builder, self._view = var, builder, view
         # writes through static basic indices not yet in the graph: [(index, value, source)],
-        # emitted together when the value is next read (see numpy_namespace/scatters.py: set_regions)
+        # emitted together when the value is next read (the hook set_regions, in
+        # numpy_namespace/scatters.py)
         self._pending: list | None = None
 
     @property
@@ -59,7 +61,7 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
             current = view.base.ir_var
             if current is not view.seen:  # the viewed array was written: derive the view again
                 with ir.building(self.builder), ir.source_location(user_source()):
-                    self._var = view.derive(_lift(view.base, self.builder))
+                    self._var = view.derive(lift(view.base, self.builder))
                 view.seen = current
         return self._var
 
@@ -97,26 +99,26 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
         source = user_source()
         with ir.source_location(source):
             value = operand(value, self.builder) if isinstance(value, Tracer) else value
-            if self._view is None and is_basic_index(index):  # kept, to be emitted with others
+            if self._view is None and HOOKS["is_basic_index"](index):  # kept, emitted with others
                 self._check_writable("x[...] = value")
-                _basic_index(self._var, index)  # an index out of range fails here, on its line
+                HOOKS["basic_index"](self._var, index)  # an index out of range fails on its line
                 if self._pending is None:
                     self._pending = []
                 self._pending.append((index, value, source))
                 return
-            new = _setitem(self.ir_var, index, value)
+            new = HOOKS["setitem"](self.ir_var, index, value)
         self._write(new, "x[...] = value")
 
     def _flush_writes(self) -> None:
         writes, self._pending = self._pending, None
         with ir.building(self.builder), ir.source_location(writes[0][2]):
-            self._var = set_regions(self._var, [(index, value) for index, value, _ in writes])
+            self._var = HOOKS["set_regions"](self._var, [(i, v) for i, v, _ in writes])
 
     def __setitem__(self, index, value):
         index = branches.answer_slices(index)
         self._check_writable("x[...] = value")
         if isinstance(value, MaskedElements):  # y[mask] op= v, with a traced mask
-            self._write(_lift(value.written_into(self, index), self.builder), "y[mask] op= v")
+            self._write(lift(value.written_into(self, index), self.builder), "y[mask] op= v")
             return
         self._assign(_arg(index, self.builder), value)
 
@@ -131,7 +133,7 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
                 f"broadcast shape {result.shape}{user_line()}"
             )
         result = cast_in_place(result, self.dtype)
-        self._write(_lift(result, self.builder), f"x {op[2:-2]}= value")
+        self._write(lift(result, self.builder), f"x {op[2:-2]}= value")
         return self
 
     def __iadd__(self, o):
@@ -194,7 +196,7 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
             target._check_writable("np.add.at")
             rest = [_arg(v, target.builder) for v in inputs[1:]]
             with ir.source_location(user_source()):
-                new = add_at(target.ir_var, *rest)
+                new = HOOKS["add_at"](target.ir_var, *rest)
             target._write(new, "np.add.at")
             return None
         if method != "__call__":
@@ -213,7 +215,7 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
         handler = UFUNCS.get(name)
         if handler is None:
             unsupported(f"np.{name}")
-        result = _call(handler, *inputs)
+        result = traced_call(handler, *inputs)
         return result.astype(dtype) if dtype is not None else result
 
     def __array_function__(self, func, types, args, kwargs):
@@ -223,7 +225,7 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
         handler = FUNCTIONS.get(name)
         if handler is None:
             unsupported(f"np.{name}")
-        result = _call(handler, *args, **kwargs)
+        result = traced_call(handler, *args, **kwargs)
         if (name in _VIEWS or name in _VIEW_LISTS) and args and isinstance(args[0], Tracer):
             rest = args[1:]
             if not any(isinstance(a, Tracer) for a in (*rest, *kwargs.values())):
@@ -244,14 +246,15 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
             and reads_for_an_augmented_subscript()
         ):
             return MaskedElements(self, mask, self)
-        result = _call(_getitem, self, index)
-        if not is_basic_index(index):  # advanced indexing makes a copy, as in NumPy
+        getitem = HOOKS["getitem"]
+        result = traced_call(getitem, self, index)
+        if not HOOKS["is_basic_index"](index):  # advanced indexing makes a copy, as in NumPy
             return result
-        return result._as_view(self, lambda v: _getitem(v, index), index)
+        return result._as_view(self, lambda v: getitem(v, index), index)
 
     # ---- methods
-    T = property(lambda self: _call(P.transpose, self)._as_view(self, P.transpose))
-    mT = property(lambda self: _call(P.swap_last, self)._as_view(self, P.swap_last))
+    T = property(lambda self: traced_call(P.transpose, self)._as_view(self, P.transpose))
+    mT = property(lambda self: traced_call(P.swap_last, self)._as_view(self, P.swap_last))
 
     def __pos__(self):
         return Tracer(self.ir_var, self.builder)  # +x is a new array
@@ -262,15 +265,16 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
     def astype(self, dtype, copy=True):
         if not copy and np.dtype(dtype) == self.dtype:
             return self  # NumPy returns the array itself
-        return _call(lambda x: P.convert(x, dtype), self)
+        return traced_call(lambda x: P.convert(x, dtype), self)
 
     def _apply(self, fn: Callable, *args, **kwargs):
         """`fn` on traced arguments (NdarrayInterface's operators and methods call it)."""
-        return _call(fn, *args, **kwargs)
+        return traced_call(fn, *args, **kwargs)
 
 
-# NumPy functions that write into their first argument, and the value it then holds
-_WRITES_INTO = {"put_along_axis": put_along_axis}
+# NumPy functions that write into their first argument; the hook of the same name gives the value
+# it then holds
+_WRITES_INTO = frozenset({"put_along_axis"})
 
 
 def _write_into(name: str, args, kwargs):
@@ -285,7 +289,7 @@ def _write_into(name: str, args, kwargs):
     rest = [_arg(v, target.builder) for v in rest]
     kwargs = {k: _arg(v, target.builder) for k, v in kwargs.items()}
     with ir.source_location(user_source()):
-        new = _WRITES_INTO[name](target.ir_var, *rest, **kwargs)
+        new = HOOKS[name](target.ir_var, *rest, **kwargs)
     target._write(new, f"np.{name}")
     return None
 
@@ -314,7 +318,7 @@ _VIEW_LISTS = frozenset({"split", "array_split", "hsplit", "vsplit", "dsplit"})
 # Turning arguments into IR operands and results back into tracers
 
 
-def _lift(t: Tracer, builder: Builder) -> Var:
+def lift(t: Tracer, builder: Builder) -> Var:
     """The value of tracer `t` as seen from `builder` (capturing it from an enclosing builder)."""
     if t.builder is builder:
         return t.ir_var
@@ -334,7 +338,7 @@ def operand(x: Any, builder: Builder):
     if isinstance(x, np.ndarray) and hasattr(x, "_tracegrad_current"):
         x = x._tracegrad_current()  # a fillable.Fillable: its traced value, or its contents
     if isinstance(x, Tracer):
-        return _lift(x, builder)
+        return lift(x, builder)
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
         return x
     if isinstance(x, np.ndarray):
@@ -372,7 +376,7 @@ def _hidden_input(x: np.ndarray, builder: Builder) -> Var | None:
         root.hidden_vars.append(root.new_input(x.shape, x.dtype))
         branches.note_input(root, root.hidden_vars[-1], x)
     var = root.hidden_vars[index]
-    return var if root is builder else _lift(Tracer(var, root), builder)
+    return var if root is builder else lift(Tracer(var, root), builder)
 
 
 def to_var(x: Any, builder: Builder) -> Var:
@@ -394,7 +398,7 @@ def _wrap(result: Any, builder: Builder) -> Any:
     return result
 
 
-def _call(fn: Callable, *args, **kwargs):
+def traced_call(fn: Callable, *args, **kwargs):
     """Run an op constructor on tracer arguments, recording the user's source line."""
     builder = ir.active_builder()
     if builder is None:
@@ -411,8 +415,8 @@ def _call(fn: Callable, *args, **kwargs):
 def _arg(a: Any, builder: Builder):
     """Tracers, also inside lists and tuples (np.stack([x, y])), become IR values; everything
     else passes as it is. NumPy arrays and scalars reach the handlers as they are: an operand
-    becomes a constant there (`_v`, `_o`), and a static parameter (an axis, a shape, an order,
-    an index: np.sum(x, np.int64(0))) is read as the number it is."""
+    becomes a constant there (`as_var`, `as_operand`), and a static parameter (an axis, a shape,
+    an order, an index: np.sum(x, np.int64(0))) is read as the number it is."""
     if isinstance(a, np.ndarray) and hasattr(a, "_tracegrad_current"):
         a = a._tracegrad_current()  # a fillable.Fillable: its traced value, or its contents
     if isinstance(a, Tracer):
@@ -451,6 +455,12 @@ def trace(
     captured (in graph-input order). A `branching` trace answers Python control flow on traced
     values (tracing/branches.py); its guards are the graph's last outputs, after `out_tree`'s,
     which the caller's transform returns last. `no_branching`: why a trace cannot answer."""
+    traced_constructors = HOOKS.get("traced_constructors")
+    if traced_constructors is None:  # nothing registered: no handler to dispatch to
+        raise RuntimeError(
+            "tracegrad internal error: trace() was called before the NumPy handlers were "
+            "registered; the module that calls it must import tracegrad.numpy_namespace"
+        )
     builder = Builder(ir.active_builder())
     builder.scope, builder.no_branching = scope, no_branching
     generators = snapshot_random_sources(scope)
@@ -459,8 +469,6 @@ def trace(
         given = branches.begin(builder, branching)
         args = unflatten(treedef, tracers)
         call = args if wrap_args is None else wrap_args(args)
-        from .tracing.constructors import traced_constructors  # it imports this module
-
         try:
             with traced_constructors():
                 result = fun(*call.args, **call.kwargs) if type(call) is CallArgs else fun(*call)
@@ -495,6 +503,6 @@ def inline_graph(graph: Graph, args: list[Any], captures: list[Tracer]) -> list[
     """Emit `graph` into the active trace with `args` (+ `captures`) as its inputs."""
     builder = ir.current_builder()
     with ir.source_location(user_source()):
-        vars_ = [to_var(a, builder) for a in args] + [_lift(t, builder) for t in captures]
+        vars_ = [to_var(a, builder) for a in args] + [lift(t, builder) for t in captures]
     outs = ir.inline(builder, graph, vars_)
     return [Tracer(v, builder) for v in outs]

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import autodiff, passes
+from .. import numpy_namespace  # noqa: F401 (registers the handlers tracing dispatches to)
 from .. import primitives as P
 from ..ir import Graph
 from ..runtime import program_cache, program_store, tiered

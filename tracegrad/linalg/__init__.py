@@ -12,7 +12,9 @@ their input only, so the derivative with respect to the strict upper triangle is
 symmetric matrix, as one does). `eigh`'s eigenvector derivative divides by eigenvalue gaps: it is
 infinite for repeated eigenvalues (as in every framework); eigenvalues alone are fine.
 
-The primitives and their rules are in factorisations.py, the NumPy functions in functions.py.
+The primitives and their rules are in factorisations.py, which this package loads (a persisted
+program that holds one of them imports it); the NumPy functions are in functions.py, which
+registers them when the traced NumPy namespace (tracegrad/numpy_namespace/) is imported.
 """
 
 from __future__ import annotations
@@ -59,4 +61,3 @@ from .factorisations import (
 from .factorisations import (
     svd_vt_p as svd_vt_p,
 )
-from .functions import FUNCTIONS as FUNCTIONS

@@ -1,5 +1,6 @@
-"""The linear-algebra primitives of the table and their rules (stage: tracing, registered when the
-traced NumPy namespace is built): inv, solve, det, log|det|, cholesky, eigh, svd and qr, each
+"""The linear-algebra primitives of the table and their rules (stage: tracing, registered when this
+module is imported: by the traced NumPy namespace, or by the loader of a persisted program that
+holds one of them): inv, solve, det, log|det|, cholesky, eigh, svd and qr, each
 referencing NumPy's LAPACK-backed function and batched over leading axes as NumPy's is.
 """
 
@@ -9,15 +10,15 @@ import numpy as np
 
 from .. import primitives as P
 from ..ir import Var
-from ..numpy_namespace.operands import _src
 from ..primitives import Kind, Primitive
 from ..base import blas_threads
+from ..tracing.source import at_source
 
 
-def _check_square(shape, what: str) -> None:
+def check_square(shape, what: str) -> None:
     if len(shape) < 2 or shape[-1] != shape[-2]:
         raise np.linalg.LinAlgError(
-            f"Last 2 dimensions of the array must be square (np.linalg.{what} of shape {shape}){_src()}"
+            f"Last 2 dimensions of the array must be square (np.linalg.{what} of shape {shape}){at_source()}"
         )
 
 

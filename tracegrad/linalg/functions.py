@@ -1,6 +1,6 @@
 """np.linalg's functions on traced values (stage: tracing): each lowered to the factorisation
-primitives (factorisations.py) and the basic ones; `FUNCTIONS` is their part of the traced NumPy
-namespace.
+primitives (factorisations.py) and the basic ones, and registered in the dispatch registry as
+"linalg.<name>" (np.linalg.norm is with the reductions, numpy_namespace/reductions.py).
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from .. import ir
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
-from ..numpy_namespace.operands import _src, _v
+from ..numpy_namespace.operands import as_var
+from ..numpy_namespace.reductions import norm
+from ..tracing.dispatch import implements
+from ..tracing.source import at_source
 from .factorisations import (
-    _check_square,
-    _mm,
-    _t,
+    check_square,
     cholesky_p,
     det_p,
     eigh_values_p,
@@ -36,20 +37,22 @@ from .factorisations import (
 
 
 def _square_float(a, what: str) -> Var:
-    x = _v(a)
-    _check_square(x.shape, what)
+    x = as_var(a)
+    check_square(x.shape, what)
     if not P.is_float(x.dtype):
         x = P.convert(x, np.float64)
     return x
 
 
-def _inv(a):
+@implements("linalg.inv")
+def inv(a):
     return P.emit(inv_p, _square_float(a, "inv"))
 
 
-def _solve(a, b):
+@implements("linalg.solve")
+def linear_solve(a, b):
     x = _square_float(a, "solve")
-    y = _v(b)
+    y = as_var(b)
     y = P.convert(y, P._result_dtype([x, y]) if P.is_float(y.dtype) else np.float64)  # NumPy's
     x = P.convert(x, y.dtype)
     vector = y.ndim == 1  # NumPy 2: b is a vector only when it is 1-D
@@ -57,7 +60,7 @@ def _solve(a, b):
         y = P.reshape(y, y.shape + (1,))
     if y.shape[-2] != x.shape[-1]:
         raise ValueError(
-            f"np.linalg.solve: shapes {x.shape} and {_v(b).shape} do not match{_src()}"
+            f"np.linalg.solve: shapes {x.shape} and {as_var(b).shape} do not match{at_source()}"
         )
     lead = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
     x = P.broadcast_to(x, lead + x.shape[-2:])
@@ -206,11 +209,13 @@ def _result(name: str, *values):
     return named(*values) if named is not None else tuple(values)
 
 
-def _det(a):
+@implements("linalg.det")
+def det(a):
     return P.emit(det_p, _square_float(a, "det"))
 
 
-def _slogdet(a):
+@implements("linalg.slogdet")
+def slogdet(a):
     x = _square_float(a, "slogdet")
     lower = _factor_of(x)
     if lower is not None and _symmetric(x):
@@ -229,29 +234,33 @@ def _slogdet(a):
     return _result("SlogdetResult", P.emit(signdet_p, x), P.emit(logabsdet_p, x))
 
 
-def _cholesky(a, upper=False):
+@implements("linalg.cholesky")
+def cholesky(a, upper=False):
     x = _square_float(a, "cholesky")
     lower = P.emit(cholesky_p, x)
-    return _t(lower) if upper else lower
+    return P.swap_last(lower) if upper else lower
 
 
-def _eigh(a, UPLO="L", what="eigh"):
+@implements("linalg.eigh")
+def eigh(a, UPLO="L", what="eigh"):
     if UPLO not in ("L", "U"):
-        raise ValueError(f"np.linalg.{what}: UPLO argument must be 'L' or 'U'{_src()}")
+        raise ValueError(f"np.linalg.{what}: UPLO argument must be 'L' or 'U'{at_source()}")
     x = _square_float(a, what)
     vals, vecs = (P.emit(p, x, upper=UPLO == "U") for p in (eigh_values_p, eigh_vectors_p))
     return _result("EighResult", vals, vecs)
 
 
-def _eigvalsh(a, UPLO="L"):
-    return _eigh(a, UPLO, "eigvalsh")[0]
+@implements("linalg.eigvalsh")
+def eigvalsh(a, UPLO="L"):
+    return eigh(a, UPLO, "eigvalsh")[0]
 
 
-def _matrix_power(a, n):
-    x = _v(a)
-    _check_square(x.shape, "matrix_power")
+@implements("linalg.matrix_power")
+def matrix_power(a, n):
+    x = as_var(a)
+    check_square(x.shape, "matrix_power")
     if not isinstance(n, (int, np.integer)):
-        raise TypeError(f"exponent must be an integer{_src()}")
+        raise TypeError(f"exponent must be an integer{at_source()}")
     if n == 0:
         return P.const(np.broadcast_to(np.eye(x.shape[-1], dtype=x.dtype), x.shape).copy())
     if n < 0:
@@ -259,28 +268,29 @@ def _matrix_power(a, n):
     result, power = None, x
     while n:
         if n & 1:
-            result = power if result is None else _mm(result, power)
+            result = power if result is None else P.matmul_(result, power)
         n >>= 1
         if n:
-            power = _mm(power, power)
+            power = P.matmul_(power, power)
     return result
 
 
 def _matrix_float(a, what: str) -> Var:
-    x = _v(a)
+    x = as_var(a)
     if x.ndim < 2:
         raise np.linalg.LinAlgError(
             f"{x.ndim}-dimensional array given. Array must be at least two-dimensional "
-            f"(np.linalg.{what}){_src()}"
+            f"(np.linalg.{what}){at_source()}"
         )
     return x if P.is_float(x.dtype) else P.convert(x, np.float64)
 
 
-def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+@implements("linalg.svd")
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     x = _matrix_float(a, "svd")
     if hermitian:
         raise TracingError(
-            f"np.linalg.svd(..., hermitian=True) is not supported on traced values{_src()}; "
+            f"np.linalg.svd(..., hermitian=True) is not supported on traced values{at_source()}; "
             "use the default hermitian=False (same values)"
         )
     if not compute_uv:
@@ -290,35 +300,38 @@ def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
         raise TracingError(
             f"np.linalg.svd of a {m}x{n} matrix with full_matrices=True (NumPy's default) returns "
             f"{'U' if m > n else 'V^T'} completed by an arbitrary orthonormal basis, which has no "
-            f"derivative{_src()}; pass full_matrices=False (the reduced factors: the same "
+            f"derivative{at_source()}; pass full_matrices=False (the reduced factors: the same "
             "singular values and the same leading singular vectors)"
         )
     return _result("SVDResult", P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x))
 
 
-def _svdvals(x):
+@implements("linalg.svdvals")
+def svdvals(x):
     return P.emit(svd_s_p, _matrix_float(x, "svdvals"))
 
 
-def _qr(a, mode="reduced"):
+@implements("linalg.qr")
+def qr(a, mode="reduced"):
     x = _matrix_float(a, "qr")
     m, n = x.shape[-2:]
     if mode == "complete" and m > n:
         raise TracingError(
             f"np.linalg.qr(..., mode='complete') of a {m}x{n} matrix completes Q by an arbitrary "
-            f"orthonormal basis, which has no derivative{_src()}; use mode='reduced' (the default)"
+            f"orthonormal basis, which has no derivative{at_source()}; use mode='reduced' (the default)"
         )
     if mode in ("reduced", "complete"):
         return _result("QRResult", P.emit(qr_q_p, x), P.emit(qr_r_p, x))
     if mode == "r":
         return P.emit(qr_r_p, x)
     raise TracingError(
-        f"np.linalg.qr: mode {mode!r} is not supported on traced values{_src()}; "
+        f"np.linalg.qr: mode {mode!r} is not supported on traced values{at_source()}; "
         "use 'reduced', 'complete' or 'r'"
     )
 
 
-def _lstsq(a, b, rcond=None):
+@implements("linalg.lstsq")
+def lstsq(a, b, rcond=None):
     """np.linalg.lstsq by the SVD, as NumPy's (LAPACK gelsd): singular values below
     rcond * s_max are treated as zero. Returns (x, residuals, rank, s). NumPy's residuals are
     empty unless the matrix is tall and of full rank; here a tall matrix always gets them (the
@@ -326,13 +339,15 @@ def _lstsq(a, b, rcond=None):
     raises because the SVD failed (an inf in a), the solution is NaN."""
     x = _matrix_float(a, "lstsq")
     if x.ndim != 2:
-        raise np.linalg.LinAlgError(f"np.linalg.lstsq: a must be two-dimensional{_src()}")
-    y = _v(b)
+        raise np.linalg.LinAlgError(f"np.linalg.lstsq: a must be two-dimensional{at_source()}")
+    y = as_var(b)
     y = P.convert(y, P._result_dtype([x, y]) if P.is_float(y.dtype) else np.float64)  # NumPy's
     x = P.convert(x, y.dtype)
     m, n = x.shape
     if y.shape[0] != m or y.ndim > 2:
-        raise np.linalg.LinAlgError(f"Incompatible dimensions: a {x.shape}, b {y.shape}{_src()}")
+        raise np.linalg.LinAlgError(
+            f"Incompatible dimensions: a {x.shape}, b {y.shape}{at_source()}"
+        )
     vector = y.ndim == 1
     y2 = P.reshape(y, (m, 1)) if vector else y
     k = min(m, n)
@@ -340,8 +355,10 @@ def _lstsq(a, b, rcond=None):
     if rcond is None:
         rcond = float(np.finfo(x.dtype).eps) * max(m, n)
     kept, inv_s = _cutoff_inverse(s, float(rcond))
-    coeffs = P.mul(_mm(_t(u), y2), P.broadcast_to(P.reshape(inv_s, (k, 1)), (k, y2.shape[1])))
-    sol = _mm(_t(vt), coeffs)
+    coeffs = P.mul(
+        P.matmul_(P.swap_last(u), y2), P.broadcast_to(P.reshape(inv_s, (k, 1)), (k, y2.shape[1]))
+    )
+    sol = P.matmul_(P.swap_last(vt), coeffs)
     # inf in a: NaN singular values, which the cutoff drops as zeros; NumPy raises. Give NaN.
     if k:
         s_max = P.slice_(s, ((0, 1, 1),))
@@ -349,7 +366,7 @@ def _lstsq(a, b, rcond=None):
         sol = P.where(failed, P.const(np.nan, sol.shape, sol.dtype), sol)
     rank = P.convert(P.reduce_sum(P.convert(kept, np.int64)), np.intc)  # NumPy's C int
     if m > n:
-        r = P.sub(y2, _mm(x, sol))
+        r = P.sub(y2, P.matmul_(x, sol))
         residuals = P.reduce_sum(P.mul(r, r), 0)
     else:
         residuals = P.const(np.zeros((0,), y.dtype))
@@ -366,7 +383,8 @@ def _cutoff_inverse(s: Var, rtol: float) -> tuple[Var, Var]:
     return kept, P.where(kept, P.div(1.0, P.where(kept, s, one)), P.const(0, s.shape, s.dtype))
 
 
-def _pinv(a, rcond=None, hermitian=False, *, rtol=None):
+@implements("linalg.pinv")
+def pinv(a, rcond=None, hermitian=False, *, rtol=None):
     """The pseudo-inverse V diag(1/s) U^T, singular values below rtol * s_max dropped (NumPy's
     default rtol: max(m, n) * eps)."""
     x = _matrix_float(a, "pinv")
@@ -376,21 +394,24 @@ def _pinv(a, rcond=None, hermitian=False, *, rtol=None):
         tol = max(m, n) * float(np.finfo(x.dtype).eps)
     if not isinstance(tol, (int, float, np.integer, np.floating)):
         raise TracingError(
-            f"np.linalg.pinv: only a scalar rcond/rtol is supported on traced values{_src()}"
+            f"np.linalg.pinv: only a scalar rcond/rtol is supported on traced values{at_source()}"
         )
     u, s, vt = P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
     inv_s = _cutoff_inverse(s, float(tol))[1]
     scaled = P.mul(
-        _t(vt),
-        P.broadcast_to(P.reshape(inv_s, inv_s.shape[:-1] + (1, inv_s.shape[-1])), _t(vt).shape),
+        P.swap_last(vt),
+        P.broadcast_to(
+            P.reshape(inv_s, inv_s.shape[:-1] + (1, inv_s.shape[-1])), P.swap_last(vt).shape
+        ),
     )
-    return _mm(scaled, _t(u))
+    return P.matmul_(scaled, P.swap_last(u))
 
 
-def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+@implements("linalg.matrix_rank")
+def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     """The number of singular values above the tolerance (NumPy's default: s_max * max(m, n) *
     eps); an integer, no derivative."""
-    x = _v(A)
+    x = as_var(A)
     if x.ndim < 2:
         return P.convert(
             P.reduce(P.reduce_max_p, P.convert(P.compare(P.ne_p, x, 0), np.int64), None), np.int64
@@ -401,7 +422,7 @@ def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     if tol is not None:
         if not isinstance(tol, (int, float, np.integer, np.floating)):
             raise TracingError(
-                f"np.linalg.matrix_rank: only a scalar tol is supported on traced values{_src()}"
+                f"np.linalg.matrix_rank: only a scalar tol is supported on traced values{at_source()}"
             )
         kept = P.compare(P.gt_p, s, float(tol))
     else:
@@ -410,10 +431,11 @@ def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     return P.reduce_sum(P.convert(kept, np.int64), s.ndim - 1)
 
 
-def _cond(x, p=None):
+@implements("linalg.cond")
+def cond(x, p=None):
     a = _matrix_float(x, "cond")
     if a.shape[-1] == 0 or a.shape[-2] == 0:
-        raise np.linalg.LinAlgError(f"cond is not defined on empty arrays{_src()}")
+        raise np.linalg.LinAlgError(f"cond is not defined on empty arrays{at_source()}")
     if p is None or p in (2, -2):
         s = P.emit(svd_s_p, a)
         k = s.shape[-1]
@@ -422,11 +444,9 @@ def _cond(x, p=None):
         last = P.reshape(P.slice_(s, lead + ((k - 1, k, 1),)), s.shape[:-1])
         r = P.div(last, first) if p == -2 else P.div(first, last)
     else:
-        from ..numpy_namespace.reductions import _norm
-
-        _check_square(a.shape, "cond")
+        check_square(a.shape, "cond")
         inverse = P.emit(inv_or_nan_p, a)  # a singular matrix: NaN, reported as inf below
-        r = P.mul(_norm(a, p, axis=(-2, -1)), _norm(inverse, p, axis=(-2, -1)))
+        r = P.mul(norm(a, p, axis=(-2, -1)), norm(inverse, p, axis=(-2, -1)))
     # NumPy: NaN (a singular matrix: 0/0, or a NaN inverse) is inf, unless a has NaN entries
     axes = (a.ndim - 2, a.ndim - 1)
     nan_in_a = P.reduce(P.reduce_max_p, P.convert(P.emit(P.isnan_p, a), np.int8), axes)
@@ -434,15 +454,16 @@ def _cond(x, p=None):
     return P.where(P.emit(P.isnan_p, r), inf, r)
 
 
-def _multi_dot(arrays, *, out=None):
+@implements("linalg.multi_dot")
+def multi_dot(arrays, *, out=None):
     """A chain of products, in NumPy's order of least work (the classic dynamic programme)."""
     if out is not None:
         raise TracingError(
-            f"np.linalg.multi_dot(..., out=...) is not supported on traced values{_src()}"
+            f"np.linalg.multi_dot(..., out=...) is not supported on traced values{at_source()}"
         )
-    xs = [_v(a) for a in arrays]
+    xs = [as_var(a) for a in arrays]
     if len(xs) < 2:
-        raise ValueError(f"Expecting at least two arrays.{_src()}")
+        raise ValueError(f"Expecting at least two arrays.{at_source()}")
     first_vec, last_vec = xs[0].ndim == 1, xs[-1].ndim == 1
     if first_vec:
         xs[0] = P.reshape(xs[0], (1,) + xs[0].shape)
@@ -476,23 +497,3 @@ def _multi_dot(arrays, *, out=None):
             if not ((i == 0 and first_vec) or (i == 1 and last_vec))
         ),
     )
-
-
-FUNCTIONS = {
-    "linalg.pinv": _pinv,
-    "linalg.matrix_rank": _matrix_rank,
-    "linalg.cond": _cond,
-    "linalg.multi_dot": _multi_dot,
-    "linalg.svd": _svd,
-    "linalg.svdvals": _svdvals,
-    "linalg.qr": _qr,
-    "linalg.lstsq": _lstsq,
-    "linalg.inv": _inv,
-    "linalg.solve": _solve,
-    "linalg.det": _det,
-    "linalg.slogdet": _slogdet,
-    "linalg.cholesky": _cholesky,
-    "linalg.eigh": _eigh,
-    "linalg.eigvalsh": _eigvalsh,
-    "linalg.matrix_power": _matrix_power,
-}

@@ -1,4 +1,36 @@
-"""The traced NumPy namespace's handlers, by theme (stage: tracing, the first stage of the pipeline:
-each handler lowers a NumPy function on traced values to primitives). The entry points are
-tracegrad/numpy_api.py (`UFUNCS`, `FUNCTIONS`, `SUPPORTED`) and tracegrad/numpy_arrays.py.
+"""The traced NumPy namespace (stage: tracing): every handler, by theme, each lowering a NumPy
+function on traced values to primitives and registering itself where it is defined in the dispatch
+registry (tracing/dispatch.py: `UFUNCS`, `FUNCTIONS`, and the `HOOKS` that trace.py's `Tracer`
+calls for indexing and writes).
+
+Importing this package completes the registry: it imports every handler module, np.linalg's
+(tracegrad/linalg/functions.py) and the traced constructors (tracing/constructors.py). The modules
+that call `trace.trace` import it; `import tracegrad` does not, so start-up stays lazy.
+
+- `operands.py`: what a handler makes of its arguments (values, weak Python numbers, axes);
+- `ufuncs.py` and `scipy_special.py`, `elementwise.py`, `reductions.py`, `products.py`;
+- `shapes.py`, `indexing.py` (basic indices), `gathers.py` (x[index] in full, take),
+  `scatters.py` (x[index] = value in full, np.put_along_axis);
+- `manipulation.py`, `diagonals.py`, `scans.py`, `sorting.py`: the array-manipulation functions.
 """
+
+from __future__ import annotations
+
+from ..linalg import functions as linalg_functions  # noqa: F401 (np.linalg's handlers)
+from ..tracing import constructors  # noqa: F401 (the traced constructors, a hook of trace())
+from . import (  # noqa: F401 (each registers its handlers)
+    diagonals,
+    elementwise,
+    gathers,
+    indexing,
+    manipulation,
+    operands,
+    products,
+    reductions,
+    scans,
+    scatters,
+    scipy_special,
+    shapes,
+    sorting,
+    ufuncs,
+)

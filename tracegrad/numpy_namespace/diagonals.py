@@ -9,19 +9,22 @@ import numpy as np
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
-from .operands import _axis, _src, _take, _v
-from .shapes import _ravel
+from ..tracing.dispatch import implements, register
+from ..tracing.source import at_source
+from .operands import as_var, normalize_axis, slice_along
+from .shapes import ravel
 
 # ---- diagonals, triangles, products of shapes
 
 
-def _diagonal(a, offset=0, axis1=0, axis2=1):
-    x = _v(a)
+@implements("diagonal")
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    x = as_var(a)
     if x.ndim < 2:
-        raise ValueError(f"diag requires an array of at least two dimensions{_src()}")
-    a1, a2 = _axis(axis1, x.ndim), _axis(axis2, x.ndim)
+        raise ValueError(f"diag requires an array of at least two dimensions{at_source()}")
+    a1, a2 = normalize_axis(axis1, x.ndim), normalize_axis(axis2, x.ndim)
     if a1 == a2:
-        raise ValueError(f"axis1 and axis2 cannot be the same{_src()}")
+        raise ValueError(f"axis1 and axis2 cannot be the same{at_source()}")
     rest = [i for i in range(x.ndim) if i not in (a1, a2)]
     x = P.transpose(x, rest + [a1, a2])
     n, m = x.shape[-2:]
@@ -35,12 +38,13 @@ def _diagonal(a, offset=0, axis1=0, axis2=1):
     return P.slice_(flat, tuple(ranges))
 
 
-def _diag(v, k=0):
-    x = _v(v)
+@implements("diag")
+def diag(v, k=0):
+    x = as_var(v)
     if x.ndim == 2:
-        return _diagonal(x, k)
+        return diagonal(x, k)
     if x.ndim != 1:
-        raise ValueError(f"Input must be 1- or 2-d.{_src()}")
+        raise ValueError(f"Input must be 1- or 2-d.{at_source()}")
     n = x.shape[0]
     size = n + abs(k)
     start = k if k >= 0 else -k * size
@@ -55,20 +59,22 @@ def _diag(v, k=0):
     return P.reshape(flat, (size, size))
 
 
-def _diagflat(v, k=0):
-    return _diag(_ravel(_v(v)), k)
+@implements("diagflat")
+def diagflat(v, k=0):
+    return diag(ravel(as_var(v)), k)
 
 
-def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+@implements("trace")
+def matrix_trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     if out is not None:
-        raise TracingError(f"np.trace(..., out=...) is not supported on traced values{_src()}")
-    total = P.reduce(P.reduce_sum_p, _diagonal(a, offset, axis1, axis2), -1)
+        raise TracingError(f"np.trace(..., out=...) is not supported on traced values{at_source()}")
+    total = P.reduce(P.reduce_sum_p, diagonal(a, offset, axis1, axis2), -1)
     return total if dtype is None else P.convert(total, dtype)
 
 
-def _triangle(upper: bool):
+def triangle(upper: bool):
     def handler(m, k=0):
-        x = _v(m)
+        x = as_var(m)
         if x.ndim < 2:
             x = P.broadcast_to(
                 P.reshape(x, (1,) * (2 - x.ndim) + x.shape), (x.size, x.size) if x.ndim else (1, 1)
@@ -84,8 +90,13 @@ def _triangle(upper: bool):
     return handler
 
 
-def _kron(a, b):
-    x, y = _v(a), _v(b)
+register("triu", triangle(upper=True))
+register("tril", triangle(upper=False))
+
+
+@implements("kron")
+def kron(a, b):
+    x, y = as_var(a), as_var(b)
     d = max(x.ndim, y.ndim)
     x = P.reshape(x, (1,) * (d - x.ndim) + x.shape)
     y = P.reshape(y, (1,) * (d - y.ndim) + y.shape)
@@ -95,25 +106,30 @@ def _kron(a, b):
     return P.reshape(prod, tuple(s * t for s, t in zip(x.shape, y.shape, strict=True)))
 
 
-def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+@implements("cross")
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     if axis is not None:
         axisa = axisb = axisc = axis
-    x, y = _v(a), _v(b)
+    x, y = as_var(a), as_var(b)
     x = P.transpose(
-        x, [i for i in range(x.ndim) if i != _axis(axisa, x.ndim)] + [_axis(axisa, x.ndim)]
+        x,
+        [i for i in range(x.ndim) if i != normalize_axis(axisa, x.ndim)]
+        + [normalize_axis(axisa, x.ndim)],
     )
     y = P.transpose(
-        y, [i for i in range(y.ndim) if i != _axis(axisb, y.ndim)] + [_axis(axisb, y.ndim)]
+        y,
+        [i for i in range(y.ndim) if i != normalize_axis(axisb, y.ndim)]
+        + [normalize_axis(axisb, y.ndim)],
     )
     if x.shape[-1] not in (2, 3) or y.shape[-1] not in (2, 3):
         raise ValueError(
-            f"incompatible dimensions for cross product (dimension must be 2 or 3){_src()}"
+            f"incompatible dimensions for cross product (dimension must be 2 or 3){at_source()}"
         )
 
     def comp(v: Var, i: int):
         if i >= v.shape[-1]:
             return 0.0
-        return P.reshape(_take(v, v.ndim - 1, i, i + 1), v.shape[:-1])
+        return P.reshape(slice_along(v, v.ndim - 1, i, i + 1), v.shape[:-1])
 
     x0, x1, x2 = (comp(x, i) for i in range(3))
     y0, y1, y2 = (comp(y, i) for i in range(3))
@@ -126,18 +142,19 @@ def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
         else None
     )
     cy = P.sub(P.mul(x2, y0), P.mul(x0, y2))
-    parts = [_v(p) for p in (cx, cy, z)]
+    parts = [as_var(p) for p in (cx, cy, z)]
     shape = np.broadcast_shapes(*(p.shape for p in parts))
     parts = [
         P.broadcast_to(P.reshape(p, (1,) * (len(shape) - p.ndim) + p.shape), shape) for p in parts
     ]
     out = P.concatenate([P.reshape(p, shape + (1,)) for p in parts], len(shape))
-    c = _axis(axisc, out.ndim)
+    c = normalize_axis(axisc, out.ndim)
     return P.transpose(out, list(range(c)) + [out.ndim - 1] + list(range(c, out.ndim - 1)))
 
 
-def _tensordot(a, b, axes=2):
-    x, y = _v(a), _v(b)
+@implements("tensordot")
+def tensordot(a, b, axes=2):
+    x, y = as_var(a), as_var(b)
     if isinstance(axes, (int, np.integer)):
         n = int(axes)
         ax, bx = list(range(x.ndim - n, x.ndim)), list(range(n))
@@ -145,10 +162,10 @@ def _tensordot(a, b, axes=2):
         ax, bx = axes
         ax = [ax] if isinstance(ax, (int, np.integer)) else list(ax)
         bx = [bx] if isinstance(bx, (int, np.integer)) else list(bx)
-        ax = [_axis(i, x.ndim) for i in ax]
-        bx = [_axis(i, y.ndim) for i in bx]
+        ax = [normalize_axis(i, x.ndim) for i in ax]
+        bx = [normalize_axis(i, y.ndim) for i in bx]
     if len(ax) != len(bx) or any(x.shape[i] != y.shape[j] for i, j in zip(ax, bx, strict=True)):
-        raise ValueError(f"shape-mismatch for sum{_src()}")
+        raise ValueError(f"shape-mismatch for sum{at_source()}")
     free_a = [i for i in range(x.ndim) if i not in ax]
     free_b = [j for j in range(y.ndim) if j not in bx]
     k = int(np.prod([x.shape[i] for i in ax], dtype=np.int64))

@@ -1,5 +1,5 @@
 """NumPy's elementwise functions that are not ufuncs, on traced values (stage: tracing): round,
-nan_to_num, sinc, where, clip, full_like and friends, linspace, select.
+nan_to_num, sinc, where, clip, copy, full_like and friends, linspace, select.
 """
 
 from __future__ import annotations
@@ -11,21 +11,24 @@ import numpy as np
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
-from .indexing import _broadcast_value
-from .operands import _axis, _o, _src, _v
-from .reductions import _no_extra
-from .ufuncs import _is_int
+from .indexing import broadcast_value
+from ..tracing.dispatch import implements, register
+from ..tracing.source import at_source
+from .operands import as_operand, as_var, normalize_axis
+from .reductions import refuse_extra_arguments
+from .ufuncs import is_python_int
 
 
-def _round(a, decimals=0, out=None):
+@implements("round", "around")
+def round_decimals(a, decimals=0, out=None):
     """np.round / np.around: half to even, at `decimals` places (rint(x * 10**d) / 10**d, as
     NumPy computes it); integers are returned unchanged for decimals >= 0."""
     if out is not None:
-        raise TracingError(f"np.round(..., out=...) is not supported on traced values{_src()}")
-    x = _v(a)
+        raise TracingError(f"np.round(..., out=...) is not supported on traced values{at_source()}")
+    x = as_var(a)
     if x.dtype == np.bool_:
         raise TypeError(
-            f"np.round of booleans is not supported{_src()}; convert with .astype(float)"
+            f"np.round of booleans is not supported{at_source()}; convert with .astype(float)"
         )
     if not P.is_float(x.dtype):
         if decimals >= 0:
@@ -43,8 +46,9 @@ def _round(a, decimals=0, out=None):
     return P.mul(P.unary(P.rint_p, P.div(x, scale)), scale)
 
 
-def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    x = _v(x)
+@implements("nan_to_num")
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    x = as_var(x)
     if not P.is_float(x.dtype):
         return x
     info = np.finfo(x.dtype)
@@ -55,10 +59,11 @@ def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     return P.where(P.compare(P.eq_p, x, -np.inf), neginf, out)
 
 
-def _sinc(x):
+@implements("sinc")
+def sinc(x):
     """sin(pi x) / (pi x), 1 at 0. Near 0 a Taylor polynomial (exact to rounding for |pi x| <
     1e-3), so that every derivative at 0 is the true one (sinc''(0) = -pi^2 / 3), not 0."""
-    x = _v(x)
+    x = as_var(x)
     x = P.convert(x, P.float_dtype(x.dtype))
     t = P.mul(x, np.pi)
     small = P.compare(P.lt_p, P.emit(P.abs_p, t), 1e-3)
@@ -73,41 +78,43 @@ def _sinc(x):
 # Selection and clipping
 
 
-def _where(condition, x=None, y=None):
+@implements("where")
+def where(condition, x=None, y=None):
     if x is None or y is None:
         raise TracingError(
             f"np.where(condition) with one argument returns data-dependent indices and cannot be "
-            f"traced{_src()}; use np.where(condition, a, b)"
+            f"traced{at_source()}; use np.where(condition, a, b)"
         )
-    x, y = _o(x), _o(y)
+    x, y = as_operand(x), as_operand(y)
     dtype = P._result_dtype([x, y])
     if dtype.kind in "iu":  # NumPy casts an out-of-range Python int into the integer dtype
         x, y = (_wrapped(v, dtype) for v in (x, y))
-    return P.where(_o(condition), x, y)
+    return P.where(as_operand(condition), x, y)
 
 
 def _wrapped(v, dtype: np.dtype):
     """A Python int as NumPy's C cast puts it into `dtype` (300 -> 44 in int8); others as they are."""
-    if not _is_int(v) or np.iinfo(dtype).min <= v <= np.iinfo(dtype).max:
+    if not is_python_int(v) or np.iinfo(dtype).min <= v <= np.iinfo(dtype).max:
         return v
     if not -(2**63) <= v < 2**64:
-        raise OverflowError(f"Python int too large to convert to C long{_src()}")
+        raise OverflowError(f"Python int too large to convert to C long{at_source()}")
     return int(np.array(v).astype(dtype))
 
 
-def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
-    _no_extra("clip", {**kwargs, "out": out})
+@implements("clip")
+def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
+    refuse_extra_arguments("clip", {**kwargs, "out": out})
     lo = a_min if a_min is not None else min
     hi = a_max if a_max is not None else max
-    x = _v(a)
+    x = as_var(a)
     if x.dtype.kind in "iu":  # a Python int bound beyond the dtype's range clips nothing
         info = np.iinfo(x.dtype)
-        lo = None if _is_int(lo) and lo < info.min else lo
-        hi = None if _is_int(hi) and hi > info.max else hi
+        lo = None if is_python_int(lo) and lo < info.min else lo
+        hi = None if is_python_int(hi) and hi > info.max else hi
     for bound, outside in ((lo, P.lt_p), (hi, P.gt_p)):
         if bound is None:
             continue
-        bound = _o(bound)
+        bound = as_operand(bound)
         x = P.where(P.compare(outside, x, bound), bound, x)
         if isinstance(bound, Var) and P.is_float(bound.dtype):  # a NaN bound gives NaN, as NumPy
             x = P.where(P.emit(P.isnan_p, bound), bound, x)
@@ -116,9 +123,9 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     return x
 
 
-def _filled(value):
+def filled(value):
     def handler(a, dtype=None, order="K", subok=True, shape=None, **kw):
-        ref = _v(a)
+        ref = as_var(a)
         if shape is None:
             shape = ref.shape
         elif isinstance(shape, (int, np.integer)):
@@ -128,9 +135,16 @@ def _filled(value):
     return handler
 
 
-def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
+register("zeros_like", filled(0))
+register("empty_like", filled(0))  # its contents are unspecified: zeros are as good as any
+register("ones_like", filled(1))
+register("copy", lambda a, **kw: as_var(a))
+
+
+@implements("full_like")
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
     if isinstance(fill_value, Var):  # a traced fill value: broadcast it
-        ref = _v(a)
+        ref = as_var(a)
         shape = (
             ref.shape
             if shape is None
@@ -138,24 +152,23 @@ def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **k
         )
         if fill_value.ndim:
             raise TracingError(
-                f"np.full_like: the fill value must be a scalar, got shape {fill_value.shape}{_src()}"
+                f"np.full_like: the fill value must be a scalar, got shape {fill_value.shape}{at_source()}"
             )
-        return _broadcast_value(P.convert(fill_value, dtype or ref.dtype), shape, "np.full_like")
+        return broadcast_value(P.convert(fill_value, dtype or ref.dtype), shape, "np.full_like")
     if not isinstance(fill_value, (int, float, bool, np.generic)):
-        raise TracingError(f"np.full_like: the fill value must be a number{_src()}")
-    return _filled(fill_value)(a, dtype, order, subok, shape)
+        raise TracingError(f"np.full_like: the fill value must be a number{at_source()}")
+    return filled(fill_value)(a, dtype, order, subok, shape)
 
 
-def _linspace(
-    start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None
-):
+@implements("linspace")
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
     """Traced bounds, a static number of points: start + arange(num) * step, the last point
     exactly `stop` (as NumPy computes it)."""
     if not isinstance(num, (int, np.integer)) or num < 0:
-        raise TracingError(f"np.linspace: num must be a static non-negative int{_src()}")
-    a, b = _o(start), _o(stop)
+        raise TracingError(f"np.linspace: num must be a static non-negative int{at_source()}")
+    a, b = as_operand(start), as_operand(stop)
     dt = P.float_dtype(P._result_dtype([a, b]))
-    a, b = (P.convert(_v(v), dt) if isinstance(v, Var) else P.const(v, (), dt) for v in (a, b))
+    a, b = (P.convert(as_var(v), dt) if isinstance(v, Var) else P.const(v, (), dt) for v in (a, b))
     shape = np.broadcast_shapes(a.shape, b.shape)
     div = (num - 1) if endpoint else num
     step = P.div(P.sub(b, a), float(div)) if div > 0 else P.sub(b, a)
@@ -172,7 +185,7 @@ def _linspace(
         end = P.broadcast_to(P.reshape(b, (1,) + (1,) * (len(shape) - b.ndim) + b.shape), lead)
         y = P.where(P.const(last), end, y)
     if axis != 0:  # the samples' axis moves to `axis` of the result, as NumPy's moveaxis does
-        axis = _axis(axis, y.ndim)
+        axis = normalize_axis(axis, y.ndim)
         perm = list(range(1, y.ndim))
         perm.insert(axis, 0)
         y = P.transpose(y, perm)
@@ -181,10 +194,11 @@ def _linspace(
     return (y, step) if retstep else y
 
 
-def _select(condlist, choicelist, default=0):
+@implements("select")
+def select(condlist, choicelist, default=0):
     if len(condlist) != len(choicelist):
-        raise ValueError(f"list of cases must be same length as list of conditions{_src()}")
+        raise ValueError(f"list of cases must be same length as list of conditions{at_source()}")
     out: Any = default
     for cond, choice in reversed(list(zip(condlist, choicelist, strict=True))):
-        out = P.where(_v(cond), _o(choice), _o(out))
-    return _v(out)
+        out = P.where(as_var(cond), as_operand(choice), as_operand(out))
+    return as_var(out)

@@ -1,5 +1,5 @@
-"""Gathers on traced values (stage: tracing): integer-array and static boolean indexing, take,
-take_along_axis, add.at.
+"""Gathers on traced values (stage: tracing): x[index] in full (`getitem`: basic indexing, and
+integer-array and static boolean indexing), take, take_along_axis, add.at.
 """
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ import numpy as np
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
-from .indexing import _basic_index, _getitem, refuse_boolean_scalar
-from .operands import _axis, _src, _v, read_while_tracing
-from .shapes import _ravel
+from ..tracing.dispatch import implements, provides
+from ..tracing.source import at_source
+from .indexing import basic_getitem, basic_index, is_basic_index, refuse_boolean_scalar
+from .operands import as_var, normalize_axis, read_while_tracing
+from .shapes import ravel
 
 # ---- gathers: integer-array and static boolean indexing, take, take_along_axis, add.at
 
@@ -30,15 +32,15 @@ def _as_indices(item, n: int, what: str) -> Var:
         read_while_tracing(item)
         if item.dtype.kind not in "iu":
             raise IndexError(
-                f"arrays used as indices must be of integer (or boolean) type, got {item.dtype}{_src()}"
+                f"arrays used as indices must be of integer (or boolean) type, got {item.dtype}{at_source()}"
             )
         if item.size and (item.max() >= n or item.min() < -n):
             bad = int(item.max() if item.max() >= n else item.min())
-            raise IndexError(f"index {bad} is out of bounds for {what} with size {n}{_src()}")
+            raise IndexError(f"index {bad} is out of bounds for {what} with size {n}{at_source()}")
         return P.const(item.astype(np.int64))
     if item.dtype.kind not in "iu":
         raise IndexError(
-            f"arrays used as indices must be of integer (or boolean) type, got {item.dtype}{_src()}"
+            f"arrays used as indices must be of integer (or boolean) type, got {item.dtype}{at_source()}"
         )
     return P.convert(item, np.int64)
 
@@ -95,9 +97,18 @@ def _check_static_masks(x: Var, items: list) -> None:
                     raise IndexError(
                         f"boolean index did not match indexed array along axis {axis + j}; size "
                         f"of axis is {have} but size of corresponding boolean axis is {size}"
-                        f"{_src()}"
+                        f"{at_source()}"
                     )
         axis += _consumes(item)
+
+
+@provides("getitem")
+def getitem(x: Var, index) -> Var:
+    """Basic indexing (static ints, slices, None, Ellipsis), and integer-array or static boolean
+    indexing (`advanced_getitem`)."""
+    if not is_basic_index(index):
+        return advanced_getitem(x, index)
+    return basic_getitem(x, index)
 
 
 def advanced_getitem(x: Var, index) -> Var:
@@ -118,34 +129,34 @@ def advanced_getitem(x: Var, index) -> Var:
         elif isinstance(item, Var) and item.dtype == np.bool_:
             raise TracingError(
                 f"indexing with a traced boolean mask (x[mask]) gives a result whose shape depends "
-                f"on the values{_src()}; write np.where(mask, x, 0) (or another neutral value) "
+                f"on the values{at_source()}; write np.where(mask, x, 0) (or another neutral value) "
                 "and reduce over it, e.g. np.sum(np.where(mask, x, 0))"
             )
         else:
             expanded.append(item)
     items = expanded
     arrays = [k for k, item in enumerate(items) if _index_array(item)]
-    if not arrays:  # no array: a boolean scalar or a float, which _basic_index refuses
-        _basic_index(x, tuple(items))
-        raise TracingError(f"unsupported index {index!r}{_src()}")
+    if not arrays:  # no array: a boolean scalar or a float, which basic_index refuses
+        basic_index(x, tuple(items))
+        raise TracingError(f"unsupported index {index!r}{at_source()}")
     if len(arrays) > 1:
         if any(not (_index_array(i) or isinstance(i, (int, np.integer))) for i in items):
             raise TracingError(
-                f"indexing with several integer arrays mixed with slices is not supported{_src()}; "
+                f"indexing with several integer arrays mixed with slices is not supported{at_source()}; "
                 "index the leading axes with arrays only (x[i, j]), or one axis at a time"
             )
         return _gather_leading(x, items)
     k = arrays[0]
     used = sum(1 for i in items if i is not None and i is not Ellipsis)
     if used > x.ndim:
-        raise IndexError(f"too many indices for a traced value of {x.ndim} dimensions{_src()}")
+        raise IndexError(f"too many indices for a traced value of {x.ndim} dimensions{at_source()}")
     ellipsis = [j for j, i in enumerate(items) if i is Ellipsis]
     if ellipsis:
         e = ellipsis[0]
         items = items[:e] + [slice(None)] * (x.ndim - used) + items[e + 1 :]
         k = next(j for j, item in enumerate(items) if _index_array(item))
     basic = items[:k] + [slice(None)] + items[k + 1 :]
-    y = _v(_getitem_basic(x, tuple(basic)))
+    y = as_var(getitem(x, tuple(basic)))
     axis = sum(1 for i in items[:k] if not isinstance(i, (int, np.integer)))
     source_axis = sum(1 for i in items[:k] if i is not None)
     idx = _as_indices(items[k], x.shape[source_axis], f"axis {source_axis}")
@@ -161,16 +172,12 @@ def advanced_getitem(x: Var, index) -> Var:
     return out
 
 
-def _getitem_basic(x: Var, index):
-    return _getitem(x, index)
-
-
 def _gather_leading(x: Var, items) -> Var:
     """x[i0, i1, ...] with integer arrays (or ints) on the leading axes: one gather of the
     flattened leading axes at the broadcast flat index."""
     k = len(items)
     if k > x.ndim:
-        raise IndexError(f"too many indices for a traced value of {x.ndim} dimensions{_src()}")
+        raise IndexError(f"too many indices for a traced value of {x.ndim} dimensions{at_source()}")
     idx = [
         _as_indices(
             np.asarray(i) if isinstance(i, (int, np.integer)) else i, x.shape[a], f"axis {a}"
@@ -191,24 +198,30 @@ def _gather_leading(x: Var, items) -> Var:
     return P.gather(P.reshape(x, (lead,) + x.shape[k:]), flat, 0)
 
 
-def _np_take(a, indices, axis=None, out=None, mode="raise"):
+@implements("take")
+def take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None or mode != "raise":
-        raise TracingError(f"np.take: out= and mode= other than 'raise' are not supported{_src()}")
-    x = _v(a)
+        raise TracingError(
+            f"np.take: out= and mode= other than 'raise' are not supported{at_source()}"
+        )
+    x = as_var(a)
     if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis(axis, x.ndim)
+        x, axis = ravel(x), 0
+    axis = normalize_axis(axis, x.ndim)
     return P.gather(x, _as_indices(indices, x.shape[axis], f"axis {axis}"), axis)
 
 
-def _take_along_axis(arr, indices, axis=-1):
-    x = _v(arr)
+@implements("take_along_axis")
+def take_along_axis(arr, indices, axis=-1):
+    x = as_var(arr)
     if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis(axis, x.ndim)
+        x, axis = ravel(x), 0
+    axis = normalize_axis(axis, x.ndim)
     idx = _as_indices(indices, x.shape[axis], f"axis {axis}")
     if idx.ndim != x.ndim:
-        raise ValueError(f"`indices` and `arr` must have the same number of dimensions{_src()}")
+        raise ValueError(
+            f"`indices` and `arr` must have the same number of dimensions{at_source()}"
+        )
     shape = tuple(
         idx.shape[d] if d == axis else max(x.shape[d], idx.shape[d]) for d in range(x.ndim)
     )
@@ -228,10 +241,11 @@ def _take_along_axis(arr, indices, axis=-1):
     return P.transpose(out, list(np.argsort(perm)))
 
 
+@provides("add_at")
 def add_at(a: Var, indices, b) -> Var:
     """The value of `a` after np.add.at(a, indices, b): a scatter-add (repeated indices add up)."""
     items = indices if isinstance(indices, tuple) else (indices,)
-    v = _v(b) if isinstance(b, (Var, np.ndarray)) else P.const(b, (), a.dtype)
+    v = as_var(b) if isinstance(b, (Var, np.ndarray)) else P.const(b, (), a.dtype)
     v = P.convert(v, a.dtype)
     leading = a.ndim > 0 and len(items) == 1 and _index_array(items[0])
     if leading:  # one index array on axis 0
@@ -248,9 +262,9 @@ def add_at(a: Var, indices, b) -> Var:
                     np.asarray(table[indices if isinstance(indices, tuple) else (indices,)])
                 )
             except IndexError as e:
-                raise IndexError(f"np.add.at: {e}{_src()}") from None
+                raise IndexError(f"np.add.at: {e}{at_source()}") from None
         else:
-            idx = _v(_getitem_basic(P.const(table), indices))
+            idx = as_var(getitem(P.const(table), indices))
         target = idx.shape
     try:
         np.broadcast_shapes(v.shape, target)
@@ -259,7 +273,7 @@ def add_at(a: Var, indices, b) -> Var:
     except ValueError:
         raise ValueError(
             f"np.add.at: values of shape {v.shape} do not broadcast to the {target} elements the "
-            f"indices select{_src()}"
+            f"indices select{at_source()}"
         ) from None
     v = P.broadcast_to(P.reshape(v, (1,) * (len(target) - v.ndim) + v.shape), target)
     if leading:

@@ -1,5 +1,7 @@
-"""Indexing traced values (stage: tracing): basic indices (ints, slices, None, Ellipsis) read and
-written; integer-array indices go to gathers.py and scatters.py.
+"""Basic indexing of traced values (stage: tracing): basic indices (ints, slices, None, Ellipsis)
+checked, read and written, and the values a write casts and broadcasts. `x[index]` and
+`x[index] = value` in full (integer arrays, boolean masks) are gathers.getitem and
+scatters.setitem, built on these.
 """
 
 from __future__ import annotations
@@ -9,17 +11,20 @@ import numpy as np
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
-from .operands import _src, _v, read_while_tracing
+from ..tracing.dispatch import provides
+from ..tracing.source import at_source
+from .operands import as_var
 
 
 def refuse_boolean_scalar() -> None:
     raise TracingError(
-        f"indexing a traced value with a boolean scalar is not supported{_src()}; "
+        f"indexing a traced value with a boolean scalar is not supported{at_source()}; "
         "x[True] is x[None] and x[False] is x[None][:0]"
     )
 
 
-def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
+@provides("basic_index")
+def basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
     """A static basic index (ints, slices, None, Ellipsis) of `x`: the normalised range of each
     axis and the shape of the result (ints remove their axis, None adds one)."""
     if not isinstance(index, tuple):
@@ -30,7 +35,7 @@ def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
         if isinstance(item, (float, np.floating)):
             raise IndexError(
                 "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
-                f"integer or boolean arrays are valid indices{_src()}"
+                f"integer or boolean arrays are valid indices{at_source()}"
             )
         if not (item is None or item is Ellipsis or isinstance(item, (int, np.integer, slice))):
             kind = (
@@ -39,19 +44,19 @@ def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
                 else f"a {type(item).__name__}"
             )
             raise TracingError(
-                f"indexing a traced value with {kind} is not supported{_src()}; "
+                f"indexing a traced value with {kind} is not supported{at_source()}; "
                 "only static ints, slices, None and ... (no arrays or traced indices)"
             )
         if isinstance(item, slice) and any(
             p is not None and not isinstance(p, (int, np.integer))
             for p in (item.start, item.stop, item.step)
         ):
-            raise TracingError(f"slice bounds must be static ints{_src()}")
+            raise TracingError(f"slice bounds must be static ints{at_source()}")
     used = sum(1 for i in index if i is not None and i is not Ellipsis)
     if index.count(Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if used > x.ndim:
-        raise IndexError(f"too many indices for a traced value of {x.ndim} dimensions{_src()}")
+        raise IndexError(f"too many indices for a traced value of {x.ndim} dimensions{at_source()}")
     if Ellipsis in index:
         k = index.index(Ellipsis)
         index = index[:k] + (slice(None),) * (x.ndim - used) + index[k + 1 :]
@@ -71,7 +76,7 @@ def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
             i = int(item)
             if not -n <= i < n:
                 raise IndexError(
-                    f"index {i} is out of bounds for axis {axis} with size {n}{_src()}"
+                    f"index {i} is out of bounds for axis {axis} with size {n}{at_source()}"
                 )
             i %= n
             ranges.append((i, i + 1, 1))
@@ -79,6 +84,7 @@ def _basic_index(x: Var, index) -> tuple[list[tuple[int, int, int]], list[int]]:
     return ranges, out_shape
 
 
+@provides("is_basic_index")
 def is_basic_index(index) -> bool:
     """Only static ints, slices, None and Ellipsis (NumPy's basic indexing: the result is a
     view); anything else (arrays, lists, traced values) is advanced indexing (a copy)."""
@@ -91,18 +97,13 @@ def is_basic_index(index) -> bool:
     )
 
 
-def _getitem(x: Var, index) -> Var:
-    """Basic indexing (static ints, slices, None, Ellipsis), and integer-array or static boolean
-    indexing (gathers.advanced_getitem)."""
-    if not is_basic_index(index):
-        from .gathers import advanced_getitem  # gathers imports this module
-
-        return advanced_getitem(x, index)
-    ranges, out_shape = _basic_index(x, index)
+def basic_getitem(x: Var, index) -> Var:
+    """x[index] for a basic index (static ints, slices, None, Ellipsis): a slice, reshaped."""
+    ranges, out_shape = basic_index(x, index)
     return P.reshape(P.slice_(x, tuple(ranges)), tuple(out_shape))
 
 
-def _broadcast_value(v: Var, shape: tuple[int, ...], what: str) -> Var:
+def broadcast_value(v: Var, shape: tuple[int, ...], what: str) -> Var:
     if v.shape == tuple(shape):
         return v
     try:
@@ -112,7 +113,7 @@ def _broadcast_value(v: Var, shape: tuple[int, ...], what: str) -> Var:
     except ValueError:
         raise ValueError(
             f"could not broadcast input array from shape {v.shape} into shape {tuple(shape)} "
-            f"({what}){_src()}"
+            f"({what}){at_source()}"
         ) from None
     lead = len(shape) - v.ndim
     return P.broadcast_to(P.reshape(v, (1,) * lead + v.shape), tuple(shape))
@@ -123,57 +124,23 @@ def written_value(value, dtype) -> Var:
     if isinstance(value, (Var, np.ndarray)) or not isinstance(
         value, (bool, int, float, np.generic)
     ):
-        v = _v(value)
+        v = as_var(value)
     else:  # assigned as NumPy assigns it: 300 into int8 or NaN into int64 raise, not wrap
         cell = np.empty((), dtype)
         try:
             cell[()] = value
         except (OverflowError, ValueError) as exc:
-            raise type(exc)(f"{exc}{_src()}") from None
+            raise type(exc)(f"{exc}{at_source()}") from None
         v = P.const(cell, (), dtype)
     return P.convert(v, dtype)
 
 
-def _setitem(x: Var, index, value) -> Var:
-    """`x` with `x[index] = value` done, as a new value (NumPy's in-place assignment, made
-    functional): static basic indices write a region (`unslice` and a select), a boolean mask
-    (static or traced) selects where to write. The value is cast to x's dtype, as NumPy does."""
-    v = written_value(value, x.dtype)
-    mask = index if not isinstance(index, tuple) or len(index) != 1 else index[0]
-    if (
-        isinstance(mask, (list, np.ndarray, Var))
-        and np.dtype(getattr(mask, "dtype", None) or np.asarray(mask).dtype) == np.bool_
-    ):
-        m = _v(mask)
-        if m.shape != x.shape[: m.ndim]:
-            raise IndexError(
-                f"boolean index of shape {m.shape} does not match the indexed array of shape "
-                f"{x.shape}{_src()}"
-            )
-        tail = x.shape[m.ndim :]
-        fits = v.ndim <= len(tail) and np.broadcast_shapes(v.shape, tail) == tail
-        if not fits and not isinstance(mask, Var):  # a mask known while tracing: its positions
-            from .scatters import setitem_advanced
-
-            if isinstance(mask, np.ndarray):
-                read_while_tracing(mask)
-            return setitem_advanced(x, tuple(np.nonzero(np.asarray(mask))), v)
-        if not fits:
-            raise TracingError(
-                f"x[mask] = value with a value of shape {v.shape} is not supported{_src()}: the "
-                "number of selected elements depends on the mask. Assign a scalar (or a value "
-                f"for each row, shape {tail}), or write np.where(mask, values, x) with values "
-                "shaped like x."
-            )
-        full_mask = P.broadcast_to(P.reshape(m, m.shape + (1,) * len(tail)), x.shape)
-        return P.where(full_mask, _broadcast_value(v, x.shape, "x[mask] = value"), x)
-    if not is_basic_index(index):  # integer arrays: a scatter (scatters.setitem_advanced)
-        from .scatters import setitem_advanced
-
-        return setitem_advanced(x, index, v)
-    ranges, out_shape = _basic_index(x, index)
+def basic_setitem(x: Var, index, v: Var) -> Var:
+    """`x` with `x[index] = v` done for a basic index and a value `v` in x's dtype: the region
+    written (`unslice`) and a select."""
+    ranges, out_shape = basic_index(x, index)
     region = tuple(len(range(*r)) for r in ranges)
-    v = P.reshape(_broadcast_value(v, tuple(out_shape), "x[index] = value"), region)
+    v = P.reshape(broadcast_value(v, tuple(out_shape), "x[index] = value"), region)
     if region == x.shape and all(step > 0 for _, _, step in ranges):  # (not x[::-1] = v)
         return v
     placed = P.emit(P.unslice_p, v, shape=x.shape, index=tuple(ranges))

@@ -14,40 +14,46 @@ import numpy as np
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
-from .operands import _axis, _full_ranges, _src, _take, _v, _zeros_along
-from .shapes import _concatenate, _ravel
+from ..tracing.dispatch import implements, register
+from ..tracing.source import at_source
+from .operands import as_var, full_ranges, normalize_axis, slice_along, zeros_along
+from .shapes import concatenate, ravel
 
 # ---- flipping, rolling, rotating
 
 
-def _flip(m, axis=None):
-    x = _v(m)
+@implements("flip")
+def flip(m, axis=None):
+    x = as_var(m)
     axes = range(x.ndim) if axis is None else P.normalize_axes(axis, x.ndim)
-    ranges = _full_ranges(x)
+    ranges = full_ranges(x)
     for a in axes:
         n = x.shape[a]
         ranges[a] = (n - 1, -1, -1)
     return P.slice_(x, tuple(ranges)) if x.size else x
 
 
-def _fliplr(m):
-    x = _v(m)
+@implements("fliplr")
+def fliplr(m):
+    x = as_var(m)
     if x.ndim < 2:
-        raise ValueError(f"Input must be >= 2-d.{_src()}")
-    return _flip(x, 1)
+        raise ValueError(f"Input must be >= 2-d.{at_source()}")
+    return flip(x, 1)
 
 
-def _flipud(m):
-    x = _v(m)
+@implements("flipud")
+def flipud(m):
+    x = as_var(m)
     if x.ndim < 1:
-        raise ValueError(f"Input must be >= 1-d.{_src()}")
-    return _flip(x, 0)
+        raise ValueError(f"Input must be >= 1-d.{at_source()}")
+    return flip(x, 0)
 
 
-def _roll(a, shift, axis=None):
-    x = _v(a)
+@implements("roll")
+def roll(a, shift, axis=None):
+    x = as_var(a)
     if axis is None:
-        return P.reshape(_roll(_ravel(x), shift, 0), x.shape)
+        return P.reshape(roll(ravel(x), shift, 0), x.shape)
     shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     if len(shifts) == 1:
@@ -56,46 +62,48 @@ def _roll(a, shift, axis=None):
         axes = tuple(axes) * len(shifts)
     if len(shifts) != len(axes):
         raise ValueError(
-            f"'shift' and 'axis' should be scalars or 1D sequences of the same length{_src()}"
+            f"'shift' and 'axis' should be scalars or 1D sequences of the same length{at_source()}"
         )
     total: dict[int, int] = {}
     for s, ax in zip(shifts, axes, strict=True):
         if not isinstance(s, (int, np.integer)):
-            raise TracingError(f"np.roll: the shift must be a static int{_src()}")
-        a_ = _axis(ax, x.ndim)
+            raise TracingError(f"np.roll: the shift must be a static int{at_source()}")
+        a_ = normalize_axis(ax, x.ndim)
         total[a_] = total.get(a_, 0) + int(s)
     for a_, s in total.items():
         n = x.shape[a_]
         s = s % n if n else 0
         if s:
-            x = P.concatenate([_take(x, a_, n - s, n), _take(x, a_, 0, n - s)], a_)
+            x = P.concatenate([slice_along(x, a_, n - s, n), slice_along(x, a_, 0, n - s)], a_)
     return x
 
 
-def _rot90(m, k=1, axes=(0, 1)):
-    x = _v(m)
+@implements("rot90")
+def rot90(m, k=1, axes=(0, 1)):
+    x = as_var(m)
     if len(axes) != 2 or x.ndim < 2:
-        raise ValueError(f"len(axes) must be 2 and the array at least 2-d{_src()}")
-    a0, a1 = _axis(axes[0], x.ndim), _axis(axes[1], x.ndim)
+        raise ValueError(f"len(axes) must be 2 and the array at least 2-d{at_source()}")
+    a0, a1 = normalize_axis(axes[0], x.ndim), normalize_axis(axes[1], x.ndim)
     if a0 == a1:
-        raise ValueError(f"Axes must be different.{_src()}")
+        raise ValueError(f"Axes must be different.{at_source()}")
     k %= 4
     if k == 0:
         return x
     if k == 2:
-        return _flip(_flip(x, a0), a1)
+        return flip(flip(x, a0), a1)
     perm = list(range(x.ndim))
     perm[a0], perm[a1] = perm[a1], perm[a0]
     if k == 1:
-        return P.transpose(_flip(x, a1), perm)
-    return _flip(P.transpose(x, perm), a1)
+        return P.transpose(flip(x, a1), perm)
+    return flip(P.transpose(x, perm), a1)
 
 
 # ---- tiling, repeating, splitting, appending
 
 
-def _tile(A, reps):
-    x = _v(A)
+@implements("tile")
+def tile(A, reps):
+    x = as_var(A)
     reps = tuple(int(r) for r in (reps if isinstance(reps, (tuple, list)) else (reps,)))
     d = max(len(reps), x.ndim)
     reps = (1,) * (d - len(reps)) + reps
@@ -106,34 +114,35 @@ def _tile(A, reps):
     return P.reshape(out, tuple(r * s for r, s in zip(reps, x.shape, strict=True)))
 
 
-def _repeat(a, repeats, axis=None):
-    x = _v(a)
+@implements("repeat")
+def repeat(a, repeats, axis=None):
+    x = as_var(a)
     if isinstance(repeats, (list, tuple, np.ndarray)) and np.ndim(repeats) <= 1:
         counts = np.asarray(repeats)
         if counts.size == 1:
             repeats = counts.reshape(()).item()
         elif counts.dtype.kind not in "iu":
-            raise TypeError(f"np.repeat: repeats must be integers, not {counts.dtype}{_src()}")
+            raise TypeError(f"np.repeat: repeats must be integers, not {counts.dtype}{at_source()}")
         else:  # static per-element counts: a gather of each element `count` times
             if axis is None:
-                x, axis = _ravel(x), 0
-            axis = _axis(axis, x.ndim)
+                x, axis = ravel(x), 0
+            axis = normalize_axis(axis, x.ndim)
             try:
                 positions = np.repeat(np.arange(x.shape[axis], dtype=np.int64), counts)
             except ValueError as e:
-                raise ValueError(f"np.repeat: {e}{_src()}") from None
+                raise ValueError(f"np.repeat: {e}{at_source()}") from None
             return P.gather(x, P.const(positions), axis)
     if not isinstance(repeats, (int, np.integer)):
         raise TracingError(
             f"np.repeat: the repeats must be static (an int, or a list or NumPy array of ints), "
-            f"not a traced value{_src()}: the result's shape would depend on them"
+            f"not a traced value{at_source()}: the result's shape would depend on them"
         )
     if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis(axis, x.ndim)
+        x, axis = ravel(x), 0
+    axis = normalize_axis(axis, x.ndim)
     r = int(repeats)
     if r < 0:
-        raise ValueError(f"np.repeat: negative dimensions are not allowed{_src()}")
+        raise ValueError(f"np.repeat: negative dimensions are not allowed{at_source()}")
     shape = x.shape[: axis + 1] + (1,) + x.shape[axis + 1 :]
     wide = x.shape[: axis + 1] + (r,) + x.shape[axis + 1 :]
     out = P.broadcast_to(P.reshape(x, shape), wide)
@@ -143,16 +152,17 @@ def _repeat(a, repeats, axis=None):
 def _split_at(x: Var, bounds: Sequence[int], axis: int) -> list[Var]:
     n = x.shape[axis]
     edges = [0, *(min(max(int(b), 0), n) for b in bounds), n]
-    return [_take(x, axis, lo, max(lo, hi)) for lo, hi in itertools.pairwise(edges)]
+    return [slice_along(x, axis, lo, max(lo, hi)) for lo, hi in itertools.pairwise(edges)]
 
 
-def _array_split(ary, indices_or_sections, axis=0):
-    x = _v(ary)
-    axis = _axis(axis, x.ndim)
+@implements("array_split")
+def array_split(ary, indices_or_sections, axis=0):
+    x = as_var(ary)
+    axis = normalize_axis(axis, x.ndim)
     if isinstance(indices_or_sections, (int, np.integer)):
         k = int(indices_or_sections)
         if k <= 0:
-            raise ValueError(f"number sections must be larger than 0.{_src()}")
+            raise ValueError(f"number sections must be larger than 0.{at_source()}")
         n = x.shape[axis]
         each, extra = divmod(n, k)
         sizes = [each + 1] * extra + [each] * (k - extra)
@@ -160,55 +170,62 @@ def _array_split(ary, indices_or_sections, axis=0):
     return _split_at(x, list(indices_or_sections), axis)
 
 
-def _split(ary, indices_or_sections, axis=0):
-    x = _v(ary)
-    if isinstance(indices_or_sections, (int, np.integer)) and x.shape[_axis(axis, x.ndim)] % int(
-        indices_or_sections
-    ):
-        raise ValueError(f"array split does not result in an equal division{_src()}")
-    return _array_split(x, indices_or_sections, axis)
+@implements("split")
+def split(ary, indices_or_sections, axis=0):
+    x = as_var(ary)
+    if isinstance(indices_or_sections, (int, np.integer)) and x.shape[
+        normalize_axis(axis, x.ndim)
+    ] % int(indices_or_sections):
+        raise ValueError(f"array split does not result in an equal division{at_source()}")
+    return array_split(x, indices_or_sections, axis)
 
 
-def _hsplit(ary, indices_or_sections):
-    x = _v(ary)
-    return _split(x, indices_or_sections, 1 if x.ndim > 1 else 0)
+@implements("hsplit")
+def hsplit(ary, indices_or_sections):
+    x = as_var(ary)
+    return split(x, indices_or_sections, 1 if x.ndim > 1 else 0)
 
 
-def _vsplit(ary, indices_or_sections):
-    x = _v(ary)
+@implements("vsplit")
+def vsplit(ary, indices_or_sections):
+    x = as_var(ary)
     if x.ndim < 2:
-        raise ValueError(f"vsplit only works on arrays of 2 or more dimensions{_src()}")
-    return _split(x, indices_or_sections, 0)
+        raise ValueError(f"vsplit only works on arrays of 2 or more dimensions{at_source()}")
+    return split(x, indices_or_sections, 0)
 
 
-def _dsplit(ary, indices_or_sections):
-    x = _v(ary)
+@implements("dsplit")
+def dsplit(ary, indices_or_sections):
+    x = as_var(ary)
     if x.ndim < 3:
-        raise ValueError(f"dsplit only works on arrays of 3 or more dimensions{_src()}")
-    return _split(x, indices_or_sections, 2)
+        raise ValueError(f"dsplit only works on arrays of 3 or more dimensions{at_source()}")
+    return split(x, indices_or_sections, 2)
 
 
-def _append(arr, values, axis=None):
+@implements("append")
+def append(arr, values, axis=None):
     if axis is None:
-        return _concatenate([_ravel(_v(arr)), _ravel(_v(values))], 0)
-    return _concatenate([arr, values], axis)
+        return concatenate([ravel(as_var(arr)), ravel(as_var(values))], 0)
+    return concatenate([arr, values], axis)
 
 
 # ---- shapes of several arrays
 
 
-def _broadcast_arrays(*args, subok=False):
-    xs = [_v(a) for a in args]
+@implements("broadcast_arrays")
+def broadcast_arrays(*args, subok=False):
+    xs = [as_var(a) for a in args]
     shape = np.broadcast_shapes(*(x.shape for x in xs))
     return tuple(
         P.broadcast_to(P.reshape(x, (1,) * (len(shape) - x.ndim) + x.shape), shape) for x in xs
     )
 
 
-def _meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+@implements("meshgrid")
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
     if indexing not in ("xy", "ij"):
-        raise ValueError(f"Valid values for `indexing` are 'xy' and 'ij'.{_src()}")
-    xs = [_ravel(_v(x)) for x in xi]
+        raise ValueError(f"Valid values for `indexing` are 'xy' and 'ij'.{at_source()}")
+    xs = [ravel(as_var(x)) for x in xi]
     ndim = len(xs)
     out = []
     for i, x in enumerate(xs):
@@ -223,7 +240,7 @@ def _meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
     return tuple(out)
 
 
-def _atleast(ndim: int):
+def atleast(ndim: int):
     def one(x: Var) -> Var:
         if x.ndim >= ndim:
             return x
@@ -234,31 +251,39 @@ def _atleast(ndim: int):
         return P.reshape(x, (1,) + x.shape + (1,) if x.ndim == 1 else x.shape + (1,))
 
     def handler(*arys):
-        out = [one(_v(a)) for a in arys]
+        out = [one(as_var(a)) for a in arys]
         return out[0] if len(out) == 1 else tuple(out)
 
     return handler
 
 
+register("atleast_1d", atleast(1))
+register("atleast_2d", atleast(2))
+register("atleast_3d", atleast(3))
+
+
 def _pad_widths(pad_width, ndim: int) -> list[tuple[int, int]]:
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (ndim, 2))
     if (widths < 0).any():
-        raise ValueError(f"index can't contain negative values{_src()}")
+        raise ValueError(f"index can't contain negative values{at_source()}")
     return [(int(a), int(b)) for a, b in widths]
 
 
-def _pad(array, pad_width, mode="constant", **kwargs):
+@implements("pad")
+def pad(array, pad_width, mode="constant", **kwargs):
     """np.pad with mode constant (a static constant_values), edge, reflect, symmetric or wrap:
     each axis in turn gets slices of itself (or constants) concatenated on both sides."""
-    x = _v(array)
+    x = as_var(array)
     if mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
         raise TracingError(
-            f"np.pad: mode {mode!r} is not supported on traced values{_src()}; use constant, edge, "
+            f"np.pad: mode {mode!r} is not supported on traced values{at_source()}; use constant, edge, "
             "reflect, symmetric or wrap"
         )
     extra = set(kwargs) - ({"constant_values"} if mode == "constant" else set())
     if extra:
-        raise TracingError(f"np.pad: argument(s) {sorted(extra)} are not supported here{_src()}")
+        raise TracingError(
+            f"np.pad: argument(s) {sorted(extra)} are not supported here{at_source()}"
+        )
     values = np.broadcast_to(np.asarray(kwargs.get("constant_values", 0)), (x.ndim, 2))
     for axis, (before, after) in enumerate(_pad_widths(pad_width, x.ndim)):
         n = x.shape[axis]
@@ -266,7 +291,7 @@ def _pad(array, pad_width, mode="constant", **kwargs):
             continue
         if n == 0 and mode != "constant":
             raise ValueError(
-                f"can't extend empty axis {axis} using modes other than 'constant'{_src()}"
+                f"can't extend empty axis {axis} using modes other than 'constant'{at_source()}"
             )
         sides = []
         for side, width in ((0, before), (1, after)):
@@ -274,32 +299,36 @@ def _pad(array, pad_width, mode="constant", **kwargs):
                 sides.append(None)
                 continue
             if mode == "constant":
-                sides.append(_zeros_along(x, axis, width, values[axis][side]))
+                sides.append(zeros_along(x, axis, width, values[axis][side]))
                 continue
             pieces, left = [], width
             while left > 0:  # a pad wider than the axis repeats the rule outwards, as NumPy does
                 if mode == "edge":
-                    edge = _take(x, axis, 0, 1) if side == 0 else _take(x, axis, n - 1, n)
+                    edge = (
+                        slice_along(x, axis, 0, 1) if side == 0 else slice_along(x, axis, n - 1, n)
+                    )
                     shape = list(x.shape)
                     shape[axis] = left
                     pieces.append(P.broadcast_to(edge, tuple(shape)))
                     break
                 if mode == "wrap":
                     k = min(left, n)
-                    pieces.append(_take(x, axis, n - k, n) if side == 0 else _take(x, axis, 0, k))
+                    pieces.append(
+                        slice_along(x, axis, n - k, n) if side == 0 else slice_along(x, axis, 0, k)
+                    )
                     left -= k
                     continue
                 shift = 1 if mode == "reflect" else 0
                 k = min(left, n - shift) if n - shift > 0 else left
                 if side == 0:
-                    piece = _take(x, axis, shift, shift + k)
+                    piece = slice_along(x, axis, shift, shift + k)
                 else:
-                    piece = _take(x, axis, n - shift - k, n - shift)
-                pieces.append(_flip(piece, axis))
+                    piece = slice_along(x, axis, n - shift - k, n - shift)
+                pieces.append(flip(piece, axis))
                 left -= k
                 if left > 0:
                     raise TracingError(
-                        f"np.pad: a {mode} pad wider than the axis is not supported{_src()}"
+                        f"np.pad: a {mode} pad wider than the axis is not supported{at_source()}"
                     )
             if side == 0:
                 pieces = pieces[::-1]

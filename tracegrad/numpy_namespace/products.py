@@ -1,4 +1,4 @@
-"""NumPy's products on traced values (stage: tracing): dot, inner, outer and einsum, lowered to
+"""NumPy's products on traced values (stage: tracing): dot, vdot, inner, outer and einsum, lowered to
 the matrix product primitive and elementwise products.
 """
 
@@ -9,28 +9,31 @@ import numpy as np
 from .. import primitives as P
 from ..base.errors import ShapeError, TracingError
 from ..ir import Var
-from .diagonals import _diagonal
-from .operands import _src, _v
-from .shapes import _ravel
+from .diagonals import diagonal
+from ..tracing.dispatch import implements, register
+from ..tracing.source import at_source
+from .operands import as_var
+from .shapes import ravel
 
 # ----------------------------------------------------------------------------------------------
 # Linear algebra
 
 
-def _dot(a, b, out=None):
+@implements("dot")
+def dot(a, b, out=None):
     """np.dot: a product with a scalar; the inner product of vectors; otherwise the sum over the
     last axis of `a` and the second-to-last of `b` (the last, for a vector), in the operands'
     promoted dtype."""
     if out is not None:
-        raise TracingError(f"np.dot(..., out=...) is not supported on traced values{_src()}")
-    a, b = _v(a), _v(b)
+        raise TracingError(f"np.dot(..., out=...) is not supported on traced values{at_source()}")
+    a, b = as_var(a), as_var(b)
     if a.ndim == 0 or b.ndim == 0:
         return P.mul(a, b)
     k = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if a.shape[-1] != k:
         raise ShapeError(
             f"shapes {a.shape} and {b.shape} not aligned: {a.shape[-1]} (dim {a.ndim - 1}) != "
-            f"{k} (dim {max(b.ndim - 2, 0)}){_src()}"
+            f"{k} (dim {max(b.ndim - 2, 0)}){at_source()}"
         )
     if b.ndim <= 2:
         return P.matmul(a, b)
@@ -45,16 +48,20 @@ def _prod(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-def _inner(a, b):
+register("vdot", lambda a, b: dot(ravel(a), ravel(b)))
+
+
+@implements("inner")
+def inner(a, b):
     """np.inner: contracts the last axis of `a` with the last axis of `b` (the result's shape is
     a.shape[:-1] + b.shape[:-1]); a scalar operand multiplies."""
-    a, b = _v(a), _v(b)
+    a, b = as_var(a), as_var(b)
     if a.ndim == 0 or b.ndim == 0:
         return P.mul(a, b)
     if a.shape[-1] != b.shape[-1]:
         raise ShapeError(
             f"shapes {a.shape} and {b.shape} not aligned: {a.shape[-1]} (dim {a.ndim - 1}) != "
-            f"{b.shape[-1]} (dim {b.ndim - 1}){_src()}"
+            f"{b.shape[-1]} (dim {b.ndim - 1}){at_source()}"
         )
     dtype = P._result_dtype([a, b])
     k = a.shape[-1]
@@ -63,8 +70,9 @@ def _inner(a, b):
     return P.reshape(P.matmul(a2, P.transpose(b2)), a.shape[:-1] + b.shape[:-1])
 
 
-def _outer(a, b, out=None):
-    a, b = _ravel(a), _ravel(b)
+@implements("outer")
+def outer(a, b, out=None):
+    a, b = ravel(a), ravel(b)
     return P.mul(P.reshape(a, (a.size, 1)), P.reshape(b, (1, b.size)))
 
 
@@ -75,7 +83,7 @@ def _einsum_from_sublists(args) -> tuple[str, list]:
 
     def label(i) -> str:
         if not 0 <= int(i) < len(letters):
-            raise ValueError(f"np.einsum: subscript {i} is not in [0, 52){_src()}")
+            raise ValueError(f"np.einsum: subscript {i} is not in [0, 52){at_source()}")
         return letters[int(i)]
 
     def term(sub) -> str:
@@ -90,12 +98,15 @@ def _einsum_from_sublists(args) -> tuple[str, list]:
     return (spec + "->" + out if out is not None else spec), operands
 
 
-def _einsum(subscripts, *operands, **kwargs):
+@implements("einsum")
+def einsum(subscripts, *operands, **kwargs):
     """np.einsum in full: the string and the operand/index-list forms, '...', repeated indices
     (diagonals), any number of operands, contracted pairwise in a greedy order (the pair whose
     result is smallest first), each pair as one batched matrix product."""
     if kwargs.pop("out", None) is not None:
-        raise TracingError(f"np.einsum(..., out=...) is not supported on traced values{_src()}")
+        raise TracingError(
+            f"np.einsum(..., out=...) is not supported on traced values{at_source()}"
+        )
     wanted, casting = kwargs.pop("dtype", None), kwargs.pop("casting", "safe")
     kwargs.pop("order", None)  # the memory layout of the result: values are the same
     kwargs.pop("optimize", None)  # the contraction order is chosen here
@@ -106,12 +117,14 @@ def _einsum(subscripts, *operands, **kwargs):
     spec = subscripts.replace(" ", "")
     lhs, out = spec.split("->") if "->" in spec else (spec, None)
     terms = lhs.split(",")
-    xs = [_v(x) for x in operands]
+    xs = [as_var(x) for x in operands]
     if len(terms) != len(xs):
-        raise ValueError(f"np.einsum: {len(terms)} subscripts for {len(xs)} operands{_src()}")
+        raise ValueError(f"np.einsum: {len(terms)} subscripts for {len(xs)} operands{at_source()}")
     for t in terms:
         if any(not (c.isascii() and c.isalpha()) for c in t.replace("...", "")):
-            raise ValueError(f"np.einsum: invalid subscript in {t!r}: use letters a-z, A-Z{_src()}")
+            raise ValueError(
+                f"np.einsum: invalid subscript in {t!r}: use letters a-z, A-Z{at_source()}"
+            )
     # '...': as many fresh labels as the operand has dimensions beyond its letters (characters
     # no subscript can use, so they never meet the user's own letters)
     spare = (chr(0x100 + k) for k in range(64))
@@ -124,7 +137,9 @@ def _einsum(subscripts, *operands, **kwargs):
             n = x.ndim - (len(t) - 3)
             terms[k] = t.replace("...", ellipsis[widest - n :])
         if len(terms[k]) != x.ndim:
-            raise ValueError(f"np.einsum: subscripts {t!r} do not fit a {x.ndim}-d operand{_src()}")
+            raise ValueError(
+                f"np.einsum: subscripts {t!r} do not fit a {x.ndim}-d operand{at_source()}"
+            )
     if out is None:
         letters = "".join(terms)
         # NumPy: the broadcast dimensions, then each letter used once, in order (A-Z, a-z)
@@ -135,18 +150,18 @@ def _einsum(subscripts, *operands, **kwargs):
         if ellipsis and "..." not in out:
             raise ValueError(
                 "np.einsum: output has more dimensions than subscripts given in einstein sum, but "
-                f"no '...' ellipsis provided to broadcast the extra dimensions{_src()}"
+                f"no '...' ellipsis provided to broadcast the extra dimensions{at_source()}"
             )
         out = out.replace("...", ellipsis)
     if len(set(out)) != len(out):
-        raise ValueError(f"np.einsum: an output index appears twice in {out!r}{_src()}")
+        raise ValueError(f"np.einsum: an output index appears twice in {out!r}{at_source()}")
     # repeated indices within one operand: take its diagonal first
     for k in range(len(xs)):
         t, x = terms[k], xs[k]
         while len(set(t)) != len(t):
             c = next(c for c in t if t.count(c) > 1)
             first, second = t.index(c), t.index(c, t.index(c) + 1)
-            x = _diagonal(x, 0, first, second)  # that axis moves to the end
+            x = diagonal(x, 0, first, second)  # that axis moves to the end
             t = "".join(ch for i, ch in enumerate(t) if i not in (first, second)) + c
         terms[k], xs[k] = t, x
     dtype = P._result_dtype(xs) if wanted is None else np.dtype(wanted)
@@ -154,7 +169,7 @@ def _einsum(subscripts, *operands, **kwargs):
         if wanted is not None and not np.can_cast(x.dtype, dtype, casting):
             raise TypeError(
                 f"np.einsum: cannot cast array data from {x.dtype} to {dtype} according to the "
-                f"rule {casting!r}{_src()}; pass casting='unsafe' (or 'same_kind') to allow it"
+                f"rule {casting!r}{at_source()}; pass casting='unsafe' (or 'same_kind') to allow it"
             )
     xs = [P.convert(x, dtype) for x in xs]
     while len(xs) > 1:
@@ -178,7 +193,9 @@ def _einsum(subscripts, *operands, **kwargs):
     (term,), (x,) = terms, xs
     missing = [c for c in out if c not in term]
     if missing:
-        raise ValueError(f"np.einsum: output index {missing[0]!r} appears in no operand{_src()}")
+        raise ValueError(
+            f"np.einsum: output index {missing[0]!r} appears in no operand{at_source()}"
+        )
     x = P.reduce_sum(x, tuple(i for i, c in enumerate(term) if c not in out))
     kept = [c for c in term if c in out]
     # NumPy's einsum keeps the operands' type (np.sum would widen small integers)
@@ -200,7 +217,7 @@ def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
             if size.get(c, 1) == 1:
                 size[c] = d
             elif d not in (1, size[c]):
-                raise ShapeError(f"np.einsum: index {c!r} has sizes {size[c]} and {d}{_src()}")
+                raise ShapeError(f"np.einsum: index {c!r} has sizes {size[c]} and {d}{at_source()}")
     # a size-1 axis broadcasts against the other operand's, as in NumPy
     a, b = (
         x if x.shape == tuple(size[c] for c in t) else P.broadcast_to(x, tuple(size[c] for c in t))

@@ -9,26 +9,29 @@ import numpy as np
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
-from .operands import _src, _v
+from ..linalg.factorisations import svd_s_p
+from ..tracing.dispatch import implements, register
+from ..tracing.source import at_source
+from .operands import as_var
 
 # ----------------------------------------------------------------------------------------------
 # Reductions
 
 
-def _no_extra(name: str, kwargs: dict, allowed=()):
+def refuse_extra_arguments(name: str, kwargs: dict, allowed=()):
     extra = [k for k, v in kwargs.items() if k not in allowed and v is not None and k != "out"]
     if kwargs.get("out") is not None:
         extra.append("out")
     if extra:
         raise TracingError(
-            f"np.{name}: argument(s) {extra} are not supported on traced values{_src()}"
+            f"np.{name}: argument(s) {extra} are not supported on traced values{at_source()}"
         )
 
 
-def _reduction(prim, name):
+def reduction(prim, name):
     def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-        _no_extra(name, {**kwargs, "out": out})
-        x = _v(a)
+        refuse_extra_arguments(name, {**kwargs, "out": out})
+        x = as_var(a)
         if dtype is not None:
             x = P.convert(x, dtype)
         if x.ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
@@ -41,9 +44,18 @@ def _reduction(prim, name):
     return handler
 
 
-def _mean(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-    _no_extra("mean", {**kwargs, "out": out})
-    x = _v(a)
+register("sum", reduction(P.reduce_sum_p, "sum"))
+register("prod", reduction(P.reduce_prod_p, "prod"))
+register("max", reduction(P.reduce_max_p, "max"))
+register("amax", reduction(P.reduce_max_p, "amax"))
+register("min", reduction(P.reduce_min_p, "min"))
+register("amin", reduction(P.reduce_min_p, "amin"))
+
+
+@implements("mean")
+def arithmetic_mean(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    refuse_extra_arguments("mean", {**kwargs, "out": out})
+    x = as_var(a)
     if dtype is None:
         dtype = P.float_dtype(x.dtype)
     axes = P.normalize_axes(axis, x.ndim)
@@ -62,11 +74,12 @@ def _divide_count(total: Var, count: int, dtype: np.dtype) -> Var:
     return P.convert(P.div(total, count if P.is_float(dtype) else float(count)), dtype)
 
 
-def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+@implements("var")
+def variance(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     """NumPy's var: the mean and the sum of squares are accumulated in `dtype` (float64 for
     integer input by default), the deviations in the promoted dtype of the input and the mean."""
-    _no_extra("var", {**kwargs, "out": out})
-    x = _v(a)
+    refuse_extra_arguments("var", {**kwargs, "out": out})
+    x = as_var(a)
     if dtype is None:
         dtype = P.float_dtype(x.dtype)
     dtype = np.dtype(dtype)
@@ -80,17 +93,18 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     return _divide_count(squares, count, dtype)
 
 
-def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+@implements("std")
+def standard_deviation(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     # Where the variance is 0 (one element, or constant data) the standard deviation has a kink,
     # like |t| at 0: its derivative there is 0 at every order (as np.abs's), not 0 * inf = NaN.
-    var = _var(a, axis, dtype, out, ddof, keepdims, **kwargs)
+    var = variance(a, axis, dtype, out, ddof, keepdims, **kwargs)
     root = _kinked_sqrt(var)
     if P.is_float(var.dtype):
         return root
     if var.ndim:
         raise TypeError(
             f"np.std with the integer dtype {var.dtype} over an axis cannot store its float square "
-            f"roots (NumPy raises the same){_src()}; use a float dtype"
+            f"roots (NumPy raises the same){at_source()}; use a float dtype"
         )
     return P.convert(root, var.dtype)
 
@@ -98,10 +112,11 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
 _SVD_NORMS = (2, -2, "nuc")  # the matrix norms read from the singular values
 
 
-def _norm(x, ord=None, axis=None, keepdims=False):
+@implements("linalg.norm")
+def norm(x, ord=None, axis=None, keepdims=False):
     """np.linalg.norm: vector norms of every order, and matrix norms of every order (2, -2 and
     'nuc' from the singular values, linalg.svd_s_p)."""
-    x = _v(x)
+    x = as_var(x)
     x = P.convert(x, P.float_dtype(x.dtype))
     if axis is None:
         if (
@@ -121,10 +136,10 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     if len(axis) == 2:
         row, col = [P.normalize_axes(a, x.ndim)[0] for a in axis]
         if row == col:
-            raise ValueError(f"Duplicate axes given.{_src()}")
+            raise ValueError(f"Duplicate axes given.{at_source()}")
         out = _matrix_norm(x, ord, row, col)
         return P.reshape(out, P._keepdims_shape(x.shape, (row, col))) if keepdims else out
-    raise ValueError(f"Improper number of dimensions to norm.{_src()}")
+    raise ValueError(f"Improper number of dimensions to norm.{at_source()}")
 
 
 def _is_number(ord) -> bool:
@@ -152,7 +167,7 @@ def _vector_norm(x: Var, ord, axis: int) -> Var:
     if ord is None:
         return _sqrt_sum_squares(x, axis)
     if not _is_number(ord):
-        raise ValueError(f"Invalid norm order {ord!r} for vectors{_src()}")
+        raise ValueError(f"Invalid norm order {ord!r} for vectors{at_source()}")
     if ord == np.inf:
         return _abs_extremum(P.reduce_max_p, x, axis)
     if ord == -np.inf:
@@ -182,8 +197,6 @@ def _matrix_norm(x: Var, ord, row: int, col: int) -> Var:
             return P.reduce(P.reduce_max_p, sums, other)
         return P.reduce(P.reduce_min_p, sums, other)
     if (_is_number(ord) or isinstance(ord, str)) and ord in _SVD_NORMS:
-        from ..linalg import svd_s_p  # the singular values (linalg imports this package)
-
         rest = [d for d in range(x.ndim) if d not in (row, col)]
         s = P.emit(svd_s_p, P.transpose(x, rest + [row, col]))
         if ord == "nuc":
@@ -193,9 +206,9 @@ def _matrix_norm(x: Var, ord, row: int, col: int) -> Var:
             if ord == 2:
                 return P.const(0, s.shape[:-1], s.dtype)
             raise ValueError(
-                f"zero-size array to reduction operation minimum which has no identity{_src()}"
+                f"zero-size array to reduction operation minimum which has no identity{at_source()}"
             )
         lead = tuple((0, d, 1) for d in s.shape[:-1])
         pick = (0, 1, 1) if ord == 2 else (k - 1, k, 1)  # NumPy's singular values descend
         return P.reshape(P.slice_(s, lead + (pick,)), s.shape[:-1])
-    raise ValueError(f"Invalid norm order {ord!r} for matrices.{_src()}")
+    raise ValueError(f"Invalid norm order {ord!r} for matrices.{at_source()}")

@@ -10,41 +10,44 @@ import numpy as np
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
-from .operands import _axis, _src, _take, _v, _zeros_along
-from .shapes import _concatenate, _ravel
+from ..tracing.dispatch import implements, register
+from ..tracing.source import at_source
+from .operands import as_var, normalize_axis, slice_along, zeros_along
+from .shapes import concatenate, ravel
 
 # ---- differences and scans
 
 
-def _diff(a, n=1, axis=-1, prepend=None, append=None):
-    x = _v(a)
+@implements("diff")
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    x = as_var(a)
     if x.ndim == 0:
-        raise ValueError(f"diff requires input that is at least one dimensional{_src()}")
+        raise ValueError(f"diff requires input that is at least one dimensional{at_source()}")
     if int(n) < 0:
-        raise ValueError(f"order must be non-negative but got {n!r}{_src()}")
-    axis = _axis(axis, x.ndim)
+        raise ValueError(f"order must be non-negative but got {n!r}{at_source()}")
+    axis = normalize_axis(axis, x.ndim)
     parts = []
     for extra in (prepend, None, append):
         if extra is None:
             if not parts or parts[-1] is not x:
                 parts.append(x)
             continue
-        e = _v(extra)
+        e = as_var(extra)
         if e.ndim == 0:
             shape = list(x.shape)
             shape[axis] = 1
             e = P.broadcast_to(P.reshape(e, (1,) * x.ndim), tuple(shape))
         parts.append(e)
     if len(parts) > 1:
-        x = _concatenate(parts, axis)
+        x = concatenate(parts, axis)
     for _ in range(n):
         m = x.shape[axis]
-        hi, lo = _take(x, axis, 1, max(m, 1)), _take(x, axis, 0, max(m - 1, 0))
+        hi, lo = slice_along(x, axis, 1, max(m, 1)), slice_along(x, axis, 0, max(m - 1, 0))
         x = P.logical(P.ne_p, hi, lo) if x.dtype == np.bool_ else P.sub(hi, lo)
     return x
 
 
-def _scan(prim, name: str):
+def scan(prim, name: str):
     """np.cumsum and friends: a scan primitive (`Kind.SCAN`: one fused loop, its adjoint and
     batching rules in the table), or, given the elementwise step instead (cumprod: mul), a
     composition by recursive doubling: log2(n) shifted products, each one elementwise node, so
@@ -53,11 +56,13 @@ def _scan(prim, name: str):
 
     def handler(a, axis=None, dtype=None, out=None):
         if out is not None:
-            raise TracingError(f"np.{name}(..., out=...) is not supported on traced values{_src()}")
-        x = _v(a)
+            raise TracingError(
+                f"np.{name}(..., out=...) is not supported on traced values{at_source()}"
+            )
+        x = as_var(a)
         if axis is None:
-            x, axis = _ravel(x), 0
-        axis = _axis(axis, x.ndim)
+            x, axis = ravel(x), 0
+        axis = normalize_axis(axis, x.ndim)
         if dtype is not None:
             x = P.convert(x, dtype)
         elif x.dtype.kind in "biu" and x.dtype.itemsize < 8:
@@ -69,13 +74,17 @@ def _scan(prim, name: str):
         step = 1
         while step < n:
             shifted = P.concatenate(
-                [_zeros_along(x, axis, step, identity), _take(x, axis, 0, n - step)], axis
+                [zeros_along(x, axis, step, identity), slice_along(x, axis, 0, n - step)], axis
             )
             x = P._elementwise(prim, x, shifted)
             step *= 2
         return x
 
     return handler
+
+
+register("cumsum", scan(P.cumsum_p, "cumsum"))
+register("cumprod", scan(P.mul_p, "cumprod"))
 
 
 # ---- reductions that NumPy adds to the basic ones
@@ -85,8 +94,9 @@ def _keep(x: Var, axis, keepdims: bool, reduce) -> Var:
     return reduce(x, axis, keepdims)
 
 
-def _ptp(a, axis=None, out=None, keepdims=False):
-    x = _v(a)
+@implements("ptp")
+def ptp(a, axis=None, out=None, keepdims=False):
+    x = as_var(a)
     return P.sub(
         P.reduce(P.reduce_max_p, x, axis, keepdims), P.reduce(P.reduce_min_p, x, axis, keepdims)
     )
@@ -98,13 +108,15 @@ def _nanfilled(x: Var, value) -> Var:
     return P.where(P.emit(P.isnan_p, x), P.const(value, x.shape, x.dtype), x)
 
 
-def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-    total = P.reduce(P.reduce_sum_p, _nanfilled(_v(a), 0), axis, keepdims)
+@implements("nansum")
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    total = P.reduce(P.reduce_sum_p, _nanfilled(as_var(a), 0), axis, keepdims)
     return total if dtype is None else P.convert(total, dtype)
 
 
-def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-    x = _v(a)
+@implements("nanmean")
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    x = as_var(a)
     x = P.convert(x, P.float_dtype(x.dtype))
     total = P.reduce(P.reduce_sum_p, _nanfilled(x, 0), axis, keepdims)
     present = P.convert(P.logical(P.not_p, P.emit(P.isnan_p, x)), x.dtype)
@@ -112,34 +124,37 @@ def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
     return P.div(total, count)
 
 
-def _count_nonzero(a, axis=None, *, keepdims=False):
-    x = _v(a)
+@implements("count_nonzero")
+def count_nonzero(a, axis=None, *, keepdims=False):
+    x = as_var(a)
     nonzero = P.convert(P.compare(P.ne_p, x, 0), np.int64)
     return P.reduce(P.reduce_sum_p, nonzero, axis, keepdims)
 
 
-def _any(a, axis=None, out=None, keepdims=False, **kw):
-    return P.compare(P.gt_p, _count_nonzero(a, axis, keepdims=keepdims), 0)
+@implements("any")
+def any_nonzero(a, axis=None, out=None, keepdims=False, **kw):
+    return P.compare(P.gt_p, count_nonzero(a, axis, keepdims=keepdims), 0)
 
 
-def _all(a, axis=None, out=None, keepdims=False, **kw):
-    x = _v(a)
+@implements("all")
+def all_nonzero(a, axis=None, out=None, keepdims=False, **kw):
+    x = as_var(a)
     zeros = P.convert(P.compare(P.eq_p, x, 0), np.int64)
     return P.compare(P.eq_p, P.reduce(P.reduce_sum_p, zeros, axis, keepdims), 0)
 
 
-def _arg_extremum(prim):
+def arg_extremum(prim):
     """The index of the first maximum (minimum), or of the first NaN, as NumPy's argmax."""
 
     def handler(a, axis=None, out=None, *, keepdims=False):
-        x = _v(a)
+        x = as_var(a)
         shape = x.shape
         if axis is None:
-            x, axis = _ravel(x), 0
-        axis = _axis(axis, x.ndim)
+            x, axis = ravel(x), 0
+        axis = normalize_axis(axis, x.ndim)
         n = x.shape[axis]
         if n == 0:
-            raise ValueError(f"attempt to get argmax/argmin of an empty sequence{_src()}")
+            raise ValueError(f"attempt to get argmax/argmin of an empty sequence{at_source()}")
         best = P.reduce(prim, x, (axis,), keepdims=True)
         hit = P.compare(P.eq_p, x, P.broadcast_to(best, x.shape))
         if P.is_float(x.dtype):
@@ -157,23 +172,28 @@ def _arg_extremum(prim):
     return handler
 
 
-def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
-    x = _v(a)
+register("argmax", arg_extremum(P.reduce_max_p))
+register("argmin", arg_extremum(P.reduce_min_p))
+
+
+@implements("average")
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    x = as_var(a)
     x = P.convert(x, P.float_dtype(x.dtype))
     if weights is None:
         total = P.reduce(P.reduce_sum_p, x, axis, keepdims)
         count = x.size // max(total.size, 1)
         avg, scale = P.div(total, float(count)), P.const(float(count), total.shape, x.dtype)
     else:
-        w = _v(weights)
+        w = as_var(weights)
         x = P.convert(x, P.float_dtype(np.result_type(x.dtype, w.dtype)))  # NumPy's result type
         w = P.convert(w, x.dtype)
         if w.shape != x.shape:
             if axis is None or w.ndim != 1:
                 raise TypeError(
-                    f"Axis must be specified when shapes of a and weights differ.{_src()}"
+                    f"Axis must be specified when shapes of a and weights differ.{at_source()}"
                 )
-            ax = _axis(axis, x.ndim)
+            ax = normalize_axis(axis, x.ndim)
             w = P.broadcast_to(
                 P.reshape(w, tuple(w.size if i == ax else 1 for i in range(x.ndim))), x.shape
             )
@@ -182,10 +202,11 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     return (avg, P.broadcast_to(scale, avg.shape)) if returned else avg
 
 
-def _gradient(f, *varargs, axis=None, edge_order=1):
+@implements("gradient")
+def gradient(f, *varargs, axis=None, edge_order=1):
     """np.gradient with uniform (scalar) spacings: central differences inside, one-sided ones
     of `edge_order` 1 or 2 at the edges."""
-    x = _v(f)
+    x = as_var(f)
     x = P.convert(x, P.float_dtype(x.dtype))
     axes = list(range(x.ndim)) if axis is None else list(P.normalize_axes(axis, x.ndim))
     spacing = list(varargs) if varargs else [1.0]
@@ -195,37 +216,40 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
         not isinstance(h, (int, float, np.number)) for h in spacing
     ):
         raise TracingError(
-            f"np.gradient: only scalar spacings (one per axis) are supported{_src()}"
+            f"np.gradient: only scalar spacings (one per axis) are supported{at_source()}"
         )
     if edge_order not in (1, 2):
-        raise ValueError(f"'edge_order' greater than 2 not supported{_src()}")
+        raise ValueError(f"'edge_order' greater than 2 not supported{at_source()}")
     out = []
     for ax, h in zip(axes, spacing, strict=True):
         n = x.shape[ax]
         if n < edge_order + 1:
             raise ValueError(
                 f"Shape of array too small to calculate a numerical gradient, at least "
-                f"(edge_order + 1) elements are required.{_src()}"
+                f"(edge_order + 1) elements are required.{at_source()}"
             )
         h = float(h)
-        mid = P.div(P.sub(_take(x, ax, 2, n), _take(x, ax, 0, n - 2)), 2 * h)
+        mid = P.div(P.sub(slice_along(x, ax, 2, n), slice_along(x, ax, 0, n - 2)), 2 * h)
         if edge_order == 1:
-            first = P.div(P.sub(_take(x, ax, 1, 2), _take(x, ax, 0, 1)), h)
-            last = P.div(P.sub(_take(x, ax, n - 1, n), _take(x, ax, n - 2, n - 1)), h)
+            first = P.div(P.sub(slice_along(x, ax, 1, 2), slice_along(x, ax, 0, 1)), h)
+            last = P.div(P.sub(slice_along(x, ax, n - 1, n), slice_along(x, ax, n - 2, n - 1)), h)
         else:
             first = P.div(
                 P.sub(
-                    P.sub(P.mul(_take(x, ax, 1, 2), 4.0), P.mul(_take(x, ax, 0, 1), 3.0)),
-                    _take(x, ax, 2, 3),
+                    P.sub(
+                        P.mul(slice_along(x, ax, 1, 2), 4.0), P.mul(slice_along(x, ax, 0, 1), 3.0)
+                    ),
+                    slice_along(x, ax, 2, 3),
                 ),
                 2 * h,
             )
             last = P.div(
                 P.add(
                     P.sub(
-                        P.mul(_take(x, ax, n - 1, n), 3.0), P.mul(_take(x, ax, n - 2, n - 1), 4.0)
+                        P.mul(slice_along(x, ax, n - 1, n), 3.0),
+                        P.mul(slice_along(x, ax, n - 2, n - 1), 4.0),
                     ),
-                    _take(x, ax, n - 3, n - 2),
+                    slice_along(x, ax, n - 3, n - 2),
                 ),
                 2 * h,
             )

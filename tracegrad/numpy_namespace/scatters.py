@@ -1,5 +1,6 @@
-"""Writes through integer-array indices on traced values (stage: tracing): y[idx] = v,
-y[idx] += v, np.put_along_axis, and the regions written by several assignments.
+"""Writes into traced values (stage: tracing): x[index] = value in full (`setitem`: basic
+indices, boolean masks, integer arrays), y[idx] += v, np.put_along_axis, and the regions written
+by several assignments.
 """
 
 from __future__ import annotations
@@ -8,9 +9,52 @@ import numpy as np
 
 from .. import primitives as P
 from ..ir import Var
-from .gathers import _take_along_axis, advanced_getitem
-from .indexing import _basic_index, _broadcast_value, _setitem, written_value
-from .operands import _axis, _src, _v
+from ..base.errors import TracingError
+from ..tracing.dispatch import provides
+from ..tracing.source import at_source
+from .gathers import advanced_getitem, take_along_axis
+from .indexing import basic_index, basic_setitem, broadcast_value, is_basic_index, written_value
+from .operands import as_var, normalize_axis, read_while_tracing
+
+# ---- x[index] = value
+
+
+@provides("setitem")
+def setitem(x: Var, index, value) -> Var:
+    """`x` with `x[index] = value` done, as a new value (NumPy's in-place assignment, made
+    functional): static basic indices write a region (`unslice` and a select), a boolean mask
+    (static or traced) selects where to write. The value is cast to x's dtype, as NumPy does."""
+    v = written_value(value, x.dtype)
+    mask = index if not isinstance(index, tuple) or len(index) != 1 else index[0]
+    if (
+        isinstance(mask, (list, np.ndarray, Var))
+        and np.dtype(getattr(mask, "dtype", None) or np.asarray(mask).dtype) == np.bool_
+    ):
+        m = as_var(mask)
+        if m.shape != x.shape[: m.ndim]:
+            raise IndexError(
+                f"boolean index of shape {m.shape} does not match the indexed array of shape "
+                f"{x.shape}{at_source()}"
+            )
+        tail = x.shape[m.ndim :]
+        fits = v.ndim <= len(tail) and np.broadcast_shapes(v.shape, tail) == tail
+        if not fits and not isinstance(mask, Var):  # a mask known while tracing: its positions
+            if isinstance(mask, np.ndarray):
+                read_while_tracing(mask)
+            return setitem_advanced(x, tuple(np.nonzero(np.asarray(mask))), v)
+        if not fits:
+            raise TracingError(
+                f"x[mask] = value with a value of shape {v.shape} is not supported{at_source()}: the "
+                "number of selected elements depends on the mask. Assign a scalar (or a value "
+                f"for each row, shape {tail}), or write np.where(mask, values, x) with values "
+                "shaped like x."
+            )
+        full_mask = P.broadcast_to(P.reshape(m, m.shape + (1,) * len(tail)), x.shape)
+        return P.where(full_mask, broadcast_value(v, x.shape, "x[mask] = value"), x)
+    if not is_basic_index(index):  # integer arrays: a scatter (setitem_advanced, below)
+        return setitem_advanced(x, index, v)
+    return basic_setitem(x, index, v)
+
 
 # ---- writes through integer-array indices: y[idx] = v, y[idx] += v, np.put_along_axis
 
@@ -70,6 +114,7 @@ def scatter_set(x: Var, sel, value: Var) -> Var:
     return P.reshape(out, x.shape)
 
 
+@provides("set_regions")
 def set_regions(x: Var, writes: list[tuple[object, object]]) -> Var:
     """`x` after `x[index] = value` for each (static basic index, value) in order.
 
@@ -79,12 +124,12 @@ def set_regions(x: Var, writes: list[tuple[object, object]]) -> Var:
     operand per write. A few writes that cover much of the array keep the fused selects."""
     regions = []
     for index, value in writes:
-        ranges, out_shape = _basic_index(x, index)
+        ranges, out_shape = basic_index(x, index)
         regions.append((index, value, ranges, tuple(out_shape)))
     written = sum(int(np.prod(shape, dtype=np.int64)) for _, _, _, shape in regions)
     if len(writes) < 3 or (len(writes) < 8 and written > x.size // 2):
         for index, value, _, _ in regions:
-            x = _setitem(x, index, value)
+            x = setitem(x, index, value)
         return x
     strides = np.cumprod((1,) + x.shape[:0:-1])[::-1]  # C order, in elements
     positions, values = [], []
@@ -93,7 +138,7 @@ def set_regions(x: Var, writes: list[tuple[object, object]]) -> Var:
         for (start, stop, step), stride in zip(ranges, strides, strict=True):
             grid = np.add.outer(grid, np.arange(start, stop, step, dtype=np.int64) * stride)
         positions.append(grid.reshape(-1))
-        v = _broadcast_value(written_value(value, x.dtype), shape, "x[index] = value")
+        v = broadcast_value(written_value(value, x.dtype), shape, "x[index] = value")
         values.append(P.reshape(v, (grid.size,)))
     every = P.concatenate(values, 0) if len(values) > 1 else values[0]
     return scatter_set(x, np.concatenate(positions), every)
@@ -111,27 +156,28 @@ def setitem_advanced(x: Var, index, value: Var) -> Var:
         try:
             sel = positions[index]
         except IndexError as exc:
-            raise IndexError(f"{exc}{_src()}") from None
+            raise IndexError(f"{exc}{at_source()}") from None
     shape = tuple(np.shape(sel))
     if value.ndim > len(shape) or np.broadcast_shapes(value.shape, shape) != shape:
         raise ValueError(
             f"shape mismatch: value array of shape {value.shape} could not be broadcast to "
-            f"indexing result of shape {shape}{_src()}"
+            f"indexing result of shape {shape}{at_source()}"
         )
     return scatter_set(x, sel, value)
 
 
+@provides("put_along_axis")
 def put_along_axis(arr: Var, indices, values, axis) -> Var:
     """The value of `arr` after np.put_along_axis(arr, indices, values, axis)."""
     if axis is None:
         flat = put_along_axis(P.reshape(arr, (arr.size,)), indices, values, 0)
         return P.reshape(flat, arr.shape)
-    axis = _axis(axis, arr.ndim)
+    axis = normalize_axis(axis, arr.ndim)
     positions = P.const(np.arange(arr.size, dtype=np.int64).reshape(arr.shape))
-    sel = _take_along_axis(positions, indices, axis)
-    v = P.convert(_v(values), arr.dtype)
+    sel = take_along_axis(positions, indices, axis)
+    v = P.convert(as_var(values), arr.dtype)
     if v.ndim > sel.ndim or np.broadcast_shapes(v.shape, sel.shape) != sel.shape:
         raise ValueError(
-            f"values of shape {v.shape} do not broadcast to the indices' shape {sel.shape}{_src()}"
+            f"values of shape {v.shape} do not broadcast to the indices' shape {sel.shape}{at_source()}"
         )
     return scatter_set(arr, sel, v)

@@ -8,7 +8,8 @@ import numpy as np
 
 from .. import primitives as P
 from ..ir import Var
-from .operands import _o, _v
+from ..tracing.dispatch import implements_ufunc, register_ufunc
+from .operands import as_operand, as_var
 
 # ---- scipy.special's ufuncs (NumPy dispatches them to tracers like its own)
 
@@ -16,11 +17,12 @@ _SQRT_HALF = float(np.sqrt(0.5))
 
 
 def _float(x) -> Var:
-    x = _v(x)
+    x = as_var(x)
     return P.convert(x, P.float_dtype(x.dtype))
 
 
-def _logit(p):
+@implements_ufunc("logit")
+def logit(p):
     """log(p / (1 - p)). Near 1/2, log(p) - log1p(-p) cancels (5e5 ulp at 0.5 + 4e-7); there
     it is 2 arctanh(2p - 1), where 2p - 1 is exact (for 1/4 <= p <= 3/4, by Sterbenz)."""
     p = _float(p)
@@ -30,12 +32,14 @@ def _logit(p):
     return P.where(inside, middle, ends)
 
 
-def _ndtr(x):
+@implements_ufunc("ndtr")
+def ndtr(x):
     """The standard normal CDF: erfc(-x / sqrt 2) / 2 (accurate in both tails' shapes)."""
     return P.mul(P.unary(P.erfc_p, P.mul(P.neg(_float(x)), _SQRT_HALF)), 0.5)
 
 
-def _log_ndtr(x):
+@implements_ufunc("log_ndtr")
+def log_ndtr(x):
     """log of the normal CDF: log(ndtr(x)) where that is accurate, log1p(-ndtr(-x)) for x > 0,
     and the asymptotic series for x < -20 (-10 in float32), where ndtr underflows."""
     x = _float(x)
@@ -43,8 +47,8 @@ def _log_ndtr(x):
     far = P.compare(P.lt_p, x, -20.0 if x.dtype == np.float64 else -10.0)
     pos = P.compare(P.gt_p, x, 0.0)
     xs = P.where(far, -1.0, x)  # the other branches never see the far tail
-    direct = P.unary(P.log_p, _ndtr(P.where(pos, 0.0, xs)))
-    upper = P.unary(P.log1p_p, P.neg(_ndtr(P.neg(P.where(pos, xs, 1.0)))))
+    direct = P.unary(P.log_p, ndtr(P.where(pos, 0.0, xs)))
+    upper = P.unary(P.log1p_p, P.neg(ndtr(P.neg(P.where(pos, xs, 1.0)))))
     xf = P.where(far, x, -30.0)
     u = P.div(1.0, P.mul(xf, xf))
     # 1 - u + 3u^2 - 15u^3 + ... (the terms (-1)^k (2k-1)!! u^k; at x = -20 the ninth is 1e-15)
@@ -61,14 +65,14 @@ def _log_ndtr(x):
     return P.where(far, asymptotic, P.where(pos, upper, direct))
 
 
-def _xlogy(log_prim):
+def x_times_log(log_prim):
     """x * log(y) (or log1p(y)), 0 where x == 0 whatever y is (as SciPy's)."""
 
     def handler(x, y):
-        x, y = _o(x), _o(y)
+        x, y = as_operand(x), as_operand(y)
         dtype = P.float_dtype(P._result_dtype([x, y]))
-        x = P.convert(_v(x), dtype)
-        y = P.convert(_v(y), dtype)
+        x = P.convert(as_var(x), dtype)
+        y = P.convert(as_var(y), dtype)
         shape = np.broadcast_shapes(x.shape, y.shape)
         x, y = (
             P.broadcast_to(P.reshape(v, (1,) * (len(shape) - v.ndim) + v.shape), shape)
@@ -79,3 +83,7 @@ def _xlogy(log_prim):
         return P.where(zero, 0.0, P.mul(x, P.unary(log_prim, safe)))
 
     return handler
+
+
+register_ufunc("xlogy", x_times_log(P.log_p))
+register_ufunc("xlog1py", x_times_log(P.log1p_p))

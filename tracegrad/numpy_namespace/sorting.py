@@ -9,50 +9,59 @@ import numpy as np
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
-from .gathers import _take_along_axis
-from .operands import _axis, _src, _v
-from .shapes import _ravel
+from .gathers import take_along_axis
+from ..tracing.dispatch import implements
+from ..tracing.source import at_source
+from .operands import as_var, normalize_axis
+from .shapes import ravel
 
 # ---- sorting, and the statistics built on it
 
 
-def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+@implements("argsort")
+def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     if order is not None:
-        raise TracingError(f"np.argsort: order= is not supported on traced values{_src()}")
-    x = _v(a)
+        raise TracingError(f"np.argsort: order= is not supported on traced values{at_source()}")
+    x = as_var(a)
     if axis is None:
-        x, axis = _ravel(x), 0
+        x, axis = ravel(x), 0
     kind = "stable" if stable else (kind or "quicksort")
-    return P.emit(P.argsort_p, x, axis=_axis(axis, x.ndim), kind=kind)
+    return P.emit(P.argsort_p, x, axis=normalize_axis(axis, x.ndim), kind=kind)
 
 
-def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
+@implements("sort")
+def sort(a, axis=-1, kind=None, order=None, *, stable=None):
     """Values in order: a gather by the sorting permutation, so the derivative of each sorted
     value goes to the element it came from (ties: to one of them)."""
-    x = _v(a)
+    x = as_var(a)
     if axis is None:
-        x, axis = _ravel(x), 0
-    perm = _argsort(x, axis, kind, order, stable=stable)
-    return _take_along_axis(x, perm, axis)
+        x, axis = ravel(x), 0
+    perm = argsort(x, axis, kind, order, stable=stable)
+    return take_along_axis(x, perm, axis)
 
 
-def _partition(a, kth, axis=-1, kind="introselect", order=None):
+@implements("partition")
+def partition(a, kth, axis=-1, kind="introselect", order=None):
     """np.partition: NumPy leaves the order inside each part unspecified; a full sort is one valid
     answer (the kth elements are where NumPy puts them), and its derivative goes through the
     permutation. The values equal NumPy's at the kth positions and as sets within each part."""
-    return _sort(a, axis, None, order)
+    return sort(a, axis, None, order)
 
 
-def _argpartition(a, kth, axis=-1, kind="introselect", order=None):
-    return _argsort(a, axis, "stable", order)
+@implements("argpartition")
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    return argsort(a, axis, "stable", order)
 
 
-def _rollaxis(a, axis, start=0):
-    x = _v(a)
+@implements("rollaxis")
+def rollaxis(a, axis, start=0):
+    x = as_var(a)
     n = x.ndim
-    axis = _axis(axis, n)
+    axis = normalize_axis(axis, n)
     if not -n <= start <= n:
-        raise np.exceptions.AxisError(f"start {start} is out of bounds for {n} dimensions{_src()}")
+        raise np.exceptions.AxisError(
+            f"start {start} is out of bounds for {n} dimensions{at_source()}"
+        )
     if start < 0:
         start += n
     if axis < start:
@@ -86,7 +95,7 @@ def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method
         lo, hi = np.full_like(lo, (n - 1) // 2), np.full_like(hi, n // 2)
     elif method != "linear":
         raise TracingError(
-            f"np.quantile: method {method!r} is not supported on traced values{_src()}"
+            f"np.quantile: method {method!r} is not supported on traced values{at_source()}"
         )
     a = P.gather(s, P.const(lo.reshape(-1)), axis)
     b = P.gather(s, P.const(hi.reshape(-1)), axis)
@@ -116,16 +125,19 @@ def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method
     return out
 
 
-def _quantile(
+@implements("quantile")
+def quantile(
     a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, **kw
 ):
     if out is not None or kw:
         raise TracingError(
-            f"np.quantile: out= and {sorted(kw)} are not supported on traced values{_src()}"
+            f"np.quantile: out= and {sorted(kw)} are not supported on traced values{at_source()}"
         )
     if isinstance(q, Var):
-        raise TracingError(f"np.quantile: q must be static (numbers), not a traced value{_src()}")
-    x = _v(a)
+        raise TracingError(
+            f"np.quantile: q must be static (numbers), not a traced value{at_source()}"
+        )
+    x = as_var(a)
     # NumPy's result dtype: a Python number q is weak (float32 data stays float32), an array is not;
     # the methods that pick an element return it as it is (an int64 stays int64, exact)
     dtype = np.result_type(
@@ -135,35 +147,39 @@ def _quantile(
         dtype = x.dtype
     q = np.asarray(q, dtype=np.float64)
     if np.any((q < 0) | (q > 1)):
-        raise ValueError(f"Quantiles must be in the range [0, 1]{_src()}")
+        raise ValueError(f"Quantiles must be in the range [0, 1]{at_source()}")
     x = P.convert(x, dtype)
     if axis is None:
         shape = x.shape
-        x, axis = _ravel(x), 0
-        result = _quantile_of_sorted(_sort(x, 0), q, 0, False, method)
+        x, axis = ravel(x), 0
+        result = _quantile_of_sorted(sort(x, 0), q, 0, False, method)
         if keepdims:
             result = P.reshape(result, q.shape + (1,) * len(shape))
         return result
     if isinstance(axis, (tuple, list)):
         raise TracingError(
-            f"np.quantile: a tuple of axes is not supported on traced values{_src()}"
+            f"np.quantile: a tuple of axes is not supported on traced values{at_source()}"
         )
-    axis = _axis(axis, x.ndim)
-    return _quantile_of_sorted(_sort(x, axis), q, axis, keepdims, method)
+    axis = normalize_axis(axis, x.ndim)
+    return _quantile_of_sorted(sort(x, axis), q, axis, keepdims, method)
 
 
-def _percentile(
+@implements("percentile")
+def percentile(
     a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, **kw
 ):
     if isinstance(q, Var):
-        raise TracingError(f"np.percentile: q must be static (numbers), not a traced value{_src()}")
+        raise TracingError(
+            f"np.percentile: q must be static (numbers), not a traced value{at_source()}"
+        )
     q = q / 100 if isinstance(q, (int, float)) else np.asarray(q) / 100
-    return _quantile(a, q, axis, out, overwrite_input, method, keepdims, **kw)
+    return quantile(a, q, axis, out, overwrite_input, method, keepdims, **kw)
 
 
-def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
-    x = _v(a)
+@implements("median")
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    x = as_var(a)
     if x.size == 0:  # NumPy: NaN (with a RuntimeWarning) where an empty slice is reduced
         kept = np.sum(np.zeros(x.shape), axis=axis, keepdims=keepdims)  # the result's shape
         return P.const(np.full(np.shape(kept), np.nan, P.float_dtype(x.dtype)))
-    return _quantile(x, 0.5, axis, out, overwrite_input, "median", keepdims)
+    return quantile(x, 0.5, axis, out, overwrite_input, "median", keepdims)

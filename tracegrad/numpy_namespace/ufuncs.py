@@ -1,5 +1,6 @@
-"""NumPy's ufuncs on traced values (stage: tracing): `UFUNCS`, each ufunc lowered to primitives
-(arithmetic with NumPy's promotion, comparisons, logic, rounding, predicates...).
+"""NumPy's ufuncs on traced values (stage: tracing), each lowered to primitives and registered in
+the dispatch registry's `UFUNCS`: arithmetic with NumPy's promotion, comparisons, logic, rounding,
+predicates..., scipy.special's expit, erf, erfc, gammaln and psi; and np.real, np.imag, np.fix.
 """
 
 from __future__ import annotations
@@ -9,16 +10,17 @@ import numpy as np
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
-from .operands import _o, _src, _v
-from .scipy_special import _log_ndtr, _logit, _ndtr, _xlogy
+from ..tracing.dispatch import implements_ufunc, register, register_ufunc
+from ..tracing.source import at_source
+from .operands import as_operand, as_var
 
 
-def _unary(prim):
-    return lambda x: P.unary(prim, _v(x))
+def unary_ufunc(prim):
+    return lambda x: P.unary(prim, as_var(x))
 
 
-def _cmp(prim):
-    return lambda a, b: _compare(prim, _o(a), _o(b))
+def comparison(prim):
+    return lambda a, b: _compare(prim, as_operand(a), as_operand(b))
 
 
 # how each comparison answers `array OP value` when the Python int `value` lies above every value
@@ -31,7 +33,7 @@ def _compare(prim, a, b):
     """A comparison. An integer array against a Python int outside its dtype's range compares the
     exact values, as NumPy 2 does (int8 == 300 is all False, int8 < 300 all True)."""
     for array, number, name in ((a, b, prim.name), (b, a, _MIRROR[prim.name])):
-        if not (isinstance(array, Var) and array.dtype.kind in "iu" and _is_int(number)):
+        if not (isinstance(array, Var) and array.dtype.kind in "iu" and is_python_int(number)):
             continue
         info = np.iinfo(array.dtype)
         if info.min <= number <= info.max:
@@ -41,28 +43,29 @@ def _compare(prim, a, b):
     return P.compare(prim, a, b)
 
 
-def _is_int(x) -> bool:
+def is_python_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, (bool, np.generic))
 
 
-def _logic(prim):
-    return lambda *xs: P.logical(prim, *[_o(x) for x in xs])
+def logical(prim):
+    return lambda *xs: P.logical(prim, *[as_operand(x) for x in xs])
 
 
-def _bitwise(prim):
-    return lambda *xs: P.bitwise(prim, *[_o(x) for x in xs])
+def bitwise(prim):
+    return lambda *xs: P.bitwise(prim, *[as_operand(x) for x in xs])
 
 
-def _logical_xor(a, b):
-    return P.compare(P.ne_p, *[P.convert(_v(x), np.bool_) for x in (a, b)])
+@implements_ufunc("logical_xor")
+def logical_xor(a, b):
+    return P.compare(P.ne_p, *[P.convert(as_var(x), np.bool_) for x in (a, b)])
 
 
-def _fextremum(pick):
+def fextremum(pick):
     """np.fmax / np.fmin: like maximum / minimum, but a NaN operand is ignored (the other one is
     the result, and takes the gradient); NaN only where both are NaN."""
 
     def handler(a, b):
-        a, b = _o(a), _o(b)
+        a, b = as_operand(a), as_operand(b)
         out = pick(a, b)
         if not P.is_float(out.dtype):
             return out
@@ -72,10 +75,11 @@ def _fextremum(pick):
     return handler
 
 
-def _reciprocal(x):
+@implements_ufunc("reciprocal")
+def reciprocal(x):
     """1 / x; on integers NumPy's integer result: 1 / x truncated (1 at 1, -1 at -1, else 0), and
     at 0 whatever NumPy's integer loop gives on this machine."""
-    x = _v(x)
+    x = as_var(x)
     if P.is_float(x.dtype):
         return P.reciprocal(x)
     with np.errstate(all="ignore"):
@@ -89,129 +93,136 @@ def _reciprocal(x):
     return out
 
 
-def _matmul(a, b):
+@implements_ufunc("matmul")
+def matmul(a, b):
     """a @ b, with NumPy's error for a 0-d operand (matmul does not broadcast scalars)."""
-    a, b = _v(a), _v(b)
+    a, b = as_var(a), as_var(b)
     for i, x in enumerate((a, b)):
         if x.ndim == 0:
             raise ValueError(
                 f"matmul: Input operand {i} does not have enough dimensions (has 0, gufunc core "
-                f"with signature (n?,k),(k,m?)->(n?,m?) requires 1){_src()}; use * to multiply "
+                f"with signature (n?,k),(k,m?)->(n?,m?) requires 1){at_source()}; use * to multiply "
                 "by a scalar"
             )
     return P.matmul(a, b)
 
 
-def _neg(x):
-    x = _v(x)
+@implements_ufunc("negative")
+def negative(x):
+    x = as_var(x)
     if x.dtype == np.bool_:
-        raise TypeError(f"negating a boolean traced value is not supported{_src()}; use ~")
+        raise TypeError(f"negating a boolean traced value is not supported{at_source()}; use ~")
     return P.neg(x)
 
 
-def _logaddexp(a, b):
+@implements_ufunc("logaddexp")
+def logaddexp(a, b):
     """log(e**a + e**b), smooth: softplus(b) when a is 0 (and the other way round), else
     a + softplus(b - a) or b + softplus(a - b), whichever has the larger base (no overflow). Both
     branches are the same analytic function, so every derivative is exact where a = b."""
-    a, b = _o(a), _o(b)
+    a, b = as_operand(a), as_operand(b)
     for zero, other in ((a, b), (b, a)):
         if not isinstance(zero, Var) and zero == 0 and isinstance(other, Var):
             return P.unary(P.softplus_p, other)
     dtype = P.float_dtype(P._result_dtype([a, b]))
-    a, b = (P.convert(_v(v), dtype) if isinstance(v, Var) else v for v in (a, b))
-    from_a = P.add(a, P.unary(P.softplus_p, _v(P.sub(b, a))))
-    from_b = P.add(b, P.unary(P.softplus_p, _v(P.sub(a, b))))
+    a, b = (P.convert(as_var(v), dtype) if isinstance(v, Var) else v for v in (a, b))
+    from_a = P.add(a, P.unary(P.softplus_p, as_var(P.sub(b, a))))
+    from_b = P.add(b, P.unary(P.softplus_p, as_var(P.sub(a, b))))
     d = P.sub(a, b)
     # the same infinity twice: b - a is nan, the result is that infinity (as NumPy's)
     same_inf = P.logical(P.and_p, P.compare(P.ne_p, d, d), P.compare(P.eq_p, a, b))
     return P.where(same_inf, a, P.where(P.compare(P.ge_p, a, b), from_a, from_b))
 
 
-def _square(x):
-    x = _v(x)
+@implements_ufunc("square")
+def square(x):
+    x = as_var(x)
     if x.dtype == np.bool_:  # NumPy has no boolean loop: it squares int8
         x = P.convert(x, np.int8)
     return P.integer_pow(x, 2)
 
 
-def _no_bool_loop(name: str, handler):
+def without_bool_loop(name: str, handler):
     """A ufunc NumPy defines on numbers only: a boolean operand fails as NumPy's (the backends
     disagreed: the interpreter raised when it ran, a kernel computed something)."""
 
     def checked(x):
-        x = _v(x)
+        x = as_var(x)
         if x.dtype == np.bool_:
             raise TypeError(
                 f"ufunc '{name}' did not contain a loop with signature matching types "
-                f"(bool) -> None{_src()}; convert the booleans first (x.astype(int))"
+                f"(bool) -> None{at_source()}; convert the booleans first (x.astype(int))"
             )
         return handler(x)
 
     return checked
 
 
-def _float_binary(prim):
+def float_binary(prim):
     """A binary ufunc computed in floats (integers and bools promote to float64, like NumPy's)."""
 
     def handler(a, b):
-        a, b = _o(a), _o(b)
+        a, b = as_operand(a), as_operand(b)
         return P._elementwise(prim, a, b, dtype=P.float_dtype(P._result_dtype([a, b])))
 
     return handler
 
 
-def _arith_binary(prim):
+def arith_binary(prim):
     """A binary ufunc in the operands' promoted dtype (integers stay integers)."""
 
     def handler(a, b):
-        a, b = _o(a), _o(b)
+        a, b = as_operand(a), as_operand(b)
         if P._result_dtype([a, b]) == np.bool_:
             raise TypeError(
-                f"np.{prim.name} of booleans is not supported{_src()}; convert with .astype(int)"
+                f"np.{prim.name} of booleans is not supported{at_source()}; convert with .astype(int)"
             )
         return P._elementwise(prim, a, b)
 
     return handler
 
 
-def _rounding(prim):
+def rounding(prim):
     """floor, ceil, trunc: integers and bools are returned as they are (NumPy 2); rint of an
     integer is a float64, as in NumPy."""
 
     def handler(x):
-        x = _v(x)
+        x = as_var(x)
         if P.is_float(x.dtype):
             return P.emit(prim, x)
         if prim is not P.rint_p:
             return x
         if x.dtype == np.bool_:
             raise TypeError(
-                f"np.rint of booleans is not supported{_src()}; convert with .astype(float)"
+                f"np.rint of booleans is not supported{at_source()}; convert with .astype(float)"
             )
         return P.unary(prim, x)
 
     return handler
 
 
-def _fmod(a, b):
+@implements_ufunc("fmod")
+def fmod(a, b):
     """C's remainder (the sign of a). On integers: the floor remainder, moved by b where the
     signs differ (Numba's integer fmod is not NumPy's)."""
-    a, b = _o(a), _o(b)
+    a, b = as_operand(a), as_operand(b)
     dtype = P._result_dtype([a, b])
     if dtype == np.bool_:
-        raise TypeError(f"np.fmod of booleans is not supported{_src()}; convert with .astype(int)")
+        raise TypeError(
+            f"np.fmod of booleans is not supported{at_source()}; convert with .astype(int)"
+        )
     if dtype.kind == "f":
         return P._elementwise(P.fmod_p, a, b)
-    a, b = P.convert(_v(a), dtype), P.convert(_v(b), dtype)
+    a, b = P.convert(as_var(a), dtype), P.convert(as_var(b), dtype)
     r = P._elementwise(P.mod_p, a, b)
     differ = P.compare(P.ne_p, P.compare(P.lt_p, a, 0), P.compare(P.lt_p, b, 0))
     move = P.logical(P.and_p, P.compare(P.ne_p, r, 0), differ)
     return P.where(move, P.sub(r, b), r)
 
 
-def _predicate(prim):
+def predicate(prim):
     def handler(x):
-        x = _v(x)
+        x = as_var(x)
         if not P.is_float(x.dtype):  # no NaN, no infinity, no sign bit set by a float op
             return P.emit(prim, P.convert(x, np.float64))
         return P.emit(prim, x)
@@ -219,24 +230,26 @@ def _predicate(prim):
     return handler
 
 
-def _scaled(factor: float):
-    return lambda x: P.mul(P.convert(_v(x), P.float_dtype(_v(x).dtype)), factor)
+def scaled(factor: float):
+    return lambda x: P.mul(P.convert(as_var(x), P.float_dtype(as_var(x).dtype)), factor)
 
 
-def _logaddexp2(a, b):
+@implements_ufunc("logaddexp2")
+def logaddexp2(a, b):
     """log2(2**a + 2**b) = logaddexp(a ln 2, b ln 2) / ln 2 (smooth at every order)."""
     ln2 = float(np.log(2.0))
-    a, b = _o(a), _o(b)
+    a, b = as_operand(a), as_operand(b)
     dtype = P.float_dtype(P._result_dtype([a, b]))
     a, b = (P.mul(P.convert(v, dtype), ln2) if isinstance(v, Var) else v * ln2 for v in (a, b))
-    return P.div(_logaddexp(a, b), ln2)
+    return P.div(logaddexp(a, b), ln2)
 
 
-def _heaviside(x, h0):
-    x, h0 = _o(x), _o(h0)
+@implements_ufunc("heaviside")
+def heaviside(x, h0):
+    x, h0 = as_operand(x), as_operand(h0)
     dtype = P.float_dtype(P._result_dtype([x, h0]))
-    x = P.convert(_v(x), dtype)
-    h0 = P.convert(_v(h0), dtype) if isinstance(h0, Var) else h0
+    x = P.convert(as_var(x), dtype)
+    h0 = P.convert(as_var(h0), dtype) if isinstance(h0, Var) else h0
     one, zero = P.const(1.0, (), dtype), P.const(0.0, (), dtype)
     step = P.where(P.compare(P.gt_p, x, 0), one, P.where(P.compare(P.lt_p, x, 0), zero, h0))
     return P.where(
@@ -244,113 +257,106 @@ def _heaviside(x, h0):
     )
 
 
-def _real_part(x, what: str) -> Var:
-    x = _v(x)
+def real_part(x, what: str) -> Var:
+    x = as_var(x)
     if x.dtype.kind == "c":
-        raise TracingError(f"{what}: complex traced values are not supported{_src()}")
+        raise TracingError(f"{what}: complex traced values are not supported{at_source()}")
     return x
 
 
-def _imag_part(x) -> Var:
-    x = _real_part(x, "np.imag")
+def imag_part(x) -> Var:
+    x = real_part(x, "np.imag")
     return P.const(0, x.shape, x.dtype)
 
 
-def _sign(x):
-    x = _v(x)
+def sign(x):
+    x = as_var(x)
     if x.dtype.kind == "u":  # unsigned: 0 or 1 (the kernel's sign would read the top bit as -)
         return P.convert(P.compare(P.ne_p, x, 0), x.dtype)
     return P.emit(P.sign_p, x)
 
 
-UFUNCS = {
-    "add": lambda a, b: P.add(_o(a), _o(b)),
-    "subtract": lambda a, b: P.sub(_o(a), _o(b)),
-    "multiply": lambda a, b: P.mul(_o(a), _o(b)),
-    "divide": lambda a, b: P.div(_o(a), _o(b)),
-    "true_divide": lambda a, b: P.div(_o(a), _o(b)),
-    "power": lambda a, b: P.power(_o(a), _o(b)),
-    "float_power": lambda a, b: P.power(P.convert(_v(a), np.float64), _o(b)),
-    "negative": _neg,
-    "positive": _no_bool_loop("positive", lambda x: x),
-    "square": _square,
-    "reciprocal": _reciprocal,
-    "exp": _unary(P.exp_p),
-    "exp2": _unary(P.exp2_p),
-    "expm1": _unary(P.expm1_p),
-    "log": _unary(P.log_p),
-    "log2": _unary(P.log2_p),
-    "log10": _unary(P.log10_p),
-    "log1p": _unary(P.log1p_p),
-    "logaddexp": _logaddexp,
-    "sqrt": _unary(P.sqrt_p),
-    "sin": _unary(P.sin_p),
-    "cos": _unary(P.cos_p),
-    "tan": _unary(P.tan_p),
-    "arcsin": _unary(P.arcsin_p),
-    "arccos": _unary(P.arccos_p),
-    "arctan": _unary(P.arctan_p),
-    "sinh": _unary(P.sinh_p),
-    "cosh": _unary(P.cosh_p),
-    "tanh": _unary(P.tanh_p),
-    "absolute": lambda x: P.emit(P.abs_p, _v(x)),
-    "fabs": lambda x: P.emit(P.abs_p, P.convert(_v(x), P.float_dtype(_v(x).dtype))),
-    "sign": _no_bool_loop("sign", _sign),
-    "maximum": lambda a, b: P.maximum(_o(a), _o(b)),
-    "minimum": lambda a, b: P.minimum(_o(a), _o(b)),
-    "fmax": _fextremum(P.maximum),
-    "fmin": _fextremum(P.minimum),
-    "less": _cmp(P.lt_p),
-    "less_equal": _cmp(P.le_p),
-    "greater": _cmp(P.gt_p),
-    "greater_equal": _cmp(P.ge_p),
-    "equal": _cmp(P.eq_p),
-    "not_equal": _cmp(P.ne_p),
-    "logical_and": _logic(P.and_p),
-    "logical_or": _logic(P.or_p),
-    "logical_not": _logic(P.not_p),
-    "logical_xor": _logical_xor,
-    "bitwise_and": _bitwise(P.bitwise_and_p),
-    "bitwise_or": _bitwise(P.bitwise_or_p),
-    "bitwise_xor": _bitwise(P.bitwise_xor_p),
-    "invert": _bitwise(P.invert_p),
-    "matmul": _matmul,
-    "arcsinh": _unary(P.arcsinh_p),
-    "arccosh": _unary(P.arccosh_p),
-    "arctanh": _unary(P.arctanh_p),
-    "cbrt": _unary(P.cbrt_p),
-    "arctan2": _float_binary(P.arctan2_p),
-    "hypot": _float_binary(P.hypot_p),
-    "copysign": _float_binary(P.copysign_p),
-    "floor": _rounding(P.floor_p),
-    "ceil": _rounding(P.ceil_p),
-    "trunc": _rounding(P.trunc_p),
-    "rint": _rounding(P.rint_p),
-    "floor_divide": _arith_binary(P.floor_divide_p),
-    "remainder": _arith_binary(P.mod_p),
-    "mod": _arith_binary(P.mod_p),
-    "fmod": _fmod,
-    "isfinite": _predicate(P.isfinite_p),
-    "isnan": _predicate(P.isnan_p),
-    "isinf": _predicate(P.isinf_p),
-    "signbit": _predicate(P.signbit_p),
-    "deg2rad": _scaled(np.pi / 180),
-    "radians": _scaled(np.pi / 180),
-    "rad2deg": _scaled(180 / np.pi),
-    "degrees": _scaled(180 / np.pi),
-    "logaddexp2": _logaddexp2,
-    "heaviside": _heaviside,
-    "divmod": lambda a, b: (_arith_binary(P.floor_divide_p)(a, b), _arith_binary(P.mod_p)(a, b)),
-    # scipy.special
-    "expit": lambda x: P.unary(P.sigmoid_p, _v(x)),
-    "logit": _logit,
-    "erf": _unary(P.erf_p),
-    "erfc": _unary(P.erfc_p),
-    "ndtr": _ndtr,
-    "log_ndtr": _log_ndtr,
-    "xlogy": _xlogy(P.log_p),
-    "xlog1py": _xlogy(P.log1p_p),
-    "gammaln": _unary(P.gammaln_p),
-    "psi": lambda x: P.digamma(_v(x)),  # scipy.special.digamma's ufunc is named psi
-    "conjugate": lambda x: _real_part(x, "np.conjugate"),  # real values: themselves
-}
+register_ufunc("add", lambda a, b: P.add(as_operand(a), as_operand(b)))
+register_ufunc("subtract", lambda a, b: P.sub(as_operand(a), as_operand(b)))
+register_ufunc("multiply", lambda a, b: P.mul(as_operand(a), as_operand(b)))
+register_ufunc("divide", lambda a, b: P.div(as_operand(a), as_operand(b)))
+register_ufunc("true_divide", lambda a, b: P.div(as_operand(a), as_operand(b)))
+register_ufunc("power", lambda a, b: P.power(as_operand(a), as_operand(b)))
+register_ufunc("float_power", lambda a, b: P.power(P.convert(as_var(a), np.float64), as_operand(b)))
+register_ufunc("positive", without_bool_loop("positive", lambda x: x))
+register_ufunc("exp", unary_ufunc(P.exp_p))
+register_ufunc("exp2", unary_ufunc(P.exp2_p))
+register_ufunc("expm1", unary_ufunc(P.expm1_p))
+register_ufunc("log", unary_ufunc(P.log_p))
+register_ufunc("log2", unary_ufunc(P.log2_p))
+register_ufunc("log10", unary_ufunc(P.log10_p))
+register_ufunc("log1p", unary_ufunc(P.log1p_p))
+register_ufunc("sqrt", unary_ufunc(P.sqrt_p))
+register_ufunc("sin", unary_ufunc(P.sin_p))
+register_ufunc("cos", unary_ufunc(P.cos_p))
+register_ufunc("tan", unary_ufunc(P.tan_p))
+register_ufunc("arcsin", unary_ufunc(P.arcsin_p))
+register_ufunc("arccos", unary_ufunc(P.arccos_p))
+register_ufunc("arctan", unary_ufunc(P.arctan_p))
+register_ufunc("sinh", unary_ufunc(P.sinh_p))
+register_ufunc("cosh", unary_ufunc(P.cosh_p))
+register_ufunc("tanh", unary_ufunc(P.tanh_p))
+register_ufunc("absolute", lambda x: P.emit(P.abs_p, as_var(x)))
+register_ufunc(
+    "fabs", lambda x: P.emit(P.abs_p, P.convert(as_var(x), P.float_dtype(as_var(x).dtype)))
+)
+register_ufunc("sign", without_bool_loop("sign", sign))
+register_ufunc("maximum", lambda a, b: P.maximum(as_operand(a), as_operand(b)))
+register_ufunc("minimum", lambda a, b: P.minimum(as_operand(a), as_operand(b)))
+register_ufunc("fmax", fextremum(P.maximum))
+register_ufunc("fmin", fextremum(P.minimum))
+register_ufunc("less", comparison(P.lt_p))
+register_ufunc("less_equal", comparison(P.le_p))
+register_ufunc("greater", comparison(P.gt_p))
+register_ufunc("greater_equal", comparison(P.ge_p))
+register_ufunc("equal", comparison(P.eq_p))
+register_ufunc("not_equal", comparison(P.ne_p))
+register_ufunc("logical_and", logical(P.and_p))
+register_ufunc("logical_or", logical(P.or_p))
+register_ufunc("logical_not", logical(P.not_p))
+register_ufunc("bitwise_and", bitwise(P.bitwise_and_p))
+register_ufunc("bitwise_or", bitwise(P.bitwise_or_p))
+register_ufunc("bitwise_xor", bitwise(P.bitwise_xor_p))
+register_ufunc("invert", bitwise(P.invert_p))
+register_ufunc("arcsinh", unary_ufunc(P.arcsinh_p))
+register_ufunc("arccosh", unary_ufunc(P.arccosh_p))
+register_ufunc("arctanh", unary_ufunc(P.arctanh_p))
+register_ufunc("cbrt", unary_ufunc(P.cbrt_p))
+register_ufunc("arctan2", float_binary(P.arctan2_p))
+register_ufunc("hypot", float_binary(P.hypot_p))
+register_ufunc("copysign", float_binary(P.copysign_p))
+register_ufunc("floor", rounding(P.floor_p))
+register_ufunc("ceil", rounding(P.ceil_p))
+register_ufunc("trunc", rounding(P.trunc_p))
+register_ufunc("rint", rounding(P.rint_p))
+register_ufunc("floor_divide", arith_binary(P.floor_divide_p))
+register_ufunc("remainder", arith_binary(P.mod_p))
+register_ufunc("mod", arith_binary(P.mod_p))
+register_ufunc("isfinite", predicate(P.isfinite_p))
+register_ufunc("isnan", predicate(P.isnan_p))
+register_ufunc("isinf", predicate(P.isinf_p))
+register_ufunc("signbit", predicate(P.signbit_p))
+register_ufunc("deg2rad", scaled(np.pi / 180))
+register_ufunc("radians", scaled(np.pi / 180))
+register_ufunc("rad2deg", scaled(180 / np.pi))
+register_ufunc("degrees", scaled(180 / np.pi))
+register_ufunc(
+    "divmod", lambda a, b: (arith_binary(P.floor_divide_p)(a, b), arith_binary(P.mod_p)(a, b))
+)
+# scipy.special (its other ufuncs: scipy_special.py)
+register_ufunc("expit", lambda x: P.unary(P.sigmoid_p, as_var(x)))
+register_ufunc("erf", unary_ufunc(P.erf_p))
+register_ufunc("erfc", unary_ufunc(P.erfc_p))
+register_ufunc("gammaln", unary_ufunc(P.gammaln_p))
+register_ufunc("psi", lambda x: P.digamma(as_var(x)))  # scipy.special.digamma's ufunc is named psi
+register_ufunc("conjugate", lambda x: real_part(x, "np.conjugate"))  # real values: themselves
+
+# NumPy's functions of the same family (not ufuncs: NumPy dispatches them as functions)
+register("real", lambda val: real_part(val, "np.real"))
+register("imag", lambda val: imag_part(val))
+register("fix", lambda x, out=None: rounding(P.trunc_p)(x))

@@ -1,5 +1,12 @@
-"""Tracing support (beside trace.py, the entry point of the tracing stage): what a traced function
-reads from outside its arguments, and how a program stays current.
+"""Tracing support (beside trace.py, the entry point of the tracing stage): the dispatch registry,
+what a traced function reads from outside its arguments, and how a program stays current.
+
+The dispatch registry (dispatch.py) is the one set of tables NumPy's calls on tracers are looked
+up in: `UFUNCS` and `FUNCTIONS` by NumPy's name, and the named `HOOKS` a tracer calls for
+indexing, writes and the traced constructors. trace.py imports the registry and none of the
+handlers; each handler registers itself where it is defined (tracegrad/numpy_namespace/,
+linalg/functions.py, constructors.py here), and importing tracegrad.numpy_namespace completes
+the tables, as every module that traces does.
 
 A user's function reads globals, closure variables, default arguments and attributes of static
 arguments. A compiled program must never return a stale result when one of them changes, so
@@ -20,6 +27,7 @@ checks on every call:
   by value or identity: a change traces again, and `TRACEGRAD_LOG=retrace` names what changed.
 
 The guard of a program is generated as one small Python function, so a call pays a few dictionary
+and attribute reads for it.
 
 - scope.py: the walk and the `Scope` it records; reads.py: library modules, random generators
   and array subclasses; guards.py: paths, guards and a program's `Captured` check;
@@ -27,5 +35,9 @@ The guard of a program is generated as one small Python function, so a call pays
   when a traced value is asked for something a trace cannot give (`Unknowable`, a base of
   `Tracer`), or a function has no traced version;
 - ndarray.py: ndarray's operators and methods on a tracer (`NdarrayInterface`, a base of
-  `Tracer`).
+  `Tracer`);
+- dispatch.py: the registry; fillable.py: arrays NumPy's constructors make while tracing, which a
+  traced value may be written into; constructors.py: np.array, np.asarray, np.full and SciPy's
+  softmax family on traced values (above trace.py, as the handlers are); debugging.py:
+  `tg.debug_print`.
 """

@@ -4,10 +4,10 @@ traced.
 `np.array([a, b])`, `np.asarray(...)`, `np.full(shape, a)` and `np.r_[...]`/`np.c_[...]` take no
 array argument that NumPy would dispatch on, and scipy.special's `logsumexp`, `softmax` and
 `log_softmax` are Python functions that convert their argument with `np.asarray`. For the duration
-of a trace (`traced_constructors`, entered by trace.trace) these names are redirected to a
-dispatcher that builds a traced value when a traced value is among the arguments and calls the
-original otherwise: code outside the trace, and other threads, get NumPy's and SciPy's own
-results. The redirection is undone when the outermost trace ends.
+of a trace (`traced_constructors`, the registry's hook that trace.trace enters) these names are
+redirected to a dispatcher that builds a traced value when a traced value is among the arguments
+and calls the original otherwise: code outside the trace, and other threads, get NumPy's and
+SciPy's own results. The redirection is undone when the outermost trace ends.
 
 SciPy's functions are redirected in place (the function object runs a trampoline to the
 dispatcher while tracing), so a reference taken before the trace (`from scipy.special import
@@ -37,10 +37,11 @@ import numpy as np
 
 from .. import primitives as P
 from ..ir import Var
-from ..numpy_namespace.operands import _src, _v
-from ..numpy_api import FUNCTIONS
-from .fillable import CONSTRUCTORS, Fillable, _traced, fillable_constructor
-from ..trace import Tracer, _call
+from ..numpy_namespace.operands import as_var
+from ..trace import Tracer, traced_call
+from .dispatch import FUNCTIONS, provides
+from .fillable import CONSTRUCTORS, Fillable, fillable_constructor, holds_traced
+from .source import at_source
 
 _lock = threading.Lock()
 _depth = 0
@@ -49,7 +50,7 @@ _restore: list[Any] = []
 
 def _has_tracer(obj: Any) -> bool:
     """Whether `obj` is or holds a traced value (a promoted Fillable counts)."""
-    return _traced(obj)
+    return holds_traced(obj)
 
 
 # ---- np.array, np.asarray, np.full, np.r_, np.c_
@@ -58,9 +59,9 @@ def _has_tracer(obj: Any) -> bool:
 def _array_value(obj, dtype=None, ndmin=0) -> Var:
     if dtype is not None and np.dtype(dtype).kind not in "biuf":
         raise TypeError(
-            f"cannot use a value of dtype {np.dtype(dtype)} in a traced computation{_src()}"
+            f"cannot use a value of dtype {np.dtype(dtype)} in a traced computation{at_source()}"
         )
-    x = _v(obj)  # a nested list of values (traced, arrays, numbers) is stacked
+    x = as_var(obj)  # a nested list of values (traced, arrays, numbers) is stacked
     if dtype is not None:
         x = P.convert(x, dtype)
     if x.ndim < ndmin:
@@ -74,7 +75,7 @@ def _array(original):
             return original(
                 object, dtype, *args, copy=copy, order=order, subok=subok, ndmin=ndmin, like=like
             )
-        return _call(_array_value, object, dtype, ndmin)  # a new tracer: a copy, as NumPy's
+        return traced_call(_array_value, object, dtype, ndmin)  # a new tracer: a copy, as NumPy's
 
     return array
 
@@ -87,7 +88,7 @@ def _asarray(original):
             return original(a, dtype, order, **kwargs)
         if isinstance(a, Tracer) and (dtype is None or np.dtype(dtype) == a.dtype):
             return a  # the array itself, as NumPy's asarray returns it
-        return _call(_array_value, a, dtype)
+        return traced_call(_array_value, a, dtype)
 
     return asarray
 
@@ -102,11 +103,11 @@ def _full(original):
             v = P.convert(v, dtype) if dtype is not None else v
             if v.ndim > len(shape) or np.broadcast_shapes(v.shape, shape) != shape:
                 raise ValueError(
-                    f"could not broadcast fill value of shape {v.shape} into {shape}{_src()}"
+                    f"could not broadcast fill value of shape {v.shape} into {shape}{at_source()}"
                 )
             return P.broadcast_to(P.reshape(v, (1,) * (len(shape) - v.ndim) + v.shape), shape)
 
-        return _call(fill, fill_value)
+        return traced_call(fill, fill_value)
 
     return full
 
@@ -128,14 +129,14 @@ def _shifted(x: Var, axes) -> tuple[Var, Var]:
 
 
 def _float(a) -> Var:
-    x = _v(a)
+    x = as_var(a)
     return P.convert(x, P.float_dtype(x.dtype))
 
 
 def _logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     x = _float(a)
     if b is not None:
-        w = _v(b)
+        w = as_var(b)
         dtype = P._result_dtype([x, w]) if P.is_float(w.dtype) else x.dtype
         shape = P.broadcast_shapes(x.shape, w.shape, op="logsumexp")
         x = P.broadcast_to(P.convert(x, dtype), shape)
@@ -224,7 +225,7 @@ def _scipy_redirects() -> list:
     for name, traced in SCIPY_FUNCTIONS.items():
         fn = getattr(module, name, None)
         if _redirectable(fn):  # else not a plain Python function here: left as it is
-            undo.append(_InPlace(fn, functools.partial(_call, traced)).install())
+            undo.append(_InPlace(fn, functools.partial(traced_call, traced)).install())
     return undo
 
 
@@ -257,7 +258,7 @@ def _as_dispatched(public):
 
 @functools.cache
 def _list_functions() -> tuple:
-    """The NumPy functions with a traced version (numpy_api.FUNCTIONS) whose implementation is a
+    """The NumPy functions with a traced version (the registry's FUNCTIONS) whose implementation is a
     plain Python function, with how each answers for traced values in lists (found once)."""
     found = {}  # by implementation: np.amax and np.max share one
     for name in FUNCTIONS:
@@ -292,6 +293,7 @@ def _install() -> list:
     return undo + _scipy_redirects()
 
 
+@provides("traced_constructors")
 @contextlib.contextmanager
 def traced_constructors():
     """NumPy's constructors and SciPy's softmax family accept traced values inside this block

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import ir
 from .. import primitives as P
-from ..trace import Tracer, _call
+from ..trace import Tracer, traced_call
 from ..base.tree import flatten
 
 
@@ -101,4 +101,4 @@ def debug_print(fmt: str, *values: Any) -> None:
     printer = _Printer(fmt, constants, traced)
     # A print of constants only still observes one value, so that it runs with the program.
     inputs = [values[i] for i in traced] or [np.zeros(())]
-    _call(lambda *vs: P.emit(P.hook_p, *vs, name="debug_print", hook=printer), *inputs)
+    traced_call(lambda *vs: P.emit(P.hook_p, *vs, name="debug_print", hook=printer), *inputs)

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import ir
 from ..base.errors import TracingError
-from ..trace import Tracer, _call
+from ..trace import Tracer, traced_call
 from . import branches
 from .masked_update import MaskedElements
 from .source import augments_a_subscript, reads_for_an_augmented_subscript, user_line
@@ -118,7 +118,7 @@ class Fillable(np.ndarray):
                 f"cannot write a traced value into an array of dtype {self.dtype}{user_line()}"
             )
         data = self.view(np.ndarray).copy()
-        tracer = _call(lambda: _const(data))
+        tracer = traced_call(lambda: _const(data))
         self._tg_tracer = tracer
         return tracer
 
@@ -127,7 +127,7 @@ class Fillable(np.ndarray):
         if isinstance(value, MaskedElements):  # y[mask] op= v, with a traced mask
             self._tg_promote()[_traced_form(index)] = value
             return
-        if np.ndarray.__getattribute__(self, "_tg_tracer") is None and not _traced(value):
+        if np.ndarray.__getattribute__(self, "_tg_tracer") is None and not holds_traced(value):
             self._tracegrad_current()  # a view of a promoted array refuses
             np.ndarray.__setitem__(self, _traced_form(index), value)
             return
@@ -139,11 +139,11 @@ class Fillable(np.ndarray):
         writes_self = out is not None and any(o is self for o in out)
         if writes_self and (
             np.ndarray.__getattribute__(self, "_tg_tracer") is not None
-            or _traced(inputs)
-            or _traced(kwargs.get("where"))
+            or holds_traced(inputs)
+            or holds_traced(kwargs.get("where"))
         ):
             return self._tg_write_in_place(ufunc, method, inputs, kwargs)
-        if method == "at" and inputs and inputs[0] is self and _traced(inputs[1:]):
+        if method == "at" and inputs and inputs[0] is self and holds_traced(inputs[1:]):
             np.add.at(self._tg_promote(), *_traced_form(inputs[1:]))
             return None
         sources = _fillables((inputs, out))
@@ -186,7 +186,7 @@ class Fillable(np.ndarray):
             func.__name__ in _WRITING_FUNCTIONS
             and args
             and args[0] is self
-            and _traced((args[1:], kwargs))
+            and holds_traced((args[1:], kwargs))
         ):
             self._tg_promote()
         sources = _fillables((args, tuple(kwargs.values())))
@@ -208,14 +208,14 @@ class Fillable(np.ndarray):
         current = self._tracegrad_current()
         if isinstance(current, Tracer):
             return current[_traced_form(index)]
-        if _traced(index):  # a traced index into a plain array: the array becomes a constant
+        if holds_traced(index):  # a traced index into a plain array: the array becomes a constant
             if reads_for_an_augmented_subscript():  # y[mask] op= v: y is written next
                 return self._tg_promote()[_traced_form(index)]
             return self._tg_promote_copy()[_traced_form(index)]
         return np.ndarray.__getitem__(self, _traced_form(index))
 
     def _tg_promote_copy(self) -> Tracer:
-        return _call(lambda: _const(self.view(np.ndarray).copy()))
+        return traced_call(lambda: _const(self.view(np.ndarray).copy()))
 
     def __iter__(self):
         return iter(self._tracegrad_current())
@@ -275,16 +275,16 @@ def current(x: Any) -> Any:
     return x
 
 
-def _traced(obj: Any) -> bool:
+def holds_traced(obj: Any) -> bool:
     """Whether `obj` is, or holds (in lists, tuples, slices), a traced value or a promoted array."""
     if isinstance(obj, Tracer):
         return True
     if isinstance(obj, Fillable):
         return isinstance(obj._tracegrad_current(), Tracer)
     if isinstance(obj, (list, tuple)):
-        return any(_traced(x) for x in obj)
+        return any(holds_traced(x) for x in obj)
     if isinstance(obj, slice):
-        return _traced((obj.start, obj.stop, obj.step))
+        return holds_traced((obj.start, obj.stop, obj.step))
     return False
 
 
@@ -359,7 +359,7 @@ def fillable_constructor(original):
     name = getattr(original, "__name__", "")
 
     def constructor(*args, **kwargs):
-        if name in _SHAPED_BY_ARGUMENTS and _traced((args, tuple(kwargs.values()))):
+        if name in _SHAPED_BY_ARGUMENTS and holds_traced((args, tuple(kwargs.values()))):
             answered = None if name == "arange" else branches.answer_sizes(args, kwargs)
             if answered is None:
                 _refuse_traced_shape(name)

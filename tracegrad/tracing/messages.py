@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..base.errors import TracingError
-from ..numpy_api import FUNCTIONS, UFUNCS
+from .dispatch import FUNCTIONS, UFUNCS
 from .source import (
     line_calls,
     line_has,

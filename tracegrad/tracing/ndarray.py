@@ -1,16 +1,15 @@
 """ndarray's operators and methods on a tracer (stage: tracing): Python's operators as NumPy's
-ufuncs (x + y is np.add(x, y)), comparisons, bitwise and logical operators, and the methods of
-ndarray through the NumPy functions of the same names. `Tracer` (trace.py) inherits them and
-supplies `_apply`, which runs a handler on traced arguments.
+ufuncs (x + y is np.add(x, y)), comparisons, bitwise and logical operators, each the registry's
+ufunc handler (dispatch.UFUNCS, looked up when called), and the methods of ndarray through the
+NumPy functions of the same names. `Tracer` (trace.py) inherits them and supplies `_apply`, which
+runs a handler on traced arguments.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import primitives as P
-from ..numpy_api import UFUNCS
-from ..numpy_namespace.ufuncs import _bitwise, _cmp, _matmul, _neg
+from .dispatch import UFUNCS
 
 
 class NdarrayInterface:
@@ -50,56 +49,56 @@ class NdarrayInterface:
         return self._apply(UFUNCS["power"], o, self)
 
     def __matmul__(self, o):
-        return self._apply(_matmul, self, o)
+        return self._apply(UFUNCS["matmul"], self, o)
 
     def __rmatmul__(self, o):
-        return self._apply(_matmul, o, self)
+        return self._apply(UFUNCS["matmul"], o, self)
 
     def __neg__(self):
-        return self._apply(_neg, self)
+        return self._apply(UFUNCS["negative"], self)
 
     def __abs__(self):
         return self._apply(UFUNCS["absolute"], self)
 
     def __lt__(self, o):
-        return self._apply(_cmp(P.lt_p), self, o)
+        return self._apply(UFUNCS["less"], self, o)
 
     def __le__(self, o):
-        return self._apply(_cmp(P.le_p), self, o)
+        return self._apply(UFUNCS["less_equal"], self, o)
 
     def __gt__(self, o):
-        return self._apply(_cmp(P.gt_p), self, o)
+        return self._apply(UFUNCS["greater"], self, o)
 
     def __ge__(self, o):
-        return self._apply(_cmp(P.ge_p), self, o)
+        return self._apply(UFUNCS["greater_equal"], self, o)
 
     def __eq__(self, o):
-        return self._apply(_cmp(P.eq_p), self, o)  # type: ignore[override]
+        return self._apply(UFUNCS["equal"], self, o)  # type: ignore[override]
 
     def __ne__(self, o):
-        return self._apply(_cmp(P.ne_p), self, o)  # type: ignore[override]
+        return self._apply(UFUNCS["not_equal"], self, o)  # type: ignore[override]
 
     # bitwise on integers, logical on bools, as NumPy's & | ^ ~
     def __and__(self, o):
-        return self._apply(_bitwise(P.bitwise_and_p), self, o)
+        return self._apply(UFUNCS["bitwise_and"], self, o)
 
     def __rand__(self, o):
-        return self._apply(_bitwise(P.bitwise_and_p), o, self)
+        return self._apply(UFUNCS["bitwise_and"], o, self)
 
     def __or__(self, o):
-        return self._apply(_bitwise(P.bitwise_or_p), self, o)
+        return self._apply(UFUNCS["bitwise_or"], self, o)
 
     def __ror__(self, o):
-        return self._apply(_bitwise(P.bitwise_or_p), o, self)
+        return self._apply(UFUNCS["bitwise_or"], o, self)
 
     def __xor__(self, o):
-        return self._apply(_bitwise(P.bitwise_xor_p), self, o)
+        return self._apply(UFUNCS["bitwise_xor"], self, o)
 
     def __rxor__(self, o):
-        return self._apply(_bitwise(P.bitwise_xor_p), o, self)
+        return self._apply(UFUNCS["bitwise_xor"], o, self)
 
     def __invert__(self):
-        return self._apply(_bitwise(P.invert_p), self)
+        return self._apply(UFUNCS["invert"], self)
 
     def __floordiv__(self, o):
         return self._apply(UFUNCS["floor_divide"], self, o)

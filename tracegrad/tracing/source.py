@@ -1,4 +1,5 @@
-"""The user's line: where a traced operation was written, for the IR's comments and for errors."""
+"""The user's line: where a traced operation was written, for the IR's comments and for errors
+(`at_source`: the suffix a handler's error message ends with)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import os
 import sys
 
 import numpy as np
+
+from .. import ir
+from ..base.errors import at
 
 # frames in tracegrad and NumPy are not the user's
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,3 +146,9 @@ def user_line() -> str:
     code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
     where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
     return f"\n  at {where}" + (f": {code}" if code else "")
+
+
+def at_source() -> str:
+    """' (at file.py:12)': the user's line of the operation being traced (the source location
+    set where a handler is called), which a handler's error message ends with; '' if unknown."""
+    return at(ir.current_source())

@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 
 from .. import ir
+from .. import numpy_namespace  # noqa: F401 (registers the handlers tracing dispatches to)
 from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Graph, Var
-from ..trace import Tracer, _lift, to_var, trace
+from ..trace import Tracer, lift, to_var, trace
 from ..tracing.source import user_source
 from . import loops, packing
 from . import scan as scans
@@ -39,7 +40,7 @@ class _Traced:
         self.graph = Graph(graph.inputs[n:] + graph.inputs[:n], graph.nodes, graph.outputs)
 
     def capture_vars(self, builder) -> list[Var]:
-        return [_lift(t, builder) for t in self.captures]
+        return [lift(t, builder) for t in self.captures]
 
 
 def _refuse_hooks(graph: Graph) -> None:
@@ -301,7 +302,7 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
     leaves, tree = flatten(operands)
     with ir.source_location(user_source()):
         op_vars = [to_var(leaf, builder) for leaf in leaves]
-        p = _lift(pred, builder)
+        p = lift(pred, builder)
     avals = _avals_of(op_vars)
     branches = [_Traced(fn, avals, tree) for fn in (false_fun, true_fun)]
     f, t = branches

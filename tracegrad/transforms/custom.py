@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import ir
+from .. import numpy_namespace  # noqa: F401 (registers the handlers tracing dispatches to)
 from .. import primitives as P
 from ..base.errors import ShapeError, TracingError
 from ..trace import Tracer, inline_graph, to_var, trace

@@ -23,12 +23,13 @@ import numpy as np
 from collections.abc import Callable
 
 from .. import ir
+from .. import numpy_namespace  # noqa: F401 (registers the handlers tracing dispatches to)
 from .. import primitives as P
 from ..autodiff import adjoint
 from .custom import positional
 from ..base.errors import TracingError
 from ..ir import Graph
-from ..trace import Tracer, _lift, to_var, trace
+from ..trace import Tracer, lift, to_var, trace
 from ..tracing.source import user_source
 from ..base.tree import TreeDef, flatten, unflatten
 
@@ -94,7 +95,7 @@ class custom_jvp:
         avals = [(v.shape, v.dtype) for v in arg_vars]
         n = len(arg_vars)
         fgraph, out_tree, captures = trace(self.fun, avals, treedef)
-        outs = ir.inline(builder, fgraph, arg_vars + [_lift(t, builder) for t in captures])
+        outs = ir.inline(builder, fgraph, arg_vars + [lift(t, builder) for t in captures])
 
         def call_rule(*flat):
             primals = unflatten(treedef, list(flat[:n]))

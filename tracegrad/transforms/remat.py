@@ -19,11 +19,12 @@ import functools
 from collections.abc import Callable, Sequence
 
 from .. import ir
+from .. import numpy_namespace  # noqa: F401 (registers the handlers tracing dispatches to)
 from .. import primitives as P
 from ..autodiff import adjoint
 from ..base.errors import TracingError
 from ..ir import Graph, Var
-from ..trace import Tracer, _lift, to_var, trace
+from ..trace import Tracer, lift, to_var, trace
 from ..tracing.source import user_source
 from ..base.tree import flatten, unflatten
 
@@ -90,7 +91,7 @@ class checkpoint:
                 "pass recomputes the function, so the tap would see no cotangent); tap the "
                 "checkpointed function's result instead"
             )
-        inputs = arg_vars + [_lift(t, builder) for t in captures]
+        inputs = arg_vars + [lift(t, builder) for t in captures]
         outs = ir.inline(builder, fgraph, inputs)
         # the recomputation runs no hooks a second time
         pure = Graph(
