@@ -149,7 +149,7 @@ def call_overhead(client, backend: str, rounds: int) -> dict:
         start = time.perf_counter()
         data = g._data((w, Xd, yd))
         g._check_loss((w, Xd, yd), data)
-        payload = tgd._Payload(g._job, {0: w}, (1, 2), 3, 20, False)
+        payload = tgd.Payload(g._job, {0: w}, (1, 2), 3, 20, False)
         rows = [int(c) for c in data[0].chunks[0]]
         parts["checks and graph (client)"].append(time.perf_counter() - start)
         start = time.perf_counter()

@@ -23,13 +23,13 @@ from ..base.errors import TracingError
 from ..runtime import program_cache, program_store, tiered
 from ..base import progress
 from ..runtime.program import (
-    _MISS,
+    MISS,
     CompiledCall,
     GuardFailed,
-    _cheap_signature,
-    _configure_logging,
-    _fast_call,
-    _generation,
+    cheap_signature,
+    configure_logging,
+    fast_call,
+    store_generation,
     aval,
     run_other_variant,
 )
@@ -114,7 +114,7 @@ class Transformed:
         # False: Python control flow on traced values is refused, not guarded (tracing/branches.py)
         self.guards = True
         functools.update_wrapper(self, fun, updated=())
-        _configure_logging()
+        configure_logging()
         self._fast_calls: dict[tuple, Callable] = {}  # cheap signature -> cached call
 
     @property
@@ -182,10 +182,10 @@ class Transformed:
     # ---- calling
     def __call__(self, *args, **kwargs):
         if not kwargs:
-            fast = self._fast_calls.get(_cheap_signature(args))
+            fast = self._fast_calls.get(cheap_signature(args))
             if fast is not None:
                 out = fast(self, args)
-                if out is not _MISS:
+                if out is not MISS:
                     return out
         self._check_call(args)
         if ir.active_builder() is not None:
@@ -345,17 +345,17 @@ class Transformed:
         and no other static argument gets one per instance (keyed by identity, as its program:
         the guards read `self` again on every call)."""
         if self._static_self and self.static_argnums == (0,):
-            cheap = _cheap_signature(args[1:])
+            cheap = cheap_signature(args[1:])
             cheap = None if cheap is None else (id(args[0]), cheap)
         elif self.static_argnums:
             return
         else:
-            cheap = _cheap_signature(args)
+            cheap = cheap_signature(args)
         if cheap is None:
             return
         if len(self._fast_calls) >= 64:
             self._fast_calls.clear()
-        self._fast_calls[cheap] = _fast_call(program, self.backend, _generation[0])
+        self._fast_calls[cheap] = fast_call(program, self.backend, store_generation[0])
 
     def _note_retrace(self, sig: Signature, names: list[str], why: str | None) -> None:
         program_store.note_retrace(self.spec, name_of(self), sig, names, why)
@@ -396,10 +396,10 @@ class _Bound:
     def __call__(self, *args, **kwargs):
         method, obj = self.method, self.obj
         if not kwargs and method._static_self:
-            fast = method._fast_calls.get((id(obj), _cheap_signature(args)))
+            fast = method._fast_calls.get((id(obj), cheap_signature(args)))
             if fast is not None:
                 out = fast(method, args, (obj,))
-                if out is not _MISS:
+                if out is not MISS:
                     return out
         return method(obj, *args, **kwargs)
 

@@ -44,12 +44,12 @@ from tracegrad.base.tree import flatten
 
 from .worker import (
     ChunkError,
-    _chunk_task,
-    _Job,
-    _Payload,
-    _signature,
-    _sum_task,
-    _trace_count_of,
+    chunk_task,
+    Job,
+    Payload,
+    job_signature,
+    sum_task,
+    trace_count_of,
     trace_counts,
 )
 
@@ -135,7 +135,7 @@ class DataParallel:
         self.client, self.backend, self.split_every = client, backend, split_every
         self.deterministic = bool(deterministic)
         name = f"{kind}({_name_of(fun)})"
-        self._job = _Job(fun, kind, argnums, backend, name)
+        self._job = Job(fun, kind, argnums, backend, name)
         self._checked: set[tuple] = set()
 
     def __repr__(self) -> str:
@@ -206,7 +206,7 @@ class DataParallel:
         params = {i: a for i, a in enumerate(args) if i not in self.data_argnums}
         shapes = sorted({int(c) for c in data[0].chunks[0] if c}, reverse=True)
         key = (
-            _signature(tuple(params.values())),
+            job_signature(tuple(params.values())),
             tuple(params),
             tuple((x.shape[1:], x.dtype.str) for x in data),
             tuple(shapes),
@@ -269,7 +269,7 @@ class DataParallel:
             raise ValueError(f"{self._job.name}: the data has no rows")
         client = _current_client(self.client)
         params = {i: a for i, a in enumerate(args) if i not in self.data_argnums}
-        payload = _Payload(
+        payload = Payload(
             self._job, params, self.data_argnums, len(args), len(rows), self.deterministic
         )
         call = uuid.uuid4().hex[:12]
@@ -295,7 +295,7 @@ class DataParallel:
 
     def _graph(self, params_node, data: list, rows: list[int], call: str):
         blocks = [x.to_delayed().reshape(-1) for x in data]
-        task = dask.delayed(_chunk_task, pure=False)
+        task = dask.delayed(chunk_task, pure=False)
         parts, start = [], 0
         for index, n in enumerate(rows):
             if n:  # an empty chunk adds nothing to a sum
@@ -310,7 +310,7 @@ class DataParallel:
                     )
                 )
             start += n
-        add = dask.delayed(_sum_task, pure=False)
+        add = dask.delayed(sum_task, pure=False)
         level = 0
         while level == 0 or len(parts) > 1:
             groups = [
@@ -329,8 +329,8 @@ class DataParallel:
         (`tg.Transformed.trace_count` there); {"local": n} without a cluster."""
         client = _current_client(client or self.client)
         if client is None:
-            return {"local": _trace_count_of(self._job.key)}
-        return client.run(_trace_count_of, self._job.key)
+            return {"local": trace_count_of(self._job.key)}
+        return client.run(trace_count_of, self._job.key)
 
 
 def _describe_chunks(chunks: tuple) -> str:

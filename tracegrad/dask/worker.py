@@ -43,7 +43,7 @@ class ChunkError(RuntimeError):
         return (ChunkError, (self.args[0], self.index, self.rows, self.worker, self.error_type))
 
 
-class _Job:
+class Job:
     """The transform to run on each chunk. `key` is the same for the same function in every call
     and every process: it is what a process files its `tg.Transformed` under, so that every
     call reuses one program.
@@ -87,12 +87,12 @@ class _Job:
         return transformed
 
 
-class _Payload:
+class Payload:
     """What is scattered once per call: the job and the parameters (every non-data argument)."""
 
     def __init__(
         self,
-        job: _Job,
+        job: Job,
         params: dict[int, Any],
         data_argnums: tuple[int, ...],
         n_args: int,
@@ -148,7 +148,7 @@ _transforms: OrderedDict[str, tuple[tg.Transformed, str]] = OrderedDict()
 _compiled: set[tuple] = set()  # (job key, argument signature) already run in this process
 
 
-def _transform_for(job: _Job) -> tg.Transformed:
+def _transform_for(job: Job) -> tg.Transformed:
     with _lock:
         entry = _transforms.get(job.key)
         if entry is None:
@@ -161,16 +161,16 @@ def _transform_for(job: _Job) -> tg.Transformed:
     return entry[0]
 
 
-def _signature(args: tuple) -> tuple:
+def job_signature(args: tuple) -> tuple:
     leaves, treedef = flatten(args)
     return treedef, tuple((np.shape(x), np.asarray(x).dtype.str) for x in leaves)
 
 
-def _run(job: _Job, args: tuple):
+def _run(job: Job, args: tuple):
     """The transform on one chunk. The first call with a new signature holds the lock, so that
     threads of one process never trace and compile the same program twice."""
     fn = _transform_for(job)
-    key = (job.key, _signature(args))
+    key = (job.key, job_signature(args))
     if key in _compiled:
         return fn(*args)
     with _lock:
@@ -188,7 +188,7 @@ def _where() -> str:
         return "this process (no cluster)"
 
 
-def _chunk_task(payload: _Payload, index: int, start: int, *chunks: np.ndarray):
+def chunk_task(payload: Payload, index: int, start: int, *chunks: np.ndarray):
     """One chunk's value/gradient/Hessian: the task that runs where the chunk lives."""
     stop = start + (len(chunks[0]) if chunks else 0)
     try:
@@ -227,7 +227,7 @@ def _as_partial(part: Any) -> _Partial:
     return _Partial(treedef, wide, dtypes)
 
 
-def _sum_task(*parts: Any, final: bool = False):
+def sum_task(*parts: Any, final: bool = False):
     """Add results in the order given (the tree's order); the root casts back and rebuilds."""
     first, *rest = [_as_partial(p) for p in parts]
     total = [np.array(x, copy=True) for x in first.leaves]
@@ -249,7 +249,7 @@ def trace_counts() -> dict[str, int]:
         return {f"{name} [{key[:8]}]": fn.trace_count for key, (fn, name) in _transforms.items()}
 
 
-def _trace_count_of(key: str) -> int:
+def trace_count_of(key: str) -> int:
     with _lock:
         entry = _transforms.get(key)
     return entry[0].trace_count if entry is not None else 0

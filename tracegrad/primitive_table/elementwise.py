@@ -12,8 +12,8 @@ import numpy as np
 
 from .batching import every_operand
 from .facets import (
-    _PICK_MAX,
-    _PICK_MIN,
+    PICK_MAX,
+    PICK_MIN,
     NO_ALGEBRA,
     PRIMITIVES,
     Algebra,
@@ -24,8 +24,8 @@ from .facets import (
     registered,
 )
 from .ops import (
-    _same,
-    _unary_rule,
+    infer_same,
+    unary_rule,
     add,
     compare,
     ct_mul,
@@ -86,7 +86,7 @@ def elementwise_primitive(
     impl,
     adjoint=None,
     scalar=None,
-    infer=_same,
+    infer=infer_same,
     differentiable=True,
     linear=False,
     domain=(-2.0, 2.0),
@@ -210,41 +210,41 @@ def _extremum_binary(pick: str):
     return rule
 
 
-maximum_p = elementwise_primitive("maximum", np.maximum, _extremum_binary("gt"), f"({_PICK_MAX})")
-minimum_p = elementwise_primitive("minimum", np.minimum, _extremum_binary("lt"), f"({_PICK_MIN})")
+maximum_p = elementwise_primitive("maximum", np.maximum, _extremum_binary("gt"), f"({PICK_MAX})")
+minimum_p = elementwise_primitive("minimum", np.minimum, _extremum_binary("lt"), f"({PICK_MIN})")
 
-exp_p = elementwise_primitive("exp", np.exp, _unary_rule(lambda x, out: out), "M.exp({0})")
+exp_p = elementwise_primitive("exp", np.exp, unary_rule(lambda x, out: out), "M.exp({0})")
 # expm1' = exp(x): out + 1 cancels for negative x (and is 0 below -37)
 expm1_p = elementwise_primitive(
-    "expm1", np.expm1, _unary_rule(lambda x, out: unary(exp_p, x)), "M.expm1({0})"
+    "expm1", np.expm1, unary_rule(lambda x, out: unary(exp_p, x)), "M.expm1({0})"
 )
 log_p = elementwise_primitive(
-    "log", np.log, _unary_rule(lambda x, out: reciprocal(x)), "M.log({0})", domain=(0.2, 3.0)
+    "log", np.log, unary_rule(lambda x, out: reciprocal(x)), "M.log({0})", domain=(0.2, 3.0)
 )
 log1p_p = elementwise_primitive(
     "log1p",
     np.log1p,
-    _unary_rule(lambda x, out: reciprocal(add(x, 1.0))),
+    unary_rule(lambda x, out: reciprocal(add(x, 1.0))),
     "M.log1p({0})",
     domain=(-0.5, 2.0),
 )
 sqrt_p = elementwise_primitive(
-    "sqrt", np.sqrt, _unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})", domain=(0.2, 3.0)
+    "sqrt", np.sqrt, unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})", domain=(0.2, 3.0)
 )
 sin_p = elementwise_primitive(
     "sin",
     np.sin,
-    _unary_rule(lambda x, out: unary(cos_p, x)),
+    unary_rule(lambda x, out: unary(cos_p, x)),
     "M.sin({0})",
     pairing=Pairing("cos", "sincos"),
 )
 cos_p = elementwise_primitive(
-    "cos", np.cos, _unary_rule(lambda x, out: neg(unary(sin_p, x))), "M.cos({0})"
+    "cos", np.cos, unary_rule(lambda x, out: neg(unary(sin_p, x))), "M.cos({0})"
 )
 tan_p = elementwise_primitive(
     "tan",
     np.tan,
-    _unary_rule(lambda x, out: add(mul(out, out), 1.0)),
+    unary_rule(lambda x, out: add(mul(out, out), 1.0)),
     "M.tan({0})",
     domain=(-1.2, 1.2),
 )
@@ -257,40 +257,40 @@ tan_p = elementwise_primitive(
 one_minus_square_p = elementwise_primitive(
     "one_minus_square",
     lambda x: np.multiply(np.subtract(1, x), np.add(1, x)),
-    _unary_rule(lambda x, out: mul(x, -2.0)),
+    unary_rule(lambda x, out: mul(x, -2.0)),
     "((1.0 - {0}) * (1.0 + {0}))",
 )
 
 
-def _one_minus_square(x):
+def one_minus_square(x):
     return unary(one_minus_square_p, x)
 
 
 arcsin_p = elementwise_primitive(
     "arcsin",
     np.arcsin,
-    _unary_rule(lambda x, out: reciprocal(unary(sqrt_p, _one_minus_square(x)))),
+    unary_rule(lambda x, out: reciprocal(unary(sqrt_p, one_minus_square(x)))),
     "M.asin({0})",
     domain=(-0.9, 0.9),
 )
 arccos_p = elementwise_primitive(
     "arccos",
     np.arccos,
-    _unary_rule(lambda x, out: neg(reciprocal(unary(sqrt_p, _one_minus_square(x))))),
+    unary_rule(lambda x, out: neg(reciprocal(unary(sqrt_p, one_minus_square(x))))),
     "M.acos({0})",
     domain=(-0.9, 0.9),
 )
 arctan_p = elementwise_primitive(
-    "arctan", np.arctan, _unary_rule(lambda x, out: reciprocal(add(mul(x, x), 1.0))), "M.atan({0})"
+    "arctan", np.arctan, unary_rule(lambda x, out: reciprocal(add(mul(x, x), 1.0))), "M.atan({0})"
 )
 sinh_p = elementwise_primitive(
-    "sinh", np.sinh, _unary_rule(lambda x, out: unary(cosh_p, x)), "M.sinh({0})"
+    "sinh", np.sinh, unary_rule(lambda x, out: unary(cosh_p, x)), "M.sinh({0})"
 )
 cosh_p = elementwise_primitive(
-    "cosh", np.cosh, _unary_rule(lambda x, out: unary(sinh_p, x)), "M.cosh({0})"
+    "cosh", np.cosh, unary_rule(lambda x, out: unary(sinh_p, x)), "M.cosh({0})"
 )
 tanh_p = elementwise_primitive(
-    "tanh", np.tanh, _unary_rule(lambda x, out: sub(1.0, mul(out, out))), "M.tanh({0})"
+    "tanh", np.tanh, unary_rule(lambda x, out: sub(1.0, mul(out, out))), "M.tanh({0})"
 )
 # ---- Base-2 and base-10 logs and powers, softplus and sigmoid (one block; docs/limitations.md)
 # As exact as NumPy's: log2 and exp2 at powers of two, log10 at powers of ten (kernels call
@@ -315,26 +315,26 @@ def _softplus_impl(x):
 log2_p = elementwise_primitive(
     "log2",
     np.log2,
-    _unary_rule(lambda x, out: div(1 / math.log(2.0), x)),
+    unary_rule(lambda x, out: div(1 / math.log(2.0), x)),
     "M.log2({0})",
     domain=(0.2, 3.0),
 )
 log10_p = elementwise_primitive(
     "log10",
     np.log10,
-    _unary_rule(lambda x, out: div(1 / math.log(10.0), x)),
+    unary_rule(lambda x, out: div(1 / math.log(10.0), x)),
     "M.log10({0})",
     domain=(0.2, 3.0),
 )
 exp2_p = elementwise_primitive(
-    "exp2", np.exp2, _unary_rule(lambda x, out: mul(out, math.log(2.0))), _EXP2_SCALAR
+    "exp2", np.exp2, unary_rule(lambda x, out: mul(out, math.log(2.0))), _EXP2_SCALAR
 )
 # sigmoid(x) = 1 / (1 + e**-x); its derivative sigmoid(x) * sigmoid(-x) is 1 - sigmoid(x) without
 # the cancellation for large x.
 sigmoid_p = elementwise_primitive(
     "sigmoid",
     _sigmoid_impl,
-    _unary_rule(lambda x, out: mul(out, unary(sigmoid_p, neg(x)))),
+    unary_rule(lambda x, out: mul(out, unary(sigmoid_p, neg(x)))),
     "((1.0 if {0} >= 0 else M.exp(-abs({0}))) / (1.0 + M.exp(-abs({0}))))",
 )
 # softplus(x) = log(1 + e**x), smooth everywhere (the simplifier rewrites the stable idioms
@@ -342,6 +342,6 @@ sigmoid_p = elementwise_primitive(
 softplus_p = elementwise_primitive(
     "softplus",
     _softplus_impl,
-    _unary_rule(lambda x, out: unary(sigmoid_p, x)),
+    unary_rule(lambda x, out: unary(sigmoid_p, x)),
     "(({0} if {0} > 0 else 0.0) + M.log1p(M.exp(-abs({0}))))",
 )

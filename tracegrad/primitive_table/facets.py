@@ -111,8 +111,8 @@ def _extreme(largest: bool) -> Callable[[np.dtype], np.ndarray]:
 
 
 # NaN-propagating like np.maximum / np.minimum (Python's max(1.0, nan) is 1.0)
-_PICK_MAX = "{0} if ({0} >= {1}) | ({0} != {0}) else {1}"
-_PICK_MIN = "{0} if ({0} <= {1}) | ({0} != {0}) else {1}"
+PICK_MAX = "{0} if ({0} >= {1}) | ({0} != {0}) else {1}"
+PICK_MIN = "{0} if ({0} <= {1}) | ({0} != {0}) else {1}"
 
 SUM = Monoid(
     "sum",
@@ -135,8 +135,8 @@ PROD = Monoid(
     reassociate=True,
     widen=True,
 )
-MAX = Monoid("max", _PICK_MAX, _extreme(False), np.max, np.maximum.accumulate, "max")
-MIN = Monoid("min", _PICK_MIN, _extreme(True), np.min, np.minimum.accumulate, "min")
+MAX = Monoid("max", PICK_MAX, _extreme(False), np.max, np.maximum.accumulate, "max")
+MIN = Monoid("min", PICK_MIN, _extreme(True), np.min, np.minimum.accumulate, "min")
 #: every monoid by name (the name a fusion plan's reduction carries)
 MONOIDS: dict[str, Monoid] = {m.name: m for m in (SUM, PROD, MAX, MIN)}
 

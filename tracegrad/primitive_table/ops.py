@@ -105,7 +105,9 @@ def broadcast_to(x: Var, shape: tuple[int, ...]) -> Var:
     return emit(registered("broadcast_to"), x, shape=shape)
 
 
-def _prepare(operands: Sequence[Operand], op: str, dtype: np.dtype | None = None) -> list[Var]:
+def prepare_operands(
+    operands: Sequence[Operand], op: str, dtype: np.dtype | None = None
+) -> list[Var]:
     """Promote and broadcast operands to one dtype and shape, as explicit nodes."""
     dtype = result_dtype(operands) if dtype is None else np.dtype(dtype)
     shape = broadcast_shapes(*[v.shape for v in operands if isinstance(v, Var)], op=op)
@@ -119,7 +121,7 @@ def _prepare(operands: Sequence[Operand], op: str, dtype: np.dtype | None = None
 
 
 def apply_elementwise(prim: Primitive, *operands: Operand, dtype: Any = None) -> Var:
-    return emit(prim, *_prepare(operands, prim.name, dtype))
+    return emit(prim, *prepare_operands(operands, prim.name, dtype))
 
 
 def _float_unary(prim: Primitive, x: Var) -> Var:
@@ -221,7 +223,7 @@ def where(c: Operand, a: Operand, b: Operand) -> Var:
         cv = broadcast_to(c if c.dtype == np.bool_ else compare(registered("ne"), c, 0), shape)
     else:
         cv = const(bool(c), shape, np.bool_)
-    a, b = _prepare([a, b], "where", dtype)
+    a, b = prepare_operands([a, b], "where", dtype)
     return emit(registered("where"), cv, broadcast_to(a, shape), broadcast_to(b, shape))
 
 
@@ -230,7 +232,7 @@ def compare(prim: Primitive, a: Operand, b: Operand) -> Var:
     mixed = ("u", 8) in kinds and any(k is not None and k[0] == "i" for k in kinds)
     if mixed and prim.name in _UNSIGNED_ABOVE_NEGATIVE:
         return _compare_uint64_with_signed(prim, a, b)
-    return emit(prim, *_prepare([a, b], prim.name))
+    return emit(prim, *prepare_operands([a, b], prim.name))
 
 
 def _kind(v: Operand) -> tuple[str, int] | None:
@@ -260,13 +262,15 @@ def _compare_uint64_with_signed(prim: Primitive, a: Operand, b: Operand) -> Var:
     i = convert(i if isinstance(i, Var) else const(i), np.int64)
     negative = compare(registered("lt"), i, 0)
     as_unsigned = convert(where(negative, 0, i), np.uint64)
-    exact = emit(prim, *_prepare([u, as_unsigned] if u_left else [as_unsigned, u], prim.name))
+    exact = emit(
+        prim, *prepare_operands([u, as_unsigned] if u_left else [as_unsigned, u], prim.name)
+    )
     name = prim.name if u_left else _MIRRORED[prim.name]
     return where(negative, _UNSIGNED_ABOVE_NEGATIVE[name], exact)
 
 
 def logical(prim: Primitive, *operands: Operand) -> Var:
-    return emit(prim, *_prepare(operands, prim.name, np.bool_))
+    return emit(prim, *prepare_operands(operands, prim.name, np.bool_))
 
 
 def unary(prim: Primitive, x: Var) -> Var:
@@ -378,22 +382,22 @@ def concatenate(xs: Sequence[Var], axis: int) -> Var:
 # Shape rules
 
 
-def _same(shapes: Shapes, dtypes: Dtypes, params: dict, out_dtype=None):
+def infer_same(shapes: Shapes, dtypes: Dtypes, params: dict, out_dtype=None):
     if len(set(shapes)) > 1:
         raise ir.IRError(f"elementwise operands must have one shape, got {shapes}")
     return shapes[0], (dtypes[-1] if out_dtype is None else np.dtype(out_dtype))
 
 
-def _same_bool(shapes, dtypes, params):
-    return _same(shapes, dtypes, params, np.bool_)
+def infer_same_bool(shapes, dtypes, params):
+    return infer_same(shapes, dtypes, params, np.bool_)
 
 
-def _reduced(shapes, dtypes, params):
+def infer_reduced(shapes, dtypes, params):
     axes = params["axes"]
     return tuple(d for i, d in enumerate(shapes[0]) if i not in axes), dtypes[0]
 
 
-def _slice_len(start: int, stop: int, step: int) -> int:
+def slice_len(start: int, stop: int, step: int) -> int:
     return len(range(start, stop, step))
 
 
@@ -401,11 +405,11 @@ def _slice_len(start: int, stop: int, step: int) -> int:
 # Adjoint rules: rule(ct, out, *inputs, **params) -> one cotangent (or None) per input.
 
 
-def _unary_rule(derivative: Callable[[Var, Var], Var]):
+def unary_rule(derivative: Callable[[Var, Var], Var]):
     return lambda ct, out, x: (ct_mul(ct, derivative(x, out)),)
 
 
-def _sum_to(ct: Var, shape: tuple[int, ...]) -> Var:
+def sum_to(ct: Var, shape: tuple[int, ...]) -> Var:
     """The adjoint of broadcasting `shape` up to `ct.shape`: sum over the broadcast axes."""
     lead = ct.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
@@ -418,5 +422,5 @@ def keepdims_shape(x_shape, axes):
     return tuple(1 if i in axes else d for i, d in enumerate(x_shape))
 
 
-def _expand_reduced(v: Var, x: Var, axes) -> Var:
+def expand_reduced(v: Var, x: Var, axes) -> Var:
     return broadcast_to(reshape(v, keepdims_shape(x.shape, axes)), x.shape)

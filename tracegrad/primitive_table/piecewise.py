@@ -15,10 +15,10 @@ from .facets import Algebra, Primitive
 from .ops import (
     Operand,
     apply_elementwise,
-    _prepare,
+    prepare_operands,
     result_dtype,
-    _same_bool,
-    _unary_rule,
+    infer_same_bool,
+    unary_rule,
     convert,
     ct_mul,
     div,
@@ -79,22 +79,20 @@ fmod_p = elementwise_primitive(
     domain=(0.5, 2.0),
 )
 isfinite_p = elementwise_primitive(
-    "isfinite", np.isfinite, scalar="np.isfinite({0})", infer=_same_bool, differentiable=False
+    "isfinite", np.isfinite, scalar="np.isfinite({0})", infer=infer_same_bool, differentiable=False
 )
 isnan_p = elementwise_primitive(
-    "isnan", np.isnan, scalar="np.isnan({0})", infer=_same_bool, differentiable=False
+    "isnan", np.isnan, scalar="np.isnan({0})", infer=infer_same_bool, differentiable=False
 )
 isinf_p = elementwise_primitive(
-    "isinf", np.isinf, scalar="np.isinf({0})", infer=_same_bool, differentiable=False
+    "isinf", np.isinf, scalar="np.isinf({0})", infer=infer_same_bool, differentiable=False
 )
 signbit_p = elementwise_primitive(
-    "signbit", np.signbit, scalar="np.signbit({0})", infer=_same_bool, differentiable=False
+    "signbit", np.signbit, scalar="np.signbit({0})", infer=infer_same_bool, differentiable=False
 )
 
 
-abs_p = elementwise_primitive(
-    "abs", np.abs, _unary_rule(lambda x, out: emit(sign_p, x)), "abs({0})"
-)
+abs_p = elementwise_primitive("abs", np.abs, unary_rule(lambda x, out: emit(sign_p, x)), "abs({0})")
 sign_p = elementwise_primitive("sign", np.sign, lambda ct, out, x: (None,), "np.sign({0})")
 
 where_p = elementwise_primitive(
@@ -125,28 +123,28 @@ named_p = elementwise_primitive(
 )
 
 lt_p = elementwise_primitive(
-    "lt", np.less, scalar="({0} < {1})", infer=_same_bool, differentiable=False
+    "lt", np.less, scalar="({0} < {1})", infer=infer_same_bool, differentiable=False
 )
 le_p = elementwise_primitive(
-    "le", np.less_equal, scalar="({0} <= {1})", infer=_same_bool, differentiable=False
+    "le", np.less_equal, scalar="({0} <= {1})", infer=infer_same_bool, differentiable=False
 )
 gt_p = elementwise_primitive(
-    "gt", np.greater, scalar="({0} > {1})", infer=_same_bool, differentiable=False
+    "gt", np.greater, scalar="({0} > {1})", infer=infer_same_bool, differentiable=False
 )
 ge_p = elementwise_primitive(
-    "ge", np.greater_equal, scalar="({0} >= {1})", infer=_same_bool, differentiable=False
+    "ge", np.greater_equal, scalar="({0} >= {1})", infer=infer_same_bool, differentiable=False
 )
 eq_p = elementwise_primitive(
-    "eq", np.equal, scalar="({0} == {1})", infer=_same_bool, differentiable=False
+    "eq", np.equal, scalar="({0} == {1})", infer=infer_same_bool, differentiable=False
 )
 ne_p = elementwise_primitive(
-    "ne", np.not_equal, scalar="({0} != {1})", infer=_same_bool, differentiable=False
+    "ne", np.not_equal, scalar="({0} != {1})", infer=infer_same_bool, differentiable=False
 )
 and_p = elementwise_primitive(
     "and",
     np.logical_and,
     scalar="({0} and {1})",
-    infer=_same_bool,
+    infer=infer_same_bool,
     differentiable=False,
     operands="bool",
 )
@@ -154,7 +152,7 @@ or_p = elementwise_primitive(
     "or",
     np.logical_or,
     scalar="({0} or {1})",
-    infer=_same_bool,
+    infer=infer_same_bool,
     differentiable=False,
     operands="bool",
 )
@@ -162,7 +160,7 @@ not_p = elementwise_primitive(
     "not",
     np.logical_not,
     scalar="(not {0})",
-    infer=_same_bool,
+    infer=infer_same_bool,
     differentiable=False,
     operands="bool",
 )
@@ -190,7 +188,7 @@ def bitwise(prim: Primitive, *operands: Operand) -> Var:
     """NumPy's bitwise ufunc `prim` (and, or, xor, invert) on integers, its logical twin on bools."""
     dtype = result_dtype(operands)
     if dtype == np.bool_:
-        return emit(_ON_BOOLS[prim], *_prepare(operands, prim.name, np.bool_))
+        return emit(_ON_BOOLS[prim], *prepare_operands(operands, prim.name, np.bool_))
     if dtype.kind not in "iu":
         raise TypeError(
             f"np.{prim.name} is defined on integers and bools, not on {dtype}"

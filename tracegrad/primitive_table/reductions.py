@@ -9,8 +9,8 @@ import numpy as np
 from ..ir import Var
 from .facets import MAX, MIN, PROD, SUM, Kind, Monoid, OfItsEntry, Primitive, register
 from .ops import (
-    _expand_reduced,
-    _reduced,
+    expand_reduced,
+    infer_reduced,
     compare,
     concatenate,
     const,
@@ -32,10 +32,10 @@ from .piecewise import eq_p
 
 
 def _extremum_rule(ct, out, x, axes):
-    hit = compare(eq_p, x, _expand_reduced(out, x, axes))
+    hit = compare(eq_p, x, expand_reduced(out, x, axes))
     count = reduce_sum(convert(hit, x.dtype), axes)
     share = div(ct, count)
-    return (where(hit, _expand_reduced(share, x, axes), 0.0),)
+    return (where(hit, expand_reduced(share, x, axes), 0.0),)
 
 
 def _prod_rule(ct, out, x, axes):
@@ -85,7 +85,7 @@ def _reduction(name, monoid: Monoid, adjoint, linear=False):
         name,
         Kind.REDUCE,
         lambda x, axes: monoid.reduce(x, axis=axes),
-        _reduced,
+        infer_reduced,
         adjoint,
         OfItsEntry(_batch_reduce),
         None,
@@ -97,7 +97,7 @@ def _reduction(name, monoid: Monoid, adjoint, linear=False):
 
 
 reduce_sum_p = _reduction(
-    "reduce_sum", SUM, lambda ct, out, x, axes: (_expand_reduced(ct, x, axes),), linear=True
+    "reduce_sum", SUM, lambda ct, out, x, axes: (expand_reduced(ct, x, axes),), linear=True
 )
 reduce_max_p = _reduction("reduce_max", MAX, _extremum_rule)
 reduce_min_p = _reduction("reduce_min", MIN, _extremum_rule)

@@ -9,11 +9,11 @@ import numpy as np
 from ..ir import Var
 from .batching import with_batch_axis
 from .facets import NO_ALGEBRA, Algebra, IndexMap, Kind, Piece, Primitive, Window, register
-from .ops import _slice_len, _sum_to, broadcast_to, concatenate, emit, reshape, slice_, transpose
+from .ops import slice_len, sum_to, broadcast_to, concatenate, emit, reshape, slice_, transpose
 
 
 def _broadcast_rule(ct, out, x, shape):
-    return (_sum_to(ct, x.shape),)
+    return (sum_to(ct, x.shape),)
 
 
 def _slice_rule(ct, out, x, index):
@@ -254,7 +254,7 @@ def _slice_of_pieces(node, fills, producers):
 slice_p = _shape_prim(
     "slice",
     lambda x, index: x[tuple(slice(a, (None if b < 0 else b), c) for a, b, c in index)],
-    lambda shapes, dtypes, p: (tuple(_slice_len(*ix) for ix in p["index"]), dtypes[0]),
+    lambda shapes, dtypes, p: (tuple(slice_len(*ix) for ix in p["index"]), dtypes[0]),
     _slice_rule,
     lambda size, inputs, batched, index: slice_(inputs[0], ((0, size, 1),) + tuple(index)),
     IndexMap(through=_slice_through, strides=_slice_strides, view=True),

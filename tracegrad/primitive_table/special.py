@@ -9,10 +9,10 @@ import math
 import numpy as np
 
 from ..ir import Var
-from .elementwise import elementwise_primitive, _one_minus_square, exp_p, log_p, sqrt_p, tan_p
+from .elementwise import elementwise_primitive, one_minus_square, exp_p, log_p, sqrt_p, tan_p
 from .facets import registered
 from .ops import (
-    _unary_rule,
+    unary_rule,
     add,
     compare,
     const,
@@ -35,14 +35,14 @@ arcsinh_p = elementwise_primitive(
     "arcsinh",
     np.arcsinh,
     # 1 / hypot(x, 1): x * x + 1 overflows for |x| above 1e154 (1e19 in float32)
-    _unary_rule(lambda x, out: reciprocal(emit(hypot_p, x, ones_like(x)))),
+    unary_rule(lambda x, out: reciprocal(emit(hypot_p, x, ones_like(x)))),
     "np.arcsinh({0})",
 )
 arccosh_p = elementwise_primitive(
     "arccosh",
     np.arccosh,
     # 1 / (sqrt(x - 1) sqrt(x + 1)): x * x - 1 cancels near 1 and overflows for large x
-    _unary_rule(
+    unary_rule(
         lambda x, out: reciprocal(mul(unary(sqrt_p, sub(x, 1.0)), unary(sqrt_p, add(x, 1.0))))
     ),
     "np.arccosh({0})",
@@ -51,7 +51,7 @@ arccosh_p = elementwise_primitive(
 arctanh_p = elementwise_primitive(
     "arctanh",
     np.arctanh,
-    _unary_rule(lambda x, out: reciprocal(_one_minus_square(x))),  # no cancelling near 1
+    unary_rule(lambda x, out: reciprocal(one_minus_square(x))),  # no cancelling near 1
     "np.arctanh({0})",
     domain=(-0.9, 0.9),
 )
@@ -59,7 +59,7 @@ arctanh_p = elementwise_primitive(
 cbrt_p = elementwise_primitive(
     "cbrt",
     np.cbrt,
-    _unary_rule(lambda x, out: div(1.0 / 3.0, mul(out, out))),
+    unary_rule(lambda x, out: div(1.0 / 3.0, mul(out, out))),
     "M.cbrt({0})",
     domain=(0.2, 3.0),
 )
@@ -103,13 +103,13 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 erf_p = elementwise_primitive(
     "erf",
     lambda x: _special("erf")(x),
-    _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), _TWO_OVER_SQRT_PI)),
+    unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), _TWO_OVER_SQRT_PI)),
     "M.erf({0})",
 )
 erfc_p = elementwise_primitive(
     "erfc",
     lambda x: _special("erfc")(x),
-    _unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), -_TWO_OVER_SQRT_PI)),
+    unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), -_TWO_OVER_SQRT_PI)),
     "M.erfc({0})",
 )
 
@@ -161,7 +161,7 @@ def digamma(x: Var) -> Var:
 gammaln_p = elementwise_primitive(
     "gammaln",
     lambda x: _special("gammaln", "lgamma")(x),
-    _unary_rule(lambda x, out: digamma(x)),
+    unary_rule(lambda x, out: digamma(x)),
     "M.lgamma({0})",
     domain=(0.5, 4.0),
 )

@@ -22,7 +22,7 @@ from ..base.tree import TreeDef, typed_key, unflatten
 log = config.log
 
 
-def _configure_logging() -> None:
+def configure_logging() -> None:
     if config.log_topics() and not log.handlers:
         import logging
 
@@ -40,7 +40,7 @@ def _configure_logging() -> None:
         log.setLevel(logging.INFO)
 
 
-def _log_enabled(topic: str) -> bool:
+def topic_logged(topic: str) -> bool:
     return config.log_enabled(topic)
 
 
@@ -258,11 +258,11 @@ def _copy_device(out: Any) -> Any:
 # ----------------------------------------------------------------------------------------------
 # The cached-call fast path
 
-_MISS = object()
-_generation = [0]  # bumped by clear_programs: fast paths made before then are stale
+MISS = object()
+store_generation = [0]  # bumped by clear_programs: fast paths made before then are stale
 
 
-def _cheap_signature(args: tuple) -> tuple | None:
+def cheap_signature(args: tuple) -> tuple | None:
     """(shape, dtype) per argument when every argument is a float, a plain array, a device
     array (with its type), or a tuple, list or dict of floats and plain arrays (with its type,
     length and keys: a network's parameters), else None."""
@@ -309,7 +309,7 @@ def _cheap_leaf(a: Any) -> Any:
 
 
 def _cheap_leaves(args: tuple) -> list:
-    """The leaves of arguments `_cheap_signature` accepted, in the order `tree.flatten` gives
+    """The leaves of arguments `cheap_signature` accepted, in the order `tree.flatten` gives
     (a dict's values in its keys' order), floats as 0-d arrays."""
     leaves: list = []
     for a in args:
@@ -325,11 +325,11 @@ def _cheap_leaves(args: tuple) -> list:
 
 def _checked_call(current: list, fun: Any, arrays: list, static: tuple) -> Any:
     """The cached-call path of a program with hooks or guards: `current[0]` (or, when a guard
-    fails, the variant for this call's answers, then tried first); _MISS for the full path."""
+    fails, the variant for this call's answers, then tried first); MISS for the full path."""
     program = current[0]
     hidden = [] if program.captured.empty else program.captured.read(fun, static)
     if hidden is None:
-        return _MISS
+        return MISS
     try:
         return program(arrays + hidden)
     except GuardFailed as failed:
@@ -338,7 +338,7 @@ def _checked_call(current: list, fun: Any, arrays: list, static: tuple) -> Any:
                 failed, arrays, lambda p: p.captured.read(fun, static)
             )
         except GuardFailed:
-            return _MISS  # no program has this call's answers: the full path traces one
+            return MISS  # no program has this call's answers: the full path traces one
         return out
 
 
@@ -364,7 +364,7 @@ def run_other_variant(failed: GuardFailed, arrays: list, read: Callable) -> tupl
         return out, candidate
 
 
-def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> Callable:
+def fast_call(program: CompiledCall, backend: str | None, generation: int) -> Callable:
     """What CompiledCall.__call__ does, checked to still be the one `_execute` would pick (same
     backend, not cleared, not inside a trace, captured values as they were); a program with
     hooks runs them on every call. `call(fun, args)` takes the transformed function, from which
@@ -384,20 +384,20 @@ def _fast_call(program: CompiledCall, backend: str | None, generation: int) -> C
 
     def call(fun: Any, args: tuple, static: tuple = ()):
         if (
-            _generation[0] != generation
+            store_generation[0] != generation
             or ir.active_builder() is not None
             or (backend is None and config.backend() != chosen)
             or _debug_nans()
             or (current_variant is not None and current_variant() != compiled_for)
         ):
-            return _MISS
+            return MISS
         arrays = _cheap_leaves(args)
         if checked:  # hooks (tg.tap, tg.debug_print) and guards: CompiledCall.__call__'s
             return _checked_call(current, fun, arrays, static)
         if read is not None:
             hidden = read(fun, static)
             if hidden is None:
-                return _MISS
+                return MISS
             arrays += hidden
         outs = run(arrays)
         if copied:

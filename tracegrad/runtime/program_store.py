@@ -16,7 +16,7 @@ import numpy as np
 
 from ..base import config
 from ..base.tree import TreeDef
-from .program import CompiledCall, _generation, _log_enabled, log
+from .program import CompiledCall, store_generation, topic_logged, log
 
 MAX_PROGRAMS = 512
 # The programs held in memory also keep their constants and the snapshots their guards compare
@@ -146,7 +146,7 @@ def variant(backend: Any) -> Any:
 
 def clear_programs() -> None:
     """Forget every compiled program held in memory (the next calls trace again)."""
-    _generation[0] += 1
+    store_generation[0] += 1
     _programs.clear()
     _last_signature.clear()
     _variants.clear()
@@ -249,6 +249,11 @@ def keep(key: tuple, program: CompiledCall, traced: bool = True) -> None:
         _trace_counts[counted] = _trace_counts.get(counted, 0) + 1
 
 
+def held() -> int:
+    """How many compiled programs the store holds in memory."""
+    return len(_programs)
+
+
 def variants(key: tuple) -> int:
     """How many programs with guards the key has had traced (one per outcome of its branches)."""
     return len(_variants.get(key, ()))
@@ -285,7 +290,7 @@ VARIANT_WARNING = 8  # programs of one signature, one per outcome of its branche
 def note_branch(name: str, where: str, count: int) -> None:
     """Say (when the `retrace` topic is logged) that a guard sent a call to a new trace, the
     `count`th program of its signature; warn when that count reaches VARIANT_WARNING."""
-    if _log_enabled("retrace"):
+    if topic_logged("retrace"):
         log.info("re-tracing %s because the Python branch at %s", name, where)
     if count == VARIANT_WARNING:
         log.warning(
@@ -313,6 +318,6 @@ def note_retrace(spec: tuple, name: str, sig: Signature, names: list[str], why: 
                 count,
                 why,
             )
-    if _log_enabled("retrace") and (old is not None or why is not None):
+    if topic_logged("retrace") and (old is not None or why is not None):
         reason = why if why is not None else sig.describe_change(old, names)
         log.info("re-tracing %s because %s", name, reason)

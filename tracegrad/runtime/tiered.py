@@ -41,7 +41,7 @@ from .. import interpreter
 from ..base.errors import BackendError
 from ..ir import Graph
 from ..base import progress
-from .program import _generation, fresh_flags, fresh_outputs
+from .program import store_generation, fresh_flags, fresh_outputs
 
 log = config.log
 
@@ -174,7 +174,7 @@ class Tiered:
         if program is not None and program.run is self:
             program.fresh = fresh_flags(compiled, len(self.graph.outputs))
             program.run = compiled
-            _generation[0] += 1  # the fast paths made with the interpreter's run are stale
+            store_generation[0] += 1  # the fast paths made with the interpreter's run are stale
         return compiled
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -37,7 +37,7 @@ _EXPM1_P32 = (
 
 # ln(2) = LN2_HI + LN2_LO, LN2_HI with its trailing mantissa bits zero, so k * LN2_HI is exact
 # for every exponent k that can occur.
-_LN2_SPLIT = {
+LN2_SPLIT = {
     F64: (float.fromhex("0x1.62e42fee00000p-1"), float.fromhex("0x1.a39ef35793c76p-33")),
     F32: (float.fromhex("0x1.62e400p-1"), float.fromhex("0x1.7f7d1cp-20")),
 }
@@ -64,7 +64,7 @@ def _build(S: Spec, coeffs=None, sfx=None):
     shift, shift_bits = S.shift, S.shift_bits
     P = S.coeffs(coeffs or (_EXPM1_P64 if S is F64 else _EXPM1_P32))
     inv_ln2 = S.c(1.0 / math.log(2.0))
-    ln2_hi, ln2_lo = (S.c(v) for v in _LN2_SPLIT[S])
+    ln2_hi, ln2_lo = (S.c(v) for v in LN2_SPLIT[S])
     lim = {k: S.c(v) for k, v in _LIMITS[S].items()}
     exp_hi, exp_lo, expm1_lo = lim["exp_hi"], lim["exp_lo"], lim["expm1_lo"]
     big, sinh_hi, tanh_sat = lim["big"], lim["sinh_hi"], lim["tanh_sat"]

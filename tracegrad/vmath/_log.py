@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._core import F32, F64, Spec, fma, horner, jit, named
-from ._exp import _LN2_SPLIT
+from ._exp import LN2_SPLIT
 
 # Q(z) ~ (2 atanh(s) - 2 s) / (s z), z = s**2 <= 0.02944, minimax for the absolute error of
 # s * z * Q(z) relative to log(1 + f) (Remez exchange, 50-digit arithmetic).  Approximation
@@ -43,7 +43,7 @@ def _build(S: Spec):
     as_int, as_float = S.as_int, S.as_float
     mant, bias = S.mant, S.bias
     Q = S.coeffs(_LOG_Q64 if S is F64 else _LOG_Q32)
-    ln2_hi, ln2_lo = (S.c(v) for v in _LN2_SPLIT[S])
+    ln2_hi, ln2_lo = (S.c(v) for v in LN2_SPLIT[S])
     # Subtracting the bits of sqrt(1/2) makes the exponent field of (bits - off) the k for which
     # m = x / 2**k lies in [sqrt(1/2), sqrt(2)).
     off = int(np.array(S.c(np.sqrt(0.5))).view(np.int64 if S is F64 else np.int32))
