@@ -82,7 +82,7 @@ def test_math_calls_go_through_one_renderer(monkeypatch):
     assert codegen_cpu.render_math("asin", np.float32, "vector") == "_vm.arcsin_f32"
     assert codegen_cpu.render_math("sin", np.float64, "libm") == "math.sin"
     assert codegen_cpu.render_math("sqrt", np.float64, "vector") == "math.sqrt"  # not in vmath
-    monkeypatch.setattr(render, "_vmath", lambda: None)  # vmath missing or broken
+    monkeypatch.setattr(render, "vmath_module", lambda: None)  # vmath missing or broken
     assert codegen_cpu.render_math("sin", np.float64, "vector") == "math.sin"
 
 

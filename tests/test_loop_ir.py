@@ -52,7 +52,7 @@ def _kinds(body) -> set[str]:
 
 def test_cpu_lowering_chunks_axis_0_and_combines_partials_after_the_last_chunk():
     graph, loop = _loop_with_reductions()
-    kernel = lower_cpu.lower(loop, render.Notes(ir._names(graph)))
+    kernel = lower_cpu.lower(loop, render.Notes(ir.value_names(graph)))
     chunks = [s for s in kernel.body if isinstance(s, L.For) and s.var == "c"]
     assert len(chunks) == 1 and (chunks[0].start, chunks[0].stop) == ("first", "last")
     finish = [s for s in kernel.body if isinstance(s, L.If)]
@@ -68,7 +68,7 @@ def test_cpu_lowering_chunks_axis_0_and_combines_partials_after_the_last_chunk()
 def test_gpu_lowering_writes_block_trees_in_shared_memory():
     graph, loop = _loop_with_reductions()
     scratch: list = []
-    kernels = lower_gpu.lower(loop, _Config, render.Notes(ir._names(graph)), scratch)
+    kernels = lower_gpu.lower(loop, _Config, render.Notes(ir.value_names(graph)), scratch)
     assert kernels
     for k in kernels:
         assert {"Shared", "Sync", "While"} <= _kinds(k.body), k
@@ -88,7 +88,7 @@ def test_gpu_elementwise_kernel_is_a_grid_stride_loop_over_the_flat_index():
     x = np.ones((3, 4))
     graph, plan = _plan(tg.jit(lambda x: np.sin(x) * 2.0), x)
     (loop,) = plan.loops
-    (kernel,) = lower_gpu.lower(loop, _Config, render.Notes(ir._names(graph)), [])
+    (kernel,) = lower_gpu.lower(loop, _Config, render.Notes(ir.value_names(graph)), [])
     text = L.text(kernel)
     assert "_t = <thread>" in text and "while _t < 12:" in text
     assert "i1 = _t % 4" in text and "_t += _step" in text
@@ -169,7 +169,7 @@ def test_the_cpu_pairs_sin_and_cos_of_one_argument_into_one_call():
     x = np.ones(5)
     graph, plan = _plan(tg.jit(lambda x: np.sin(x) * np.cos(x)), x)
     (loop,) = plan.loops
-    kernel = lower_cpu.lower(loop, render.Notes(ir._names(graph)))
+    kernel = lower_cpu.lower(loop, render.Notes(ir.value_names(graph)))
     codegen_cpu.pair_math(kernel, loop.op_types(), "vector")
     pairs = [s for s in L.walk(kernel.body) if isinstance(s, L.LetPair)]
     assert len(pairs) == 1 and pairs[0].call == "sincos"
@@ -224,7 +224,7 @@ def test_gpu_matmul_is_lowered_to_tiles_in_shared_memory_and_split_k_parts(k):
     graph, plan = _plan(tg.jit(lambda a, b: a @ b), a, b)
     (step,) = [s for s in plan.steps if isinstance(s, fusion.MatmulStep)]
     scratch: list = []
-    kernels = lower_gpu.matmul(step, "mm", _MatmulConfig, render.Notes(ir._names(graph)), scratch)
+    kernels = lower_gpu.matmul(step, "mm", _MatmulConfig, render.Notes(ir.value_names(graph)), scratch)
     tiled = kernels[0]
     assert {"Shared", "Local", "Sync", "While", "If"} <= _kinds(tiled.body)
     branches = [s for s in L.walk(tiled.body) if isinstance(s, L.If) and s.orelse is not None]

@@ -122,11 +122,11 @@ def stop_gradient(x):
     3.0
     """
 
-    from .trace import Tracer, _call
+    from .trace import Tracer, traced_call
 
     def stop(leaf):
         if isinstance(leaf, Tracer):
-            return _call(lambda v: P.emit(P.stop_gradient_p, v), leaf)
+            return traced_call(lambda v: P.emit(P.stop_gradient_p, v), leaf)
         return leaf
 
     leaves, treedef = flatten(x)
@@ -153,7 +153,7 @@ def tap(value, name: str, hook: Callable | None = None):
         raise TypeError(f"tap names must be non-empty strings, got {name!r}")
     if hook is not None and not callable(hook):
         raise TypeError(f"the hook of tap {name!r} must be callable, got {type(hook).__name__}")
-    from .trace import Tracer, _call
+    from .trace import Tracer, traced_call
 
     if not isinstance(value, Tracer):
         return value  # not traced: nothing to differentiate, nothing to observe
@@ -164,7 +164,7 @@ def tap(value, name: str, hook: Callable | None = None):
             f"tap name {name!r} is used twice in one traced function; names must be unique "
             "(a tap inside a loop needs a name per iteration, e.g. f'h{i}')"
         )
-    return _call(lambda v: P.emit(P.tap_p, v, name=name, hook=hook), value)
+    return traced_call(lambda v: P.emit(P.tap_p, v, name=name, hook=hook), value)
 
 
 def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):

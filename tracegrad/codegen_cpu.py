@@ -125,7 +125,7 @@ def program_loop_ir(graph: Graph) -> str:
     """The fused loops of the program the cpu backend makes of an optimised graph, as kernels of
     the loop IR (lowered for the CPU, before printing)."""
     program = build(graph, load=False)
-    notes = render.Notes(ir._names(graph))
+    notes = render.Notes(ir.value_names(graph))
     out = []
     for step in program.plan.loops:
         kernel = lower_cpu.lower(step, notes)

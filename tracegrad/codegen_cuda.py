@@ -58,7 +58,7 @@ def program_loop_ir(graph: Graph) -> str:
     of the loop IR (lowered for the GPU, before printing)."""
     ok, _ = dev.availability()
     cfg = dev.launch_config() if ok else REFERENCE_CONFIG
-    plan, names, scratch = plan_graph(graph), ir._names(graph), []
+    plan, names, scratch = plan_graph(graph), ir.value_names(graph), []
     notes = render.Notes(names, "partial results")
     kernels = [k for loop in plan.loops for k in lower_gpu.lower(loop, cfg, notes, scratch)]
     return "\n\n".join(loop_ir.text(k) for k in kernels) + "\n"

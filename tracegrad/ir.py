@@ -208,7 +208,7 @@ def _format_param(value: Any) -> str:
     return repr(value)
 
 
-def _params_text(node: Node, canonical_consts: bool) -> str:
+def params_text(node: Node, canonical_consts: bool) -> str:
     items = []
     for k, v in sorted(node.params.items()):
         if canonical_consts and isinstance(v, np.ndarray):
@@ -220,7 +220,7 @@ def _params_text(node: Node, canonical_consts: bool) -> str:
     return "[" + ", ".join(items) + "]" if items else ""
 
 
-def _names(graph: Graph) -> dict[Var, str]:
+def value_names(graph: Graph) -> dict[Var, str]:
     names: dict[Var, str] = {}
     for v in (*graph.inputs, *(node.out for node in graph.nodes)):
         if isinstance(v, Var):
@@ -230,7 +230,7 @@ def _names(graph: Graph) -> dict[Var, str]:
 
 def node_lines(graph: Graph, sources: bool = True, canonical_consts: bool = False) -> list[str]:
     """One line per node: `%4:f64[8] = mul %2 %3   # model.py:12`."""
-    names = _names(graph)
+    names = value_names(graph)
 
     def name(v: Any) -> str:  # a broken graph (shown by the verifier) may hold anything
         if not isinstance(v, Var):
@@ -242,7 +242,7 @@ def node_lines(graph: Graph, sources: bool = True, canonical_consts: bool = Fals
         args = " ".join(name(v) for v in node.inputs)
         out_type = node.out.type if isinstance(node.out, Var) else "?"
         text = (
-            f"{name(node.out)}:{out_type} = {node.prim.name}{_params_text(node, canonical_consts)}"
+            f"{name(node.out)}:{out_type} = {node.prim.name}{params_text(node, canonical_consts)}"
         )
         if args:
             text += " " + args
@@ -257,7 +257,7 @@ def format_graph(
 ) -> str:
     """The graph as text; the graphs a node holds (a loop's body) are shown under it, indented
     (not in the canonical text, where they appear by fingerprint)."""
-    names = _names(graph)
+    names = value_names(graph)
     ins = ", ".join(f"{names[v]}:{v.type}" for v in graph.inputs)
     body = []
     for node, line in zip(graph.nodes, node_lines(graph, sources, canonical_consts), strict=True):
@@ -283,7 +283,7 @@ def format_graph(
 def format_graph_html(graph: Graph) -> str:
     import html
 
-    names = _names(graph)
+    names = value_names(graph)
     rows = [
         "<tr><th>value</th><th>type</th><th>op</th><th>inputs</th><th>source</th></tr>",
         *(
@@ -292,7 +292,7 @@ def format_graph_html(graph: Graph) -> str:
         ),
     ]
     for node in graph.nodes:
-        op = html.escape(node.prim.name + _params_text(node, False))
+        op = html.escape(node.prim.name + params_text(node, False))
         args = " ".join(names.get(v, "?") for v in node.inputs)
         rows.append(
             f"<tr><td>{names[node.out]}</td><td>{node.out.type}</td><td>{op}</td>"
@@ -304,7 +304,7 @@ def format_graph_html(graph: Graph) -> str:
 
 
 def format_graph_dot(graph: Graph) -> str:
-    names = _names(graph)
+    names = value_names(graph)
     lines = ["digraph tracegrad {", "  rankdir=TB;", '  node [fontname="monospace"];']
     for v in graph.inputs:
         lines.append(f'  v{v.id} [label="{names[v]}\\n{v.type}", shape=box, style=rounded];')

@@ -432,7 +432,7 @@ BAKE_SIZES = False
 
 
 def _salt(mode: str) -> str:
-    vm = render._vmath()
+    vm = render.vmath_module()
     parts = ["mode=" + mode]
     if vm is not None and mode == "vector":
         folder = os.path.dirname(vm.__file__)
@@ -449,10 +449,6 @@ def _vmath_hash(files: tuple[str, ...]) -> str:
     return cache.source_hash(list(files))
 
 
-def _names(graph: Graph) -> dict:
-    return ir._names(graph)
-
-
 def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> CpuProgram:
     """Plan, write, load (compiling or from the disk cache) and link the kernels of a graph.
 
@@ -463,4 +459,6 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Cp
     plan = fusion.plan(graph, render.supports, computed_identity=True)
     plan = donation.donate(scalars.pack_scalars(split.split_loops(plan)))
     bake = BAKE_SIZES if bake_sizes is None else bake_sizes
-    return CpuProgram(graph, plan, mode, _names(graph), _salt(mode), load=load, bake_sizes=bake)
+    return CpuProgram(
+        graph, plan, mode, ir.value_names(graph), _salt(mode), load=load, bake_sizes=bake
+    )

@@ -63,7 +63,7 @@ def _salt(cfg: dev.LaunchConfig) -> str:
 
 def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
     """(module source, per-step launches, scratch buffers)."""
-    names = ir._names(graph)
+    names = ir.value_names(graph)
     steps: list[tuple[object, Kernels]] = []
     scratch, helpers, sources = [], set(), []
     for j, step in enumerate(plan.steps):

@@ -121,7 +121,7 @@ def combine_step(op: str, dtype, a: str, b: str) -> str:
 
 def math_mode() -> str:
     """ "vector" (tracegrad.vmath where it has the function) or "libm"."""
-    vm = _vmath()
+    vm = vmath_module()
     return vm.math_mode() if vm is not None else "libm"
 
 
@@ -135,7 +135,7 @@ def _vmath_module():
     return vmath if hasattr(vmath, "FUNCTIONS") and hasattr(vmath, "math_mode") else None
 
 
-def _vmath():
+def vmath_module():
     return _vmath_module()
 
 
@@ -151,7 +151,7 @@ _LIBM_CALLS = {"cbrt": "np.cbrt"}
 
 def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
     """The callee for the math-library call `M.<math_name>` on values of `dtype`."""
-    vm = _vmath()
+    vm = vmath_module()
     vm_name = _math_names().get(math_name, math_name)
     dtype = np.dtype(dtype)
     known = vm is not None and any(
@@ -213,7 +213,7 @@ def describe_buffer(b, names: dict, unnamed: str = "?") -> str:
 def node_comment(node: Node, names: dict) -> str:
     """`%3 = mul %1 %2   [model.py:12]`: a node with its values' names and its source line."""
     args = " ".join(names.get(v, "?") for v in node.inputs)
-    text = f"{names.get(node.out, '?')} = {node.prim.name}{ir._params_text(node, False)} {args}"
+    text = f"{names.get(node.out, '?')} = {node.prim.name}{ir.params_text(node, False)} {args}"
     text = text.rstrip()
     return f"{text}   [{node.source}]" if node.source else text
 
