@@ -224,7 +224,9 @@ def test_gpu_matmul_is_lowered_to_tiles_in_shared_memory_and_split_k_parts(k):
     graph, plan = _plan(tg.jit(lambda a, b: a @ b), a, b)
     (step,) = [s for s in plan.steps if isinstance(s, fusion.MatmulStep)]
     scratch: list = []
-    kernels = lower_gpu.matmul(step, "mm", _MatmulConfig, render.Notes(ir.value_names(graph)), scratch)
+    kernels = lower_gpu.matmul(
+        step, "mm", _MatmulConfig, render.Notes(ir.value_names(graph)), scratch
+    )
     tiled = kernels[0]
     assert {"Shared", "Local", "Sync", "While", "If"} <= _kinds(tiled.body)
     branches = [s for s in L.walk(tiled.body) if isinstance(s, L.If) and s.orelse is not None]

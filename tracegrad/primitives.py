@@ -235,10 +235,3 @@ EXTENSIONS = (
     "tracegrad.transforms.custom_jvp",
     "tracegrad.transforms.remat",
 )
-
-
-# Old private spellings, kept while the tracing stage moves to the public names.
-_register = register
-_elementwise = apply_elementwise
-_result_dtype = result_dtype
-_keepdims_shape = keepdims_shape

@@ -38,12 +38,12 @@ def _register(name, impl, infer, adjoint, differentiable=True) -> Primitive:
     # small matrices on one BLAS thread: several threads on a few hundred rows wait for each
     # other far longer than they save (and on a busy machine, for a descheduled one)
     impl = blas_threads.small_on_one_thread(impl, _work)
-    prim = Primitive(
-        name, Kind.SHAPE, impl, infer, adjoint, None, None, differentiable, index_map=P.OWN_STEP
-    )
     # a leading batch axis is one more stacked matrix: the same primitive on the batch
-    object.__setattr__(prim, "batch", P.batch_every_operand(prim))
-    return P._register(prim)
+    batch = P.every_operand()
+    prim = Primitive(
+        name, Kind.SHAPE, impl, infer, adjoint, batch, None, differentiable, index_map=P.OWN_STEP
+    )
+    return P.register(prim)
 
 
 def _t(x: Var) -> Var:

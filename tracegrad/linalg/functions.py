@@ -53,7 +53,7 @@ def inv(a):
 def linear_solve(a, b):
     x = _square_float(a, "solve")
     y = as_var(b)
-    y = P.convert(y, P._result_dtype([x, y]) if P.is_float(y.dtype) else np.float64)  # NumPy's
+    y = P.convert(y, P.result_dtype([x, y]) if P.is_float(y.dtype) else np.float64)  # NumPy's
     x = P.convert(x, y.dtype)
     vector = y.ndim == 1  # NumPy 2: b is a vector only when it is 1-D
     if vector:
@@ -341,7 +341,7 @@ def lstsq(a, b, rcond=None):
     if x.ndim != 2:
         raise np.linalg.LinAlgError(f"np.linalg.lstsq: a must be two-dimensional{at_source()}")
     y = as_var(b)
-    y = P.convert(y, P._result_dtype([x, y]) if P.is_float(y.dtype) else np.float64)  # NumPy's
+    y = P.convert(y, P.result_dtype([x, y]) if P.is_float(y.dtype) else np.float64)  # NumPy's
     x = P.convert(x, y.dtype)
     m, n = x.shape
     if y.shape[0] != m or y.ndim > 2:

@@ -176,6 +176,6 @@ def tensordot(a, b, axes=2):
     yb = P.reshape(
         P.transpose(y, bx + free_b), (k, int(np.prod([y.shape[j] for j in free_b], dtype=np.int64)))
     )
-    dtype = P._result_dtype([x, y])
+    dtype = P.result_dtype([x, y])
     out = P.matmul(P.convert(xa, dtype), P.convert(yb, dtype))
     return P.reshape(out, tuple(x.shape[i] for i in free_a) + tuple(y.shape[j] for j in free_b))

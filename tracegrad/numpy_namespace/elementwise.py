@@ -86,7 +86,7 @@ def where(condition, x=None, y=None):
             f"traced{at_source()}; use np.where(condition, a, b)"
         )
     x, y = as_operand(x), as_operand(y)
-    dtype = P._result_dtype([x, y])
+    dtype = P.result_dtype([x, y])
     if dtype.kind in "iu":  # NumPy casts an out-of-range Python int into the integer dtype
         x, y = (_wrapped(v, dtype) for v in (x, y))
     return P.where(as_operand(condition), x, y)
@@ -167,7 +167,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if not isinstance(num, (int, np.integer)) or num < 0:
         raise TracingError(f"np.linspace: num must be a static non-negative int{at_source()}")
     a, b = as_operand(start), as_operand(stop)
-    dt = P.float_dtype(P._result_dtype([a, b]))
+    dt = P.float_dtype(P.result_dtype([a, b]))
     a, b = (P.convert(as_var(v), dt) if isinstance(v, Var) else P.const(v, (), dt) for v in (a, b))
     shape = np.broadcast_shapes(a.shape, b.shape)
     div = (num - 1) if endpoint else num

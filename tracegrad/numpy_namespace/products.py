@@ -63,7 +63,7 @@ def inner(a, b):
             f"shapes {a.shape} and {b.shape} not aligned: {a.shape[-1]} (dim {a.ndim - 1}) != "
             f"{b.shape[-1]} (dim {b.ndim - 1}){at_source()}"
         )
-    dtype = P._result_dtype([a, b])
+    dtype = P.result_dtype([a, b])
     k = a.shape[-1]
     a2 = P.reshape(P.convert(a, dtype), (_prod(a.shape[:-1]), k))
     b2 = P.reshape(P.convert(b, dtype), (_prod(b.shape[:-1]), k))
@@ -164,7 +164,7 @@ def einsum(subscripts, *operands, **kwargs):
             x = diagonal(x, 0, first, second)  # that axis moves to the end
             t = "".join(ch for i, ch in enumerate(t) if i not in (first, second)) + c
         terms[k], xs[k] = t, x
-    dtype = P._result_dtype(xs) if wanted is None else np.dtype(wanted)
+    dtype = P.result_dtype(xs) if wanted is None else np.dtype(wanted)
     for x in xs:
         if wanted is not None and not np.can_cast(x.dtype, dtype, casting):
             raise TypeError(
@@ -204,7 +204,7 @@ def einsum(subscripts, *operands, **kwargs):
 
 def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
     """Two-operand einsum as one batched matrix product: a -> [batch, free_a, contracted]."""
-    dtype = P._result_dtype([a, b])
+    dtype = P.result_dtype([a, b])
     a, b = P.convert(a, dtype), P.convert(b, dtype)
     # indices summed in one operand only are summed first
     a = P.reduce_sum(a, tuple(i for i, c in enumerate(ta) if c not in tb and c not in out))

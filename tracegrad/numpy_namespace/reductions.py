@@ -132,13 +132,13 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if len(axis) == 1:
         (ax,) = P.normalize_axes(axis, x.ndim)
         out = _vector_norm(x, ord, ax)
-        return P.reshape(out, P._keepdims_shape(x.shape, (ax,))) if keepdims else out
+        return P.reshape(out, P.keepdims_shape(x.shape, (ax,))) if keepdims else out
     if len(axis) == 2:
         row, col = [P.normalize_axes(a, x.ndim)[0] for a in axis]
         if row == col:
             raise ValueError(f"Duplicate axes given.{at_source()}")
         out = _matrix_norm(x, ord, row, col)
-        return P.reshape(out, P._keepdims_shape(x.shape, (row, col))) if keepdims else out
+        return P.reshape(out, P.keepdims_shape(x.shape, (row, col))) if keepdims else out
     raise ValueError(f"Improper number of dimensions to norm.{at_source()}")
 
 

@@ -76,7 +76,7 @@ def scan(prim, name: str):
             shifted = P.concatenate(
                 [zeros_along(x, axis, step, identity), slice_along(x, axis, 0, n - step)], axis
             )
-            x = P._elementwise(prim, x, shifted)
+            x = P.apply_elementwise(prim, x, shifted)
             step *= 2
         return x
 

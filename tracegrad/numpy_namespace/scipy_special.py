@@ -70,7 +70,7 @@ def x_times_log(log_prim):
 
     def handler(x, y):
         x, y = as_operand(x), as_operand(y)
-        dtype = P.float_dtype(P._result_dtype([x, y]))
+        dtype = P.float_dtype(P.result_dtype([x, y]))
         x = P.convert(as_var(x), dtype)
         y = P.convert(as_var(y), dtype)
         shape = np.broadcast_shapes(x.shape, y.shape)

@@ -124,7 +124,7 @@ def logaddexp(a, b):
     for zero, other in ((a, b), (b, a)):
         if not isinstance(zero, Var) and zero == 0 and isinstance(other, Var):
             return P.unary(P.softplus_p, other)
-    dtype = P.float_dtype(P._result_dtype([a, b]))
+    dtype = P.float_dtype(P.result_dtype([a, b]))
     a, b = (P.convert(as_var(v), dtype) if isinstance(v, Var) else v for v in (a, b))
     from_a = P.add(a, P.unary(P.softplus_p, as_var(P.sub(b, a))))
     from_b = P.add(b, P.unary(P.softplus_p, as_var(P.sub(a, b))))
@@ -163,7 +163,7 @@ def float_binary(prim):
 
     def handler(a, b):
         a, b = as_operand(a), as_operand(b)
-        return P._elementwise(prim, a, b, dtype=P.float_dtype(P._result_dtype([a, b])))
+        return P.apply_elementwise(prim, a, b, dtype=P.float_dtype(P.result_dtype([a, b])))
 
     return handler
 
@@ -173,11 +173,11 @@ def arith_binary(prim):
 
     def handler(a, b):
         a, b = as_operand(a), as_operand(b)
-        if P._result_dtype([a, b]) == np.bool_:
+        if P.result_dtype([a, b]) == np.bool_:
             raise TypeError(
                 f"np.{prim.name} of booleans is not supported{at_source()}; convert with .astype(int)"
             )
-        return P._elementwise(prim, a, b)
+        return P.apply_elementwise(prim, a, b)
 
     return handler
 
@@ -206,15 +206,15 @@ def fmod(a, b):
     """C's remainder (the sign of a). On integers: the floor remainder, moved by b where the
     signs differ (Numba's integer fmod is not NumPy's)."""
     a, b = as_operand(a), as_operand(b)
-    dtype = P._result_dtype([a, b])
+    dtype = P.result_dtype([a, b])
     if dtype == np.bool_:
         raise TypeError(
             f"np.fmod of booleans is not supported{at_source()}; convert with .astype(int)"
         )
     if dtype.kind == "f":
-        return P._elementwise(P.fmod_p, a, b)
+        return P.apply_elementwise(P.fmod_p, a, b)
     a, b = P.convert(as_var(a), dtype), P.convert(as_var(b), dtype)
-    r = P._elementwise(P.mod_p, a, b)
+    r = P.apply_elementwise(P.mod_p, a, b)
     differ = P.compare(P.ne_p, P.compare(P.lt_p, a, 0), P.compare(P.lt_p, b, 0))
     move = P.logical(P.and_p, P.compare(P.ne_p, r, 0), differ)
     return P.where(move, P.sub(r, b), r)
@@ -239,7 +239,7 @@ def logaddexp2(a, b):
     """log2(2**a + 2**b) = logaddexp(a ln 2, b ln 2) / ln 2 (smooth at every order)."""
     ln2 = float(np.log(2.0))
     a, b = as_operand(a), as_operand(b)
-    dtype = P.float_dtype(P._result_dtype([a, b]))
+    dtype = P.float_dtype(P.result_dtype([a, b]))
     a, b = (P.mul(P.convert(v, dtype), ln2) if isinstance(v, Var) else v * ln2 for v in (a, b))
     return P.div(logaddexp(a, b), ln2)
 
@@ -247,7 +247,7 @@ def logaddexp2(a, b):
 @implements_ufunc("heaviside")
 def heaviside(x, h0):
     x, h0 = as_operand(x), as_operand(h0)
-    dtype = P.float_dtype(P._result_dtype([x, h0]))
+    dtype = P.float_dtype(P.result_dtype([x, h0]))
     x = P.convert(as_var(x), dtype)
     h0 = P.convert(as_var(h0), dtype) if isinstance(h0, Var) else h0
     one, zero = P.const(1.0, (), dtype), P.const(0.0, (), dtype)

@@ -137,7 +137,7 @@ def _logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     x = _float(a)
     if b is not None:
         w = as_var(b)
-        dtype = P._result_dtype([x, w]) if P.is_float(w.dtype) else x.dtype
+        dtype = P.result_dtype([x, w]) if P.is_float(w.dtype) else x.dtype
         shape = P.broadcast_shapes(x.shape, w.shape, op="logsumexp")
         x = P.broadcast_to(P.convert(x, dtype), shape)
         w = P.broadcast_to(P.convert(w, dtype), shape)
