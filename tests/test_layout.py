@@ -1,14 +1,15 @@
 """The package's layout reads in pipeline order: its imports flow one way, down the pipeline.
 
-Every module's imports are read with `ast` (nothing is imported). Two rules:
+Every module's imports are read with `ast` (nothing is imported). The rules:
 
-- no cycle among module-level imports (an import inside a function runs when the function is
-  called, after every module has loaded: such a lazy import may go back up the graph, not up the
-  pipeline);
-- no module imports a module of a later stage of the pipeline (`STAGES`, in order), lazily or
-  not, except the few listed in `UPWARD`, each with its reason.
-
-Imports under `if TYPE_CHECKING:` are for annotations only and are not counted.
+- no import cycle at all: module-level imports, imports inside functions (lazy ones, for
+  start-up time) and imports under `if TYPE_CHECKING:` (annotations) are all edges;
+- no module imports a module of a later stage of the pipeline (`STAGES`, in order), in any of
+  those ways, except the few listed in `UPWARD`, each with its reason;
+- a name another module imports is public (no leading underscore), except those listed in
+  `PRIVATE_IMPORTS` with their reason;
+- at most `MAX_TOP_LEVEL` modules at the package's top level: what supports a stage lives in
+  the stage's folder.
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
 # Imports that go up the pipeline, each with why; (importer, imported) as module names.
 UPWARD: dict[tuple[str, str], str] = {}
 
-# Module-level import cycles that exist today, as the set of modules on the cycle.
-CYCLES_ALLOWED: dict[frozenset[str], str] = {}
-
 
 def _module_name(path: Path) -> str:
     parts = ["tracegrad", *path.relative_to(PACKAGE).with_suffix("").parts]
@@ -96,14 +94,17 @@ def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
     return found
 
 
-def imports(module: str) -> tuple[set[str], set[str]]:
-    """(modules imported at module level, modules imported inside functions)."""
-    tree = ast.parse(MODULES[module].read_text())
+def imports(module: str, text: str | None = None) -> tuple[set[str], set[str]]:
+    """(modules imported at module level, modules imported inside functions or under
+    `if TYPE_CHECKING:`), read from the module's file (or from `text`)."""
+    tree = ast.parse(MODULES[module].read_text() if text is None else text)
     top: set[str] = set()
     lazy: set[str] = set()
 
     def visit(node: ast.AST, in_function: bool) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.body:
+                visit(child, True)  # for annotations only: an edge all the same
             for child in node.orelse:
                 visit(child, in_function)
             return
@@ -158,8 +159,8 @@ def test_the_known_upward_imports_still_exist():
 
 
 def _cycles() -> list[list[str]]:
-    """The strongly connected components of the module-level import graph with more than one
-    module (Tarjan's algorithm)."""
+    """The strongly connected components of the import graph (every kind of import) with more
+    than one module (Tarjan's algorithm)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -170,7 +171,7 @@ def _cycles() -> list[list[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in sorted(GRAPH[v][0]):
+        for w in sorted(GRAPH[v][0] | GRAPH[v][1]):
             if w not in index:
                 connect(w)
                 low[v] = min(low[v], low[w])
@@ -194,17 +195,10 @@ def _cycles() -> list[list[str]]:
 
 
 def test_no_import_cycle():
-    allowed = set().union(*CYCLES_ALLOWED) if CYCLES_ALLOWED else set()
-    for component in _cycles():
-        # a component may hold only the allowed cycles: each of its edges is on one of them
-        edges = {(a, b) for a in component for b in GRAPH[a][0] if b in component}
-        unexplained = [
-            (a, b) for a, b in edges if not any({a, b} <= cycle for cycle in CYCLES_ALLOWED)
-        ]
-        assert set(component) <= allowed and not unexplained, (
-            f"module-level import cycle among {', '.join(component)}; edges not on a known "
-            f"cycle: {unexplained}"
-        )
+    cycles = _cycles()
+    assert not cycles, "import cycles (module-level, lazy or type-only):\n" + "\n".join(
+        ", ".join(component) for component in cycles
+    )
 
 
 def test_the_checker_sees_imports():
@@ -253,3 +247,58 @@ def test_the_long_modules_exist():
     """An entry of LONG_MODULES whose module is gone is removed from the list."""
     for module in LONG_MODULES:
         assert module in MODULES, f"{module} no longer exists: drop it from LONG_MODULES"
+
+
+# Private names (a leading underscore) imported from another module, as (importer, name), each with
+# why it is not public (none today).
+PRIVATE_IMPORTS: dict[tuple[str, str], str] = {}
+
+
+def _private_imports() -> list[tuple[str, str, str]]:
+    found = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and _targets(module, node):
+                for alias in node.names:
+                    name = alias.name
+                    if name.startswith("_") and not name.startswith("__"):
+                        found.append((module, name, f"line {node.lineno}"))
+    return found
+
+
+def test_names_other_modules_import_are_public():
+    """A name another module uses is public; privacy is a module's own, said once."""
+    found = [
+        f"{m} imports {n} ({where})"
+        for m, n, where in _private_imports()
+        if (m, n) not in PRIVATE_IMPORTS
+    ]
+    assert not found, "private names imported across modules (make them public):\n" + "\n".join(
+        found
+    )
+
+
+MAX_TOP_LEVEL = 16
+
+
+def test_the_top_level_holds_the_entry_points():
+    """The package's top level holds the public face and each stage's entry point; what
+    supports a stage lives in its folder (base/, tracing/, transforms/, fusion/, cpu/, cuda/...)."""
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, f"{len(top)} top-level modules: {top}"
+
+
+def test_the_checker_sees_every_kind_of_import():
+    """Type-only and lazy imports are edges; private imports are found (so the tests above can
+    fail)."""
+    top, lazy = imports(
+        "tracegrad.fusion.limits",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..ir import Graph\n",
+    )
+    assert lazy == {"tracegrad.ir"} and not top
+    _, lazy = GRAPH["tracegrad.calls.transformed"]  # derive, loaded on the first miss
+    assert "tracegrad.calls.derive" in lazy
+    tree = ast.parse("from .ir import _hidden, shown")
+    node = tree.body[0]
+    assert isinstance(node, ast.ImportFrom)
+    assert [a.name for a in node.names if a.name.startswith("_")] == ["_hidden"]

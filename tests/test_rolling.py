@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.base import progress
+from tracegrad.fusion import limits
 from tracegrad.transforms import rolling, scan
 
 
@@ -171,8 +171,8 @@ def test_a_long_plain_loop_compiles_like_a_short_one():
 
 
 def test_a_program_too_large_names_the_line(monkeypatch):
-    monkeypatch.setattr(progress, "MAX_SOURCE_CHARS", 100)
-    with pytest.raises(progress.ProgramTooLarge, match=r"come from .*test_rolling.py:\d+"):
+    monkeypatch.setattr(limits, "MAX_SOURCE_CHARS", 100)
+    with pytest.raises(limits.ProgramTooLarge, match=r"come from .*test_rolling.py:\d+"):
         tg.jit(chain, backend="cpu")(np.ones(3))
 
 

@@ -16,14 +16,22 @@ import contextvars
 import itertools
 import math
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .base.hashing import sha256
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .primitives import Primitive
+
+class Primitive(Protocol):
+    """What the IR reads of a node's primitive (an entry of the table, primitives.py, which sits
+    above the IR: the IR knows its entries only by this)."""
+
+    name: str
+    effectful: bool  # kept even when nothing uses its value
+
+    def infer(self, shapes: tuple, dtypes: tuple, params: dict) -> tuple: ...
+
 
 _ids = itertools.count()
 

@@ -19,31 +19,19 @@
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import sys
 import threading
 import time
 from collections.abc import Iterator
 
-from typing import TYPE_CHECKING
-
 from . import config
-from .errors import TracingError
-
-if TYPE_CHECKING:
-    from ..ir import Graph
 
 log = config.log
 
 SHOW_AFTER_S = 2.0
 # an interpreted call this long, while the compiled program is not ready, is worth a line
 SLOW_INTERPRETED_S = 1.0
-# Far above any program the fusion planner makes for a graph of a few thousand nodes (a kernel is
-# a few kilobytes), far below what makes Numba run out of memory.
-MAX_SOURCE_CHARS = 8_000_000
-# Planning and compiling a graph of this many nodes takes minutes: stop and say why instead.
-MAX_GRAPH_NODES = 25_000
 
 _local = threading.local()
 
@@ -281,38 +269,3 @@ def timed_first_call(namespace: dict, key: str, kernel, label: str):
         return out
 
     return first
-
-
-class ProgramTooLarge(TracingError):
-    """The generated code of a program would be too large to compile."""
-
-
-def check_graph(graph: Graph, backend: str) -> None:
-    """Before planning: a graph beyond `MAX_GRAPH_NODES` would take minutes to plan and compile."""
-    if len(graph.nodes) > MAX_GRAPH_NODES:
-        _too_large(graph, backend, f"{len(graph.nodes)} nodes, over the {MAX_GRAPH_NODES} limit")
-
-
-def check_size(chars: int, graph: Graph, backend: str) -> None:
-    if chars > MAX_SOURCE_CHARS:
-        _too_large(
-            graph,
-            backend,
-            f"{chars / 1e6:.1f} MB of source, over the {MAX_SOURCE_CHARS / 1e6:.0f} MB limit",
-        )
-
-
-def _too_large(graph: Graph, backend: str, what: str) -> None:
-    # the user's line, without the mark of the transform that made the node ("grad file:line")
-    lines = collections.Counter(
-        node.source.rsplit(" ", 1)[-1] for node in graph.nodes if node.source
-    )
-    culprit = ""
-    if lines:
-        source, count = lines.most_common(1)[0]
-        culprit = f" {count} of its {len(graph.nodes)} nodes come from {source}."
-    raise ProgramTooLarge(
-        f"tracegrad: the {backend} program would be too large to compile ({what}).{culprit} A "
-        "Python loop that tracegrad cannot roll (see docs/limitations.md) is the usual cause: "
-        "write it with tg.fori_loop or tg.scan, or run this function on backend='numpy'."
-    )

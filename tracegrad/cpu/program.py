@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import fusion, ir, passes
-from ..fusion import render, split
+from ..fusion import limits, render, split
 from ..fusion import Buffer, EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
 from ..ir import Graph, Node
 from ..base import blas_threads, cache, progress
@@ -142,7 +142,7 @@ class CpuProgram:
         if self.runner is not None:
             for name, (shape, dtype) in self.runner.scratch.items():
                 self.scratch.append(Buffer(name, shape, dtype, "temp"))
-        progress.check_size(sum(len(c.source.module) for c in self.calls.values()), graph, "cpu")
+        limits.check_size(sum(len(c.source.module) for c in self.calls.values()), graph, "cpu")
         progress.kernels_planned(len(self.calls))
         # a program that leaves its small products to OpenBLAS chooses their threads by timing
         self.blas = None if self.pooled else blas_threads.thread_choice()
@@ -455,7 +455,7 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Cp
     `bake_sizes` (default `BAKE_SIZES`) writes the iteration sizes into the kernels: a
     specialisation (compiled again for every shape) that lets LLVM see the trip counts."""
     mode = render.math_mode()
-    progress.check_graph(graph, "cpu")
+    limits.check_graph(graph, "cpu")
     plan = fusion.plan(graph, render.supports, computed_identity=True)
     plan = donation.donate(scalars.pack_scalars(split.split_loops(plan)))
     bake = BAKE_SIZES if bake_sizes is None else bake_sizes

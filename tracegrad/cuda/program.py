@@ -14,8 +14,8 @@ import numpy as np
 
 from ..base import config
 from .. import fusion, ir, passes
-from ..fusion import render
-from ..base import cache, progress
+from ..fusion import limits, render
+from ..base import cache
 from . import device as dev
 from .. import primitives as P
 from .kernels import DEVICE_FUNCTIONS, Kernels, library_source, loop_kernels, matmul_kernel
@@ -397,7 +397,7 @@ def compile_subgraph(graph: Graph) -> Callable:
 
 
 def plan_graph(graph: Graph) -> Plan:
-    progress.check_graph(graph, "cuda")
+    limits.check_graph(graph, "cuda")
     return fusion.plan(graph, supports)
 
 

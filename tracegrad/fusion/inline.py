@@ -5,17 +5,39 @@ writes one loop's ops (the planner decides what goes in which loop; see the pack
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from .. import primitives as P
 from ..ir import Node, Var
 from ..primitives import Kind
-from .steps import Clamp, Compute, Equal, Index, Inside, Literal, Load, Op, Select, identity_index
+from .steps import (
+    Buffer,
+    Clamp,
+    Compute,
+    Equal,
+    Index,
+    Inside,
+    Literal,
+    Load,
+    Op,
+    Select,
+    identity_index,
+)
 
-if TYPE_CHECKING:
-    from .planner import Planner
+
+class Planner(Protocol):
+    """What a loop builder reads of the planner that made its loop (planner.py)."""
+
+    literals: dict[Var, np.ndarray]  # values that are one number, computed as a literal
+    producer: dict[Var, Node]
+    identities: set[Var]  # values equal to their operand (loaded through it)
+
+    def literal_of(self, var: Var) -> np.ndarray | None: ...
+
+    def buffer_for_load(self, var: Var) -> Buffer | None: ...
+
 
 # Inline cost of an op: a call into the math library (or pow) counts as many arithmetic ops.
 MATH_COST = 20
