@@ -10,8 +10,9 @@ the printers that mean to change nothing. For each program it writes, with nothi
 Numba's CUDA simulator, no GPU needed): the golden workloads of tests/golden/workloads.py; scans,
 sums over one to three axes, sin and cos of one argument, float32; matrix products with and
 without split-K and with transposed operands; and `--programs` random programs of
-tests/fuzz_programs.py (their outputs and their gradients). The salts and module keys, which hash
-the generators' own files, are masked. It prints how many texts differ and the first diff.
+tests/fuzz_programs.py (their outputs and their gradients). The salts and module keys (and a runner's
+keys of its kernel modules and of its native helpers), which hash the generators' own files, are
+masked. It prints how many texts differ and the first diff.
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ from tracegrad.api import make_ir
 import fuzz_programs as fp
 from golden.workloads import WORKLOADS
 
-VOLATILE = ((re.compile(r"\bsalt [0-9a-f]{8,}"), "salt <salt>"), (re.compile(r"\bk_[0-9a-f]{8,}"), "k_<key>"))
+VOLATILE = (
+    (re.compile(r"\bsalt [0-9a-f]{8,}"), "salt <salt>"),
+    (re.compile(r"\bk_[0-9a-f]{8,}"), "k_<key>"),
+    # a runner's kernel modules by key, and the hash of the native helpers it was written against
+    (re.compile(r"_cache\.loaded\('[0-9a-f]{8,}'\)"), "_cache.loaded('<key>')"),
+    (re.compile(r"# native\.py [0-9a-f]{8,}"), "# native.py <hash>"),
+)
 
 
 def sources(fun, args, static_argnums=()):
