@@ -214,7 +214,9 @@ def test_the_checker_sees_imports():
 
 
 @pytest.mark.parametrize(
-    "package", ["calls", "cli", "primitive_table", "runtime", "tracing", "transforms"]
+    "package",
+    ["base", "calls", "cli", "cpu", "cuda", "fusion", "primitive_table", "runtime", "tracing"]
+    + ["transforms"],
 )
 def test_each_subpackage_says_where_it_stands(package):
     """A subpackage's docstring names its place in the pipeline."""

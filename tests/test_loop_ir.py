@@ -1,7 +1,7 @@
 """The loop IR between the fusion plan and the code generators (tracegrad/fusion/loop_ir.py).
 
-Both targets lower the plan's fused loops into the same statement types (`lower_cpu`: chunks of
-axis 0 and partial results; `lower_gpu`: grid-stride loops, blocks and trees in shared memory),
+Both targets lower the plan's fused loops into the same statement types (`cpu/lowering.py`: chunks of
+axis 0 and partial results; `cuda/lowering.py`: grid-stride loops, blocks and trees in shared memory),
 and both generators are printers of those statements that share one `render.Printer`. Nothing
 here compiles: these are checks of the IR's structure and of what the printers write.
 """

@@ -1,7 +1,7 @@
 """Fused CPU kernels: Python source for `numba.njit`, written from the fusion plan.
 
 The entry point of the CPU's code generation: `build` plans a graph, lowers each fused loop into
-the loop IR (`fusion.lower_cpu`), prints it as a kernel module (`cpu/kernels.py`) and links the
+the loop IR (`cpu/lowering.py`), prints it as a kernel module (`cpu/kernels.py`) and links the
 kernels into a program (`cpu/program.py`), which runs the plan's steps from a small generated
 driver. Each kernel module is cached on disk (see `tracegrad.base.cache`). The readable source
 of a program (with a comment per IR node naming its values and the user's line) is what

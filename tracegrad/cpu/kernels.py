@@ -1,6 +1,6 @@
 """A fused loop's kernel module for `numba.njit`, printed from the loop IR.
 
-The CPU's lowering pass (`fusion.lower_cpu`) writes a fused loop as a loop nest over chunks of
+The CPU's lowering pass (`cpu/lowering.py`) writes a fused loop as a loop nest over chunks of
 axis 0; `CpuPrinter` prints it with the CPU's renderings, and `render_loop` wraps it in a module
 (imports, options, the `kernel` function and its arguments). Kernels take sizes, slice offsets
 and most constants as run-time arguments (two small arrays, `I` for integers and `F` for floats),
@@ -70,7 +70,7 @@ _MODULE_NAMES = frozenset({"math", "np", "_vm"}) | frozenset(dir(builtins))
 
 
 class CpuPrinter(render.Printer):
-    """Prints a CPU kernel of the loop IR (`fusion.lower_cpu`) for `numba.njit`.
+    """Prints a CPU kernel of the loop IR (`cpu/lowering.py`) for `numba.njit`.
 
     What it spells its own way: buffers are the arguments `b<k>`; sizes, slice offsets and
     constants that do not come from the code are run-time arguments (`I` for integers, `F` for

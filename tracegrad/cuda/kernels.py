@@ -1,9 +1,9 @@
 """CUDA kernel source, written from the fusion plan: one `numba.cuda.jit` kernel per launch.
 
-- A fused loop is lowered to the loop IR by `fusion.lower_gpu` (grid-stride loops, blocks of
+- A fused loop is lowered to the loop IR by `cuda/lowering.py` (grid-stride loops, blocks of
   threads, trees in shared memory: its docstring says how) and printed by `CudaPrinter`, which
   shares `render.Printer` with the CPU's printer and overrides only what CUDA spells its own way.
-- A matrix product is a tiled kernel, lowered by `fusion.lower_gpu.matmul` into the same IR: each
+- A matrix product is a tiled kernel, lowered by `cuda/lowering.py`'s `matmul` into the same IR: each
   block computes a `BM x BN` tile of the result from shared-memory tiles of both operands, each
   thread a `U x U` block of it held in registers.
 
@@ -70,7 +70,7 @@ class Kernels:
 
 
 class CudaPrinter(render.Printer):
-    """Prints GPU kernels of the loop IR (`fusion.lower_gpu`) for `numba.cuda.jit`.
+    """Prints GPU kernels of the loop IR (`cuda/lowering.py`) for `numba.cuda.jit`.
 
     What it spells its own way: sizes and offsets are literals; a 0-d array's element is `[0]`;
     math calls are `math.*` (libdevice), with device functions for the NumPy calls numba.cuda
@@ -160,7 +160,7 @@ def matmul_kernel(
     transposed: tuple[bool, bool] = (False, False),
 ) -> None:
     """The tiled kernel of a matrix product (and the kernel summing its split-K parts), into
-    `out` (`lower_gpu.matmul` says how it is laid out)."""
+    `out` (`cuda/lowering.py`'s `matmul` says how it is laid out)."""
     notes = render.Notes(names, "partial results")
     kernels = lower_gpu.matmul(step, name, cfg, notes, out.scratch, transposed)
     write_kernels(kernels, CudaPrinter(notes, render_scalar), out)

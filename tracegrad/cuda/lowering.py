@@ -14,7 +14,7 @@
 
 Sizes and the launch layout are written in (a graph is traced for one signature). Each kernel's
 `info["launch"]` holds its grid, block, and a comment for the driver; `cfg` is the device's
-launch configuration (`cuda_device.LaunchConfig`: threads, blocks, warp, shared_bytes).
+launch configuration (`cuda.device.LaunchConfig`: threads, blocks, warp, shared_bytes).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The fusion plan: an optimised graph partitioned into the steps a fused backend runs.
+"""The fusion plan: an optimised graph partitioned into the steps a fused backend runs (the fusion
+stage of the pipeline, after the passes and before code generation).
 
 The plan is backend-neutral (no Numba here): the CPU code generator and the CUDA code generator
 consume the same plan. It is concrete: every shape, offset and constant is known, because a graph

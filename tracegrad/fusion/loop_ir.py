@@ -1,8 +1,8 @@
 """The loop IR: kernels as loop nests, between the fusion plan and the code generators.
 
 A fused loop of the plan says *what* is computed at each point of an iteration space. A target's
-lowering pass (`lower_cpu`: chunks of axis 0 shared by threads, partial results per chunk;
-`lower_gpu`: grid-stride loops, blocks of threads, trees in shared memory) decides *how*, and
+lowering pass (`cpu/lowering.py`: chunks of axis 0 shared by threads, partial results per chunk;
+`cuda/lowering.py`: grid-stride loops, blocks of threads, trees in shared memory) decides *how*, and
 writes it in this IR: a kernel is a list of statements, the same statement types for every target.
 A code generator is then a printer of the IR (`render.Printer`) with its own table of renderings
 (how an index, a literal, a math call or a reduction step is spelt), overriding only what differs.

@@ -1,23 +1,17 @@
-"""The runtime: what runs compiled programs, and the stores that keep them between calls.
+"""The runtime: the top floor of the pipeline (trace -> IR -> adjoint -> passes -> fusion -> code
+generation -> runtime), below only the public API (api.py, calls/) and the command line.
 
-The last stage of the pipeline (trace -> IR -> adjoint -> passes -> fusion -> code generation ->
-runtime), below only the public API (api.py) and the command line.
-
+- backends.py: the backend interface, the NumPy backend (the interpreter), finding the compiled
+  ones (without importing their code generators until they compile);
 - program_store.py: the in-memory program store, keyed by (transform, backend, argument
-  signature): the one home of the store and its key, where a call finds its program or keeps a
-  new one, and the count of traces;
-- program.py: `CompiledCall`, a compiled program ready to call, and the cached-call fast path.
+  signature): `find` and `keep` (it compiles nothing: the call's path does, calls/), and the
+  count of traces;
+- program.py: `CompiledCall`, a compiled program ready to call, and the cached-call fast path;
 - program_cache.py: persisted programs, the optimised graph of a call kept on disk, named by
   digests.py: digests of code, classes and values that mean the same in every process, and
-  program_data.py: graphs (with their loop and branch bodies) and output trees as plain data.
+  program_data.py: graphs (with their loop and branch bodies) and output trees as plain data;
 - tiered.py: a new program answers on the NumPy interpreter while it compiles in the background.
 
-Beside them, the services the code generators and backends call while they build and run
-kernels. They import nothing later than the IR, so an earlier stage may use them:
-
-- cache.py: the disk cache of compiled kernel modules; cache_files.py: where the disk caches
-  live, which of their folders and files may be trusted, and hashes of source files;
-- progress.py: the progress line and size guard of a long compilation;
-- blas_threads.py: small matrix products on one BLAS thread;
-- host_kernels.py: compiled host loops for steps that have no fused kernel.
+The services the code generators call while they build and run kernels (the disk cache of
+kernel modules, progress lines, BLAS threads, host kernels) are on the ground floor, base/.
 """
