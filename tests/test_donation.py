@@ -88,7 +88,7 @@ def test_donated_plans_keep_the_rules_and_the_numbers(fun):
 def test_an_update_writes_over_the_scatter_it_reads():
     x, v = np.linspace(0.1, 1.0, 12), np.array([0.5, -0.25, 2.0])
     plan = cpu_plan(tg.value_and_grad(updates, argnums=(0, 1)), x, v)
-    undonated = codegen_cpu.fusion.plan(plan.graph, codegen_cpu.supports, computed_identity=True)
+    undonated = fusion.plan(plan.graph, codegen_cpu.supports, computed_identity=True)
     assert donated_loops(plan)
     assert len(plan.buffers) < len(undonated.buffers)
     # the donated plan computes what the plan without donation computes
