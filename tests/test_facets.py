@@ -18,6 +18,7 @@ from tracegrad import codegen_cpu, fusion, ir
 from tracegrad.fusion import render
 from tracegrad import primitives as P
 from tracegrad.primitives import Kind
+from tracegrad.trace import traced_call
 
 PRIMS = sorted(P.PRIMITIVES.values(), key=lambda p: p.name)
 
@@ -385,3 +386,31 @@ def test_the_plans_reference_evaluates_a_scan():
     assert loop.shape == (2, 4, 3) and [s.op for s in loop.scans] == ["sum"]  # scanned axis last
     (got,) = fusion.evaluate(plan, [x])
     np.testing.assert_array_equal(got, np.cumsum(x * x, axis=1))
+
+
+def test_a_new_entry_is_written_with_the_rule_author_surface():
+    """An elementwise primitive declared with only the names of `RULE_AUTHOR_SURFACE` traces,
+    differentiates to second order, batches and runs on the interpreter; removed afterwards."""
+    for name in P.RULE_AUTHOR_SURFACE:
+        assert hasattr(P, name), f"primitives.{name} is named in the surface but missing"
+    cube_p = P.elementwise_primitive(
+        "cube_for_test",
+        lambda x: x**3,
+        P.unary_rule(lambda x, out: P.mul(P.mul(x, x), 3.0)),
+        "({0} * {0} * {0})",
+    )
+    try:
+        assert P.registered("cube_for_test") is cube_p and cube_p.batch is not None
+
+        def f(x):
+            return np.sum(traced_call(lambda v: P.emit(cube_p, v), x))
+
+        x = np.array([0.5, -1.0, 2.0])
+        np.testing.assert_allclose(tg.grad(f, backend="numpy")(x), 3 * x**2, rtol=1e-14)
+        np.testing.assert_allclose(
+            tg.hessian(f, backend="numpy")(x), np.diag(6 * x), rtol=1e-14, atol=1e-14
+        )
+        per_row = tg.vmap(tg.grad(f, backend="numpy"))(np.stack([x, 2 * x]))
+        np.testing.assert_allclose(per_row, 3 * np.stack([x, 2 * x]) ** 2, rtol=1e-14)
+    finally:
+        del P.PRIMITIVES["cube_for_test"]

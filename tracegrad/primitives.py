@@ -79,6 +79,8 @@ from .primitive_table.ops import (
     power as power,
     integer_pow as integer_pow,
     ct_mul as ct_mul,
+    unary_rule as unary_rule,
+    sum_to as sum_to,
     neg as neg,
     reciprocal as reciprocal,
     maximum as maximum,
@@ -222,6 +224,31 @@ from .primitive_table.indexing import (
     scatter_add_p as scatter_add_p,
     argsort_p as argsort_p,
 )
+
+# The rule-author surface: what a new entry is written with (as short as autograd's extend.py).
+# - `elementwise_primitive(name, impl, adjoint, scalar, ...)`: declare and register an elementwise
+#   entry (its batching rule comes with it); `identity_primitive` for one that passes its last
+#   input through (custom rules, checkpoints, taps);
+# - `Primitive(...)` and `register(entry)` for any other kind, with `every_operand()` (the batching
+#   rule of stacked operands) and `OfItsEntry(make)` (a facet that names its own entry);
+# - the op constructors adjoint rules are written with: `emit`, `add`, `mul`, `ct_mul`, `where`,
+#   `unary_rule`, `sum_to`, `with_batch_axis`...; `registered(name)` for an entry declared later.
+RULE_AUTHOR_SURFACE = (
+    "elementwise_primitive",
+    "identity_primitive",
+    "Primitive",
+    "Kind",
+    "register",
+    "registered",
+    "every_operand",
+    "OfItsEntry",
+    "with_batch_axis",
+    "emit",
+    "ct_mul",
+    "unary_rule",
+    "sum_to",
+)
+
 
 # The modules beyond primitive_table/ that add entries to the table, in the order they load: the
 # linear algebra first, then the loops (which import autodiff), then the custom rules and
