@@ -185,16 +185,6 @@ def _arcsin_f32(x):
 
 _F32["arcsin"] = jit(_arcsin_f32)
 _F32["arcsin"].__name__ = "arcsin_f32"
-_arctan2_f64 = _F64["arctan2"]
-
-
-def _arctan2_f32(y, x):
-    """Vectorisable arctan2(y, x) for float32 (computed in float64, rounded once)."""
-    return np.float32(_arctan2_f64(np.float64(np.float32(y)), np.float64(np.float32(x))))
-
-
-_F32["arctan2"] = jit(_arctan2_f32)
-_F32["arctan2"].__name__ = "arctan2_f32"
 arctan_f64, arcsin_f64, arccos_f64 = (_F64[n] for n in ("arctan", "arcsin", "arccos"))
 arctan_f32, arcsin_f32, arccos_f32 = (_F32[n] for n in ("arctan", "arcsin", "arccos"))
 arctan2_f64, arctan2_f32 = _F64["arctan2"], _F32["arctan2"]

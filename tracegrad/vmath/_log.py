@@ -9,7 +9,9 @@ log2 and log10 use the same reduction, kept unrounded: log(1 + f) = f - c with c
 1/ln2 or 1/ln10 held as two floats (the product f * 1/ln2 split exactly with an FMA) and added to
 k or to k*log10(2) in double-float arithmetic, with one rounding at the end.  That makes them
 exact wherever the result is: log2 at every power of two, log10 at every power of ten (the
-nearest float64 to 10**k, for every k).  The float32 versions compute in float64 and round once.
+nearest float to 10**k, for every k).  The float32 versions compute in float64 and round once
+(0.50 ulp); the same steps in float32 arithmetic, kept here as ``log2_f32_arith`` and
+``log10_f32_arith``, reach 0.72 and 0.67 ulp (docs/vmath.md).
 """
 
 from __future__ import annotations
@@ -122,22 +124,25 @@ log_f32, log1p_f32 = _F32["log"], _F32["log1p"]
 _INV_LN2 = (float.fromhex("0x1.71547652b82fep+0"), float.fromhex("0x1.777d0ffda0d24p-56"))
 _INV_LN10 = (float.fromhex("0x1.bcb7b1526e50ep-2"), float.fromhex("0x1.95355baaafad3p-57"))
 _LOG10_2 = (float.fromhex("0x1.3441350900000p-2"), float.fromhex("0x1.ef3fde623e256p-35"))
+# The same as float32 pairs; log10(2)'s first part has 16 significant bits (|k| < 2**8 here).
+_INV_LN2_32 = (float.fromhex("0x1.715476p+0"), float.fromhex("0x1.4ae0cp-26"))
+_INV_LN10_32 = (float.fromhex("0x1.bcb7b2p-2"), float.fromhex("-0x1.5b235ep-27"))
+_LOG10_2_32 = (float.fromhex("0x1.3442p-2"), float.fromhex("-0x1.95ec1p-19"))
 
 
-def _build_base_2_10():
-    S = F64
+def _build_base_2_10(S: Spec):
     F = S.float
     as_int, as_float = S.as_int, S.as_float
     mant = S.mant
-    Q = S.coeffs(_LOG_Q64)
-    off = int(np.array(S.c(np.sqrt(0.5))).view(np.int64))
+    Q = S.coeffs(_LOG_Q64 if S is F64 else _LOG_Q32)
+    off = int(np.array(S.c(np.sqrt(0.5))).view(np.int64 if S is F64 else np.int32))
     sub_scale, sub_k = S.c(2.0 ** (mant + 2)), mant + 2
     shift, shift_bits = S.shift, S.shift_bits
     one, two, half, zero = S.c(1.0), S.c(2.0), S.c(0.5), S.c(0.0)
     inf, nan, tiny = S.inf, S.nan, S.tiny
-    il2, il2_lo = _INV_LN2
-    il10, il10_lo = _INV_LN10
-    l10_2, l10_2_lo = _LOG10_2
+    il2, il2_lo = (S.c(v) for v in (_INV_LN2 if S is F64 else _INV_LN2_32))
+    il10, il10_lo = (S.c(v) for v in (_INV_LN10 if S is F64 else _INV_LN10_32))
+    l10_2, l10_2_lo = (S.c(v) for v in (_LOG10_2 if S is F64 else _LOG10_2_32))
 
     @jit
     def reduced(x):
@@ -185,15 +190,24 @@ def _build_base_2_10():
         lo = lo + ((a - w) + b)
         return special(x, w + lo)
 
+    sfx = "_f64" if S is F64 else "_f32"
+    kind = "float64" if S is F64 else "float32"
     funcs = {
-        "log2": (log2, "Vectorisable base-2 log for float64, exact at powers of two."),
-        "log10": (log10, "Vectorisable base-10 log for float64, exact at powers of ten."),
+        "log2": (log2, f"Vectorisable base-2 log for {kind}, exact at powers of two."),
+        "log10": (log10, f"Vectorisable base-10 log for {kind}, exact at powers of ten."),
     }
-    return {name: jit(named(f, name + "_f64", doc)) for name, (f, doc) in funcs.items()}
+    return {name: jit(named(f, name + sfx, doc)) for name, (f, doc) in funcs.items()}
 
 
-_BASES = _build_base_2_10()
+_BASES = _build_base_2_10(F64)
 log2_f64, log10_f64 = _BASES["log2"], _BASES["log10"]
+
+# The same steps in float32 arithmetic: twice as many SIMD lanes, but 0.72 ulp (log2) and
+# 0.67 ulp (log10) instead of 0.50 (s = f / (2 + f) and the products that scale it carry a
+# float32 rounding each into the unrounded tail).  Not the default; benchmarks/bench_vmath_f32.py
+# measures both.
+_BASES32 = _build_base_2_10(F32)
+log2_f32_arith, log10_f32_arith = _BASES32["log2"], _BASES32["log10"]
 
 
 def _log2_f32(x):
