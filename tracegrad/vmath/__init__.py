@@ -6,7 +6,8 @@ branch-free range reductions and polynomial approximations, so when a jitted loo
 element-wise, LLVM inlines them and emits packed AVX2/AVX-512 code.
 
 Each function exists as ``<name>_f64`` and ``<name>_f32``; the float32 versions compute in
-float32 throughout.  ``FUNCTIONS`` maps the primitive name to the pair, and ``math_mode()``
+float32 arithmetic, but for sin, cos, tan, sincos, tanh, arcsin, exp2, log2, log10 and hypot,
+which compute in float64 and round once (float32 arithmetic missed their accuracy bounds).  ``FUNCTIONS`` maps the primitive name to the pair, and ``math_mode()``
 says whether generated code should use them ("vector", the default) or libm ("libm", chosen
 with ``TRACEGRAD_MATH=libm``).  See docs/vmath.md for the accuracy bounds and speed.
 """

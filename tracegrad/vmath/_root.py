@@ -121,7 +121,7 @@ def _hypot32(x, y):
 cbrt_f64, cbrt_f32 = _build_cbrt(F64), _build_cbrt(F32)
 hypot_f64 = _build_hypot(F64)
 hypot_f32 = jit(named(_hypot32, "hypot_f32", _hypot32.__doc__))
-# The float64 steps in float32 arithmetic: 0.83 ulp, and 5-10% slower than hypot_f32 above
+# The float64 steps in float32 arithmetic: 0.83 ulp, and 2-11% slower than hypot_f32 above
 # (0.50 ulp, a handful of float64 operations), so not the default; benchmarks/bench_vmath_f32.py
 # measures both.
 hypot_f32_arith = _build_hypot(F32)
