@@ -27,7 +27,7 @@ from . import ir
 from .fusion import render
 from .cpu.kernels import CpuPrinter, KernelSource, pair_math, render_loop  # noqa: F401
 from .cpu import cpu_available, cpu_variant
-from .cpu.program import BAKE_SIZES, CpuProgram, build  # noqa: F401 (the entry point's)
+from .cpu.program import CpuProgram, build
 from .cpu import lowering as lower_cpu
 from .fusion import loop_ir
 from .ir import Graph, Node

@@ -29,7 +29,6 @@ from .cuda.program import (  # noqa: F401 (the entry point's names)
     CudaProgram,
     build,
     plan_graph,
-    render_scalar,
     supports,
 )
 from .fusion import loop_ir, render
