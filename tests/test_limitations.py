@@ -1063,15 +1063,16 @@ def test_median_quantile_and_percentile_follow_numpy(method):
     check_grad(lambda r: np.sum(np.quantile(r, 0.3, method=method) ** 2), x[0])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (docs/limitations.md): where q * (n - 1) is a whole number k, "
-    "method='midpoint' averages the k-th smallest value with the next; NumPy returns the k-th",
-)
 def test_midpoint_at_a_whole_virtual_index_is_numpys():
+    # where q (n - 1) is a whole number k, NumPy returns the k-th value, not a mean with the next
     x = np.array([-1.0, 0.5, 2.0, 3.0, 7.0])
     got = jit(lambda x: np.quantile(x, 0.75, method="midpoint"))(x)
     assert float(got) == np.quantile(x, 0.75, method="midpoint") == 3.0
+    q = np.array([0.0, 0.1, 0.25, 0.5, 0.6, 0.75, 1.0])
+    for backend in ("numpy", "cpu"):
+        fun = tg.jit(lambda x: np.quantile(x, q, method="midpoint"), backend=backend)
+        np.testing.assert_array_equal(fun(x), np.quantile(x, q, method="midpoint"))
+    check_grad(lambda r: np.sum(np.quantile(r, q, method="midpoint") ** 2), x)
 
 
 def test_complex_numbers_and_ufunc_out_and_where_arguments_are_missing():

@@ -89,8 +89,8 @@ def _quantile_of_sorted(s: Var, q: np.ndarray, axis: int, keepdims: bool, method
         lo, weight = np.ceil(position).astype(np.int64), np.zeros_like(weight)
     elif method == "nearest":
         lo, weight = np.around(position).astype(np.int64), np.zeros_like(weight)
-    elif method == "midpoint":
-        weight = np.where(hi > lo, 0.5, 0.0)
+    elif method == "midpoint":  # NumPy: the k-th value where q (n - 1) is a whole number k
+        weight = np.where(position == lo, 0.0, 0.5)
     elif method == "median":  # np.median: the mean of the middle two, inf when both are inf
         lo, hi = np.full_like(lo, (n - 1) // 2), np.full_like(hi, n // 2)
     elif method != "linear":
