@@ -654,3 +654,18 @@ def test_console_script():
     done = subprocess.run([script, "run", "nope"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2  # a usage mistake
     assert done.stderr.startswith("tracegrad: error: no example called 'nope'")
+
+
+def test_a_reader_that_goes_away_stops_the_command_quietly():
+    # `tracegrad examples | head -1`: the pipe is closed before the listing is written
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracegrad", "examples"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 141, stderr  # 128 + SIGPIPE, as a shell reports it
+    assert stderr == ""

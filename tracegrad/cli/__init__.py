@@ -18,6 +18,7 @@ Errors print as one line and a hint; --debug shows the traceback instead. Exit s
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -162,6 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`tracegrad examples | head`): stop quietly, as `git log | head`
+        # does, and point stdout at nothing so the interpreter's flush at exit cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # SIGPIPE
     except Exception as exc:
         if args.debug:
             raise
