@@ -22,7 +22,7 @@ from ..runtime.program import CompiledCall, aval
 from ..trace import CallArgs, Tracer, inline_graph, trace
 from ..tracing import branches
 from ..tracing.scope import Scope
-from ..transforms import forward, loops, rolling  # noqa: F401  (loops: its primitives register)
+from ..transforms import forward, loops, rolling, sparsity  # noqa: F401  (loops: its primitives register)
 from ..base.tree import LEAF, TreeDef, replace_leaves, tuple_of, unflatten
 from .arguments import as_array, int_tuple, leaf_names
 
@@ -162,8 +162,9 @@ def _transform(t, fgraph, out_tree, treedef, positions, n_guards, captures):
             tree = tuple_of(tree, TreeDef("dict", tuple(LEAF for _ in names), tuple(names)))
         return Graph(graph.inputs, graph.nodes, tuple(outputs + guards)), tree, captures
     # jacobian: one jacobian per (value leaf, wrt leaf); aux outputs are not differentiated
-    # (jacfwd: by forward mode, one batched tangent per input element)
-    derive = forward.jacfwd if t.kind == "jacfwd" else autodiff.jacobian
+    # (jacfwd: by forward mode, one batched tangent per input element; jacobian: from one
+    # compressed seed per colour of its rows where the sparsity pattern allows, transforms/sparsity)
+    derive = forward.jacfwd if t.kind == "jacfwd" else sparsity.jacobian
     graph = derive(fgraph, wrt, n_value)
     n_out = len(fgraph.outputs)
     jacs = list(graph.outputs[n_out:])

@@ -300,7 +300,11 @@ class Primitive:
       `algebra` (identities the simplifier applies, see `Algebra`), `pairing` (elementwise
       primitives computed with a partner in one call, see `Pairing`);
     - `math_call`: the math-library function its scalar template calls (`M.asin` for arcsin),
-      which tracegrad.vmath implements under the primitive's name; set from the template."""
+      which tracegrad.vmath implements under the primitive's name; set from the template;
+    - `sparsity(node, consts)`: which output elements depend on which input elements, where its
+      kind does not say (transforms/sparsity.py): per input, a pair of arrays (output element
+      numbers, input element numbers), or None where any output element may depend on any
+      (`consts` holds the value of each input that is a constant, else None)."""
 
     __slots__ = (
         "adjoint",
@@ -321,6 +325,7 @@ class Primitive:
         "pairing",
         "run_compiled",
         "scalar",
+        "sparsity",
     )
 
     def __init__(
@@ -343,6 +348,7 @@ class Primitive:
         algebra: Algebra = NO_ALGEBRA,
         pairing: Pairing | None = None,
         math_call: str | None = None,
+        sparsity: Callable | None = None,
     ):
         self.name = name
         self.kind = kind
@@ -362,6 +368,7 @@ class Primitive:
         self.algebra = algebra
         self.pairing = pairing
         self.math_call = math_call
+        self.sparsity = sparsity
         for facet in ("adjoint", "batch"):
             value = getattr(self, facet)
             if isinstance(value, OfItsEntry):

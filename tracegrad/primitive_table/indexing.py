@@ -130,6 +130,29 @@ def _batch_scatter_add(size, inputs, batched, axis, shape):
     return transpose(out, (axis, *range(axis), *range(axis + 1, out.ndim)))
 
 
+def _element_numbers(shape) -> np.ndarray:
+    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+
+
+def _gather_sparsity(node, consts):
+    """Element k of the result reads the element of x that np.take picks (constant indices)."""
+    x, idx = node.inputs
+    if consts[1] is None:
+        return [None, None]
+    read = np.take(_element_numbers(x.shape), consts[1], axis=node.params["axis"]).reshape(-1)
+    return [(np.arange(read.size), read), None]
+
+
+def _scatter_add_sparsity(node, consts):
+    """Element k of the values is added into the element of the result that a gather with the
+    same (constant) indices would read back."""
+    if consts[1] is None:
+        return [None, None]
+    shape, axis = tuple(node.params["shape"]), node.params["axis"]
+    written = np.take(_element_numbers(shape), consts[1], axis=axis).reshape(-1)
+    return [(written, np.arange(written.size)), None]
+
+
 gather_p = register(
     Primitive(
         "gather",
@@ -140,6 +163,7 @@ gather_p = register(
         _batch_gather,
         linear=True,
         index_map=OWN_STEP,
+        sparsity=_gather_sparsity,
     )
 )
 scatter_add_p = register(
@@ -153,6 +177,7 @@ scatter_add_p = register(
         linear=True,
         run_compiled=_scatter_add_compiled,
         index_map=OWN_STEP,
+        sparsity=_scatter_add_sparsity,
     )
 )
 
