@@ -34,6 +34,11 @@ from ..primitives import Kind
 MAX_PAIRS = 4_000_000
 #: The most conflicting row pairs the greedy colouring visits before it gives up.
 MAX_CONFLICTS = 2_000_000
+#: Up to this many colours the fill is one fused loop over the result (each entry picks its
+#: colour's compressed row, or 0, by a small integer constant); more: a gather and a scatter.
+MAX_FUSED_COLOURS = 16
+#: Off: every Jacobian is built densely (benchmarks compare the two paths with it).
+ENABLED = True
 
 
 class TooDense(Exception):
@@ -300,7 +305,7 @@ def jacobian(graph: Graph, wrt: Sequence[int], n_diff: int | None = None) -> Gra
     n_diff = len(graph.outputs) if n_diff is None else n_diff
     colourings = {}
     for j, out in enumerate(graph.outputs[:n_diff]):
-        if P.is_float(out.dtype) and out.size > 1:
+        if ENABLED and P.is_float(out.dtype) and out.size > 1:
             c = colouring(graph, j, wrt)
             if c is not None and c.worth_it:
                 colourings[j] = c
@@ -350,8 +355,30 @@ def _compressed(graph: Graph, wrt: Sequence[int], j: int, c: Colouring) -> list[
                 continue
             if not is_batched:
                 ct = P.broadcast_to(P.reshape(ct, (1,) + x.shape), (k,) + x.shape)
+            if k <= MAX_FUSED_COLOURS:
+                jacs.append(_selected(ct, c.colour[r], r * n + col, out.shape + x.shape))
+                continue
             flat = P.reshape(ct, (k * n,))
             picked = P.gather(flat, P.const(c.colour[r] * n + col), 0)
             filled = P.scatter_add(picked, P.const(r * n + col), 0, (m * n,))
             jacs.append(P.reshape(filled, out.shape + x.shape))
     return jacs
+
+
+def _selected(ct: Var, colours: np.ndarray, positions: np.ndarray, shape: tuple) -> Var:
+    """The Jacobian of `shape` whose entry at flat `positions[e]` is `ct[colours[e]]` at that
+    entry's column (the compressed row of its colour), 0 elsewhere: one elementwise pass."""
+    k, n = ct.shape[0], int(np.prod(ct.shape[1:], dtype=np.int64))
+    codes = np.full(int(np.prod(shape, dtype=np.int64)), -1, dtype=np.int8)
+    codes[positions] = colours
+    code = P.const(codes.reshape(shape))
+    rows = P.reshape(ct, (k, n))
+    total = P.const(0, shape, ct.dtype)
+    for colour in range(k):
+        row = P.slice_(rows, ((colour, colour + 1, 1), (0, n, 1)))
+        row = P.broadcast_to(
+            P.reshape(row, (1,) * (len(shape) - len(ct.shape) + 1) + ct.shape[1:]), shape
+        )
+        picked = P.compare(P.eq_p, code, P.const(colour, shape, np.int8))
+        total = P.where(picked, row, total)
+    return total
