@@ -16,14 +16,19 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_cpu import interleaved, jax, w3, w3_closed_form  # noqa: E402
+from bench_cpu import interleaved, jax, w3, w3_closed_form
 
-import tracegrad as tg  # noqa: E402
-from tracegrad.transforms import sparsity  # noqa: E402
+import tracegrad as tg
+from tracegrad.transforms import sparsity
 
 
 def w3_dense(x):
     return np.sum(x[:-1] * x[1:]) + np.sum(x**3)
+
+
+def _w3_jax(x):
+    jnp = jax.numpy
+    return jnp.sum(x**3) + jnp.sum(x[:-1] * x[1:])
 
 
 def main() -> None:
@@ -39,15 +44,14 @@ def main() -> None:
         np.testing.assert_allclose(dense(x), w3_closed_form(x), rtol=1e-12)
         sparsity.ENABLED = True
         c = {
-            "sparse (compressed seeds)": lambda: sparse(x),
-            "dense (one seed per row)": lambda: dense(x),
-            "closed form, NumPy": lambda: w3_closed_form(x),
+            "sparse (compressed seeds)": lambda f=sparse, x=x: f(x),
+            "dense (one seed per row)": lambda f=dense, x=x: f(x),
+            "closed form, NumPy": lambda x=x: w3_closed_form(x),
         }
         if jax is not None:
-            jnp = jax.numpy
-            jh = jax.jit(jax.hessian(lambda x: jnp.sum(x**3) + jnp.sum(x[:-1] * x[1:])))
-            xj = jnp.asarray(x)
-            c["JAX jit"] = lambda: jh(xj).block_until_ready()
+            jh = jax.jit(jax.hessian(_w3_jax))
+            xj = jax.numpy.asarray(x)
+            c["JAX jit"] = lambda f=jh, x=xj: f(x).block_until_ready()
         times = interleaved(c, args.rounds, inner=50 if n <= 100 else 5)
         print(f"n={n}")
         for name, t in times.items():

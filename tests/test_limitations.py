@@ -1530,10 +1530,22 @@ def test_an_array_numpy_computes_from_an_outside_one_cannot_hold_a_traced_value(
         y[1:3] = v
         return y
 
-    with pytest.raises(tg.TracingError, match=r"np\.copy\(a\)"):
-        jit(scalar)(np.ones(2))
-    with pytest.raises(tg.TracingError, match="cannot convert a traced value to a NumPy array"):
-        jit(values)(np.ones(2))
+    def listed(v):
+        y = _OUTSIDE * 1.0
+        y[[0, 2]] = v
+        return y
+
+    def into_the_global(v):
+        _OUTSIDE[1:3] = v
+        return v
+
+    lines = {scalar: "y[0] = v[0]", values: "y[1:3] = v", listed: "y[[0, 2]] = v"}
+    lines[into_the_global] = "_OUTSIDE[1:3] = v"
+    for f, line in lines.items():  # every form: the same message, at the user's line
+        with pytest.raises(tg.TracingError, match=r"(?s)computed by NumPy.*np\.copy\(a\)") as e:
+            jit(f)(np.ones(2))
+        assert line in str(e.value)
+    np.testing.assert_array_equal(_OUTSIDE, np.zeros(3))  # never written
 
 
 def test_a_traced_integer_that_sets_a_shape_is_answered_per_value():

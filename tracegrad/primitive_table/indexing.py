@@ -136,7 +136,7 @@ def _element_numbers(shape) -> np.ndarray:
 
 def _gather_sparsity(node, consts):
     """Element k of the result reads the element of x that np.take picks (constant indices)."""
-    x, idx = node.inputs
+    x = node.inputs[0]
     if consts[1] is None:
         return [None, None]
     read = np.take(_element_numbers(x.shape), consts[1], axis=node.params["axis"]).reshape(-1)

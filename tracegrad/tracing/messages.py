@@ -127,6 +127,17 @@ def function_name(func) -> str:
     return name
 
 
+def _write_into_numpy_array_error():
+    raise TracingError(
+        "tracegrad cannot write a traced value into this NumPy array: it is a plain NumPy "
+        "array, made outside the traced function (a global, a closure variable, an argument's "
+        "attribute) or computed by NumPy from such arrays only (y = X * 1.0 with X a global), "
+        f"so it cannot hold one.{user_line()}\nMake the array inside the function from a "
+        "traced constructor: y = np.zeros(n) (or np.ones, np.empty, np.full, np.copy(a), "
+        "np.zeros_like(a)), and then y[...] = ... works as in NumPy."
+    )
+
+
 class Unknowable:
     """A base of `Tracer`: what a traced value cannot be asked, its value unknown while tracing."""
 
@@ -134,13 +145,7 @@ class Unknowable:
 
     def _concrete(self, what: str):
         if writes_into_subscript():
-            raise TracingError(
-                "tracegrad cannot write a traced value into this NumPy array: it was made "
-                "outside the traced function (a global, a closure variable, an argument's "
-                f"attribute), so it cannot hold one.{user_line()}\nMake the array inside the "
-                "function: y = np.zeros(n) (or np.ones, np.empty, np.full, np.copy(a), "
-                "np.zeros_like(a)) and then y[...] = ... work as in NumPy."
-            )
+            _write_into_numpy_array_error()
         reason = getattr(getattr(self, "builder", None), "no_branching", None)
         if reason is not None:
             raise TracingError(
@@ -197,6 +202,8 @@ class Unknowable:
         self._concrete("convert to a list (.tolist())")
 
     def __array__(self, *args, **kwargs):
+        if writes_into_subscript():  # `y[1:3] = v`: NumPy converts v to write it into y
+            _write_into_numpy_array_error()
         advice = (
             "Call np.* functions on it directly (they are traced), and convert results outside "
             "the decorated function."

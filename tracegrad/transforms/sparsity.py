@@ -221,7 +221,7 @@ def patterns(graph: Graph, wrt: Sequence[int]) -> dict[Var, Pattern]:
         if any(p is not None and r is None for p, r in zip(ins, rules, strict=True)):
             found[node.out] = _everything(node, ins, columns)
         else:
-            pairs = [(o, i, p) for p, (o, i) in zip(ins, rules, strict=True) if p is not None]
+            pairs = [(*r, p) for p, r in zip(ins, rules, strict=True) if p is not None]
             found[node.out] = _compose(pairs, node.out.size, columns)
     return found
 
@@ -276,7 +276,7 @@ class Colouring:
     @property
     def worth_it(self) -> bool:
         """Whether compressed seeds beat one seed per row: at most half as many."""
-        return 0 < self.n_colours and 2 * self.n_colours <= self.pattern.size
+        return self.n_colours > 0 and 2 * self.n_colours <= self.pattern.size
 
     def describe(self) -> str:
         p = self.pattern
