@@ -7,7 +7,8 @@
 1. Per function, ns per float32 element on ``--n`` elements (out of cache), each variant in
    a Numba loop compiled the way generated kernels are (``error_model="numpy"``, a plain loop
    calling ``_vm.<name>_f32``):
-   - ``f32 arith``: the float32-arithmetic version (cbrt and arctan2: now the default; exp2,
+   - ``f32 arith``: the float32-arithmetic version (cbrt, arctan2, sin and cos: now the
+     default; sin and cos reduce the argument in float64 first; exp2,
      log2, log10 and hypot: the private ``*_f32_arith`` ones, not the default);
    - ``f64 eval``: the float64-evaluated version, a copy of the code before the change (the
      float64 functions it calls did not change; still the default for exp2, log2, log10 and
@@ -38,7 +39,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from tracegrad import vmath as vm  # noqa: E402
-from tracegrad.vmath import _exp, _log, _root  # noqa: E402
+from tracegrad.vmath import _exp, _log, _root, _trig  # noqa: E402
 
 F32, F64 = np.float32, np.float64
 OPTS = dict(error_model="numpy", nogil=True)
@@ -73,8 +74,10 @@ CASES = {
     "exp2": (_exp.exp2_f32_arith, vm.exp2_f32, np.exp2, 1),
     "log2": (_log.log2_f32_arith, vm.log2_f32, np.log2, 1),
     "log10": (_log.log10_f32_arith, vm.log10_f32, np.log10, 1),
+    "sin": (vm.sin_f32, _trig.sin_f32_f64eval, np.sin, 1),
+    "cos": (vm.cos_f32, _trig.cos_f32_f64eval, np.cos, 1),
 }
-DEFAULT_NOW = {"cbrt", "arctan2"}  # the float32-arithmetic version is the default
+DEFAULT_NOW = {"cbrt", "arctan2", "sin", "cos"}  # the float32-arithmetic version is the default
 DOMAIN = {"exp2": (-20.0, 20.0), "log2": (1e-3, 1e3), "log10": (1e-3, 1e3)}
 
 

@@ -10,11 +10,12 @@ multiple of pi.  The integer q comes from the 1.5 * 2**52 rounding constant; the
 accurate for |x| <= TRIG_LIMIT and nan beyond it (see docs/vmath.md; TRACEGRAD_MATH=libm gives
 libm's results there).
 
-tan for float32 computes in float64 throughout, with shorter polynomials, and rounds once at the
-end.  sin, cos and sincos for float32 reduce in float64 (float32 arithmetic cannot reduce large
-arguments: q needs up to 45 bits) and evaluate the polynomials in float32 arithmetic on the
-remainder held as two float32s, with the r**3/6 term of the sine in double-float arithmetic
-(the plain float32 polynomial reached 0.83 ulp): within 0.58 ulp.
+The float32 versions compute in float64 throughout, with shorter polynomials, and round once at
+the end: float32 arithmetic cannot reduce large arguments (q needs up to 45 bits).  Private
+`sin_f32_arith`, `cos_f32_arith` and `sincos_f32_arith` reduce in float64 and evaluate the
+polynomials in float32 arithmetic on the remainder held as two float32s, with the r**3/6 term of
+the sine in double-float arithmetic (the plain float32 polynomial reached 0.83 ulp): within 0.58
+ulp, but 2-3x slower in a generated loop than the float64 evaluation, so not the default.
 """
 
 from __future__ import annotations
@@ -281,7 +282,10 @@ def _build_f32():
     return {name: jit(named(f, name + "_f32", doc)) for name, (f, doc) in funcs.items()}
 
 
-#: the float64-evaluated float32 sin, cos and sincos they replaced (benchmarks/bench_vmath_f32.py)
+#: the float64-evaluated float32 sin, cos and sincos (the defaults; benchmarks/bench_vmath_f32.py)
 sin_f32_f64eval, cos_f32_f64eval, sincos_f32_f64eval = (_F32[n] for n in ("sin", "cos", "sincos"))
-_F32.update(_build_f32())
+#: the float32-arithmetic ones, private: as accurate (0.58 ulp) but 2-3x slower per element in a
+#: generated loop (the float64 reduction and the float32 polynomials vectorise at different widths)
+_ARITH = _build_f32()
+sin_f32_arith, cos_f32_arith, sincos_f32_arith = (_ARITH[n] for n in ("sin", "cos", "sincos"))
 sin_f32, cos_f32, tan_f32, sincos_f32 = (_F32[n] for n in ("sin", "cos", "tan", "sincos"))
