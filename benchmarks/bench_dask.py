@@ -22,6 +22,7 @@ import platform
 import statistics
 import sys
 import time
+import uuid
 
 # Compare compiled programs from their first call: no tiered execution (its first calls run on
 # the interpreter).
@@ -42,6 +43,7 @@ import numpy as np  # noqa: E402
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 import distributed  # noqa: E402
+from dask._task_spec import TaskRef  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.dask as tgd  # noqa: E402
@@ -133,40 +135,41 @@ def call_overhead(client, backend: str, rounds: int) -> dict:
         distributed.wait([Xd, yd])
     w = 0.1 * np.ones(FEATURES)
     g = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend=backend)
-    g(w, Xd, yd)
+    first = timed(lambda: g(w, Xd, yd))
     parts: dict[str, list[float]] = {
         k: []
         for k in (
             "whole call",
-            "checks and graph (client)",
-            "scatter the parameters to every worker",
-            "submit, run 20 chunk tasks and the sums, gather",
+            "checks, and the graph's structure found (client)",
+            "this call's tasks made from it (client)",
+            "submit, run the group tasks and the sums, gather the root",
             "one trivial task, for scale",
         )
     }
-    for _ in range(max(rounds, 5)):
+    for _ in range(max(rounds, 5) * 3):
         parts["whole call"].append(timed(lambda: g(w, Xd, yd)))
         start = time.perf_counter()
         data = g._data((w, Xd, yd))
         g._check_loss((w, Xd, yd), data)
-        payload = tgd.Payload(g._job, {0: w}, (1, 2), 3, 20, False)
-        rows = [int(c) for c in data[0].chunks[0]]
-        parts["checks and graph (client)"].append(time.perf_counter() - start)
+        plan = g._plan(client, data)
+        job = g._job_on(client)
+        parts["checks, and the graph's structure found (client)"].append(
+            time.perf_counter() - start
+        )
         start = time.perf_counter()
-        [future] = client.scatter([payload], broadcast=True, hash=False)
-        parts["scatter the parameters to every worker"].append(time.perf_counter() - start)
-        start = time.perf_counter()
-        total = g._graph(future, data, rows, "bench")
-        graph_time = time.perf_counter() - start
-        parts["checks and graph (client)"][-1] += graph_time
-        start = time.perf_counter()
-        client.compute(total, optimize_graph=False).result()
-        parts["submit, run 20 chunk tasks and the sums, gather"].append(time.perf_counter() - start)
-        future.release()
+        graph, root = plan.graph(TaskRef(job.key), {0: w}, 3, uuid.uuid4().hex[:12])
+        parts["this call's tasks made from it (client)"].append(time.perf_counter() - start)
+        parts["submit, run the group tasks and the sums, gather the root"].append(
+            timed(lambda graph=graph, root=root: client.get(graph, root))
+        )
         parts["one trivial task, for scale"].append(
             timed(lambda: client.submit(int, 1, pure=False).result())
         )
-    return {k: statistics.median(v) for k, v in parts.items()}
+    out = {k: statistics.median(v) for k, v in parts.items()}
+    out["first call (persist, find the chunks, send the job; compile)"] = first
+    out["tasks in a call"] = len(plan.groups) + 1
+    out["graph structures built"] = g.graph_builds
+    return out
 
 
 def report(rows: int, chunk: int, results: list[dict], overhead: dict, backend: str) -> str:
@@ -183,6 +186,13 @@ def report(rows: int, chunk: int, results: list[dict], overhead: dict, backend: 
             f"| {r['name']} | {r['median'] * 1e3:.0f} ms | {r['min'] * 1e3:.0f} ms | "
             f"{r['median'] / single:.2f}x | {r['first']:.2f} s | {r['difference']:.1e} |"
         )
+    one = next(r for r in results if "1 worker" in r["name"])
+    two = next(r for r in results if "2 worker" in r["name"])
+    lines += [
+        "",
+        f"2 worker processes against 1: {one['median'] / two['median']:.2f}x (medians), "
+        f"{one['min'] / two['min']:.2f}x (fastest rounds).",
+    ]
     lines += [
         "",
         "### The fixed cost of a call: 20 chunks of 100 rows on 2 worker processes (medians)",
@@ -191,7 +201,10 @@ def report(rows: int, chunk: int, results: list[dict], overhead: dict, backend: 
         "|---|---:|",
     ]
     for name, seconds in overhead.items():
-        lines.append(f"| {name} | {seconds * 1e3:.1f} |")
+        if isinstance(seconds, int):
+            lines.append(f"| {name} | {seconds} (a count) |")
+        else:
+            lines.append(f"| {name} | {seconds * 1e3:.1f} |")
     return "\n".join(lines)
 
 

@@ -123,6 +123,14 @@ def chunked(*arrays, chunk=CHUNK):
     return [da.from_array(a, chunks=(chunk, *a.shape[1:])) for a in arrays]
 
 
+def persisted(client, arrays):
+    """The arrays persisted on the workers, once their chunks are there."""
+    arrays = client.persist(arrays)
+    with client.as_current():
+        distributed.wait(arrays)
+    return arrays
+
+
 def assert_trees_close(got, expected, rtol):
     got_leaves, got_tree = flatten(got)
     expected_leaves, expected_tree = flatten(expected)
@@ -257,8 +265,12 @@ def test_without_a_client_it_runs_on_dask_threads_here():
 
     Xd, yd = chunked(X, y)
     hessian = tgd.hessian(nll, argnums=0, data_argnums=(1, 2), backend="numpy")
-    got = hessian(w, Xd.map_blocks(note_thread, dtype=X.dtype), yd)
-    np.testing.assert_allclose(got, tg.hessian(nll, backend="numpy")(w, X, y), rtol=1e-10)
+    noted = Xd.map_blocks(note_thread, dtype=X.dtype)
+    for step in (0.0, 0.5):
+        got = hessian(w + step, noted, yd)
+        expected = tg.hessian(nll, backend="numpy")(w + step, X, y)
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    assert hessian.graph_builds == 1  # the second call reused the graph's structure
     assert threads  # the chunks were made here, in this process: no cluster was involved
     assert list(hessian.worker_trace_counts()) == ["local"]
     assert any(name.startswith("hessian(nll)") for name in tgd.trace_counts())
@@ -283,53 +295,162 @@ def test_a_python_branch_on_chunk_values_is_refused():
 # Parameters travel once per call; each worker compiles once
 
 
-class RecordChunkTasks(SchedulerPlugin):
-    """On the scheduler: each chunk task's dependencies and the size of its pickled spec."""
+class RecordGroupTasks(SchedulerPlugin):
+    """On the scheduler: each group task's dependencies, the size of its pickled spec, its
+    worker and which of its dependencies that worker did not hold yet (they had to move)."""
 
-    name = "tracegrad-test-chunk-tasks"
+    name = "tracegrad-test-group-tasks"
 
     def __init__(self, scheduler):
         self.scheduler = scheduler
-        self.tasks: dict[str, tuple[list[str], int]] = {}
+        self.tasks: dict[str, dict] = {}
+        self.keys: list[str] = []  # every task that was made to run, in the order they arrive
 
     def transition(self, key, start, finish, *args, **kwargs):
-        if finish == "processing" and str(key).startswith("tracegrad-chunk-"):
+        if start == "released" and finish == "waiting":
+            self.keys.append(str(key))
+        if finish == "processing" and str(key).startswith("tracegrad-group-"):
             ts = self.scheduler.tasks[key]
-            self.tasks[str(key)] = (
-                sorted(str(d.key) for d in ts.dependencies),
-                len(pickle.dumps(ts.run_spec)),
-            )
+            worker = ts.processing_on
+            self.tasks[str(key)] = {
+                "dependencies": sorted(str(d.key) for d in ts.dependencies),
+                "spec_bytes": len(pickle.dumps(ts.run_spec)),
+                "worker": worker.address,
+                "moved": [str(d.key) for d in ts.dependencies if worker not in d.who_has],
+            }
 
 
-def test_parameters_are_scattered_once_per_call_not_embedded_in_tasks(cluster, client, monkeypatch):
-    w, X, y = logistic_data(rows=ROWS, features=2000)  # 16 kB of parameters
-    Xd, yd = client.persist(chunked(X, y))
-    scattered = []
+@pytest.fixture
+def recorder(cluster):
+    plugin = RecordGroupTasks(cluster.scheduler)
+    cluster.scheduler.add_plugin(plugin)
+    try:
+        yield plugin
+    finally:
+        cluster.scheduler.remove_plugin(name=plugin.name)
+
+
+@pytest.fixture
+def scatters(client, monkeypatch):
+    """The keys of each client.scatter call, in order."""
+    calls = []
     scatter = client.scatter
 
     def counting_scatter(data, *args, **kwargs):
         futures = scatter(data, *args, **kwargs)
-        scattered.append([f.key for f in futures])
+        calls.append([str(f.key) for f in futures])
         return futures
 
     monkeypatch.setattr(client, "scatter", counting_scatter)
-    plugin = RecordChunkTasks(cluster.scheduler)
-    cluster.scheduler.add_plugin(plugin)
-    try:
-        grad = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy")
-        for call in range(2):
-            plugin.tasks.clear()
-            grad(w, Xd, yd)
-            assert len(scattered) == call + 1 and len(scattered[call]) == 1  # one scatter a call
-            key = str(scattered[call][0])
-            assert len(plugin.tasks) == ROWS // CHUNK
-            for dependencies, spec_bytes in plugin.tasks.values():
-                # the chunk task refers to the scattered parameters and holds no copy of them
-                assert key in dependencies and len(dependencies) == 3  # parameters, X, y chunks
-                assert spec_bytes < w.nbytes / 4
-        assert scattered[0] != scattered[1]
-    finally:
-        cluster.scheduler.remove_plugin(name=plugin.name)
+    return calls
+
+
+def test_small_parameters_travel_in_the_tasks_and_the_job_is_sent_once(client, recorder, scatters):
+    w, X, y = logistic_data()
+    Xd, yd = client.persist(chunked(X, y))  # four chunks, two on each worker (or so)
+    grad = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy")
+    local = tg.grad(nll, backend="numpy")
+    for call in range(3):
+        recorder.tasks.clear()
+        step = w + 0.25 * call  # new parameters on every call: never a stale answer
+        np.testing.assert_allclose(grad(step, Xd, yd), local(step, X, y), rtol=1e-12)
+        # the job went to the workers once, with the first call; the parameters never did
+        assert len(scatters) == 1 and len(scatters[0]) == 1
+        job = scatters[0][0]
+        # one task per worker thread, each on the worker that holds its chunks of X; a chunk of
+        # y that sat elsewhere moves on the first call, and stays there for the next ones
+        assert len(recorder.tasks) == 2
+        assert len({task["worker"] for task in recorder.tasks.values()}) == 2
+        for task in recorder.tasks.values():
+            assert job in task["dependencies"]
+            assert call == 0 or task["moved"] == []
+            assert len(task["dependencies"]) == 1 + 2 * 2  # the job, X and y of two chunks
+            assert w.nbytes < task["spec_bytes"] < 4096
+    assert grad.graph_builds == 1
+
+
+def test_large_parameters_are_scattered_once_per_call_not_embedded_in_tasks(
+    client, recorder, scatters
+):
+    w, X, y = logistic_data(rows=120, features=9000)  # 72 kB of parameters, two chunks
+    Xd, yd = client.persist(chunked(X, y))
+    assert w.nbytes > tgd.INLINE_BYTES
+    grad = tgd.grad(squared_error, argnums=0, data_argnums=(1, 2), client=client, backend="numpy")
+    local = tg.grad(squared_error, backend="numpy")
+    for call in range(2):
+        recorder.tasks.clear()
+        step = w * (1 + call)
+        np.testing.assert_allclose(
+            grad(step, Xd, yd), local(step, X, y), rtol=1e-12, atol=1e-9 * np.abs(X).sum()
+        )
+        assert len(scatters) == call + 2  # the job once, then the parameters once a call
+        params = scatters[-1][0]
+        assert len(recorder.tasks) >= 1
+        for task in recorder.tasks.values():
+            # the group task refers to the scattered parameters and holds no copy of them
+            assert params in task["dependencies"] and task["spec_bytes"] < w.nbytes / 4
+    assert scatters[1] != scatters[2] and grad.graph_builds == 1
+
+
+def test_the_graph_structure_is_built_once_per_data_and_again_for_new_shapes(client, recorder):
+    w, X, y = logistic_data()
+    Xd, yd = persisted(client, chunked(X, y))
+    value_and_grad = tgd.value_and_grad(
+        nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy"
+    )
+    local = tg.value_and_grad(nll, backend="numpy")
+    recorder.keys.clear()
+    for call in range(3):
+        assert_trees_close(value_and_grad(w - call, Xd, yd), local(w - call, X, y), rtol=1e-12)
+    assert value_and_grad.graph_builds == 1
+    # each call: new keys, the same structure (a task per worker, one sum), and no data tasks
+    assert len(recorder.keys) == 3 * 3 and len(set(recorder.keys)) == 9
+    assert all(key.startswith("tracegrad-") for key in recorder.keys)
+    # other row chunks: a new structure; more rows (new shapes): another one
+    Xe, ye = client.persist(chunked(X, y, chunk=80))
+    assert_trees_close(value_and_grad(w, Xe, ye), local(w, X, y), rtol=1e-12)
+    assert value_and_grad.graph_builds == 2
+    w2, X2, y2 = logistic_data(rows=300, seed=1)
+    X2d, y2d = chunked(X2, y2)
+    assert_trees_close(value_and_grad(w2, X2d, y2d), local(w2, X2, y2), rtol=1e-12)
+    assert value_and_grad.graph_builds == 3
+    assert_trees_close(value_and_grad(w, X2d, y2d), local(w, X2, y2), rtol=1e-12)
+    assert value_and_grad.graph_builds == 3  # new parameters, the same shapes: reused
+    # the first data's structure was let go (two data sets are kept): built again
+    assert_trees_close(value_and_grad(w, Xd, yd), local(w, X, y), rtol=1e-12)
+    assert value_and_grad.graph_builds == 4
+    value_and_grad.release()  # lets go of everything: the next call builds again
+    assert_trees_close(value_and_grad(w, Xd, yd), local(w, X, y), rtol=1e-12)
+    assert value_and_grad.graph_builds == 5
+
+
+def add_zero(block):
+    return block + 0.0
+
+
+def test_data_not_persisted_by_the_caller_stays_on_the_workers_between_calls(client, recorder):
+    w, X, y = logistic_data()
+    Xd, yd = chunked(X, y)
+    made = Xd.map_blocks(add_zero, dtype=X.dtype)  # a graph, not chunks in memory
+    local = tg.grad(nll, backend="numpy")
+    grad = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy")
+    for call in range(3):
+        recorder.keys.clear()
+        np.testing.assert_allclose(grad(w + call, made, yd), local(w + call, X, y), rtol=1e-12)
+        data_tasks = [key for key in recorder.keys if not key.startswith("tracegrad-")]
+        # the first call computes the chunks (and keeps them); the next ones only use them
+        assert bool(data_tasks) == (call == 0)
+    assert grad.graph_builds == 1
+    grad.release()  # the chunks it kept go
+    # persist=False: the chunks are made in every call (and let go after it), the same answer
+    fresh = tgd.grad(
+        nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy", persist=False
+    )
+    for call in range(2):
+        recorder.keys.clear()
+        np.testing.assert_allclose(fresh(w + call, made, yd), local(w + call, X, y), rtol=1e-12)
+        assert any(not key.startswith("tracegrad-") for key in recorder.keys)
+    assert fresh.graph_builds == 1
 
 
 def test_each_worker_compiles_once_for_many_calls(client):
@@ -389,8 +510,8 @@ def no_work(client, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("work was sent before the bad input was found")
 
-    monkeypatch.setattr(client, "scatter", refuse)
-    monkeypatch.setattr(client, "compute", refuse)
+    for name in ("scatter", "compute", "get", "persist", "submit"):
+        monkeypatch.setattr(client, name, refuse)
     return client
 
 
@@ -439,6 +560,8 @@ def test_other_bad_input_is_refused_before_any_work(no_work):
         tgd.grad(nll, argnums=0)
     with pytest.raises(ValueError, match=r"in both argnums and data_argnums"):
         tgd.grad(nll, argnums=(0, 1), data_argnums=(1, 2))
+    with pytest.raises(ValueError, match=r"task_threads must be a positive integer, got 0"):
+        tgd.grad(nll, argnums=0, data_argnums=(1, 2), task_threads=0)
     with pytest.raises(tg.BackendError, match="unknown backend 'tpu'"):
         tgd.grad(nll, argnums=0, data_argnums=(1, 2), backend="tpu")
     grad = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=no_work)

@@ -9,13 +9,21 @@
     vg = tgd.value_and_grad(nll, argnums=0, data_argnums=(1, 2))
     value, g = vg(w, X, y)                 # X, y: dask arrays chunked along axis 0
 
-One call builds one Dask graph: a task per row chunk runs tracegrad's own transform
-(`tg.value_and_grad`, `tg.grad` or `tg.hessian`) on that chunk where the chunk lives, and a fixed
-tree of sum tasks adds the chunks' results. On a `dask.distributed` cluster the parameters (the
-arguments that are not data) travel once per call, scattered to the workers, and every chunk task
-refers to them by key. Each process keeps one `tg.Transformed` per (function, transform, argnums,
-backend), so it traces and compiles once per chunk signature and reuses the program afterwards.
-Without a client, the graph runs on Dask's default (threaded) scheduler in this process.
+A call runs one small Dask graph: a task per worker thread runs tracegrad's own transform
+(`tg.value_and_grad`, `tg.grad` or `tg.hessian`) on each of the row chunks that live on that
+worker and adds their results there, and a fixed tree of sum tasks adds the tasks' results, so that
+only one result comes back. On a `dask.distributed` cluster:
+
+- the data's chunks are persisted on the workers on the first call and stay there;
+- the graph's structure (which chunks each task computes, on which worker, and the tree) is built
+  once per data set and reused: a call makes only its tasks, with new keys and its parameters;
+- the job (the pickled function and the transform) goes to every worker once, not per call;
+- parameters of up to `INLINE_BYTES` travel inside the tasks; larger ones are scattered to every
+  worker once per call and the tasks refer to them by key.
+
+Each process keeps one `tg.Transformed` per (function, transform, argnums, backend), so it traces
+and compiles once per chunk signature and reuses the program afterwards. Without a client, the
+graph (a task per chunk) runs on Dask's default (threaded) scheduler in this process.
 
 The tasks themselves are in `tracegrad.dask.worker`; docs/distributed.md says what it costs and
 what it does not do.
@@ -26,17 +34,23 @@ from __future__ import annotations
 try:
     import dask
     import dask.array as da
+    import dask.threaded
 except ImportError as exc:  # the optional extra is not installed
     raise ImportError(
         "tracegrad.dask needs Dask, an optional dependency that is not installed: "
         'pip install -e ".[dask]"   (or: python3 -m pip install "dask[array]" distributed)'
     ) from exc
 
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from dask._task_spec import Task, TaskRef
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 import tracegrad as tg
 from tracegrad.runtime import backends
@@ -44,9 +58,9 @@ from tracegrad.base.tree import flatten
 
 from .worker import (
     ChunkError,
-    chunk_task,
     Job,
-    Payload,
+    deterministic_root,
+    group_task,
     job_signature,
     sum_task,
     trace_count_of,
@@ -59,6 +73,11 @@ KINDS = ("value_and_grad", "grad", "hessian")
 # How many results one sum task adds. The tree is fixed by the number of chunks and this: the
 # order of the additions never depends on which worker ran what, or when.
 SPLIT_EVERY = 8
+# Parameters of at most this many bytes travel inside the tasks (one per worker thread); larger
+# ones are scattered to every worker once per call and the tasks refer to them by key.
+INLINE_BYTES = 64 * 1024
+# The data sets whose graph structure (and, on a cluster, persisted chunks) a transform keeps.
+MAX_DATA_SETS = 2
 
 
 def _name_of(fun: Callable) -> str:
@@ -102,6 +121,8 @@ class DataParallel:
         backend: str | None = None,
         split_every: int = SPLIT_EVERY,
         deterministic: bool = False,
+        persist: bool = True,
+        task_threads: int = 1,
     ):
         if not callable(fun):
             raise TypeError(f"tracegrad.dask.{kind} expects a function, got {type(fun).__name__}")
@@ -131,12 +152,23 @@ class DataParallel:
             )
         if not isinstance(split_every, int) or isinstance(split_every, bool) or split_every < 2:
             raise ValueError(f"split_every must be an integer of at least 2, got {split_every!r}")
+        if not isinstance(task_threads, int) or isinstance(task_threads, bool) or task_threads < 1:
+            raise ValueError(f"task_threads must be a positive integer, got {task_threads!r}")
         self.fun, self.kind, self.argnums = fun, kind, argnums
         self.client, self.backend, self.split_every = client, backend, split_every
-        self.deterministic = bool(deterministic)
+        self.deterministic, self.persist = bool(deterministic), bool(persist)
         name = f"{kind}({_name_of(fun)})"
-        self._job = Job(fun, kind, argnums, backend, name)
+        self._job = Job(
+            fun, kind, argnums, backend, name, self.data_argnums, self.deterministic, task_threads
+        )
         self._checked: set[tuple] = set()
+        self._lock = threading.Lock()
+        # (client, data) -> the graph's structure for that data; (client) -> the job's future
+        self._plans: OrderedDict[tuple, _Plan] = OrderedDict()
+        self._jobs: dict[int, Any] = {}
+        #: How many times a call built a graph's structure (a new data set, chunking or client);
+        #: calls on the same data reuse it, and change only the parameters in the tasks.
+        self.graph_builds = 0
 
     def __repr__(self) -> str:
         return f"<tracegrad.dask {self._job.name} over arguments {self.data_argnums}>"
@@ -264,65 +296,69 @@ class DataParallel:
             for x in data
         ]
         self._check_loss(args, data)
-        rows = [int(c) for c in data[0].chunks[0]]
-        if not any(rows):
+        if not any(int(c) for c in data[0].chunks[0]):
             raise ValueError(f"{self._job.name}: the data has no rows")
         client = _current_client(self.client)
         params = {i: a for i, a in enumerate(args) if i not in self.data_argnums}
-        payload = Payload(
-            self._job, params, self.data_argnums, len(args), len(rows), self.deterministic
-        )
-        call = uuid.uuid4().hex[:12]
+        plan = self._plan(client, data)
+        token = uuid.uuid4().hex[:12]
+        if client is None:
+            graph, root = plan.graph(self._job, params, len(args), token)
+            return dask.threaded.get(graph, root)
+        job = self._job_on(client)
         scattered = None
         try:
-            if client is not None:
+            if _nbytes(params) > INLINE_BYTES:
                 # once per call, to every worker: a worker that dies takes no only copy with it
-                [scattered] = client.scatter([payload], broadcast=True, hash=False)
-                params_node = scattered
-            else:
-                params_node = dask.delayed(payload, name=f"tracegrad-params-{call}")
-            total = self._graph(params_node, data, rows, call)
-            if client is not None:
-                future = client.compute(total, optimize_graph=False)
-                try:
-                    return future.result()
-                finally:
-                    future.release()
-            return dask.compute(total, optimize_graph=False)[0]
+                [scattered] = client.scatter([params], broadcast=True, hash=False)
+                params = TaskRef(scattered.key)
+            graph, root = plan.graph(TaskRef(job.key), params, len(args), token)
+            return client.get(graph, root)
         finally:
             if scattered is not None:
                 scattered.release()
 
-    def _graph(self, params_node, data: list, rows: list[int], call: str):
-        blocks = [x.to_delayed().reshape(-1) for x in data]
-        task = dask.delayed(chunk_task, pure=False)
-        parts, start = [], 0
-        for index, n in enumerate(rows):
-            if n:  # an empty chunk adds nothing to a sum
-                chunks = [b[index] for b in blocks]
-                parts.append(
-                    task(
-                        params_node,
-                        index,
-                        start,
-                        *chunks,
-                        dask_key_name=f"tracegrad-chunk-{call}-{index}",
-                    )
-                )
-            start += n
-        add = dask.delayed(sum_task, pure=False)
-        level = 0
-        while level == 0 or len(parts) > 1:
-            groups = [
-                parts[i : i + self.split_every] for i in range(0, len(parts), self.split_every)
-            ]
-            final = len(groups) == 1
-            parts = [
-                add(*group, final=final, dask_key_name=f"tracegrad-sum-{call}-{level}-{j}")
-                for j, group in enumerate(groups)
-            ]
-            level += 1
-        return parts[0]
+    def _job_on(self, client):
+        """The job's future on this client's workers: sent once (to every worker), kept while
+        this transform lives, sent again only if the cluster lost it."""
+        with self._lock:
+            entry = self._jobs.get(id(client))
+            if entry is not None and entry[0] is client and entry[1].status == "finished":
+                return entry[1]
+        [future] = client.scatter([self._job], broadcast=True, hash=False)
+        with self._lock:
+            self._jobs = {id(client): (client, future)}  # one client at a time
+        return future
+
+    def _plan(self, client, data: list) -> _Plan:
+        """The graph's structure for this data (on this client), built on the first call and
+        kept: which chunks each task computes, on which worker, and the tree that adds them."""
+        key = (
+            id(client),
+            tuple(x.name for x in data),
+            tuple(int(c) for c in data[0].chunks[0]),
+        )
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None and plan.client is client:
+                self._plans.move_to_end(key)
+                return plan
+        plan = _Plan.build(client, data, self.split_every, self.deterministic, self.persist)
+        with self._lock:
+            self._plans[key] = plan
+            self.graph_builds += 1
+            while len(self._plans) > MAX_DATA_SETS:
+                self._plans.popitem(last=False)
+        return plan
+
+    def release(self) -> None:
+        """Let go of what this transform keeps between calls: the chunks it persisted on the
+        workers, the graph structures and the job's copy on the workers."""
+        with self._lock:
+            jobs, self._jobs = self._jobs, {}
+            self._plans.clear()
+        for _, future in jobs.values():
+            future.release()
 
     def worker_trace_counts(self, client=None) -> dict[str, int]:
         """Each worker's address -> how many programs it traced for this transform so far
@@ -331,6 +367,151 @@ class DataParallel:
         if client is None:
             return {"local": trace_count_of(self._job.key)}
         return client.run(trace_count_of, self._job.key)
+
+
+def _nbytes(params: dict) -> int:
+    return sum(int(getattr(leaf, "nbytes", 64)) for leaf in flatten(params)[0])
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One task: the chunks it computes, one after the other, on its worker (None: anywhere)."""
+
+    worker: str | None
+    spec: tuple  # (chunks in all, ((index, start, stop), ...))
+    refs: tuple  # each chunk's key of every data argument in turn, as TaskRefs
+
+
+@dataclass
+class _Plan:
+    """The structure of a call's graph for one data set, built once and reused by every call on
+    that data: a call only makes the tasks (new keys, its parameters) from it."""
+
+    client: Any
+    data: list  # the arrays; persisted ones keep their chunks in the workers' memory
+    groups: list[_Group]
+    split_every: int
+    deterministic: bool
+    data_graph: Any  # the data's own graph, sent with each call; None: the data is persisted
+
+    @staticmethod
+    def build(client, data: list, split_every: int, deterministic: bool, persist: bool):
+        from dask.core import flatten as flatten_keys
+
+        rows = [int(c) for c in data[0].chunks[0]]
+        starts = np.concatenate([[0], np.cumsum(rows)]).astype(int).tolist()
+        present = [i for i, n in enumerate(rows) if n]  # an empty chunk adds nothing to a sum
+        data_graph, workers = None, {None: present}
+        if client is None:  # Dask's threads here: a task per chunk, the data's graph with it
+            data_graph = {}
+            for x in data:
+                data_graph.update(dict(x.__dask_graph__()))
+            groups_of = {None: [[i] for i in present]}
+        elif persist:
+            from distributed import futures_of, wait
+
+            data = client.persist(data)
+            with client.as_current():
+                wait([f for x in data for f in futures_of(x)])
+            nthreads = client.nthreads()
+            # where the widest data argument's chunks are: each task goes where its rows are
+            widest = max(
+                range(len(data)), key=lambda a: data[a].dtype.itemsize * _row_size(data[a])
+            )
+            keys = list(flatten_keys(data[widest].__dask_keys__()))
+            holders = client.who_has(futures_of(data[widest]))
+            workers = _place(present, rows, [holders.get(k, ()) for k in keys], nthreads)
+            groups_of = {w: _split(chunks, nthreads[w]) for w, chunks in workers.items()}
+        else:  # computed with each call: no place is known, a task per worker thread
+            data_graph = HighLevelGraph.merge(*[x.__dask_graph__() for x in data])
+            count = max(1, sum(client.nthreads().values()))
+            groups_of = {None: _split(present, count)}
+        keys_of = [list(flatten_keys(x.__dask_keys__())) for x in data]
+        groups = [
+            _Group(
+                worker,
+                (len(rows), tuple((i, starts[i], starts[i + 1]) for i in chunks)),
+                tuple(TaskRef(keys[i]) for i in chunks for keys in keys_of),
+            )
+            for worker, lists in groups_of.items()
+            for chunks in lists
+            if chunks
+        ]
+        return _Plan(client, data, groups, split_every, deterministic, data_graph)
+
+    def graph(self, job, params, n_args: int, token: str):
+        """This call's graph and the key of its root: one task per group, then the sums."""
+        by_worker: dict[str | None, dict] = {}
+        refs = []
+        for g, group in enumerate(self.groups):
+            key = f"tracegrad-group-{token}-{g}"
+            by_worker.setdefault(group.worker, {})[key] = Task(
+                key, group_task, job, params, n_args, group.spec, *group.refs
+            )
+            refs.append(TaskRef(key))
+        sums = {}
+        if self.deterministic:  # every chunk's result, added in the fixed order of the chunks
+            root = f"tracegrad-sum-{token}"
+            sums[root] = Task(root, deterministic_root, self.split_every, *refs)
+        else:  # a fixed tree over the groups
+            level = 0
+            while level == 0 or len(refs) > 1:
+                parts = [
+                    refs[i : i + self.split_every] for i in range(0, len(refs), self.split_every)
+                ]
+                final, refs = len(parts) == 1, []
+                for j, part in enumerate(parts):
+                    root = f"tracegrad-sum-{token}-{level}-{j}"
+                    sums[root] = Task(root, sum_task, final, *part)
+                    refs.append(TaskRef(root))
+                level += 1
+        if self.client is None:
+            graph = dict(self.data_graph)
+            for tasks in by_worker.values():
+                graph.update(tasks)
+            graph.update(sums)
+            return graph, root
+        layers, dependencies = {}, {}
+        for n, (worker, tasks) in enumerate(by_worker.items()):
+            # on the worker that holds the rows; elsewhere only if it is gone
+            where = {"workers": [worker], "allow_other_workers": True} if worker else None
+            layers[f"tracegrad-group-{token}-{n}"] = MaterializedLayer(tasks, annotations=where)
+            dependencies[f"tracegrad-group-{token}-{n}"] = set()
+        layers[f"tracegrad-sum-{token}"] = MaterializedLayer(sums)
+        dependencies[f"tracegrad-sum-{token}"] = set(layers) - {f"tracegrad-sum-{token}"}
+        graph = HighLevelGraph(layers, dependencies)
+        if self.data_graph is not None:
+            graph = HighLevelGraph.merge(self.data_graph, graph)
+        return graph, root
+
+
+def _row_size(x) -> int:
+    return int(np.prod(x.shape[1:], dtype=np.int64))
+
+
+def _place(present: list[int], rows: list[int], holders: list, nthreads: dict) -> dict:
+    """Each chunk's worker: one that holds it, unless that would give it more than its share
+    of the rows (by its threads), then the least loaded worker (the chunk moves there once, on
+    the first call, and stays)."""
+    names = sorted(nthreads)
+    total = sum(nthreads.values())
+    share = {w: sum(rows) * nthreads[w] / total for w in names}
+    load = dict.fromkeys(names, 0)
+    chunks: dict[str, list[int]] = {w: [] for w in names}
+    for i in present:
+        own = [w for w in holders[i] if w in load]
+        fits = [w for w in own if load[w] + rows[i] <= share[w] + rows[i] / 2]
+        worker = min(fits or names, key=lambda w: (load[w] / nthreads[w], w))
+        load[worker] += rows[i]
+        chunks[worker].append(i)
+    return chunks
+
+
+def _split(chunks: list[int], parts: int) -> list[list[int]]:
+    """`chunks` in `parts` runs of neighbours, as even as counts allow."""
+    parts = max(1, min(parts, len(chunks)))
+    bounds = [round(k * len(chunks) / parts) for k in range(parts + 1)]
+    return [chunks[bounds[k] : bounds[k + 1]] for k in range(parts)]
 
 
 def _describe_chunks(chunks: tuple) -> str:
@@ -347,8 +528,20 @@ def _transform(kind: str):
         backend=None,
         split_every=SPLIT_EVERY,
         deterministic=False,
+        persist=True,
+        task_threads=1,
     ):
-        options = (kind, argnums, data_argnums, client, backend, split_every, deterministic)
+        options = (
+            kind,
+            argnums,
+            data_argnums,
+            client,
+            backend,
+            split_every,
+            deterministic,
+            persist,
+            task_threads,
+        )
         if fun is None:  # as a decorator: @tgd.grad(argnums=0, data_argnums=(1, 2))
             return lambda f: DataParallel(f, *options)
         return DataParallel(fun, *options)
@@ -365,6 +558,8 @@ def value_and_grad(
     backend=None,
     split_every=SPLIT_EVERY,
     deterministic=False,
+    persist=True,
+    task_threads=1,
 ) -> DataParallel:
     """`(loss, gradient)` of a loss that is a sum over the rows of `data_argnums` (dask arrays
     chunked along axis 0, the same row chunks for each): the sums over chunks of
@@ -377,9 +572,21 @@ def value_and_grad(
     - `deterministic=True`: bit-for-bit the same result on every call with the same chunks,
       whichever worker runs which chunk (each chunk is copied to aligned memory first; see
       docs/distributed.md). Otherwise results agree to rounding (about 1e-15 relative in float64).
+    - `persist=True`: on a cluster, the data's chunks are computed on the first call and stay in
+      the workers' memory for the next calls (`release()` lets them go); `False` computes them
+      in every call (data larger than the cluster's memory).
+    - `task_threads=1`: tracegrad's own threads per task (Dask runs one task per worker thread).
     """
     return _transform("value_and_grad")(
-        fun, argnums, data_argnums, client, backend, split_every, deterministic
+        fun,
+        argnums,
+        data_argnums,
+        client,
+        backend,
+        split_every,
+        deterministic,
+        persist,
+        task_threads,
     )
 
 
@@ -391,10 +598,20 @@ def grad(
     backend=None,
     split_every=SPLIT_EVERY,
     deterministic=False,
+    persist=True,
+    task_threads=1,
 ) -> DataParallel:
     """The gradient of a loss that is a sum over rows: as `value_and_grad`, without the value."""
     return _transform("grad")(
-        fun, argnums, data_argnums, client, backend, split_every, deterministic
+        fun,
+        argnums,
+        data_argnums,
+        client,
+        backend,
+        split_every,
+        deterministic,
+        persist,
+        task_threads,
     )
 
 
@@ -406,10 +623,20 @@ def hessian(
     backend=None,
     split_every=SPLIT_EVERY,
     deterministic=False,
+    persist=True,
+    task_threads=1,
 ) -> DataParallel:
     """The Hessian of a loss that is a sum over rows: the sum of `tg.hessian(fun, argnums)`
     over the chunks, shape `w.shape + w.shape` (nested dicts for a dict of parameters); options
     as for `value_and_grad`."""
     return _transform("hessian")(
-        fun, argnums, data_argnums, client, backend, split_every, deterministic
+        fun,
+        argnums,
+        data_argnums,
+        client,
+        backend,
+        split_every,
+        deterministic,
+        persist,
+        task_threads,
     )

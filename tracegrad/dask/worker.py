@@ -2,10 +2,12 @@
 Dask's threaded scheduler). It imports nothing of Dask's (but `distributed.get_worker`, to name
 the worker in an error).
 
-A chunk task gets the payload scattered once per call (the job and the parameters) and its rows
-of each data argument; it runs the job's `tg.Transformed`, which each process keeps under the
-job's key, so that it traces and compiles once per chunk signature. Sum tasks add the results in
-a fixed order.
+A group task gets the job (sent to each worker once, not per call), the parameters (in the task
+when they are small, else sent once per call) and the rows of each data argument for each of its
+chunks, which live on that worker; it runs the job's `tg.Transformed`, which each process keeps
+under the job's key, so that it traces and compiles once per chunk signature, and adds its
+chunks' results. Sum tasks add the groups' results in a fixed order; only the root's result
+leaves the workers.
 """
 
 from __future__ import annotations
@@ -44,19 +46,32 @@ class ChunkError(RuntimeError):
 
 
 class Job:
-    """The transform to run on each chunk. `key` is the same for the same function in every call
-    and every process: it is what a process files its `tg.Transformed` under, so that every
-    call reuses one program.
+    """The transform to run on each chunk, and how. `key` is the same for the same function in
+    every call and every process: it is what a process files its `tg.Transformed` under, so that
+    every call reuses one program.
 
     The function travels as cloudpickle's bytes (by value when it is defined in a script or a
-    notebook, or in a module registered with `cloudpickle.register_pickle_by_value`), and a
-    worker unpickles it only the first time it meets the key."""
+    notebook, or in a module registered with `cloudpickle.register_pickle_by_value`). On a cluster
+    the job is sent to the workers once, not per call (the client keeps it there as a future), and
+    a worker unpickles the function only the first time it meets the key."""
 
-    def __init__(self, fun: Callable, kind: str, argnums, backend: str | None, name: str):
+    def __init__(
+        self,
+        fun: Callable,
+        kind: str,
+        argnums,
+        backend: str | None,
+        name: str,
+        data_argnums: tuple[int, ...] = (),
+        deterministic: bool = False,
+        task_threads: int = 1,
+    ):
         import cloudpickle  # a dependency of dask
 
         self.fun: Callable | None = fun
         self.kind, self.argnums, self.backend, self.name = kind, argnums, backend, name
+        self.data_argnums, self.deterministic = data_argnums, deterministic
+        self.task_threads = task_threads
         try:
             self.blob: bytes | None = cloudpickle.dumps(fun)
         except Exception:  # not picklable: fine on threads; a cluster says why when it sends it
@@ -86,30 +101,12 @@ class Job:
         transformed.guards = False
         return transformed
 
-
-class Payload:
-    """What is scattered once per call: the job and the parameters (every non-data argument)."""
-
-    def __init__(
-        self,
-        job: Job,
-        params: dict[int, Any],
-        data_argnums: tuple[int, ...],
-        n_args: int,
-        n_chunks: int,
-        deterministic: bool,
-    ):
-        self.job, self.params, self.data_argnums = job, params, data_argnums
-        self.n_args, self.n_chunks, self.deterministic = n_args, n_chunks, deterministic
-        self._aligned: dict[int, Any] | None = None
-
-    def arguments(self, chunks: Sequence[np.ndarray]) -> tuple:
-        params = self.params
+    def arguments(self, params: dict[int, Any], n_args: int, chunks: Sequence[np.ndarray]):
+        """The call's arguments: the parameters (aligned already where deterministic) and this
+        chunk's rows of each data argument."""
         if self.deterministic:
-            if self._aligned is None:  # once per process: the tasks there share this payload
-                self._aligned = {i: _aligned_tree(v) for i, v in params.items()}
-            params, chunks = self._aligned, [_aligned(c) for c in chunks]
-        args: list[Any] = [None] * self.n_args
+            chunks = [_aligned(c) for c in chunks]
+        args: list[Any] = [None] * n_args
         for i, value in params.items():
             args[i] = value
         for i, chunk in zip(self.data_argnums, chunks, strict=True):
@@ -188,21 +185,49 @@ def _where() -> str:
         return "this process (no cluster)"
 
 
-def chunk_task(payload: Payload, index: int, start: int, *chunks: np.ndarray):
-    """One chunk's value/gradient/Hessian: the task that runs where the chunk lives."""
-    stop = start + (len(chunks[0]) if chunks else 0)
+def _task_threads(count: int) -> None:
+    """tracegrad's own threads for the programs this Dask thread compiles and runs: Dask runs one
+    task per worker thread (and its nanny gives BLAS one thread per task), so a task that took
+    all the cores would fight the worker's other tasks and the other workers for them. Numba's
+    setting is per thread; without Numba (the numpy backend) there is nothing to set."""
     try:
-        return _run(payload.job, payload.arguments(chunks))
-    except Exception as exc:
-        where = _where()
-        raise ChunkError(
-            f"chunk {index} of {payload.n_chunks} (rows {start}:{stop}) failed on {where}: "
-            f"{type(exc).__name__}: {exc}",
-            index,
-            (start, stop),
-            where,
-            type(exc).__name__,
-        ) from exc
+        import numba
+    except ImportError:
+        return
+    if numba.get_num_threads() != count:
+        numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
+
+
+def group_task(job: Job, params: dict[int, Any], n_args: int, spec: tuple, *chunks: np.ndarray):
+    """The transform on each chunk of a group, one after the other, where the chunks live.
+
+    `spec` holds (index, start, stop) per chunk, and `chunks` each chunk's rows of every data
+    argument in turn. The result is the chunks' sum (one partial), or with `deterministic` each
+    chunk's own result, for the root to add in the fixed order of the chunk indices."""
+    if job.backend != "numpy":
+        _task_threads(job.task_threads)
+    if job.deterministic:
+        params = {i: _aligned_tree(v) for i, v in params.items()}
+    per_chunk = len(job.data_argnums)
+    results = []
+    for k, (index, start, stop) in enumerate(spec[1]):
+        rows = chunks[k * per_chunk : (k + 1) * per_chunk]
+        try:
+            out = _run(job, job.arguments(params, n_args, rows))
+        except Exception as exc:
+            where = _where()
+            raise ChunkError(
+                f"chunk {index} of {spec[0]} (rows {start}:{stop}) failed on {where}: "
+                f"{type(exc).__name__}: {exc}",
+                index,
+                (start, stop),
+                where,
+                type(exc).__name__,
+            ) from exc
+        results.append((index, _as_partial(out)))
+    if job.deterministic:
+        return results
+    return _add([part for _, part in results])
 
 
 @dataclass
@@ -227,18 +252,44 @@ def _as_partial(part: Any) -> _Partial:
     return _Partial(treedef, wide, dtypes)
 
 
-def sum_task(*parts: Any, final: bool = False):
-    """Add results in the order given (the tree's order); the root casts back and rebuilds."""
-    first, *rest = [_as_partial(p) for p in parts]
+def _add(parts: Sequence[_Partial]) -> _Partial:
+    """The sum of partials, added in the order given."""
+    first, *rest = parts
     total = [np.array(x, copy=True) for x in first.leaves]
     for part in rest:
         for t, x in zip(total, part.leaves, strict=True):
             t += x
-    if not final:
-        return _Partial(first.treedef, total, first.dtypes)
+    return _Partial(first.treedef, total, first.dtypes)
+
+
+def _finish(total: _Partial) -> Any:
+    """The root's result: each leaf cast back to the chunks' dtype, in the loss's tree."""
     return unflatten(
-        first.treedef, [np.asarray(t, dtype=d) for t, d in zip(total, first.dtypes, strict=True)]
+        total.treedef,
+        [np.asarray(t, dtype=d) for t, d in zip(total.leaves, total.dtypes, strict=True)],
     )
+
+
+def tree_sum(parts: list[_Partial], split_every: int) -> _Partial:
+    """A fixed tree of sums: `split_every` neighbours at a time, level by level. It depends only
+    on how many parts there are, never on who made them or when."""
+    while len(parts) > 1:
+        parts = [_add(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
+    return parts[0]
+
+
+def sum_task(final: bool, *parts: _Partial):
+    """Add the groups' partial sums in the order given (the tree's order); the root casts back
+    and rebuilds the loss's tree."""
+    total = _add(parts)
+    return _finish(total) if final else total
+
+
+def deterministic_root(split_every: int, *groups: list):
+    """Every chunk's own result, from all the groups, added by the fixed tree over the chunk
+    indices: the same bits whichever group (and worker) computed which chunk."""
+    results = sorted((pair for group in groups for pair in group), key=lambda pair: pair[0])
+    return _finish(tree_sum([part for _, part in results], split_every))
 
 
 def trace_counts() -> dict[str, int]:
