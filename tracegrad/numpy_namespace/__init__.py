@@ -12,6 +12,8 @@ that call `trace.trace` import it; `import tracegrad` does not, so start-up stay
 - `shapes.py`, `indexing.py` (basic indices), `gathers.py` (x[index] in full, take),
   `scatters.py` (x[index] = value in full, np.put_along_axis);
 - `manipulation.py`, `diagonals.py`, `scans.py`, `sorting.py`: the array-manipulation functions.
+- `nanfunctions.py` (the NaN-ignoring reductions and scans), `statistics.py` (cov, corrcoef),
+  `interpolation.py` (searchsorted, interp), `signals.py` (convolve, correlate, unwrap).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from . import (  # noqa: F401 (each registers its handlers)
     elementwise,
     gathers,
     indexing,
+    interpolation,
     manipulation,
+    nanfunctions,
     operands,
     products,
     reductions,
@@ -31,6 +35,8 @@ from . import (  # noqa: F401 (each registers its handlers)
     scatters,
     scipy_special,
     shapes,
+    signals,
     sorting,
+    statistics,
     ufuncs,
 )

@@ -1,5 +1,5 @@
 """NumPy's elementwise functions that are not ufuncs, on traced values (stage: tracing): round,
-nan_to_num, sinc, where, clip, copy, full_like and friends, linspace, select.
+nan_to_num, sinc, where, clip, copy, full_like and friends, linspace, logspace, geomspace, select.
 """
 
 from __future__ import annotations
@@ -192,6 +192,61 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if dtype is not None:
         y = P.convert(y, dtype)
     return (y, step) if retstep else y
+
+
+def _with_ndim(v, ndim: int) -> Var:
+    v = as_var(v)
+    return P.reshape(v, (1,) * (ndim - v.ndim) + v.shape)
+
+
+@implements("logspace")
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    """base ** np.linspace(start, stop, num): traced start, stop and base, a static num."""
+    b = as_operand(base)
+    if not isinstance(b, (int, float)) and b.ndim:
+        # NumPy: a base with axes is broadcast with the bounds and gets the samples' axis
+        ndmax = len(np.broadcast_shapes(*(np.shape(as_operand(v)) for v in (start, stop, b))))
+        start, stop, b = (_with_ndim(v, ndmax) for v in (start, stop, b))
+        b = P.reshape(
+            b,
+            b.shape[: normalize_axis(axis, ndmax + 1)]
+            + (1,)
+            + b.shape[normalize_axis(axis, ndmax + 1) :],
+        )
+    y = P.power(b, linspace(start, stop, num, endpoint, axis=axis))
+    return y if dtype is None else P.convert(y, dtype)
+
+
+@implements("geomspace")
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    """Numbers spaced evenly on a log scale from start to stop, the ends exactly start and
+    stop, as NumPy computes them (float64 unless `dtype` says otherwise). A zero bound is an
+    error when it is a number; a traced zero gives NaN (its value is not known while tracing)."""
+    for bound in (start, stop):
+        if not isinstance(bound, Var) and np.any(np.asarray(bound) == 0):
+            raise ValueError(f"Geometric sequence cannot include zero{at_source()}")
+    a, b = as_var(start), as_var(stop)
+    dt = np.result_type(a.dtype, b.dtype, float(num), np.zeros((), dtype))
+    a, b = P.convert(a, dt), P.convert(b, dt)
+    sign = P.emit(P.sign_p, a)
+    a, b = P.div(a, sign), P.div(b, sign)
+    y = logspace(P.unary(P.log10_p, a), P.unary(P.log10_p, b), num, endpoint, 10.0, dt)
+    if num > 0:  # the ends exactly: 10 ** log10(x) need not be x
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        ends = np.zeros((num,) + shape, np.int8)
+        ends[0] = 1
+        if num > 1 and endpoint:
+            ends[-1] = 2
+        code = P.const(ends)
+        y = P.where(P.compare(P.eq_p, code, 1), P.broadcast_to(a, y.shape), y)
+        y = P.where(P.compare(P.eq_p, code, 2), P.broadcast_to(b, y.shape), y)
+    y = P.mul(y, sign)
+    if axis != 0:
+        axis = normalize_axis(axis, y.ndim)
+        perm = list(range(1, y.ndim))
+        perm.insert(axis, 0)
+        y = P.transpose(y, perm)
+    return y if dtype is None else P.convert(y, dtype)
 
 
 @implements("select")
