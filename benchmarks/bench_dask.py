@@ -7,8 +7,10 @@ of 2 worker processes, against plain single-process tracegrad, in the same run.
 
 The data is drawn on the workers (dask.array.random, 500,000-row chunks of 80 MB) and persisted
 there; the single process gets the same numbers by computing the same dask arrays with threads.
-The three candidates are timed in interleaved rounds (medians), each after a warm-up call that
-traces and compiles. A second table splits the cost of a call that has almost no work (the same
+The candidates are timed in interleaved rounds (medians), each after a warm-up call that traces
+and compiles. Two more candidates measure the machine itself: one and two plain processes (no
+Dask) that hold the same chunks, split evenly, and compute them on one thread each as a worker
+does; on a shared machine their ratio is the ceiling of any split over two processes. A second table splits the cost of a call that has almost no work (the same
 graph on tiny chunks) into its parts: that is the fixed overhead every call pays.
 """
 
@@ -72,6 +74,62 @@ def timed(fun) -> float:
     return time.perf_counter() - start
 
 
+def plain_process(conn, rows: int, chunk: int, lo: int, hi: int, backend: str) -> None:
+    """A process without Dask that holds chunks lo:hi of the data and, when told, computes their
+    gradients on one thread one after the other and adds them: what a worker process does, with
+    nothing around it."""
+    import numba
+
+    numba.set_num_threads(1)
+    X, y = make_data(rows, chunk)
+    Xs, ys = dask.compute(X[lo * chunk : hi * chunk], y[lo * chunk : hi * chunk], scheduler="sync")
+    local = tg.grad(nll, backend=backend)
+    w = 0.1 * np.ones(FEATURES)
+    local(w, Xs[:chunk], ys[:chunk])
+    conn.send("ready")
+    while conn.recv():
+        total = sum(
+            local(w, Xs[i : i + chunk], ys[i : i + chunk]) for i in range(0, len(Xs), chunk)
+        )
+        conn.send(total)
+
+
+class PlainProcesses:
+    """`count` plain processes sharing the chunks out evenly: the machine's own ceiling for a
+    split over that many processes, measured in the same rounds as the candidates."""
+
+    def __init__(self, count: int, rows: int, chunk: int, backend: str):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        chunks = -(-rows // chunk)
+        bounds = [round(k * chunks / count) for k in range(count + 1)]
+        self.pipes, self.procs = [], []
+        for k in range(count):
+            mine, theirs = context.Pipe()
+            proc = context.Process(
+                target=plain_process,
+                args=(theirs, rows, chunk, bounds[k], bounds[k + 1], backend),
+                daemon=True,
+            )
+            proc.start()
+            self.pipes.append(mine)
+            self.procs.append(proc)
+        for pipe in self.pipes:
+            assert pipe.recv() == "ready"
+
+    def __call__(self):
+        for pipe in self.pipes:
+            pipe.send(True)
+        return sum(pipe.recv() for pipe in self.pipes)
+
+    def close(self) -> None:
+        for pipe in self.pipes:
+            pipe.send(False)
+        for proc in self.procs:
+            proc.join(timeout=30)
+
+
 def start_cluster(workers: int):
     cluster = distributed.LocalCluster(
         n_workers=workers,
@@ -87,6 +145,7 @@ def gradients(rows: int, chunk: int, rounds: int, backend: str) -> tuple[list[di
     X, y = make_data(rows, chunk)
     w = 0.1 * np.ones(FEATURES)
     clusters = {n: start_cluster(n) for n in (1, 2)}
+    plain = {n: PlainProcesses(n, rows, chunk, backend) for n in (1, 2)}
     try:
         candidates = {}
         for n, (_, client) in clusters.items():
@@ -100,6 +159,10 @@ def gradients(rows: int, chunk: int, rounds: int, backend: str) -> tuple[list[di
         Xm, ym = dask.compute(X, y, scheduler="threads")
         local = tg.grad(nll, backend=backend)
         candidates["tracegrad, one process (no Dask)"] = lambda: local(w, Xm, ym)
+        for n, processes in plain.items():
+            candidates[f"ceiling: {n} plain process{'es' if n > 1 else ''}, one thread each"] = (
+                processes
+            )
         reference = local(w, Xm, ym)
         first, agree = {}, {}
         for name, call in candidates.items():
@@ -121,6 +184,8 @@ def gradients(rows: int, chunk: int, rounds: int, backend: str) -> tuple[list[di
         ]
         overhead = call_overhead(clusters[2][1], backend, rounds)
     finally:
+        for processes in plain.values():
+            processes.close()
         for cluster, client in clusters.values():
             client.close()
             cluster.close()
@@ -188,10 +253,14 @@ def report(rows: int, chunk: int, results: list[dict], overhead: dict, backend: 
         )
     one = next(r for r in results if "1 worker" in r["name"])
     two = next(r for r in results if "2 worker" in r["name"])
+    one_plain = next(r for r in results if "1 plain" in r["name"])
+    two_plain = next(r for r in results if "2 plain" in r["name"])
     lines += [
         "",
         f"2 worker processes against 1: {one['median'] / two['median']:.2f}x (medians), "
-        f"{one['min'] / two['min']:.2f}x (fastest rounds).",
+        f"{one['min'] / two['min']:.2f}x (fastest rounds); the machine's ceiling in the same "
+        f"rounds, 2 plain processes against 1: {one_plain['median'] / two_plain['median']:.2f}x "
+        f"(medians), {one_plain['min'] / two_plain['min']:.2f}x (fastest).",
     ]
     lines += [
         "",
