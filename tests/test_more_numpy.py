@@ -86,7 +86,7 @@ def statistics(m, v):
     )
 
 
-def signals(a, v, m):
+def signals(a, v, m, w):
     return (
         np.convolve(a, v),
         np.convolve(a, v, "same"),
@@ -100,6 +100,10 @@ def signals(a, v, m):
         np.correlate(v, a, "same"),
         np.correlate(v, a),
         np.correlate(a[:3], a, "same"),
+        # both longer than 32 points: the window table and a matrix-vector product
+        np.convolve(w, w[:33], "same"),
+        np.correlate(w[:34], w, "full"),
+        np.correlate(w, w[3:], "valid"),
         np.unwrap(np.cumsum(v) * 3),
         np.unwrap(m * 4, axis=0),
         np.unwrap(m * 5, period=3.0),
@@ -128,7 +132,7 @@ GROUPS = {
     "interpolation": (interpolation, lambda: (XQ, XP, FP, V)),
     "nan_reductions": (nan_reductions, lambda: (NAN_M,)),
     "statistics": (statistics, lambda: (M, V)),
-    "signals": (signals, lambda: (A, V, M)),
+    "signals": (signals, lambda: (A, V, M, np.sin(np.arange(37.0)))),
     "spacing": (spacing, lambda: (np.array(0.3), np.array(2.0), np.array([0.5, 1.5]))),
 }
 
@@ -201,6 +205,7 @@ DIFFERENTIABLE = {
     ),
     "convolve, correlate": lambda x: (
         np.sum(np.convolve(x[:5], x[5:]) ** 2)
+        + np.sum(np.correlate(np.tile(x, 4), np.tile(x[::-1], 4), "same") ** 2) / 100
         + np.sum(np.correlate(x, x[2:5], "same") ** 2)
         + np.sum(np.sin(np.convolve(x[:3], x, "valid")))
     ),

@@ -1,9 +1,11 @@
 """Sequences as signals, on traced values (stage: tracing): convolve, correlate and unwrap.
 
-np.convolve and np.correlate are one matrix-vector product: the windows of the zero-padded first
-sequence (one gather by a constant index table, of the output's length times the second's) times
-the second sequence, reversed for the convolution. Either sequence may be traced; the
-derivatives are those of the gather and the product, at every order.
+np.convolve and np.correlate slide the shorter sequence (reversed for the convolution) along the
+zero-padded longer one: up to 32 points, a sum of that many shifted slices of it, each times one
+point (one fused loop); longer, the windows (one gather by a constant index table, the output's
+length times the shorter's) times the shorter sequence, one matrix-vector product. Either
+sequence may be traced; the derivatives are those of the slices, the gather and the product, at
+every order.
 """
 
 from __future__ import annotations
@@ -59,10 +61,35 @@ def _windowed_product(name: str, a, v, mode, flip: bool) -> Var:
         start, length = shift, max(n, m)
     else:
         start, length = min(n, m) - 1, max(n, m) - min(n, m) + 1
+    # the shorter sequence is the kernel: convolution is symmetric, a correlation with the
+    # two swapped is the same sequence reversed
+    if m <= n:
+        return _region(a, P.reverse(v, 0) if flip else v, start, length)
+    if flip:
+        return _region(v, P.reverse(a, 0), start, length)
+    total = n + m - 1
+    return P.reverse(_region(v, a, total - start - length, length), 0)
+
+
+# Up to this kernel length the product is a sum of shifted slices (one fused loop, no window
+# table); longer kernels use the window table and one matrix-vector product.
+SHIFTED_SUM_MAX = 32
+
+
+def _region(a: Var, kernel: Var, start: int, length: int) -> Var:
+    """out[k] = sum_j padded[start + k + j] * kernel[j] for k < length, where padded is `a`
+    with len(kernel) - 1 zeros on each side."""
+    m = kernel.shape[0]
     padded = P.concatenate([zeros_along(a, 0, m - 1), a, zeros_along(a, 0, m - 1)], 0)
+    if m <= SHIFTED_SUM_MAX:
+        out = None
+        for j in range(m):
+            weight = P.broadcast_to(P.reshape(slice_along(kernel, 0, j, j + 1), ()), (length,))
+            term = P.mul(slice_along(padded, 0, start + j, start + j + length), weight)
+            out = term if out is None else P.add(out, term)
+        return out
     rows = np.arange(start, start + length, dtype=np.int64)[:, None]
     windows = P.gather(padded, P.const(rows + np.arange(m, dtype=np.int64)[None, :]), 0)
-    kernel = P.reverse(v, 0) if flip else v
     return P.matmul(windows, kernel)
 
 
