@@ -195,7 +195,7 @@ def _rewrite(node: Node, producers: list[Node | None]):
     prim, ins = node.prim, node.inputs
     if prim.kind is Kind.IDENTITY:
         return ins[-1]
-    if prim.kind is Kind.CONST:
+    if prim.kind is Kind.CONST or prim.effectful:  # a random draw is not folded
         return None
     fills = [_fill(p) for p in producers]
     # Elementwise on fills only: one scalar computation.

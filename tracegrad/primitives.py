@@ -224,6 +224,11 @@ from .primitive_table.indexing import (
     scatter_add_p as scatter_add_p,
     argsort_p as argsort_p,
 )
+from .primitive_table.random import (
+    Draw as Draw,
+    draws_in as draws_in,
+    random_p as random_p,
+)
 
 # The rule-author surface: what a new entry is written with (as short as autograd's extend.py).
 # - `elementwise_primitive(name, impl, adjoint, scalar, ...)`: declare and register an elementwise

@@ -20,7 +20,7 @@ from . import ir
 from . import primitives as P
 from .tracing import branches
 from .tracing.dispatch import FUNCTIONS, HOOKS, UFUNCS
-from .tracing.reads import check_random_sources, refuse_array_subclass, snapshot_random_sources
+from .tracing.reads import refuse_array_subclass
 from .tracing.messages import Unknowable, function_name, unsupported
 from .tracing.ndarray import NdarrayInterface
 from .tracing.scope import Scope
@@ -463,14 +463,13 @@ def trace(
         )
     builder = Builder(ir.active_builder())
     builder.scope, builder.no_branching = scope, no_branching
-    generators = snapshot_random_sources(scope)
     with ir.building(builder):
         tracers = [Tracer(builder.new_input(shape, dtype), builder) for shape, dtype in avals]
         given = branches.begin(builder, branching)
         args = unflatten(treedef, tracers)
         call = args if wrap_args is None else wrap_args(args)
         try:
-            with traced_constructors():
+            with traced_constructors(), HOOKS["random_draws"](scope, fun, call) as call:
                 result = fun(*call.args, **call.kwargs) if type(call) is CallArgs else fun(*call)
         except (ValueError, TypeError) as exc:
             # NumPy turns our error into its own when a tracer is written into an array
@@ -479,13 +478,19 @@ def trace(
                 raise exc.__cause__.with_traceback(exc.__traceback__) from None
             raise
         name = getattr(fun, "__qualname__", None) or "the traced function"
-        check_random_sources(generators, name, "")
         out_leaves, out_tree = flatten(result)
         out_vars = []
         for leaf in out_leaves:
             with ir.source_location(user_source()):
                 out_vars.append(to_var(_result_leaf(leaf), builder))
-        out_vars += branches.finish(builder, given)
+        guards = branches.finish(builder, given)
+        if guards and P.draws_in(builder.nodes):
+            raise TracingError(
+                f"{name} draws random numbers and has Python control flow on traced values: a "
+                "call that takes another branch would run the program again and draw twice. "
+                "Use np.where(...) or tg.cond/tg.while_loop instead of if/while on traced values."
+            )
+        out_vars += guards
     graph = builder.graph(out_vars)
     return graph, out_tree, [t for t, _ in builder.captures]
 

@@ -37,6 +37,7 @@ HOOK_NAMES = {
     "add_at": "the value of a after np.add.at(a, indices, b)",
     "put_along_axis": "the value of arr after np.put_along_axis(arr, indices, values, axis)",
     "traced_constructors": "a context in which NumPy's constructors accept traced values",
+    "random_draws": "a context in which the generators a function reaches record their draws",
 }
 
 # scipy.special's names among the tables: its ufuncs, and the Python functions logsumexp, softmax

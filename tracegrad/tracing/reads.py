@@ -1,7 +1,7 @@
 """Values a traced function may reach that tracing must treat with care.
 
 Library modules (whose values do not change under a running program and are not walked), the
-random-number generators a trace must not draw from, and ndarray subclasses whose semantics a
+random-number generators whose unrecorded draws a trace refuses, and ndarray subclasses whose semantics a
 plain trace would drop.
 """
 
@@ -95,18 +95,21 @@ def snapshot_random_sources(scope: Any) -> list[tuple[str, Any, bytes]]:
 def check_random_sources(
     snapshot: list[tuple[str, Any, bytes]], function: str, fix_line: str
 ) -> None:
-    """Refuse a trace that drew random numbers from a generator that outlives the call: the
-    compiled program would return those same numbers on every call."""
+    """Refuse a trace that drew random numbers from a generator that outlives the call in a way
+    tracing did not record (random_draws.py records the draw methods of a generator reached by
+    name): the compiled program would return those same numbers on every call."""
     from ..base.errors import TracingError
 
     for what, generator, before in snapshot:
         if _generator_state(generator) != before:
             raise TracingError(
-                f"{function} drew random numbers from {what} while it was traced{fix_line}; the "
-                "compiled program would return the same numbers on every call. Draw them outside "
-                "the function and pass them in as an argument, or pass a seed as a static "
-                "argument (static_argnums) and create the generator inside the function "
-                "(np.random.default_rng(seed)), so that each seed gives its own numbers."
+                f"{function} drew random numbers from {what} while it was traced{fix_line}, in a "
+                "way tracegrad does not record (through its bit generator, or reached through "
+                "a tuple, a property or another place that cannot hold a stand-in); the compiled "
+                "program would return the same numbers on every call. Call the generator's draw "
+                "methods (rng.normal(...), rng.integers(...)) on a generator the function reaches "
+                "by name (a global, a closure variable, an attribute, a static argument), or draw "
+                "the numbers outside the function and pass them in as an argument."
             )
 
 

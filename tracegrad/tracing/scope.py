@@ -88,7 +88,9 @@ class Scope:
         # random-number generators the function can reach (see `random_sources`), and the
         # names its code uses
         self.generators: list[tuple[str, Any]] = []
+        self.generator_paths: list[tuple[Path, Any]] = []  # where each generator lives
         self.names: set[str] = set()
+        self.roots: tuple = ()  # (the function, the static arguments): what the paths start at
         # every object the walk met, as _Walker.seen holds them: id -> (value, path, beyond)
         self.met: dict[int, tuple[Any, Path, bool]] = {}
 
@@ -105,13 +107,15 @@ class Scope:
             if len(names) == known:
                 break
         scope.names = names
+        scope.roots = (fun, static)
         return scope
 
     def random_sources(self) -> list[tuple[str, Any]]:
         """(description, generator) for each random-number generator whose numbers the traced
         function could draw: the generators it reaches by name, and NumPy's global one when its
-        code names `random` (np.random.normal...). A draw while tracing would be baked into the
-        program as a constant: `check_random_sources` refuses it."""
+        code names `random` (np.random.normal...). Their draws are recorded while tracing
+        (random_draws.py); one that is not (its state changed while tracing) would be baked
+        into the program as a constant: `check_random_sources` refuses it."""
         sources = list(self.generators)
         glob = global_random(imported="random" in self.names)
         if glob is not None and ("random" in self.names or any(glob is g for _, g in sources)):
@@ -264,8 +268,11 @@ class _Walker:
         random_types = generator_types()
         if isinstance(owner, random_types) and not isinstance(value, random_types):
             value, path = owner, path.hop("attr", "__self__")
+        if hasattr(t, "_tracegrad_generator"):  # a stand-in an enclosing trace installed
+            value = object.__getattribute__(value, "_tracegrad_generator")
         if isinstance(value, random_types):
             self.scope.generators.append((f"the generator {path.description}", value))
+            self.scope.generator_paths.append((path, value))
             self.guard(path, "identity", ref(value))
         elif isinstance(value, np.ndarray):
             self._array(value, path)

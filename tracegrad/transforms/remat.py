@@ -91,6 +91,12 @@ class checkpoint:
                 "pass recomputes the function, so the tap would see no cotangent); tap the "
                 "checkpointed function's result instead"
             )
+        if P.draws_in(fgraph.nodes):
+            raise TracingError(
+                f"{self.__name__}: random draws inside tg.checkpoint are not supported (the "
+                "backward pass would recompute the function and draw again); draw the numbers "
+                "outside the checkpointed function and pass them in"
+            )
         inputs = arg_vars + [lift(t, builder) for t in captures]
         outs = ir.inline(builder, fgraph, inputs)
         # the recomputation runs no hooks a second time
