@@ -143,7 +143,6 @@ def dtype(request):
 
 
 @pytest.mark.parametrize("group", sorted(GROUPS))
-@pytest.mark.parametrize("backend", ["numpy", "cpu"])
 def test_values_equal_numpys(group, backend, dtype):
     fun, make = GROUPS[group]
     args = [np.asarray(a, dtype) for a in make()]
