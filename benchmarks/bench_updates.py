@@ -11,7 +11,9 @@ element loops and the per-call time of large updates, against JAX in the same ru
    JAX runs the same loop with `y = y.at[i].set(...)` under `jit(value_and_grad)`.
 2. **Large updates** (n = 1,000,000, float64): exp, a scatter of 10,000 values, sin, an indexed
    accumulation, a sum; `value_and_grad` per call, with and without buffer donation
-   (tracegrad/cpu/donation.py), and JAX's `.at[]` version.
+   (tracegrad/cpu/donation.py), with and without scatters in place (tracegrad/cpu/scatters.py),
+   and JAX's `.at[]` version. The bytes floor is one pass that reads x and writes an array of
+   its size (the gradient): what any program must move at least.
 
 Medians of interleaved rounds (the machine is shared: only ratios from one run mean anything).
 """
@@ -34,7 +36,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
-from tracegrad.cpu import donation  # noqa: E402
+from tracegrad.cpu import donation, scatters  # noqa: E402
 
 N_FILL = 64
 N_BIG = 1_000_000
@@ -147,9 +149,11 @@ def median(fn, rounds: int = 15) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer", help="a Python with jax installed")
+    parser.add_argument("--large-only", action="store_true", help="only the large updates")
     args = parser.parse_args()
-    print("# fill loops: first value_and_grad in a fresh process, empty kernel cache (s)")
-    for kind in FILL:
+    if not args.large_only:
+        print("# fill loops: first value_and_grad in a fresh process, empty kernel cache (s)")
+    for kind in () if args.large_only else FILL:
         ours = first_call(sys.executable, fill_script(kind, peer=False))
         line = f"{kind:10s} tracegrad {ours:7.2f}"
         if args.peer:
@@ -162,24 +166,38 @@ def main() -> None:
     idx = rng.choice(N_BIG, 10_000, replace=False)
     idx2 = rng.choice(N_BIG, 10_000, replace=False)
     v = rng.normal(size=10_000)
-    with_donation = tg.value_and_grad(updates, argnums=(0, 1), backend="cpu")
-    original = donation.donate
-    try:
-        donation.donate = lambda plan: plan
-        without = tg.value_and_grad(lambda *a: updates(*a), argnums=(0, 1), backend="cpu")
-        without(x, v, idx, idx2)  # compiled now, without donation
-    finally:
-        donation.donate = original
-    with_donation(x, v, idx, idx2)
-    a, b = with_donation(x, v, idx, idx2), without(x, v, idx, idx2)
-    np.testing.assert_allclose(a[1][0], b[1][0], rtol=1e-12)
-    times = {"donation": [], "no donation": []}
-    for _ in range(3):  # interleaved
-        times["donation"].append(median(lambda: with_donation(x, v, idx, idx2), 7))
-        times["no donation"].append(median(lambda: without(x, v, idx, idx2), 7))
-    ms = {k: 1e3 * sorted(t)[1] for k, t in times.items()}
+    programs = {"tracegrad": tg.value_and_grad(updates, argnums=(0, 1), backend="cpu")}
+    programs["tracegrad"](x, v, idx, idx2)
+    for name, module, attr in (
+        ("no donation", donation, "donate"),
+        ("no scatters in place", scatters, "scatter_in_place"),
+    ):
+        original = getattr(module, attr)
+        try:
+            setattr(module, attr, lambda plan: plan)
+            programs[name] = tg.value_and_grad(
+                lambda *a: updates(*a), argnums=(0, 1), backend="cpu"
+            )
+            programs[name](x, v, idx, idx2)  # compiled now, without the pass
+        finally:
+            setattr(module, attr, original)
+    results = {k: f(x, v, idx, idx2) for k, f in programs.items()}
+    for k, out in results.items():  # the same gradient, bit for bit
+        np.testing.assert_array_equal(out[1][0], results["tracegrad"][1][0], err_msg=k)
+        np.testing.assert_array_equal(out[1][1], results["tracegrad"][1][1], err_msg=k)
+    grad = np.empty_like(x)
+    programs["bytes floor"] = lambda *a: np.multiply(x, 1.0, out=grad)
+    times = {k: [] for k in programs}
+    for _ in range(5):  # interleaved
+        for k, f in programs.items():
+            times[k].append(median(lambda f=f: f(x, v, idx, idx2), 7))
+    ms = {k: 1e3 * sorted(t)[len(t) // 2] for k, t in times.items()}
     print(f"# large updates, n = {N_BIG:,}: value_and_grad per call (ms)")
-    line = f"tracegrad {ms['donation']:.2f} (without donation {ms['no donation']:.2f})"
+    line = (
+        f"tracegrad {ms['tracegrad']:.2f} ("
+        + ", ".join(f"{k} {ms[k]:.2f}" for k in programs if k != "tracegrad")
+        + ")"
+    )
     if args.peer:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "d.npz")
@@ -189,7 +207,7 @@ def main() -> None:
                 fh.write(textwrap.dedent(PEER_UPDATES))
             proc = subprocess.run([args.peer, script, path], capture_output=True, text=True)
             jax_ms = 1e3 * float(proc.stdout.strip().splitlines()[-1])
-        line += f"   jax {jax_ms:.2f}   ratio {ms['donation'] / jax_ms:.2f}"
+        line += f"   jax {jax_ms:.2f}   ratio {ms['tracegrad'] / jax_ms:.2f}"
     print(line)
 
 

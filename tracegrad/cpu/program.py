@@ -34,7 +34,7 @@ from ..fusion import limits, render, split
 from ..fusion import Buffer, EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
 from ..ir import Graph, Node
 from ..base import blas_threads, cache, progress
-from . import donation, pool, products, runner, scalars, scan_loop
+from . import donation, pool, products, runner, scalars, scan_loop, scatters
 from .kernels import KernelSource, render_loop
 
 log = logging.getLogger("tracegrad")
@@ -106,12 +106,14 @@ class CpuProgram:
                 if split.partials is not None:
                     name = f"_{step.out.name}_parts"
                     self.scratch.append(Buffer(name, split.partials, step.out.dtype, "temp"))
+        fixups = scatters.fixups(plan)
         for step in plan.steps:
             if not isinstance(step, FusedLoop):
                 continue
             src = render_loop(step, mode, names, salt, bake_sizes)
             size = int(np.prod(step.shape, dtype=np.int64)) if step.shape else 1
             parallel = bool(step.shape) and threads > 1 and size * max(1, src.cost) >= PARALLEL_WORK
+            parallel = parallel and id(step) not in fixups
             # a scan along axis 0 (its last) runs in order: one chunk
             parallel = parallel and not (step.scans and len(step.shape) == 1)
             ints = list(src.ints)
@@ -226,6 +228,8 @@ class CpuProgram:
             elif isinstance(step, ViewStep):
                 ns[f"_view{j}"] = functools.partial(step.node.prim.impl, **step.node.params)
                 lines.append(f"    {step.out.name} = _view{j}({step.src.name})")
+            elif isinstance(step, scatters.HostStep):
+                lines.append(step.line(ns, j))
             elif isinstance(step, EvalStep):
                 ns[f"_eval{j}"] = _evaluator(step.node, self._compile_held)
                 ns[f"_dt_{step.out.name}"] = np.dtype(step.out.dtype)
@@ -286,16 +290,25 @@ class CpuProgram:
         if not temps:
             self._fast = body
             return
-        buffers = [np.empty(b.shape, b.dtype) for b in temps]
+        # scattered buffers hold zeros at the start of every call (scatters.py)
+        zeroed = {id(b) for b in scatters.zeroed(self.plan)}
+        kinds = [np.zeros if id(b) in zeroed else np.empty for b in temps]
+        buffers = [make(b.shape, b.dtype) for make, b in zip(kinds, temps, strict=True)]
+        kept_zeros = [buf for make, buf in zip(kinds, buffers, strict=True) if make is np.zeros]
         lock = self._lock
 
         def run(args):
             if lock.acquire(False):
                 try:
                     return body(args, *buffers)
+                except BaseException:
+                    for buf in kept_zeros:  # a call that raised may have left values in them
+                        buf.fill(0)
+                    raise
                 finally:
                     lock.release()
-            return body(args, *[np.empty(b.shape, b.dtype) for b in temps])  # a concurrent call
+            fresh = [make(b.shape, b.dtype) for make, b in zip(kinds, temps, strict=True)]
+            return body(args, *fresh)  # a concurrent call
 
         self._fast = run
 
@@ -367,7 +380,7 @@ def _pooled_products(plan: Plan) -> bool:
         POOLED_PRODUCTS
         and bool(matmuls)
         and all(_multiply_adds(step) < blas_threads.SMALL_PRODUCT for step in matmuls)
-        and not any(isinstance(step, EvalStep) for step in steps)
+        and not any(isinstance(step, EvalStep | scatters.HostStep) for step in steps)
         and blas_threads.openblas_known()
     )
 
@@ -458,6 +471,7 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Cp
     limits.check_graph(graph, "cpu")
     plan = fusion.plan(graph, render.supports, computed_identity=True)
     plan = donation.donate(scalars.pack_scalars(split.split_loops(plan)))
+    plan = scatters.scatter_in_place(plan)
     bake = BAKE_SIZES if bake_sizes is None else bake_sizes
     return CpuProgram(
         graph, plan, mode, ir.value_names(graph), _salt(mode), load=load, bake_sizes=bake

@@ -264,6 +264,8 @@ class Plan:
                 lines.append(f"matmul {step.out!r} = {step.a.name} @ {step.b.name}")
             elif isinstance(step, ViewStep):
                 lines.append(f"view {step.out!r} = {step.node.prim.name}({step.src.name})")
+            elif hasattr(step, "describe"):  # a backend's own step
+                lines.append(step.describe())
             else:
                 args = ", ".join(b.name for b in step.args)
                 lines.append(f"eval {step.out!r} = {step.node.prim.name}({args})")
