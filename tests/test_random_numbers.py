@@ -447,3 +447,38 @@ def test_a_draw_inside_a_loop_body_with_python_control_flow_is_refused():
 
     with pytest.raises(tg.TracingError, match=r"draw twice.*np.where"):
         tg.jit(f, backend="numpy")(np.ones(3))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_permutation_and_choice_of_a_traced_population(backend):
+    """NumPy draws a population's indices as those of an arange of its length, then takes them:
+    the traced x[permutation(len(x))] gives NumPy's numbers, and its gradient flows to x."""
+
+    def f(x, w):
+        return (
+            RNG.permutation(x),
+            RNG.choice(x, size=4),
+            RNG.choice(x, size=(2,), replace=False, p=[0.1, 0.2, 0.3, 0.2, 0.2]),
+            RNG.choice(x),
+            LEGACY.permutation(x),
+            LEGACY.choice(x, 2, replace=False, p=[0.1, 0.2, 0.3, 0.2, 0.2]),
+            RNG.permutation(w),
+            LEGACY.permutation(w),
+        )
+
+    x, w = 1.5 * np.arange(5.0), np.arange(12.0).reshape(4, 3)
+    _reseed(15)
+    want = [f(x, w) for _ in range(2)]
+    _reseed(15)
+    g = tg.jit(f, backend=backend)
+    for w_ in want:
+        _same(g(x, w), w_)
+
+    def loss(x):
+        return np.sum(RNG.permutation(x) * np.arange(5.0))
+
+    _reseed(16)
+    grad = tg.grad(loss, backend=backend)(x)
+    expected = np.zeros(5)
+    expected[np.random.default_rng(16).permutation(5)] = np.arange(5.0)
+    np.testing.assert_array_equal(grad, expected)

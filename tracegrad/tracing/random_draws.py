@@ -213,11 +213,18 @@ def draw(generator: Any, method: str, *args: Any, **kwargs: Any) -> Any:
     if _traced([*args, *kwargs.values()]):
         if method == "normal":
             return _traced_normal(generator, *args, **kwargs)
+        if method in ("permutation", "choice") and _traced_population(args, kwargs):
+            # NumPy draws the indices of a population as it draws those of an arange of its
+            # length, then takes them: x[permutation(len(x))], a[choice(len(a), ...)]
+            population = args[0]
+            index = draw(generator, method, population.shape[0], *args[1:], **kwargs)
+            return population[index]
         raise TracingError(
             f"{what} with a traced parameter: the parameters of a draw must be constants "
             "(Python or NumPy numbers and arrays). Draw a standard variate and transform it "
             "(mu + sigma * rng.standard_normal(size), low + (high - low) * rng.random(size)), "
-            "or use rng.normal(mu, sigma), whose traced parameters tracegrad lowers so."
+            "or use rng.normal(mu, sigma), whose traced parameters tracegrad lowers so (and "
+            "rng.permutation(x), rng.choice(a, ...) of a traced x or a, which take drawn indices)."
         )
     args, kwargs = _frozen(args), {k: _frozen(v) for k, v in kwargs.items()}
     import copy  # here: a first trace that draws nothing does not import it
@@ -229,6 +236,17 @@ def draw(generator: Any, method: str, *args: Any, **kwargs: Any) -> Any:
     record = P.Draw(generator, method, args, kwargs)
     return traced_call(
         lambda: P.emit(P.random_p, draw=record, shape=sample.shape, dtype=sample.dtype)
+    )
+
+
+def _traced_population(args: tuple, kwargs: dict) -> bool:
+    """permutation(x) or choice(a, ...) with only the population traced (along axis 0)."""
+    return (
+        bool(args)
+        and isinstance(args[0], Tracer)
+        and args[0].ndim >= 1
+        and not _traced([*args[1:], *kwargs.values()])
+        and kwargs.get("axis", 0) == 0
     )
 
 
