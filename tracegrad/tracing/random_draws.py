@@ -135,13 +135,6 @@ class GeneratorStandIn:
         return repr(object.__getattribute__(self, "_tracegrad_generator"))
 
 
-def real(value: Any) -> Any:
-    """The generator a stand-in stands for, or `value` itself."""
-    if type(value) is GeneratorStandIn:
-        return object.__getattribute__(value, "_tracegrad_generator")
-    return value
-
-
 def _global_function(name: str, original: Any):
     """np.random.<name> while a trace is installed: a draw from the global generator when this
     thread traces, else NumPy's own function."""
