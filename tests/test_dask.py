@@ -481,6 +481,27 @@ def test_each_worker_compiles_once_for_many_calls(client):
     )
 
 
+def test_chunks_go_where_they_are_unless_a_worker_would_get_more_than_its_share():
+    from tracegrad.dask.plan import place_chunks, split_runs
+
+    rows = [10] * 8
+    # where the chunks are, two workers of one thread: each keeps its own
+    holders = [("a",), ("b",)] * 4
+    assert place_chunks(list(range(8)), rows, holders, {"a": 1, "b": 1}) == {
+        "a": [0, 2, 4, 6],
+        "b": [1, 3, 5, 7],
+    }
+    # all on one worker: half of them move to the other, once
+    placed = place_chunks(list(range(8)), rows, [("a",)] * 8, {"a": 1, "b": 1})
+    assert sorted(placed["a"] + placed["b"]) == list(range(8)) and len(placed["b"]) == 4
+    # shares follow the threads; a chunk held by a worker that left goes to the least loaded
+    placed = place_chunks(list(range(6)), [10] * 6, [("gone",)] * 6, {"a": 2, "b": 1})
+    assert (len(placed["a"]), len(placed["b"])) == (4, 2)
+    # runs of neighbours for a worker's threads, as even as the counts allow
+    assert split_runs([0, 2, 4, 6, 8], 2) == [[0, 2], [4, 6, 8]]
+    assert split_runs([3], 4) == [[3]]
+
+
 # ----------------------------------------------------------------------------------------------
 # Errors: on a worker, and bad input before any work
 

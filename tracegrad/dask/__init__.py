@@ -45,27 +45,17 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from dask._task_spec import Task, TaskRef
-from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+from dask._task_spec import TaskRef
 
 import tracegrad as tg
 from tracegrad.runtime import backends
 from tracegrad.base.tree import flatten
 
-from .worker import (
-    ChunkError,
-    Job,
-    deterministic_root,
-    group_task,
-    job_signature,
-    sum_task,
-    trace_count_of,
-    trace_counts,
-)
+from .plan import Plan
+from .worker import ChunkError, Job, job_signature, trace_count_of, trace_counts
 
 __all__ = ["ChunkError", "DataParallel", "grad", "hessian", "trace_counts", "value_and_grad"]
 
@@ -164,7 +154,7 @@ class DataParallel:
         self._checked: set[tuple] = set()
         self._lock = threading.Lock()
         # (client, data) -> the graph's structure for that data; (client) -> the job's future
-        self._plans: OrderedDict[tuple, _Plan] = OrderedDict()
+        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
         self._jobs: dict[int, Any] = {}
         #: How many times a call built a graph's structure (a new data set, chunking or client);
         #: calls on the same data reuse it, and change only the parameters in the tasks.
@@ -330,7 +320,7 @@ class DataParallel:
             self._jobs = {id(client): (client, future)}  # one client at a time
         return future
 
-    def _plan(self, client, data: list) -> _Plan:
+    def _plan(self, client, data: list) -> Plan:
         """The graph's structure for this data (on this client), built on the first call and
         kept: which chunks each task computes, on which worker, and the tree that adds them."""
         key = (
@@ -343,7 +333,7 @@ class DataParallel:
             if plan is not None and plan.client is client:
                 self._plans.move_to_end(key)
                 return plan
-        plan = _Plan.build(client, data, self.split_every, self.deterministic, self.persist)
+        plan = Plan.build(client, data, self.split_every, self.deterministic, self.persist)
         with self._lock:
             self._plans[key] = plan
             self.graph_builds += 1
@@ -371,147 +361,6 @@ class DataParallel:
 
 def _nbytes(params: dict) -> int:
     return sum(int(getattr(leaf, "nbytes", 64)) for leaf in flatten(params)[0])
-
-
-@dataclass(frozen=True)
-class _Group:
-    """One task: the chunks it computes, one after the other, on its worker (None: anywhere)."""
-
-    worker: str | None
-    spec: tuple  # (chunks in all, ((index, start, stop), ...))
-    refs: tuple  # each chunk's key of every data argument in turn, as TaskRefs
-
-
-@dataclass
-class _Plan:
-    """The structure of a call's graph for one data set, built once and reused by every call on
-    that data: a call only makes the tasks (new keys, its parameters) from it."""
-
-    client: Any
-    data: list  # the arrays; persisted ones keep their chunks in the workers' memory
-    groups: list[_Group]
-    split_every: int
-    deterministic: bool
-    data_graph: Any  # the data's own graph, sent with each call; None: the data is persisted
-
-    @staticmethod
-    def build(client, data: list, split_every: int, deterministic: bool, persist: bool):
-        from dask.core import flatten as flatten_keys
-
-        rows = [int(c) for c in data[0].chunks[0]]
-        starts = np.concatenate([[0], np.cumsum(rows)]).astype(int).tolist()
-        present = [i for i, n in enumerate(rows) if n]  # an empty chunk adds nothing to a sum
-        data_graph, workers = None, {None: present}
-        if client is None:  # Dask's threads here: a task per chunk, the data's graph with it
-            data_graph = {}
-            for x in data:
-                data_graph.update(dict(x.__dask_graph__()))
-            groups_of = {None: [[i] for i in present]}
-        elif persist:
-            from distributed import futures_of, wait
-
-            data = client.persist(data)
-            with client.as_current():
-                wait([f for x in data for f in futures_of(x)])
-            nthreads = client.nthreads()
-            # where the widest data argument's chunks are: each task goes where its rows are
-            widest = max(
-                range(len(data)), key=lambda a: data[a].dtype.itemsize * _row_size(data[a])
-            )
-            keys = list(flatten_keys(data[widest].__dask_keys__()))
-            holders = client.who_has(futures_of(data[widest]))
-            workers = _place(present, rows, [holders.get(k, ()) for k in keys], nthreads)
-            groups_of = {w: _split(chunks, nthreads[w]) for w, chunks in workers.items()}
-        else:  # computed with each call: no place is known, a task per worker thread
-            data_graph = HighLevelGraph.merge(*[x.__dask_graph__() for x in data])
-            count = max(1, sum(client.nthreads().values()))
-            groups_of = {None: _split(present, count)}
-        keys_of = [list(flatten_keys(x.__dask_keys__())) for x in data]
-        groups = [
-            _Group(
-                worker,
-                (len(rows), tuple((i, starts[i], starts[i + 1]) for i in chunks)),
-                tuple(TaskRef(keys[i]) for i in chunks for keys in keys_of),
-            )
-            for worker, lists in groups_of.items()
-            for chunks in lists
-            if chunks
-        ]
-        return _Plan(client, data, groups, split_every, deterministic, data_graph)
-
-    def graph(self, job, params, n_args: int, token: str):
-        """This call's graph and the key of its root: one task per group, then the sums."""
-        by_worker: dict[str | None, dict] = {}
-        refs = []
-        for g, group in enumerate(self.groups):
-            key = f"tracegrad-group-{token}-{g}"
-            by_worker.setdefault(group.worker, {})[key] = Task(
-                key, group_task, job, params, n_args, group.spec, *group.refs
-            )
-            refs.append(TaskRef(key))
-        sums = {}
-        if self.deterministic:  # every chunk's result, added in the fixed order of the chunks
-            root = f"tracegrad-sum-{token}"
-            sums[root] = Task(root, deterministic_root, self.split_every, *refs)
-        else:  # a fixed tree over the groups
-            level = 0
-            while level == 0 or len(refs) > 1:
-                parts = [
-                    refs[i : i + self.split_every] for i in range(0, len(refs), self.split_every)
-                ]
-                final, refs = len(parts) == 1, []
-                for j, part in enumerate(parts):
-                    root = f"tracegrad-sum-{token}-{level}-{j}"
-                    sums[root] = Task(root, sum_task, final, *part)
-                    refs.append(TaskRef(root))
-                level += 1
-        if self.client is None:
-            graph = dict(self.data_graph)
-            for tasks in by_worker.values():
-                graph.update(tasks)
-            graph.update(sums)
-            return graph, root
-        layers, dependencies = {}, {}
-        for n, (worker, tasks) in enumerate(by_worker.items()):
-            # on the worker that holds the rows; elsewhere only if it is gone
-            where = {"workers": [worker], "allow_other_workers": True} if worker else None
-            layers[f"tracegrad-group-{token}-{n}"] = MaterializedLayer(tasks, annotations=where)
-            dependencies[f"tracegrad-group-{token}-{n}"] = set()
-        layers[f"tracegrad-sum-{token}"] = MaterializedLayer(sums)
-        dependencies[f"tracegrad-sum-{token}"] = set(layers) - {f"tracegrad-sum-{token}"}
-        graph = HighLevelGraph(layers, dependencies)
-        if self.data_graph is not None:
-            graph = HighLevelGraph.merge(self.data_graph, graph)
-        return graph, root
-
-
-def _row_size(x) -> int:
-    return int(np.prod(x.shape[1:], dtype=np.int64))
-
-
-def _place(present: list[int], rows: list[int], holders: list, nthreads: dict) -> dict:
-    """Each chunk's worker: one that holds it, unless that would give it more than its share
-    of the rows (by its threads), then the least loaded worker (the chunk moves there once, on
-    the first call, and stays)."""
-    names = sorted(nthreads)
-    total = sum(nthreads.values())
-    share = {w: sum(rows) * nthreads[w] / total for w in names}
-    load = dict.fromkeys(names, 0)
-    chunks: dict[str, list[int]] = {w: [] for w in names}
-    for i in present:
-        own = [w for w in holders[i] if w in load]
-        fits = [w for w in own if load[w] + rows[i] <= share[w] + rows[i] / 2]
-        worker = min(fits or names, key=lambda w: (load[w] / nthreads[w], w))
-        load[worker] += rows[i]
-        chunks[worker].append(i)
-    return chunks
-
-
-def _split(chunks: list[int], parts: int) -> list[list[int]]:
-    """`chunks` in `parts` runs of neighbours, as even as counts allow."""
-    parts = max(1, min(parts, len(chunks)))
-    bounds = [round(k * len(chunks) / parts) for k in range(parts + 1)]
-    return [chunks[bounds[k] : bounds[k + 1]] for k in range(parts)]
 
 
 def _describe_chunks(chunks: tuple) -> str:
