@@ -524,6 +524,24 @@ def test_a_failing_chunk_names_its_index_rows_and_worker(client):
         tgd.grad(nll, argnums=0, data_argnums=(1, 2), backend="numpy")(w, spoiled, yd)
 
 
+def fail_on_chunk_1(block, block_info=None):
+    if block_info[0]["chunk-location"][0] == 1:
+        raise OSError("chunk 1 of the data could not be read")
+    return block
+
+
+def test_data_that_fails_to_load_raises_its_own_error_on_every_call(client):
+    w, X, y = logistic_data()
+    Xd, yd = chunked(X, y)
+    unreadable = Xd.map_blocks(fail_on_chunk_1, dtype=X.dtype)
+    grad = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy")
+    for _ in range(2):  # no structure is kept for data that failed: the next call tries again
+        with pytest.raises(OSError, match="chunk 1 of the data could not be read"):
+            grad(w, unreadable, yd)
+    assert grad.graph_builds == 0
+    np.testing.assert_allclose(grad(w, Xd, yd), tg.grad(nll, backend="numpy")(w, X, y), rtol=1e-12)
+
+
 @pytest.fixture
 def no_work(client, monkeypatch):
     """The client, which fails the test if anything is sent to the cluster."""

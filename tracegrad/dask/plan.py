@@ -51,8 +51,12 @@ class Plan:
             from distributed import futures_of, wait
 
             data = client.persist(data)
+            futures = [f for x in data for f in futures_of(x)]
             with client.as_current():
-                wait([f for x in data for f in futures_of(x)])
+                wait(futures)
+            for future in futures:
+                if future.status == "error":  # the data itself failed: its error, no plan kept
+                    future.result()
             nthreads = client.nthreads()
             # where the widest data argument's chunks are: each task goes where its rows are
             widest = max(range(len(data)), key=lambda a: data[a].dtype.itemsize * row_size(data[a]))
