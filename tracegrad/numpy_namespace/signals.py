@@ -1,11 +1,11 @@
 """Sequences as signals, on traced values (stage: tracing): convolve, correlate and unwrap.
 
 np.convolve and np.correlate slide the shorter sequence (reversed for the convolution) along the
-zero-padded longer one: up to 32 points, a sum of that many shifted slices of it, each times one
-point (one fused loop); longer, the windows (one gather by a constant index table, the output's
-length times the shorter's) times the shorter sequence, one matrix-vector product. Either
-sequence may be traced; the derivatives are those of the slices, the gather and the product, at
-every order.
+zero-padded longer one. Up to 32 points it is a sum of that many shifted copies of the longer one
+(zeros around), each times one point: one fused loop, and so is its adjoint. A longer one makes
+the windows (one gather by a constant index table, the output's length times its length) and
+one matrix-vector product. Either sequence may be traced; the derivatives are those of the
+shifts, the gather and the product, at every order.
 """
 
 from __future__ import annotations
@@ -80,14 +80,18 @@ def _region(a: Var, kernel: Var, start: int, length: int) -> Var:
     """out[k] = sum_j padded[start + k + j] * kernel[j] for k < length, where padded is `a`
     with len(kernel) - 1 zeros on each side."""
     m = kernel.shape[0]
-    padded = P.concatenate([zeros_along(a, 0, m - 1), a, zeros_along(a, 0, m - 1)], 0)
     if m <= SHIFTED_SUM_MAX:
+        # sum_j kernel[j] * (a shifted right by m - 1 - j, zeros around): the adjoint in `a` is
+        # then a sum of slices of the cotangent, one fused loop as the forward is
         out = None
         for j in range(m):
-            weight = P.broadcast_to(P.reshape(slice_along(kernel, 0, j, j + 1), ()), (length,))
-            term = P.mul(slice_along(padded, 0, start + j, start + j + length), weight)
-            out = term if out is None else P.add(out, term)
-        return out
+            weight = P.broadcast_to(P.reshape(slice_along(kernel, 0, j, j + 1), ()), a.shape)
+            shifted = P.concatenate(
+                [zeros_along(a, 0, m - 1 - j), P.mul(a, weight), zeros_along(a, 0, j)], 0
+            )
+            out = shifted if out is None else P.add(out, shifted)
+        return slice_along(out, 0, start, start + length)
+    padded = P.concatenate([zeros_along(a, 0, m - 1), a, zeros_along(a, 0, m - 1)], 0)
     rows = np.arange(start, start + length, dtype=np.int64)[:, None]
     windows = P.gather(padded, P.const(rows + np.arange(m, dtype=np.int64)[None, :]), 0)
     return P.matmul(windows, kernel)
