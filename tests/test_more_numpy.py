@@ -62,6 +62,13 @@ def nan_reductions(m):
         np.nancumsum(m, axis=1),
         np.nancumsum(m),
         np.nancumprod(m, axis=0),
+        np.nanmedian(m),
+        np.nanmedian(m, axis=1),  # 3, 0 (NaN), 3 and 3 numbers
+        np.nanmedian(m, axis=0, keepdims=True),
+        np.nanquantile(m, 0.3),
+        np.nanquantile(m, [0.1, 0.5, 0.9], axis=1),
+        np.nanpercentile(m, [25, 75], axis=0, keepdims=True),
+        np.nanquantile(m, 0.75, axis=1, keepdims=True),
     )
 
 
@@ -194,6 +201,11 @@ DIFFERENTIABLE = {
         + np.sum(np.nancumsum(np.where(NAN_AT, np.nan, x)) ** 2)
         + np.sum(np.nancumprod(np.where(NAN_AT, np.nan, x).reshape(3, 3), axis=1))
     ),
+    "nanmedian, nanquantile": lambda x: (
+        np.nanmedian(np.where(NAN_AT, np.nan, x)) ** 2
+        + np.sum(np.nanquantile(np.where(NAN_AT, np.nan, x).reshape(3, 3), [0.3, 0.8], axis=1) ** 3)
+        + np.sum(np.nanmedian(np.where(NAN_AT, np.nan, x).reshape(3, 3), axis=0) ** 2)
+    ),
     "cov": lambda x: (
         np.sum(np.cov(x.reshape(3, 3)) ** 2)
         + np.sum(np.cov(x[:6].reshape(2, 3), aweights=np.array([1.0, 2.0, 0.5])) * 3)
@@ -289,6 +301,8 @@ def test_nan_functions_answer_all_nan_slices_as_numpy():
             np.nancumsum(m, axis=1),
             np.nanargmax(m, axis=1),
             np.nanargmin(m, axis=1),
+            np.nanmedian(m, axis=1),
+            np.nanquantile(m, 0.3, axis=1),
         )
 
     for backend in ("numpy", "cpu"):
@@ -302,6 +316,8 @@ def test_nan_functions_answer_all_nan_slices_as_numpy():
         # NumPy raises "All-NaN slice encountered" for the second row; the program answers -1
         np.testing.assert_array_equal(got[6], [1, -1])
         np.testing.assert_array_equal(got[7], [1, -1])
+        np.testing.assert_array_equal(got[8], [2.0, np.nan])
+        np.testing.assert_array_equal(got[9], [2.0, np.nan])
         with pytest.raises(ValueError, match="All-NaN slice"):
             np.nanargmax(nan3, axis=1)
     # the derivative goes to the numbers only, and is 0 (not NaN) around the all-NaN slice
@@ -320,6 +336,8 @@ def test_integer_input_goes_to_the_plain_functions():
             np.nanstd(k, axis=0),
             np.nanprod(k, axis=0),
             np.nancumsum(k),
+            np.nanmedian(k, axis=1),
+            np.nanquantile(k, 0.3),
             np.convolve(k[0], k[1]),
             np.searchsorted(k[1], k[0]),
             np.cov(k),
@@ -379,6 +397,12 @@ def test_unsupported_arguments_are_refused_clearly():
         jit(lambda x: np.nanmax(x, initial=0.0))(x)
     with pytest.raises(tg.TracingError, match=r"np.nanvar: argument\(s\) \['where'\]"):
         jit(lambda x: np.nanvar(x, where=x > 0))(x)
+    with pytest.raises(tg.TracingError, match="method 'nearest' is not supported"):
+        jit(lambda x: np.nanquantile(x, 0.5, method="nearest"))(x)
+    with pytest.raises(tg.TracingError, match="q must be static"):
+        jit(lambda x: np.nanpercentile(x, x[0]))(x)
+    with pytest.raises(ValueError, match=r"Quantiles must be in the range \[0, 1\]"):
+        jit(lambda x: np.nanquantile(x, 1.5))(x)
     with pytest.raises(ValueError, match="empty sequence"):
         jit(lambda x: np.nanargmax(x[:0]))(x)
     with pytest.raises(ValueError, match="cannot include zero"):

@@ -1,12 +1,14 @@
 """The NaN-ignoring reductions and scans, on traced values (stage: tracing): nanmax, nanmin,
-nanargmax, nanargmin, nanvar, nanstd, nanprod, nancumsum, nancumprod (nansum and nanmean are in
-scans.py).
+nanargmax, nanargmin, nanvar, nanstd, nanprod, nancumsum, nancumprod, nanmedian, nanquantile,
+nanpercentile (nansum and nanmean are in scans.py).
 
-Each replaces the NaNs by the identity of its operation (np.where, so their cotangent is 0) and
-reduces as the plain function does; all-NaN slices get NumPy's answer: NaN for nanmax, nanmin,
-nanvar and nanstd, 1 for nanprod, 0 in the running sum, and -1 for nanargmax and nanargmin, where
-NumPy raises a ValueError (a compiled program cannot raise on its values; test the result).
-Integer and bool input holds no NaN and goes to the plain function.
+The reductions and scans replace the NaNs by the identity of their operation (np.where, so their
+cotangent is 0) and reduce as the plain function does; the order statistics sort each slice (NaN
+last) and read it at positions computed from its count of numbers. All-NaN slices get NumPy's
+answer: NaN for nanmax, nanmin, nanvar, nanstd and the order statistics, 1 for nanprod, 0 in
+the running sums, and -1 for nanargmax and nanargmin, where NumPy raises a ValueError (a
+compiled program cannot raise on its values; test the result). Integer and bool input holds no
+NaN and goes to the plain function.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ import numpy as np
 
 from .. import primitives as P
 from ..ir import Var
-from ..tracing.dispatch import FUNCTIONS, register
+from ..base.errors import TracingError
+from ..tracing.dispatch import FUNCTIONS, implements, register
 from ..tracing.source import at_source
+from .gathers import take_along_axis
 from .operands import as_var, normalize_axis
 from .reductions import refuse_extra_arguments
 from .shapes import ravel
+from .sorting import sort
 
 
 def _nans(x: Var) -> Var:
@@ -177,3 +182,111 @@ def nan_scan(name: str, identity: float):
 
 register("nancumsum", nan_scan("cumsum", 0))
 register("nancumprod", nan_scan("cumprod", 1))
+
+
+# ---- order statistics of the numbers of each slice: sorted, NaN last, k numbers per slice
+
+
+def _nan_order_statistics(x: Var, q: np.ndarray, axis, keepdims: bool, method: str) -> Var:
+    """NumPy's nanquantile (method 'linear') and nanmedian ('median'): the quantiles of the k
+    numbers of each slice, read from the sorted slice (NaN last) at positions that depend on k
+    (traced gathers); NaN for an all-NaN slice."""
+    shape = x.shape
+    if axis is None:
+        x, axis = ravel(x), 0
+    elif isinstance(axis, (tuple, list)):
+        raise TracingError(
+            f"np.nanquantile: a tuple of axes is not supported on traced values{at_source()}"
+        )
+    axis = normalize_axis(axis, x.ndim)
+    if x.shape[axis] == 0:
+        raise ValueError(f"np.nanquantile of an empty axis is not supported{at_source()}")
+    s = sort(x, axis)
+    k = _present(_nans(x), (axis,), True)
+    n_q = max(q.size, 1)
+    lead = (1,) * axis + (n_q,) + (1,) * (x.ndim - axis - 1)
+    out_shape = s.shape[:axis] + (n_q,) + s.shape[axis + 1 :]
+    count = P.broadcast_to(k, out_shape)
+    last = P.maximum(P.sub(count, 1), 0)
+    if method == "median":
+        lo = P.maximum(P.apply_elementwise(P.floor_divide_p, P.sub(count, 1), 2), 0)
+        hi = P.minimum(P.apply_elementwise(P.floor_divide_p, count, 2), last)
+        a, b = take_along_axis(s, lo, axis), take_along_axis(s, hi, axis)
+        out = P.where(P.compare(P.eq_p, lo, hi), a, P.mul(P.add(a, b), 0.5))
+    else:
+        qs = P.broadcast_to(P.const(q.reshape(lead).astype(np.float64)), out_shape)
+        position = P.mul(P.convert(last, np.float64), qs)
+        lo = P.convert(P.unary(P.floor_p, position), np.int64)
+        hi = P.minimum(P.add(lo, 1), last)
+        gamma = P.convert(P.sub(position, P.convert(lo, np.float64)), s.dtype)
+        a, b = take_along_axis(s, lo, axis), take_along_axis(s, hi, axis)
+        # NumPy's _lerp: from b where the weight is at least a half (the same rounding)
+        diff = P.sub(b, a)
+        from_a = P.add(a, P.mul(diff, gamma))
+        from_b = P.sub(b, P.mul(diff, P.sub(1.0, gamma)))
+        out = P.where(P.compare(P.ge_p, gamma, 0.5), from_b, from_a)
+    out = P.where(P.compare(P.eq_p, count, 0), P.const(np.nan, out.shape, out.dtype), out)
+    out = P.reshape(out, s.shape[:axis] + q.shape + s.shape[axis + 1 :])
+    if q.ndim:  # NumPy puts the q axes first
+        m = q.ndim
+        out = P.transpose(
+            out, list(range(axis, axis + m)) + list(range(axis)) + list(range(axis + m, out.ndim))
+        )
+    if keepdims:
+        kept = (
+            (1,) * len(shape)
+            if len(shape) != x.ndim
+            else (x.shape[:axis] + (1,) + x.shape[axis + 1 :])
+        )
+        out = P.reshape(out, q.shape + kept)
+    return out
+
+
+@implements("nanquantile")
+def nanquantile(
+    a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, **kw
+):
+    """np.nanquantile, method 'linear' (NumPy's default), static q."""
+    if out is not None or kw:
+        raise TracingError(
+            f"np.nanquantile: out= and {sorted(kw)} are not supported on traced values{at_source()}"
+        )
+    if isinstance(q, Var):
+        raise TracingError(
+            f"np.nanquantile: q must be static (numbers), not a traced value{at_source()}"
+        )
+    x = as_var(a)
+    if not P.is_float(x.dtype):
+        return FUNCTIONS["quantile"](x, q, axis, None, overwrite_input, method, keepdims)
+    if method != "linear":
+        raise TracingError(
+            f"np.nanquantile: method {method!r} is not supported on traced values (only "
+            f"'linear'){at_source()}"
+        )
+    dtype = np.result_type(x.dtype, q if isinstance(q, (int, float)) else np.asarray(q))
+    q = np.asarray(q, dtype=np.float64)
+    if np.any((q < 0) | (q > 1)):
+        raise ValueError(f"Quantiles must be in the range [0, 1]{at_source()}")
+    return _nan_order_statistics(P.convert(x, dtype), q, axis, keepdims, "linear")
+
+
+@implements("nanpercentile")
+def nanpercentile(
+    a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, **kw
+):
+    if isinstance(q, Var):
+        raise TracingError(
+            f"np.nanpercentile: q must be static (numbers), not a traced value{at_source()}"
+        )
+    q = q / 100 if isinstance(q, (int, float)) else np.asarray(q) / 100
+    return nanquantile(a, q, axis, out, overwrite_input, method, keepdims, **kw)
+
+
+@implements("nanmedian")
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """np.nanmedian: the median of the numbers of each slice (NaN where there are none)."""
+    refuse_extra_arguments("nanmedian", {"out": out})
+    x = as_var(a)
+    if not P.is_float(x.dtype):
+        return FUNCTIONS["median"](x, axis, None, overwrite_input, keepdims)
+    return _nan_order_statistics(x, np.asarray(0.5), axis, keepdims, "median")
