@@ -11,8 +11,10 @@ element loops and the per-call time of large updates, against JAX in the same ru
    JAX runs the same loop with `y = y.at[i].set(...)` under `jit(value_and_grad)`.
 2. **Large updates** (n = 1,000,000, float64): exp, a scatter of 10,000 values, sin, an indexed
    accumulation, a sum; `value_and_grad` per call, with and without buffer donation
-   (tracegrad/cpu/donation.py), with and without scatters in place (tracegrad/cpu/scatters.py),
-   and JAX's `.at[]` version. The bytes floor is one pass that reads x and writes an array of
+   (tracegrad/cpu/donation.py), with and without scatters in place (tracegrad/cpu/scatters.py)
+   and their fix-up loops, with the kernels' loop indices signed (as before: Numba wraps a
+   signed index around, and LLVM gathers instead of loading a vector), and JAX's `.at[]`
+   version. The bytes floor is one pass that reads x and writes an array of
    its size (the gradient): what any program must move at least.
 
 Medians of interleaved rounds (the machine is shared: only ratios from one run mean anything).
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import types
 
 os.environ.setdefault("TRACEGRAD_TIERED", "0")  # compiled programs from the first call
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,7 +39,8 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
-from tracegrad.cpu import donation, scatters  # noqa: E402
+from tracegrad.cpu import donation, kernels, scatters  # noqa: E402
+from tracegrad.fusion import render  # noqa: E402
 
 N_FILL = 64
 N_BIG = 1_000_000
@@ -135,6 +139,13 @@ print(sorted(times)[len(times) // 2])
 """
 
 
+def renamed(fun, tag: str):
+    """`fun` under another name: a function of its own for the program caches (which know a
+    function by its code), so that each variant compiles its own program."""
+    code = fun.__code__.replace(co_name=f"{fun.__name__}_{tag.replace(' ', '_').replace(',', '')}")
+    return types.FunctionType(code, fun.__globals__, code.co_name)
+
+
 def median(fn, rounds: int = 15) -> float:
     fn()
     fn()
@@ -168,19 +179,29 @@ def main() -> None:
     v = rng.normal(size=10_000)
     programs = {"tracegrad": tg.value_and_grad(updates, argnums=(0, 1), backend="cpu")}
     programs["tracegrad"](x, v, idx, idx2)
-    for name, module, attr in (
-        ("no donation", donation, "donate"),
-        ("no scatters in place", scatters, "scatter_in_place"),
-    ):
-        original = getattr(module, attr)
+    off = lambda plan: plan
+    variants = {
+        "no donation": [(donation, "donate", off)],
+        "no scatters in place": [(scatters, "scatter_in_place", off)],
+        "no fix-up loops": [(scatters, "SPLIT_LOOPS", False)],
+        # the kernels' own index signed, as before (Numba wraps it around: LLVM gathers)
+        "signed indices": [(kernels.CpuPrinter, "subscript", render.Printer.subscript)],
+    }
+    variants["signed, no scatters in place"] = (
+        variants["signed indices"] + variants["no scatters in place"]
+    )
+    for name, patches in variants.items():
+        saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in patches]
         try:
-            setattr(module, attr, lambda plan: plan)
+            for obj, attr, value in patches:
+                setattr(obj, attr, value)
             programs[name] = tg.value_and_grad(
-                lambda *a: updates(*a), argnums=(0, 1), backend="cpu"
+                renamed(updates, name), argnums=(0, 1), backend="cpu"
             )
-            programs[name](x, v, idx, idx2)  # compiled now, without the pass
+            programs[name](x, v, idx, idx2)  # compiled now, with the patches
         finally:
-            setattr(module, attr, original)
+            for obj, attr, value in saved:
+                setattr(obj, attr, value)
     results = {k: f(x, v, idx, idx2) for k, f in programs.items()}
     for k, out in results.items():  # the same gradient, bit for bit
         np.testing.assert_array_equal(out[1][0], results["tracegrad"][1][0], err_msg=k)

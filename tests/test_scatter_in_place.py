@@ -122,9 +122,11 @@ def test_the_in_place_path_is_taken(monkeypatch):
     assert fixes and all(s.shape[0] < N // scatters.MIN_SPARSITY for s in fixes)
     # the split loops read no scattered buffer: their loads were zeros
     split = [s for s in big if any(f.name == s.name + "f" for f in fixes)]
-    assert len(split) == 2
+    assert split  # exp and sin: split; the cotangent loop reads too many arrays to gather
     for loop in split:
         assert not any(isinstance(op, Load) and id(op.buffer) in scattered for op in loop.ops)
+    whole = [s for s in big if s not in split and not s.reductions]
+    assert any(isinstance(op, Load) and id(op.buffer) in scattered for s in whole for op in s.ops)
     # every scattered buffer is reset after the last step that reads it
     for j, step in enumerate(plan.steps):
         if isinstance(step, scatters.ResetStep):

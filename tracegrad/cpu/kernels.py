@@ -118,6 +118,16 @@ class CpuPrinter(render.Printer):
     def array(self, a) -> str:
         return a if isinstance(a, str) else self.arg[id(a)]
 
+    def subscript(self, array, index) -> str:
+        """A loop's own index (`i<a>`, stride 1, no offset) is written unsigned: it is never
+        negative, and a signed one makes Numba wrap negative indices around, a select that
+        keeps LLVM from vectorising the loop (it gathered and scattered instead: a sine over
+        10^6 elements took 5.0 ms against 1.1 ms with the index unsigned)."""
+        if not index:
+            return super().subscript(array, index)
+        parts = [f"np.uint64({ix.var})" if _own_axis(ix) else self.index(ix) for ix in index]
+        return f"{self.array(array)}[{', '.join(parts)}]"
+
     def index(self, ix) -> str:
         """The stride is written in; a non-zero offset is an argument (a literal in a scalar
         loop, where it is a position in an assembled vector or a pool)."""
@@ -186,6 +196,18 @@ class CpuPrinter(render.Printer):
         body = Lines()
         self.statements(self.kernel.body, 1, body)
         return body
+
+
+def _own_axis(ix) -> bool:
+    """Whether an index is a loop's own variable over an axis, as it is."""
+    return (
+        not isinstance(ix, str)
+        and ix.var is not None
+        and ix.stride == 1
+        and ix.offset == 0
+        and ix.var[:1] == "i"
+        and ix.var[1:].isdigit()
+    )
 
 
 def _free_names(source: str) -> tuple[list[str], set[str]]:

@@ -30,8 +30,9 @@ This pass changes both, for a scatter-add of float64 values into a 1-d array of 
 A loop is split only when every load and store uses the loop's own index on an array of the
 loop's shape (or reads a 0-d array), it has no reduction or running scan, no op that depends on
 the position itself (clamps, bounds and equality of indices), and the positions to fix up are
-few next to its size. Otherwise it reads the scattered buffer whole, which still saves the fresh
-array every call.
+few enough that gathering and putting back costs less than the reads it saves
+(`RANDOM_ACCESS_COST`). Otherwise it reads the scattered buffers whole, which still saves the
+fresh arrays every call.
 """
 
 from __future__ import annotations
@@ -56,10 +57,15 @@ from ..fusion.steps import (
     identity_index,
 )
 
-# A scatter of m values into n elements runs in place when n >= MIN_SPARSITY * m; a loop that
-# reads scattered buffers is split when its size is at least MIN_SPARSITY times the number of
-# positions to fix up.
+# A scatter of m values into n elements runs in place when n >= MIN_SPARSITY * m.
 MIN_SPARSITY = 8
+# A loop of n elements that reads k scattered buffers is split when k * n (the elements it no
+# longer reads) is at least RANDOM_ACCESS_COST times the elements the fix-up gathers and puts
+# back ((reads + stores) * positions): a gathered element costs about as much as this many
+# streamed ones. Measured on the large update of benchmarks/bench_updates.py, vectorised loops:
+# exp and sin with 2 scattered buffers of 10^6, 10^4 positions: 2.2 ms split against 3.6 ms
+# whole; cos with 4 of them, 3 x 10^4 positions, 7 reads: 2.8 ms split against 2.5 ms whole.
+RANDOM_ACCESS_COST = 16
 # Whether elementwise loops that read scattered buffers are split (off: they read them whole)
 SPLIT_LOOPS = True
 
@@ -237,23 +243,28 @@ def reset(out: np.ndarray, positions: np.ndarray) -> None:
 def gather_at(parts, pos, srcs, smalls) -> None:
     if len(parts) > 1:
         np.concatenate(parts, out=pos)
+    take = _loops()["take"]
     for src, small in zip(srcs, smalls, strict=True):
-        np.take(src.reshape(-1), pos, out=small)
+        take(src.reshape(-1), pos, small)  # half of np.take's time (measured, 7 x 30,000)
 
 
 def put_at(pos, smalls, dsts) -> None:
     for small, dst in zip(smalls, dsts, strict=True):
-        dst.reshape(-1)[pos] = small
-
-
-_ADD_AT = None
+        np.put(dst.reshape(-1), pos, small)  # dst is the program's own: reshape is a view
 
 
 def _add_at(v: np.ndarray, positions: np.ndarray, out: np.ndarray) -> None:
     """out[positions[i]] += v[i] in order of i: the order of the host kernel's scatter-add and
     of np.bincount, so the sums are the same."""
-    global _ADD_AT
-    if _ADD_AT is None:
+    _loops()["add_at"](v, positions, out)
+
+
+_LOOPS: dict = {}
+
+
+def _loops() -> dict:
+    """The compiled loops of the steps, made on first use (they need Numba)."""
+    if not _LOOPS:
         from numba import njit
 
         @njit(cache=True, nogil=True)
@@ -261,8 +272,13 @@ def _add_at(v: np.ndarray, positions: np.ndarray, out: np.ndarray) -> None:
             for i in range(positions.shape[0]):
                 out[positions[i]] += v[i]
 
-        _ADD_AT = add_at
-    _ADD_AT(v, positions, out)
+        @njit(cache=True, nogil=True)
+        def take(src, positions, out):
+            for i in range(positions.shape[0]):
+                out[i] = src[positions[i]]
+
+        _LOOPS.update(add_at=add_at, take=take)
+    return _LOOPS
 
 
 # ----------------------------------------------------------------------------------------------
@@ -389,7 +405,9 @@ def split_loop(loop: FusedLoop, sparse: dict[int, ScatterStep]):
         ):
             return None
     m = sum(s.positions.shape[0] for s in scattered)
-    if size < MIN_SPARSITY * m:
+    stored_buffers = len({id(st.buffer) for st in loop.stores})
+    skipped = len({id(b) for b in read if id(b) in sparse})
+    if skipped * size < RANDOM_ACCESS_COST * (len(read) + stored_buffers) * m:
         return None
 
     made: list[Buffer] = []
