@@ -107,10 +107,13 @@ def signals(a, v, m, w):
         np.correlate(v, a, "same"),
         np.correlate(v, a),
         np.correlate(a[:3], a, "same"),
-        # both longer than 32 points: the window table and a matrix-vector product
+        # both longer than 32 points: the blocked Toeplitz product
         np.convolve(w, w[:33], "same"),
         np.correlate(w[:34], w, "full"),
         np.correlate(w, w[3:], "valid"),
+        # longer than a block of 128 outputs: several blocks, kernel longer than the block
+        np.correlate(np.tile(w, 4), np.tile(w, 4)[:131], "full"),
+        np.convolve(np.tile(w, 4)[:140], np.tile(w, 4)[5:], "same"),
         np.unwrap(np.cumsum(v) * 3),
         np.unwrap(m * 4, axis=0),
         np.unwrap(m * 5, period=3.0),
@@ -217,6 +220,7 @@ DIFFERENTIABLE = {
     "convolve, correlate": lambda x: (
         np.sum(np.convolve(x[:5], x[5:]) ** 2)
         + np.sum(np.correlate(np.tile(x, 4), np.tile(x[::-1], 4), "same") ** 2) / 100
+        + np.sum(np.convolve(np.tile(x, 15), np.tile(x[::-1], 15)[:130], "valid") ** 2) / 1e4
         + np.sum(np.correlate(x, x[2:5], "same") ** 2)
         + np.sum(np.sin(np.convolve(x[:3], x, "valid")))
     ),

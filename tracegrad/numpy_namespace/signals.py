@@ -2,10 +2,11 @@
 
 np.convolve and np.correlate slide the shorter sequence (reversed for the convolution) along the
 zero-padded longer one. Up to 32 points it is a sum of that many shifted copies of the longer one
-(zeros around), each times one point: one fused loop, and so is its adjoint. A longer one makes
-the windows (one gather by a constant index table, the output's length times its length) and
-one matrix-vector product. Either sequence may be traced; the derivatives are those of the
-shifts, the gather and the product, at every order.
+(zeros around), each times one point: one fused loop, and so is its adjoint. A longer one is one
+matrix product: the longer sequence cut into overlapping windows of 128 + m - 1 points (a gather
+by a constant index table, about (1 + m / 128) times its length) times the Toeplitz matrix of
+the shorter one ((128 + m - 1) x 128, a gather of it). Either sequence may be traced; the
+derivatives are those of the shifts, the gathers and the product, at every order.
 """
 
 from __future__ import annotations
@@ -71,9 +72,10 @@ def _windowed_product(name: str, a, v, mode, flip: bool) -> Var:
     return P.reverse(_region(v, a, total - start - length, length), 0)
 
 
-# Up to this kernel length the product is a sum of shifted slices (one fused loop, no window
-# table); longer kernels use the window table and one matrix-vector product.
+# Up to this kernel length the product is a sum of shifted copies (one fused loop, its compile
+# time growing with the kernel); longer kernels are one blocked Toeplitz matrix product.
 SHIFTED_SUM_MAX = 32
+BLOCK = 128  # outputs per block of the longer kernels' product
 
 
 def _region(a: Var, kernel: Var, start: int, length: int) -> Var:
@@ -91,10 +93,24 @@ def _region(a: Var, kernel: Var, start: int, length: int) -> Var:
             )
             out = shifted if out is None else P.add(out, shifted)
         return slice_along(out, 0, start, start + length)
-    padded = P.concatenate([zeros_along(a, 0, m - 1), a, zeros_along(a, 0, m - 1)], 0)
-    rows = np.arange(start, start + length, dtype=np.int64)[:, None]
-    windows = P.gather(padded, P.const(rows + np.arange(m, dtype=np.int64)[None, :]), 0)
-    return P.matmul(windows, kernel)
+    # Blocks of `block` outputs: block r reads the window padded[start + block r + t] for
+    # t < block + m - 1, and out[block r + s] = sum_t window_r[t] toeplitz[t, s] with
+    # toeplitz[t, s] = kernel[t - s] (0 outside the kernel): one matrix product of the
+    # (blocks, block + m - 1) windows and the (block + m - 1, block) Toeplitz matrix
+    block = min(m, BLOCK)
+    blocks = -(-length // block)
+    width = block + m - 1
+    n = a.shape[0]
+    tail = max(m - 1, start + blocks * block - n)  # every window inside
+    padded = P.concatenate([zeros_along(a, 0, m - 1), a, zeros_along(a, 0, tail)], 0)
+    reads = start + block * np.arange(blocks, dtype=np.int64)[:, None] + np.arange(width)[None, :]
+    windows = P.gather(padded, P.const(reads), 0)
+    lag = np.arange(width)[:, None] - np.arange(block)[None, :]
+    inside = (lag >= 0) & (lag < m)
+    taps = P.gather(kernel, P.const(np.clip(lag, 0, m - 1).astype(np.int64)), 0)
+    toeplitz = P.where(P.const(inside), taps, P.const(0, taps.shape, taps.dtype))
+    out = P.reshape(P.matmul(windows, toeplitz), (blocks * block,))
+    return slice_along(out, 0, 0, length)
 
 
 @implements("convolve")
