@@ -107,7 +107,7 @@ def signals(a, v, m, w):
         np.correlate(v, a, "same"),
         np.correlate(v, a),
         np.correlate(a[:3], a, "same"),
-        # both longer than 32 points: the blocked Toeplitz product
+        # both longer than 16 points: the blocked Toeplitz product
         np.convolve(w, w[:33], "same"),
         np.correlate(w[:34], w, "full"),
         np.correlate(w, w[3:], "valid"),

@@ -1,7 +1,7 @@
 """Sequences as signals, on traced values (stage: tracing): convolve, correlate and unwrap.
 
 np.convolve and np.correlate slide the shorter sequence (reversed for the convolution) along the
-zero-padded longer one. Up to 32 points it is a sum of that many shifted copies of the longer one
+zero-padded longer one. Up to 16 points it is a sum of that many shifted copies of the longer one
 (zeros around), each times one point: one fused loop, and so is its adjoint. A longer one is one
 matrix product: the longer sequence cut into overlapping windows of 128 + m - 1 points (a gather
 by a constant index table, about (1 + m / 128) times its length) times the Toeplitz matrix of
@@ -74,7 +74,7 @@ def _windowed_product(name: str, a, v, mode, flip: bool) -> Var:
 
 # Up to this kernel length the product is a sum of shifted copies (one fused loop, its compile
 # time growing with the kernel); longer kernels are one blocked Toeplitz matrix product.
-SHIFTED_SUM_MAX = 32
+SHIFTED_SUM_MAX = 16
 BLOCK = 128  # outputs per block of the longer kernels' product
 
 
