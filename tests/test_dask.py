@@ -502,6 +502,36 @@ def test_chunks_go_where_they_are_unless_a_worker_would_get_more_than_its_share(
     assert split_runs([3], 4) == [[3]]
 
 
+def tracegrad_threads():
+    """The names of tracegrad's own worker threads in this process (cpu/pool.py)."""
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("tracegrad-"))
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: a program never uses more")
+def test_each_task_runs_its_program_on_task_threads_threads(client):
+    def logistic(w, X, y):  # its own function: programs of its own on the workers
+        return nll(w, X, y)
+
+    w, X, y = logistic_data(rows=80_000, features=4)  # chunks large enough for parallel loops
+    Xd, yd = persisted(client, chunked(X, y, chunk=40_000))
+    expected = tg.grad(logistic, backend="numpy")(w, X, y)
+    found = {}
+    for threads in (1, 2):
+        grad = tgd.grad(
+            logistic,
+            argnums=0,
+            data_argnums=(1, 2),
+            client=client,
+            backend="cpu",
+            task_threads=threads,
+        )
+        np.testing.assert_allclose(grad(w, Xd, yd), expected, rtol=1e-12)
+        per_worker = client.run(tracegrad_threads)
+        found[threads] = {name for names in per_worker.values() for name in names}
+    # one thread: no helper threads anywhere; two: the same work starts them
+    assert found[1] == set() and found[2] != set()
+
+
 # ----------------------------------------------------------------------------------------------
 # Errors: on a worker, and bad input before any work
 

@@ -78,8 +78,9 @@ class Job:
             self.blob = None
             self.key = uuid.uuid4().hex
         else:
+            # the thread count is a program's (it is compiled for it): part of the key
             self.key = hashlib.sha256(
-                self.blob + repr((kind, argnums, backend)).encode()
+                self.blob + repr((kind, argnums, backend, task_threads)).encode()
             ).hexdigest()
 
     def __getstate__(self) -> dict:
