@@ -98,11 +98,9 @@ def test_transposed_matmul_operands_are_views():
 
 def test_hessian_with_slices_is_one_loop():
     x = rng.standard_normal(100)
-    sparsity.ENABLED = False  # one seed per row: the whole Hessian in one loop
-    try:
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(sparsity, "ENABLED", False)  # one seed per row: the whole Hessian in one loop
         plan = agrees(tg.hessian(w3), x)
-    finally:
-        sparsity.ENABLED = True
     assert len(plan.steps) == 1
     # compressed seeds (a tridiagonal Hessian: 3 colours): one loop over the 3 compressed rows
     # and one fused fill of the 100 x 100 result
@@ -206,7 +204,8 @@ def test_fusion_is_backend_neutral():
     ].node.prim.name == "sin"
 
 
-def test_identity_seeds_can_be_computed_instead_of_read():
+def test_identity_seeds_can_be_computed_instead_of_read(monkeypatch):
+    monkeypatch.setattr(sparsity, "ENABLED", False)  # the dense Hessian: one identity seed
     graph = graph_of(tg.hessian(w3), rng.standard_normal(50))
     read = fusion.plan(graph)
     computed = fusion.plan(graph, computed_identity=True)
