@@ -364,6 +364,14 @@ def test_searchsorted_is_exact_at_ties_and_has_no_derivative():
     np.testing.assert_array_equal(g, [np.sum(np.searchsorted(a[:5], v[:5])), 0, 0, 0, 0])
 
 
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_the_searchsorted_method_of_a_traced_array(backend):
+    a, v = np.array([1.0, 2.0, 2.0, 5.0]), np.array([0.5, 2.0, 4.0, 9.0])
+    for side in ("left", "right"):
+        got = tg.jit(lambda a, v, s=side: a.searchsorted(v, side=s), backend=backend)(a, v)
+        np.testing.assert_array_equal(got, a.searchsorted(v, side=side))
+
+
 # ----------------------------------------------------------------------------------------------
 # Errors
 

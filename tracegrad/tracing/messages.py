@@ -34,9 +34,6 @@ _INSTEAD = {
     "permute_dims": "np.transpose",
     "concat": "np.concatenate",
     "vecdot": "np.sum(a * b, axis=-1)",
-    "nanmax": "np.max(np.where(x != x, -np.inf, x)) (NaN != NaN)",
-    "nanmin": "np.min(np.where(x != x, np.inf, x)) (NaN != NaN)",
-    "nanprod": "np.prod(np.where(x != x, 1.0, x)) (NaN != NaN)",
     # as many indices as nonzero elements: a shape that depends on the values
     "nonzero": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
     "argwhere": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",

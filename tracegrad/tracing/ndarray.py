@@ -190,6 +190,9 @@ class NdarrayInterface:
     def argsort(self, axis=-1, kind=None, order=None):
         return np.argsort(self, axis, kind, order)
 
+    def searchsorted(self, v, side="left", sorter=None):
+        return np.searchsorted(self, v, side, sorter)
+
     def argpartition(self, kth, axis=-1, **kw):
         return np.argpartition(self, kth, axis, **kw)
 
