@@ -254,3 +254,25 @@ def test_dense_or_other_dtype_scatters_keep_the_plain_step(monkeypatch):
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
     for g, w in zip(got[1], want[1], strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_loops_own_index_is_unsigned_and_shifted_ones_keep_their_sign():
+    # kernels index with the loop's own variable as np.uint64 (no wrap-around select, so the
+    # loop vectorises); an index with an offset or a stride keeps its sign
+    def shifted(x):
+        return np.sum(np.sin(x[1:]) * x[:-1]) + np.sum(np.cos(x[::-1]) * x)
+
+    x = np.linspace(-2.0, 3.0, 301)
+    text = tg.make_kernels(tg.grad(shifted), backend="cpu")(x)
+    lines = text.splitlines()
+    assert any("[np.uint64(i0)] = " in line for line in lines)  # the gradient's store
+    assert any("[-i0 + o" in line for line in lines)  # the reversed read: signed, as before
+    assert not any("np.uint64(-" in line or "np.uint64(i0 " in line for line in lines)
+    got = tg.grad(shifted, backend="cpu")(x)
+    want = tg.grad(shifted, backend="numpy")(x)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    h = 1e-6
+    e = np.zeros_like(x)
+    e[7] = h
+    fd = (shifted(x + e) - shifted(x - e)) / (2 * h)  # central difference, float64
+    np.testing.assert_allclose(got[7], fd, rtol=1e-6)
