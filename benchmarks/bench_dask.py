@@ -87,7 +87,10 @@ def plain_process(conn, rows: int, chunk: int, lo: int, hi: int, backend: str) -
     w = 0.1 * np.ones(FEATURES)
     local(w, Xs[:chunk], ys[:chunk])
     conn.send("ready")
-    while conn.recv():
+    while order := conn.recv():
+        if order == "cpu":
+            conn.send(time.process_time())
+            continue
         total = sum(
             local(w, Xs[i : i + chunk], ys[i : i + chunk]) for i in range(0, len(Xs), chunk)
         )
@@ -122,6 +125,12 @@ class PlainProcesses:
         for pipe in self.pipes:
             pipe.send(True)
         return sum(pipe.recv() for pipe in self.pipes)
+
+    def cpu(self) -> list[float]:
+        """Each process's CPU seconds so far."""
+        for pipe in self.pipes:
+            pipe.send("cpu")
+        return [pipe.recv() for pipe in self.pipes]
 
     def close(self) -> None:
         for pipe in self.pipes:
@@ -182,6 +191,15 @@ def gradients(rows: int, chunk: int, rounds: int, backend: str) -> tuple[list[di
             }
             for name, ts in times.items()
         ]
+        cpu = {}
+        for n, (_, client) in clusters.items():
+            name = next(k for k in candidates if k.startswith(f"tracegrad.dask, {n} "))
+            cpu[name] = cpu_per_call(candidates[name], lambda c=client: list(cpu_of(c)), rounds)
+        for n, processes in plain.items():
+            name = next(k for k in candidates if k.startswith(f"ceiling: {n} "))
+            cpu[name] = cpu_per_call(processes, processes.cpu, rounds)
+        for row in rows_out:
+            row["cpu"] = cpu.get(row["name"])
         overhead = call_overhead(clusters[2][1], backend, rounds)
     finally:
         for processes in plain.values():
@@ -190,6 +208,19 @@ def gradients(rows: int, chunk: int, rounds: int, backend: str) -> tuple[list[di
             client.close()
             cluster.close()
     return rows_out, overhead
+
+
+def cpu_of(client) -> list[float]:
+    return client.run(time.process_time).values()
+
+
+def cpu_per_call(call, cpu, calls: int) -> list[float]:
+    """Each process's CPU seconds per call, over `calls` calls: the work it did, whatever the
+    other processes on the machine took from it meanwhile."""
+    before = cpu()
+    for _ in range(calls):
+        call()
+    return [(b - a) / calls for a, b in zip(before, cpu(), strict=True)]
 
 
 def call_overhead(client, backend: str, rounds: int) -> dict:
@@ -243,13 +274,15 @@ def report(rows: int, chunk: int, results: list[dict], overhead: dict, backend: 
         f"### One gradient of the logistic loss, {rows:,} x {FEATURES} float64, "
         f"{rows // chunk} chunks of {chunk:,} rows, backend {backend}",
         "",
-        "| candidate | median | fastest | vs one process | first call | max relative difference |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| candidate | median | fastest | vs one process | first call | max relative difference "
+        "| CPU per call, each process |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
+        cpu = " + ".join(f"{c * 1e3:.0f}" for c in r["cpu"]) + " ms" if r.get("cpu") else ""
         lines.append(
             f"| {r['name']} | {r['median'] * 1e3:.0f} ms | {r['min'] * 1e3:.0f} ms | "
-            f"{r['median'] / single:.2f}x | {r['first']:.2f} s | {r['difference']:.1e} |"
+            f"{r['median'] / single:.2f}x | {r['first']:.2f} s | {r['difference']:.1e} | {cpu} |"
         )
     one = next(r for r in results if "1 worker" in r["name"])
     two = next(r for r in results if "2 worker" in r["name"])
@@ -261,6 +294,12 @@ def report(rows: int, chunk: int, results: list[dict], overhead: dict, backend: 
         f"{one['min'] / two['min']:.2f}x (fastest rounds); the machine's ceiling in the same "
         f"rounds, 2 plain processes against 1: {one_plain['median'] / two_plain['median']:.2f}x "
         f"(medians), {one_plain['min'] / two_plain['min']:.2f}x (fastest).",
+        "",
+        "On free cores a call would take the busiest process's CPU time plus the fixed cost of a "
+        f"call ({overhead['whole call'] * 1e3:.0f} ms, below): "
+        f"{projected(one, overhead):.0f} ms on 1 worker process, {projected(two, overhead):.0f} "
+        f"ms on 2, {(projected(one, overhead) / projected(two, overhead)):.2f}x (an estimate from "
+        "the CPU times, not a timing).",
     ]
     lines += [
         "",
@@ -275,6 +314,12 @@ def report(rows: int, chunk: int, results: list[dict], overhead: dict, backend: 
         else:
             lines.append(f"| {name} | {seconds * 1e3:.1f} |")
     return "\n".join(lines)
+
+
+def projected(row: dict, overhead: dict) -> float:
+    """Milliseconds a call would take on free cores: its busiest process's CPU, and the fixed cost
+    (which is mostly waiting for messages, not CPU)."""
+    return (max(row["cpu"]) + overhead["whole call"]) * 1e3
 
 
 def write_section(body: str) -> None:
