@@ -179,7 +179,11 @@ class LoopBuilder:
         return self._add(Select(self._new("v"), equal, one, zero, var.dtype, depth))
 
     def _zero(self, dtype: np.dtype) -> str:
-        return self._add(Literal(self._new("c"), np.zeros((), dtype)))
+        """The loop's one literal zero of `dtype` (the value outside every piece)."""
+        key = ("zero", np.dtype(dtype))
+        if key not in self.memo:
+            self.memo[key] = self._add(Literal(self._new("c"), np.zeros((), dtype)))
+        return self.memo[key]
 
     def _piece(self, base: Index, length: int) -> tuple[Index | None, str | None]:
         """The index into a piece of `length` along one axis, and its in-range condition."""

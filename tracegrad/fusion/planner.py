@@ -22,12 +22,15 @@ from .inline import (
     points_read,
     uniform_value,
 )
+from .loop_ir import op_inputs
 from .steps import (
     Buffer,
+    Equal,
     EvalStep,
     FusedLoop,
     Index,
     MatmulStep,
+    Op,
     Plan,
     Reduction,
     Scan,
@@ -132,11 +135,22 @@ class Planner:
         points: dict[Var, set] = {}
         for node in reversed(self.graph.nodes):
             v = node.out
-            if not self.fusable(node) or v in self.mat or self._is_buffer_leaf(v):
+            if (
+                not self.fusable(node)
+                or v in self.mat
+                or v in self.literals  # one number: free at any point
+                or self._is_buffer_leaf(v)
+            ):
                 continue
             here: set = set()
             for user in users.get(v, ()):
                 out = user.out
+                if not self.fusable(user):
+                    # a reduction or scan computes its operand at one point per point of its
+                    # loop (anything else reads it from a buffer): without this point, every
+                    # value under a sum would look unread and none would be stored
+                    here.add(identity_index(v.ndim))
+                    continue
                 at = (
                     {identity_index(out.ndim)}
                     if out in self.mat or out not in points
@@ -146,6 +160,9 @@ class Planner:
                     here |= points_read(user, v, index)
                     if len(here) > MAX_POINTS:
                         break
+            if self._loaded_through(v):  # a load at another index: nothing to store
+                points[v] = here
+                continue
             if len(here) > MAX_POINTS or (len(here) > 1 and cost.get(v, 0) > RECOMPUTE_LIMIT):
                 self.mat.add(v)
                 continue
@@ -167,6 +184,15 @@ class Planner:
         return node is None or (
             node.prim.kind is Kind.CONST and v not in self.literals and v not in self.identities
         )
+
+    def _loaded_through(self, v: Var) -> bool:
+        """A value that index nodes make of an array (a reversed or broadcast input): a loop
+        computes it by loading that array, at any number of points, as cheaply as it would load
+        a stored copy."""
+        if inline_kind(self.producer[v]) != "index":
+            return False
+        src = self._through_index_nodes(v)
+        return src in self.mat or src in self.literals or self._is_buffer_leaf(src)
 
     def _through_index_nodes(self, v: Var) -> Var:
         while v in self.producer and inline_kind(self.producer[v]) == "index":
@@ -384,7 +410,7 @@ class Planner:
             loop = FusedLoop(
                 f"k{k}",
                 g.shape,
-                lb.ops,
+                _live(lb.ops, [r.value for r in [*stores, *reductions, *scans]]),
                 stores,
                 reductions,
                 [n.out for n in sorted(g.roots, key=lambda n: self.order[n.out])],
@@ -434,6 +460,22 @@ class _Group:
     roots: list[Node] = field(default_factory=list)
     reads: set[int] = field(default_factory=set)
     scans: bool = False  # computes a scan (and nothing else)
+
+
+def _live(ops: list[Op], results: list[str]) -> list[Op]:
+    """The ops that the loop's results read, in their order: a piece's clamped index where the
+    piece is a broadcast (an unslice of a scalar's broadcast is only its condition) is dead."""
+    needed = set(results)
+    live = []
+    for op in reversed(ops):
+        if op.id not in needed:
+            continue
+        live.append(op)
+        if isinstance(op, Equal):
+            needed.update(ix.var for ix in (op.a, op.b) if ix.var is not None)
+        else:
+            needed.update(op_inputs(op))
+    return live[::-1]
 
 
 def _combines(node: Node) -> bool:
