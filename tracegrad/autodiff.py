@@ -121,12 +121,16 @@ def sum_of_slices(x: Var, parts: list[tuple[tuple, Var, str | None]], packed: bo
     per read, or, for many small reads, one scatter-add of every read's cotangent at the flat
     positions it came from. A loop reading 64 elements one by one would otherwise sum 64
     unslices into one kernel with 64 operands (minutes to compile); the scatter is one node,
-    O(reads + size) to run, and its own adjoint is a gather."""
+    O(reads + size) to run, and its own adjoint is a gather. Windows that cover half of `x` on
+    average (shifted copies of one array: a stencil, a convolution) stay unslices, however many:
+    one fused loop sums them point by point, where the scatter-add moves every read element and
+    its position (the gradient of a sum of 9 shifted windows of 1e5 points: 0.15 ms, not 9)."""
     joined = _joined_windows(x, parts, packed)
     if joined is not None:
         return joined
     read = sum(ct.size for _, ct, _ in parts)
-    if len(parts) < 3 or (len(parts) < 8 and read > x.size // 2):
+    dense = len(parts) * x.size <= 2 * read
+    if len(parts) < 3 or (len(parts) < 8 and read > x.size // 2) or dense:
         total = None
         for index, ct, source in parts:
             with ir.source_location(source):
