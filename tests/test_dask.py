@@ -424,6 +424,18 @@ def test_the_graph_structure_is_built_once_per_data_and_again_for_new_shapes(cli
     assert value_and_grad.graph_builds == 5
 
 
+def test_calls_from_two_threads_at_once_get_their_own_answers(client):
+    w, X, y = logistic_data()
+    Xd, yd = persisted(client, chunked(X, y))
+    grad = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy")
+    steps = [w + 0.1 * k for k in range(6)]
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda step: grad(step, Xd, yd), steps))
+    local = tg.grad(nll, backend="numpy")
+    for step, g in zip(steps, got, strict=True):
+        np.testing.assert_allclose(g, local(step, X, y), rtol=1e-12)
+
+
 def add_zero(block):
     return block + 0.0
 
