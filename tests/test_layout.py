@@ -31,8 +31,8 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     # the primitive table, and the reference executor that runs its NumPy facet over a graph
     ("primitives", ("primitives", "primitive_table", "interpreter")),
     # tracing: tracers, the dispatch registry and the traced NumPy namespace, linear algebra,
-    # user-facing helpers that trace (array constructors, debugging prints)
-    ("trace", ("trace", "tracing", "numpy", "numpy_namespace", "linalg")),
+    # user-facing helpers that trace (array constructors, debugging prints), SciPy's functions
+    ("trace", ("trace", "tracing", "numpy", "numpy_namespace", "linalg", "scipy")),
     # graph-to-graph transforms: the adjoint, forward mode, batching, loops, custom rules and
     # their user API
     ("autodiff", ("autodiff", "transforms")),

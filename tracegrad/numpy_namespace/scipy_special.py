@@ -4,6 +4,8 @@ functions and xlogy, written with primitives (NumPy dispatches them to tracers l
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import primitives as P
@@ -87,3 +89,241 @@ def x_times_log(log_prim):
 
 register_ufunc("xlogy", x_times_log(P.log_p))
 register_ufunc("xlog1py", x_times_log(P.log1p_p))
+
+
+def _floats(*xs) -> list[Var]:
+    """The operands in their common float dtype, broadcast to one shape."""
+    xs = [as_operand(x) for x in xs]
+    dtype = P.float_dtype(P.result_dtype(xs))
+    xs = [P.convert(as_var(x), dtype) for x in xs]
+    shape = P.broadcast_shapes(*[x.shape for x in xs])
+    return [P.broadcast_to(P.reshape(x, (1,) * (len(shape) - x.ndim) + x.shape), shape) for x in xs]
+
+
+def _gammaln(x: Var) -> Var:
+    return P.unary(P.gammaln_p, x)
+
+
+def _gamma_sign(x: Var) -> Var:
+    """The sign of Gamma(x): -1 where x < 0 and floor(x) is odd, 1 elsewhere."""
+    odd = P.compare(
+        P.eq_p, P.emit(P.mod_p, P.emit(P.floor_p, x), P.const(2.0, x.shape, x.dtype)), 1.0
+    )
+    return P.where(P.logical(P.and_p, P.compare(P.lt_p, x, 0.0), odd), -1.0, 1.0)
+
+
+def _is_pole(x: Var) -> Var:
+    """x is 0 or a negative integer."""
+    return P.logical(P.and_p, P.compare(P.le_p, x, 0.0), P.compare(P.eq_p, P.emit(P.floor_p, x), x))
+
+
+@implements_ufunc("betaln")
+def betaln(a, b):
+    """log|B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b) (the sum cancels for large
+    arguments: about 1e-16 of gammaln's size absolutely)."""
+    a, b = _floats(a, b)
+    return P.sub(P.add(_gammaln(a), _gammaln(b)), _gammaln(P.add(a, b)))
+
+
+@implements_ufunc("gamma")
+def gamma(x):
+    """Gamma(x) = sign * exp(gammaln(x)); inf at 0, nan at the negative integers (as SciPy's)."""
+    (x,) = _floats(x)
+    pole = _is_pole(x)
+    xs = P.where(pole, 1.0, x)  # lgamma's kernel is not asked about its poles
+    value = P.mul(_gamma_sign(xs), P.unary(P.exp_p, _gammaln(xs)))
+    at_pole = P.where(
+        P.compare(P.eq_p, x, 0.0),
+        P.emit(P.copysign_p, P.const(np.inf, x.shape, x.dtype), x),
+        np.nan,
+    )
+    return P.where(pole, at_pole, value)
+
+
+@implements_ufunc("beta")
+def beta(a, b):
+    """B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b), as sign * exp(betaln(a, b))."""
+    a, b = _floats(a, b)
+    sign = P.mul(P.mul(_gamma_sign(a), _gamma_sign(b)), _gamma_sign(P.add(a, b)))
+    return P.mul(sign, P.unary(P.exp_p, betaln(a, b)))
+
+
+# ---- erfinv and erfcinv: M. Giles' single-precision approximation ("Approximating the erfinv
+# function", 2010) as a first guess, an asymptotic one far in the tail, then Halley steps on
+# erf(y) = a (|p| < 1/2) or on erfc(y) = q (the tail, where q = 1 - a is known exactly). Built from
+# primitives, so every derivative exists (Halley converges in the derivatives too).
+_GILES_CENTRAL = (
+    2.81022636e-08,
+    3.43273939e-07,
+    -3.5233877e-06,
+    -4.39150654e-06,
+    0.00021858087,
+    -0.00125372503,
+    -0.00417768164,
+    0.246640727,
+    1.50140941,
+)
+_GILES_TAIL = (
+    -0.000200214257,
+    0.000100950558,
+    0.00134934322,
+    -0.00367342844,
+    0.00573950773,
+    -0.0076224613,
+    0.00943887047,
+    1.00167406,
+    2.83297682,
+)
+_HALLEY_STEPS = 3
+
+
+def _horner(coefficients, t: Var) -> Var:
+    out = P.const(coefficients[0], t.shape, t.dtype)
+    for c in coefficients[1:]:
+        out = P.add(P.mul(out, t), c)
+    return out
+
+
+def _halley(y: Var, residual) -> Var:
+    """Halley steps on erf(y) = target, `residual(y)` giving erf(y) - target (f''/f' = -2y)."""
+    for _ in range(_HALLEY_STEPS):
+        d = P.mul(P.unary(P.exp_p, P.neg(P.mul(y, y))), 2.0 / math.sqrt(math.pi))
+        t = P.div(residual(y), d)
+        y = P.sub(y, P.div(t, P.add(P.mul(y, t), 1.0)))
+    return y
+
+
+def _erfinv_solve(p: Var, a: Var, q: Var, sign: Var) -> Var:
+    """y with erf(y) = p, given a = |p| < 1, q = 1 - a (exact where a >= 1/2) and the sign of
+    p. Below a = 1/2 the solve runs on p itself (smooth through 0), above on erfc(|y|) = q."""
+    central = P.compare(P.lt_p, a, 0.5)
+    pc = P.where(central, p, 0.0)
+    w = P.neg(P.unary(P.log1p_p, P.neg(P.mul(pc, pc))))  # -log(1 - p^2) < 0.29
+    yc = P.mul(_horner(_GILES_CENTRAL, P.sub(w, 2.5)), pc)
+    yc = _halley(yc, lambda y: P.sub(P.unary(P.erf_p, y), pc))
+    at, qt = P.where(central, 0.75, a), P.where(central, 0.25, q)
+    w = P.neg(P.unary(P.log_p, P.mul(qt, P.add(at, 1.0))))  # -log(1 - a^2)
+    far = P.compare(P.gt_p, w, 12.0)
+    w_near = P.where(far, 1.0, w)
+    low = P.compare(P.lt_p, w_near, 5.0)
+    guess = P.where(
+        low,
+        _horner(_GILES_CENTRAL, P.sub(w_near, 2.5)),
+        _horner(_GILES_TAIL, P.sub(P.unary(P.sqrt_p, P.where(low, 9.0, w_near)), 3.0)),
+    )
+    # far in the tail (y > 3.3) erfc(y) ~ exp(-y^2) / (y sqrt(pi)) (1 - 1 / (2 y^2)), so
+    # y^2 = -log q - log(y sqrt(pi)) + log(1 - 1 / (2 y^2)), iterated from y^2 = -log q
+    lq = P.neg(P.unary(P.log_p, P.where(far, qt, 1e-6)))
+    y_far = P.unary(P.sqrt_p, lq)
+    for _ in range(3):
+        correction = P.unary(P.log1p_p, P.neg(P.div(0.5, P.mul(y_far, y_far))))
+        log_y = P.unary(P.log_p, P.mul(y_far, math.sqrt(math.pi)))
+        y_far = P.unary(P.sqrt_p, P.add(P.sub(lq, log_y), correction))
+    yt = P.where(far, y_far, P.mul(guess, at))
+    yt = _halley(yt, lambda y: P.sub(qt, P.unary(P.erfc_p, y)))
+    return P.where(central, yc, P.mul(sign, yt))
+
+
+def _erfinv_ends(y: Var, end: Var, outside: Var, sign: Var) -> Var:
+    """y, with sign * inf where `end` and nan where `outside`."""
+    inf = P.mul(sign, P.const(np.inf, y.shape, y.dtype))
+    return P.where(end, inf, P.where(outside, np.nan, y))
+
+
+@implements_ufunc("erfinv")
+def erfinv(p):
+    """The inverse of erf on [-1, 1]: +-inf at +-1, nan outside."""
+    (p,) = _floats(p)
+    a = P.emit(P.abs_p, p)
+    inside = P.compare(P.lt_p, a, 1.0)
+    p_safe, a_safe = P.where(inside, p, 0.0), P.where(inside, a, 0.0)
+    sign = P.emit(P.copysign_p, P.ones_like(p), p)
+    y = _erfinv_solve(p_safe, a_safe, P.sub(1.0, a_safe), sign)
+    outside = P.emit(P.not_p, P.compare(P.le_p, a, 1.0))  # beyond 1, or nan
+    return _erfinv_ends(y, P.compare(P.eq_p, a, 1.0), outside, sign)
+
+
+@implements_ufunc("erfcinv")
+def erfcinv(q):
+    """The inverse of erfc on [0, 2]: inf at 0, -inf at 2, nan outside (accurate for tiny q:
+    the tail is solved on erfc itself)."""
+    (q,) = _floats(q)
+    upper = P.compare(P.gt_p, q, 1.0)
+    small = P.where(upper, P.sub(2.0, q), q)  # the tail's q, exact
+    inside = P.logical(P.and_p, P.compare(P.gt_p, small, 0.0), P.compare(P.le_p, small, 1.0))
+    small_safe = P.where(inside, small, 1.0)
+    p = P.sub(1.0, P.where(inside, q, 1.0))  # exact where it is read (|p| < 1/2)
+    sign = P.where(upper, -1.0, 1.0)
+    y = _erfinv_solve(p, P.emit(P.abs_p, p), small_safe, sign)
+    outside = P.emit(P.not_p, P.compare(P.ge_p, small, 0.0))  # below 0, above 2, or nan
+    return _erfinv_ends(y, P.compare(P.eq_p, small, 0.0), outside, sign)
+
+
+# ---- polygamma(n, x) (a Python function in SciPy: the traced version is tracegrad.scipy.special's)
+_BERNOULLI_2K = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)
+
+
+def _polygamma_plan(n: int) -> tuple[int, list[float]]:
+    """(shift, series coefficients): psi_n(y) ~ (-1)^(n+1) y^-n [(n-1)! + n!/(2y) +
+    sum_k B_2k (2k+n-1)!/(2k)! y^-2k], with y = x + shift large enough that the first
+    dropped term is below 1e-17 of the first."""
+    terms = len(_BERNOULLI_2K)
+    coefficients = [
+        b * math.factorial(2 * k + n - 1) / math.factorial(2 * k)
+        for k, b in enumerate(_BERNOULLI_2K, start=1)
+    ]
+    dropped = 43867 / 798 * math.factorial(2 * terms + n + 1) / math.factorial(2 * terms + 2)
+    shift = 8
+    while dropped / math.factorial(n - 1) / shift ** (2 * terms + 2) > 1e-17:
+        shift += 4
+    return shift, coefficients
+
+
+def _cot_derivative(n: int) -> np.polynomial.Polynomial:
+    """q with d^n/dx^n cot(pi x) = q(cot(pi x)): q_0 = c, q_k+1 = -pi (1 + c^2) q_k'."""
+    q = np.polynomial.Polynomial([0.0, 1.0])
+    for _ in range(n):
+        q = -math.pi * np.polynomial.Polynomial([1.0, 0.0, 1.0]) * q.deriv()
+    return q
+
+
+def polygamma(n: int, x) -> Var:
+    """The n-th derivative of digamma (n >= 0 a static int): the recurrence psi_n(x) = psi_n(x +
+    N) + (-1)^(n+1) n! sum_k 1 / (x + k)^(n+1), the asymptotic series at x + N, and the reflection
+    psi_n(x) = (-1)^n psi_n(1 - x) - pi d^n/dx^n cot(pi x) below 0."""
+    (x,) = _floats(x)
+    if n == 0:
+        return P.digamma(x)
+    reflect = P.compare(P.lt_p, x, 0.0)
+    z = P.where(reflect, P.sub(1.0, x), x)
+    shift, coefficients = _polygamma_plan(n)
+    sign = float((-1) ** (n + 1))
+    total = None
+    for k in range(shift):
+        term = P.integer_pow(P.div(1.0, P.add(z, float(k)) if k else z), n + 1)
+        total = term if total is None else P.add(total, term)
+    y = P.add(z, float(shift))
+    inv = P.div(1.0, y)
+    inv2 = P.mul(inv, inv)
+    series = _horner([*reversed(coefficients), 0.0], inv2)  # sum_k c_k y^-2k
+    series = P.add(P.add(series, P.mul(inv, math.factorial(n) / 2)), float(math.factorial(n - 1)))
+    value = P.mul(
+        P.add(P.mul(series, P.integer_pow(inv, n)), P.mul(total, float(math.factorial(n)))), sign
+    )
+    # reflected: tan at a harmless 1/4 where not
+    c = P.div(1.0, P.unary(P.tan_p, P.mul(P.where(reflect, x, 0.25), math.pi)))
+    q = _cot_derivative(n)
+    cot_n = _horner([float(v) for v in reversed(q.coef)], c)
+    reflected = P.sub(P.mul(value, float((-1) ** n)), P.mul(cot_n, math.pi))
+    out = P.where(reflect, reflected, value)
+    inf = P.const(sign * np.inf, x.shape, x.dtype)
+    return P.where(_is_pole(x), inf, out)
+
+
+def multigammaln(a, d: int) -> Var:
+    """log of the multivariate gamma function: d(d-1)/4 log(pi) + sum_j<d gammaln(a - j/2)."""
+    (a,) = _floats(a)
+    out = P.const(d * (d - 1) / 4 * math.log(math.pi), a.shape, a.dtype)
+    for j in range(d):
+        out = P.add(out, _gammaln(P.sub(a, j / 2)))
+    return out

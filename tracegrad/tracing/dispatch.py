@@ -43,10 +43,15 @@ HOOK_NAMES = {
 # scipy.special's names among the tables: its ufuncs, and the Python functions logsumexp, softmax
 # and log_softmax, which are redirected while tracing (tracing/constructors.py)
 SCIPY_SPECIAL = (
+    "beta",
+    "betaln",
     "digamma",
     "erf",
     "erfc",
+    "erfcinv",
+    "erfinv",
     "expit",
+    "gamma",
     "gammaln",
     "log_ndtr",
     "log_softmax",

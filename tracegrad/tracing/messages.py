@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import linecache
 import math
+import sys
 
 import numpy as np
 
@@ -39,6 +40,52 @@ _INSTEAD = {
     "argwhere": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
     "flatnonzero": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
 }
+
+
+# The distributions of tracegrad.scipy.stats (tests/test_scipy_stats.py checks the list).
+TRACED_STATS = (
+    "bernoulli",
+    "beta",
+    "cauchy",
+    "dirichlet",
+    "expon",
+    "gamma",
+    "laplace",
+    "logistic",
+    "multivariate_normal",
+    "norm",
+    "poisson",
+    "t",
+)
+
+
+def scipy_stats_hint() -> str | None:
+    """When scipy.stats is converting a traced value (its functions call np.asarray on their
+    arguments), what to use instead: tracegrad.scipy.stats' version; None when the conversion
+    does not come from scipy.stats."""
+    frame, inside, distribution, method = sys._getframe(1), False, None, None
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith("scipy.stats"):
+            inside = True
+            name = getattr(frame.f_locals.get("self"), "name", None)
+            if isinstance(name, str):  # a distribution's method: the outermost is the user's call
+                distribution, method = name, frame.f_code.co_name
+        elif inside:
+            break
+        frame = frame.f_back
+    if not inside:
+        return None
+    called = f"scipy.stats.{distribution}.{method}" if distribution else "scipy.stats"
+    advice = f"{called} converts its arguments with np.asarray, so it cannot run on traced values. "
+    if distribution in TRACED_STATS:
+        return advice + (
+            f"Use tracegrad.scipy.stats.{distribution}.{method} instead (import "
+            "tracegrad.scipy.stats as tstats), which is written in traced NumPy calls."
+        )
+    return advice + (
+        "tracegrad.scipy.stats has traced versions of " + ", ".join(TRACED_STATS) + "; write "
+        "other densities with np.* calls and tracegrad.scipy.special."
+    )
 
 
 def unsupported(name: str):
@@ -205,7 +252,9 @@ class Unknowable:
             "Call np.* functions on it directly (they are traced), and convert results outside "
             "the decorated function."
         )
-        if line_calls(("array", "asarray", "asanyarray", "full", "zeros", "ones", "empty")):
+        if (stats := scipy_stats_hint()) is not None:
+            advice = stats
+        elif line_calls(("array", "asarray", "asanyarray", "full", "zeros", "ones", "empty")):
             advice += (
                 " NumPy's array constructors do not pass traced values to tracegrad: build the "
                 "array with np.stack([a, b, ...]) (or np.full_like(x, a, shape=...) for a fill)."

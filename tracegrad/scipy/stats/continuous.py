@@ -1,0 +1,282 @@
+"""The univariate continuous distributions (stage: tracing): norm, expon, laplace, logistic,
+cauchy, t, gamma and beta, with SciPy's loc and scale (and shape parameters in SciPy's order).
+Outside the support logpdf is -inf and pdf 0; a scale <= 0 (or a shape parameter <= 0) gives nan,
+as SciPy's. Written in NumPy calls: on traced values they trace, with derivatives of every order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import special
+from .common import distribution, inside_or, positive, promote, standardize, valid_or_nan
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _pdf(logpdf):
+    def pdf(*args, **kwargs):
+        return np.exp(logpdf(*args, **kwargs))
+
+    pdf.__doc__ = "exp(logpdf): the density."
+    return pdf
+
+
+def _ppf_of(standard_ppf):
+    def ppf(q, loc=0, scale=1):
+        q, loc, scale = promote(q, loc, scale)
+        valid, safe = positive(scale)
+        inside = (q >= 0) & (q <= 1)
+        z = standard_ppf(np.where(inside, q, 0.5))
+        return valid_or_nan(valid & inside, loc + safe * z)
+
+    ppf.__doc__ = "The quantile function (the inverse of cdf); nan outside [0, 1]."
+    return ppf
+
+
+@distribution
+class norm:
+    """The normal distribution N(loc, scale^2)."""
+
+    @staticmethod
+    def logpdf(x, loc=0, scale=1):
+        z, log_scale, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, -0.5 * z * z - log_scale - _LOG_SQRT_2PI)
+
+    pdf = staticmethod(_pdf(logpdf))
+
+    @staticmethod
+    def cdf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, special.ndtr(z))
+
+    @staticmethod
+    def logcdf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, special.log_ndtr(z))
+
+    @staticmethod
+    def sf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, special.ndtr(-z))
+
+    @staticmethod
+    def logsf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, special.log_ndtr(-z))
+
+    ppf = staticmethod(_ppf_of(special.ndtri))
+
+
+@distribution
+class expon:
+    """The exponential distribution on [loc, inf) with mean loc + scale."""
+
+    @staticmethod
+    def logpdf(x, loc=0, scale=1):
+        z, log_scale, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, inside_or(z >= 0, -z - log_scale, -np.inf))
+
+    pdf = staticmethod(_pdf(logpdf))
+
+    @staticmethod
+    def cdf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, inside_or(z >= 0, -np.expm1(-np.maximum(z, 0)), 0.0))
+
+    @staticmethod
+    def logcdf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        zs = np.where(z > 0, z, 1)
+        # log(1 - exp(-z)): log(-expm1(-z)) for small z, log1p(-exp(-z)) for large
+        value = np.where(zs < math.log(2), np.log(-np.expm1(-zs)), np.log1p(-np.exp(-zs)))
+        return valid_or_nan(valid, inside_or(z > 0, value, -np.inf))
+
+    @staticmethod
+    def sf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, inside_or(z >= 0, np.exp(-np.maximum(z, 0)), 1.0))
+
+    @staticmethod
+    def logsf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, inside_or(z >= 0, -z, 0.0))
+
+    ppf = staticmethod(_ppf_of(lambda q: -np.log1p(-q)))
+
+
+@distribution
+class laplace:
+    """The Laplace (double exponential) distribution: density exp(-|x - loc| / scale) / (2 scale)."""
+
+    @staticmethod
+    def logpdf(x, loc=0, scale=1):
+        z, log_scale, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, -np.abs(z) - log_scale - math.log(2))
+
+    pdf = staticmethod(_pdf(logpdf))
+
+    @staticmethod
+    def cdf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        half = 0.5 * np.exp(-np.abs(z))
+        return valid_or_nan(valid, np.where(z <= 0, half, 1 - half))
+
+    @staticmethod
+    def logcdf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        a = -np.abs(z)
+        return valid_or_nan(valid, np.where(z <= 0, a - math.log(2), np.log1p(-0.5 * np.exp(a))))
+
+    @staticmethod
+    def sf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        half = 0.5 * np.exp(-np.abs(z))
+        return valid_or_nan(valid, np.where(z >= 0, half, 1 - half))
+
+    @staticmethod
+    def logsf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        a = -np.abs(z)
+        return valid_or_nan(valid, np.where(z >= 0, a - math.log(2), np.log1p(-0.5 * np.exp(a))))
+
+    ppf = staticmethod(
+        _ppf_of(
+            lambda q: np.where(q <= 0.5, np.log(2 * q), -np.log(np.where(q <= 0.5, 1, 2 - 2 * q)))
+        )
+    )
+
+
+@distribution
+class logistic:
+    """The logistic distribution: cdf expit((x - loc) / scale)."""
+
+    @staticmethod
+    def logpdf(x, loc=0, scale=1):
+        z, log_scale, valid = standardize(x, loc, scale)
+        a = np.abs(z)  # symmetric: -a - 2 log(1 + exp(-a)) never overflows
+        return valid_or_nan(valid, -a - 2 * np.log1p(np.exp(-a)) - log_scale)
+
+    pdf = staticmethod(_pdf(logpdf))
+
+    @staticmethod
+    def cdf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, special.expit(z))
+
+    @staticmethod
+    def logcdf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, -np.logaddexp(0, -z))
+
+    @staticmethod
+    def sf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, special.expit(-z))
+
+    @staticmethod
+    def logsf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, -np.logaddexp(0, z))
+
+    ppf = staticmethod(_ppf_of(special.logit))
+
+
+@distribution
+class cauchy:
+    """The Cauchy distribution: density 1 / (pi scale (1 + z^2))."""
+
+    @staticmethod
+    def logpdf(x, loc=0, scale=1):
+        z, log_scale, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, -np.log1p(z * z) - log_scale - math.log(math.pi))
+
+    pdf = staticmethod(_pdf(logpdf))
+
+    @staticmethod
+    def cdf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, 0.5 + np.arctan(z) / math.pi)
+
+    @staticmethod
+    def logcdf(x, loc=0, scale=1):
+        return np.log(cauchy.cdf(x, loc, scale))
+
+    @staticmethod
+    def sf(x, loc=0, scale=1):
+        z, _, valid = standardize(x, loc, scale)
+        return valid_or_nan(valid, 0.5 - np.arctan(z) / math.pi)
+
+    @staticmethod
+    def logsf(x, loc=0, scale=1):
+        return np.log(cauchy.sf(x, loc, scale))
+
+    ppf = staticmethod(
+        _ppf_of(
+            lambda q: np.where(q < 0.5, -1 / np.tan(math.pi * q), 1 / np.tan(math.pi * (1 - q)))
+        )
+    )
+
+
+@distribution
+class t:
+    """Student's t distribution with `df` degrees of freedom (df <= 0 gives nan)."""
+
+    @staticmethod
+    def logpdf(x, df, loc=0, scale=1):
+        x, df, loc, scale = promote(x, df, loc, scale)
+        z, log_scale, valid = standardize(x, loc, scale)
+        valid_df, df = positive(df)
+        half = 0.5 * (df + 1)
+        value = (
+            special.gammaln(half)
+            - special.gammaln(0.5 * df)
+            - 0.5 * np.log(df * math.pi)
+            - log_scale
+            - half * np.log1p(z * z / df)
+        )
+        return valid_or_nan(valid & valid_df, value)
+
+    pdf = staticmethod(_pdf(logpdf))
+
+
+@distribution
+class gamma:
+    """The gamma distribution with shape `a` (a <= 0 gives nan) on [loc, inf)."""
+
+    @staticmethod
+    def logpdf(x, a, loc=0, scale=1):
+        x, a, loc, scale = promote(x, a, loc, scale)
+        z, log_scale, valid = standardize(x, loc, scale)
+        valid_a, a = positive(a)
+        inside = z >= 0
+        zs = np.where(inside, z, 1)
+        value = special.xlogy(a - 1, zs) - zs - special.gammaln(a) - log_scale
+        return valid_or_nan(valid & valid_a, inside_or(inside, value, -np.inf))
+
+    pdf = staticmethod(_pdf(logpdf))
+
+
+@distribution
+class beta:
+    """The beta distribution with shapes `a`, `b` (<= 0 gives nan) on [loc, loc + scale]."""
+
+    @staticmethod
+    def logpdf(x, a, b, loc=0, scale=1):
+        x, a, b, loc, scale = promote(x, a, b, loc, scale)
+        z, log_scale, valid = standardize(x, loc, scale)
+        valid_a, a = positive(a)
+        valid_b, b = positive(b)
+        inside = (z >= 0) & (z <= 1)
+        zs = np.where(inside, z, 0.5)
+        value = (
+            special.xlogy(a - 1, zs)
+            + special.xlog1py(b - 1, -zs)
+            - special.betaln(a, b)
+            - log_scale
+        )
+        return valid_or_nan(valid & valid_a & valid_b, inside_or(inside, value, -np.inf))
+
+    pdf = staticmethod(_pdf(logpdf))

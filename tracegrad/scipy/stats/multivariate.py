@@ -1,0 +1,103 @@
+"""The multivariate distributions (stage: tracing): multivariate_normal (mean and cov traced, cov
+through its Cholesky factor) and dirichlet, in SciPy's argument conventions. Written in NumPy
+calls: on traced values they trace, with derivatives of every order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import special
+from .common import distribution, is_traced, promote
+
+
+@distribution
+class multivariate_normal:
+    """The normal distribution of dimension d, N(mean, cov): `cov` a number (times the identity),
+    a vector (the diagonal) or a d x d symmetric positive definite matrix."""
+
+    @staticmethod
+    def logpdf(x, mean=None, cov=1, allow_singular=False):
+        if allow_singular:
+            raise ValueError(
+                "tracegrad.scipy.stats.multivariate_normal: allow_singular=True is not supported "
+                "(it needs a pseudo-inverse); give a positive definite cov"
+            )
+        cov_ndim = np.ndim(cov)
+        if mean is None:
+            dim = np.shape(cov)[0] if cov_ndim else np.shape(x)[-1] if np.ndim(x) else 1
+            mean = np.zeros(dim)
+        x, mean, cov = promote(x, mean, cov)
+        if mean.ndim != 1:
+            mean = np.reshape(mean, (-1,))
+        d = mean.shape[0]
+        if cov_ndim > 2 or (cov_ndim and cov.shape != (d,) * cov_ndim):
+            raise ValueError(
+                f"tracegrad.scipy.stats.multivariate_normal: cov of shape {np.shape(cov)} does "
+                f"not fit a mean of dimension {d} (give a number, ({d},) or ({d}, {d}))"
+            )
+        # SciPy's quantiles: the last axis is the dimension; for d = 1 every number is a point
+        if x.ndim == 0 or (d == 1 and x.shape[-1] != 1):
+            x = x[..., None]
+        if x.shape[-1] != d:
+            raise ValueError(
+                f"tracegrad.scipy.stats.multivariate_normal: x's last axis has {x.shape[-1]} "
+                f"entries, the mean {d}"
+            )
+        diff = x - mean
+        if cov_ndim < 2:
+            variances = cov * np.ones(d, dtype=cov.dtype) if cov_ndim == 0 else cov
+            maha = np.sum(diff * diff / variances, axis=-1)
+            log_det = np.sum(np.log(variances))
+        else:
+            factor = np.linalg.cholesky(cov)
+            points = np.reshape(diff, (-1, d))
+            white = np.linalg.solve(factor, points.T)  # L^-1 (x - mean), one column a point
+            maha = np.reshape(np.sum(white * white, axis=0), diff.shape[:-1])
+            log_det = 2 * np.sum(np.log(np.diagonal(factor)))
+        out = -0.5 * (maha + log_det) - d * 0.5 * math.log(2 * math.pi)
+        return np.squeeze(out) if out.ndim else out
+
+    @staticmethod
+    def pdf(x, mean=None, cov=1, allow_singular=False):
+        return np.exp(multivariate_normal.logpdf(x, mean, cov, allow_singular))
+
+
+@distribution
+class dirichlet:
+    """The Dirichlet distribution with concentrations `alpha` (shape (K,)). As in SciPy, x's
+    first axis holds the K components (or K - 1, the last then being 1 - their sum); a point off
+    the simplex has logpdf -inf (SciPy raises), an alpha <= 0 gives nan (SciPy raises; so does
+    this function when alpha is a plain array)."""
+
+    @staticmethod
+    def logpdf(x, alpha):
+        x, alpha = promote(x, alpha)
+        if alpha.ndim != 1:
+            raise ValueError(
+                f"tracegrad.scipy.stats.dirichlet: alpha must be a vector (K,), got shape "
+                f"{alpha.shape}"
+            )
+        if not is_traced(alpha) and np.any(alpha <= 0):
+            raise ValueError("tracegrad.scipy.stats.dirichlet: all of alpha must be > 0")
+        k = alpha.shape[0]
+        if x.shape[0] == k - 1:
+            x = np.concatenate([x, (1 - np.sum(x, axis=0))[None]], axis=0)
+        if x.shape[0] != k:
+            raise ValueError(
+                f"tracegrad.scipy.stats.dirichlet: x's first axis has {x.shape[0]} entries; "
+                f"alpha has {k} (give K or K - 1 components)"
+            )
+        inside = np.all((x >= 0) & (x <= 1), axis=0) & (np.abs(np.sum(x, axis=0) - 1) <= 1e-9)
+        xs = np.where(inside, x, 1 / k)
+        alpha_t = np.reshape(alpha, (k,) + (1,) * (x.ndim - 1))
+        log_b = np.sum(special.gammaln(alpha)) - special.gammaln(np.sum(alpha))
+        value = np.sum(special.xlogy(alpha_t - 1, xs), axis=0) - log_b
+        out = np.where(inside, value, -np.inf)
+        return np.where(np.all(alpha > 0), out, np.nan)
+
+    @staticmethod
+    def pdf(x, alpha):
+        return np.exp(dirichlet.logpdf(x, alpha))
