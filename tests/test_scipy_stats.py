@@ -378,3 +378,21 @@ def test_tracegrad_imports_without_scipy_stats():
     # tracegrad.scipy.stats is imported on request only (and tracegrad itself needs no SciPy)
     code = "import sys, tracegrad; sys.exit('tracegrad.scipy' in sys.modules or 'scipy.stats' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_traced_distributions_need_no_scipy():
+    code = (
+        "import sys\n"
+        "sys.modules['scipy'] = None\n"  # import scipy now fails
+        "import numpy as np, tracegrad as tg, tracegrad.scipy.stats as ts\n"
+        "g = tg.grad(lambda a: ts.gamma.logpdf(2.0, a) + ts.norm.logcdf(a))(1.5)\n"
+        "print(repr(float(g)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # d/da [(a - 1) log 2 - 2 - gammaln(a)] + d/da log_ndtr(a)
+    expected = (
+        np.log(2.0)
+        - scipy_special.digamma(1.5)
+        + np.exp(scipy_stats.norm.logpdf(1.5) - scipy_stats.norm.logcdf(1.5))
+    )
+    np.testing.assert_allclose(float(out.stdout), expected, rtol=1e-12)
