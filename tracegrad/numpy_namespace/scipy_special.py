@@ -140,6 +140,31 @@ def gamma(x):
     return P.where(pole, at_pole, value)
 
 
+@implements_ufunc("gammasgn")
+def gammasgn(x):
+    """The sign of Gamma(x): +-1 (the sign of zero at 0), nan at the negative integers."""
+    (x,) = _floats(x)
+    sign = P.where(
+        P.compare(P.eq_p, x, 0.0), P.emit(P.copysign_p, P.ones_like(x), x), _gamma_sign(x)
+    )
+    undefined = P.logical(
+        P.or_p,
+        P.logical(P.and_p, _is_pole(x), P.compare(P.ne_p, x, 0.0)),
+        P.logical(P.or_p, P.emit(P.isnan_p, x), P.compare(P.eq_p, x, -np.inf)),
+    )
+    return P.where(undefined, np.nan, sign)
+
+
+@implements_ufunc("rgamma")
+def rgamma(x):
+    """1 / Gamma(x) = sign * exp(-gammaln(x)): 0 at the poles."""
+    (x,) = _floats(x)
+    pole = _is_pole(x)
+    xs = P.where(pole, 1.0, x)
+    value = P.mul(_gamma_sign(xs), P.unary(P.exp_p, P.neg(_gammaln(xs))))
+    return P.where(pole, 0.0, value)
+
+
 @implements_ufunc("beta")
 def beta(a, b):
     """B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b), as sign * exp(betaln(a, b))."""

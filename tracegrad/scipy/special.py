@@ -30,6 +30,7 @@ __all__ = [
     "expit",
     "gamma",
     "gammaln",
+    "gammasgn",
     "log_ndtr",
     "log_softmax",
     "logit",
@@ -39,6 +40,7 @@ __all__ = [
     "ndtri",
     "polygamma",
     "psi",
+    "rgamma",
     "softmax",
     "xlog1py",
     "xlogy",
@@ -93,6 +95,8 @@ erfinv = _ufunc("erfinv")
 expit = _ufunc("expit")
 gamma = _ufunc("gamma")
 gammaln = _ufunc("gammaln")
+gammasgn = _ufunc("gammasgn")
+rgamma = _ufunc("rgamma")
 log_ndtr = _ufunc("log_ndtr")
 logit = _ufunc("logit")
 ndtr = _ufunc("ndtr")

@@ -47,6 +47,7 @@ TRACED_STATS = (
     "bernoulli",
     "beta",
     "cauchy",
+    "chi2",
     "dirichlet",
     "expon",
     "gamma",

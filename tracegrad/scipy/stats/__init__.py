@@ -14,7 +14,7 @@ support (-inf) and for invalid parameters (nan).
 
 from __future__ import annotations
 
-from .continuous import beta, cauchy, expon, gamma, laplace, logistic, norm, t
+from .continuous import beta, cauchy, chi2, expon, gamma, laplace, logistic, norm, t
 from .discrete import bernoulli, poisson
 from .multivariate import dirichlet, multivariate_normal
 
@@ -22,6 +22,7 @@ __all__ = [
     "bernoulli",
     "beta",
     "cauchy",
+    "chi2",
     "dirichlet",
     "expon",
     "gamma",

@@ -24,16 +24,22 @@ def _pdf(logpdf):
     return pdf
 
 
-def _ppf_of(standard_ppf):
-    def ppf(q, loc=0, scale=1):
+_PPF_DOC = "The quantile function (the inverse of cdf); nan outside [0, 1]."
+_ISF_DOC = "The inverse survival function (the inverse of sf); nan outside [0, 1]."
+
+
+def _quantile(standard, doc: str = _PPF_DOC):
+    """loc + scale * standard(q): ppf or isf from the standard distribution's."""
+
+    def quantile(q, loc=0, scale=1):
         q, loc, scale = promote(q, loc, scale)
         valid, safe = positive(scale)
         inside = (q >= 0) & (q <= 1)
-        z = standard_ppf(np.where(inside, q, 0.5))
+        z = standard(np.where(inside, q, 0.5))
         return valid_or_nan(valid & inside, loc + safe * z)
 
-    ppf.__doc__ = "The quantile function (the inverse of cdf); nan outside [0, 1]."
-    return ppf
+    quantile.__doc__ = doc
+    return quantile
 
 
 @distribution
@@ -67,7 +73,8 @@ class norm:
         z, _, valid = standardize(x, loc, scale)
         return valid_or_nan(valid, special.log_ndtr(-z))
 
-    ppf = staticmethod(_ppf_of(special.ndtri))
+    ppf = staticmethod(_quantile(special.ndtri))
+    isf = staticmethod(_quantile(lambda q: -special.ndtri(q), _ISF_DOC))
 
 
 @distribution
@@ -104,7 +111,8 @@ class expon:
         z, _, valid = standardize(x, loc, scale)
         return valid_or_nan(valid, inside_or(z >= 0, -z, 0.0))
 
-    ppf = staticmethod(_ppf_of(lambda q: -np.log1p(-q)))
+    ppf = staticmethod(_quantile(lambda q: -np.log1p(-q)))
+    isf = staticmethod(_quantile(lambda q: -np.log(q), _ISF_DOC))
 
 
 @distribution
@@ -143,8 +151,14 @@ class laplace:
         return valid_or_nan(valid, np.where(z >= 0, a - math.log(2), np.log1p(-0.5 * np.exp(a))))
 
     ppf = staticmethod(
-        _ppf_of(
+        _quantile(
             lambda q: np.where(q <= 0.5, np.log(2 * q), -np.log(np.where(q <= 0.5, 1, 2 - 2 * q)))
+        )
+    )
+    isf = staticmethod(
+        _quantile(
+            lambda q: np.where(q <= 0.5, -np.log(2 * q), np.log(np.where(q <= 0.5, 1, 2 - 2 * q))),
+            _ISF_DOC,
         )
     )
 
@@ -181,7 +195,8 @@ class logistic:
         z, _, valid = standardize(x, loc, scale)
         return valid_or_nan(valid, -np.logaddexp(0, z))
 
-    ppf = staticmethod(_ppf_of(special.logit))
+    ppf = staticmethod(_quantile(special.logit))
+    isf = staticmethod(_quantile(lambda q: -special.logit(q), _ISF_DOC))
 
 
 @distribution
@@ -214,8 +229,14 @@ class cauchy:
         return np.log(cauchy.sf(x, loc, scale))
 
     ppf = staticmethod(
-        _ppf_of(
+        _quantile(
             lambda q: np.where(q < 0.5, -1 / np.tan(math.pi * q), 1 / np.tan(math.pi * (1 - q)))
+        )
+    )
+    isf = staticmethod(
+        _quantile(
+            lambda q: np.where(q < 0.5, 1 / np.tan(math.pi * q), -1 / np.tan(math.pi * (1 - q))),
+            _ISF_DOC,
         )
     )
 
@@ -278,5 +299,17 @@ class beta:
             - log_scale
         )
         return valid_or_nan(valid & valid_a & valid_b, inside_or(inside, value, -np.inf))
+
+    pdf = staticmethod(_pdf(logpdf))
+
+
+@distribution
+class chi2:
+    """The chi-squared distribution with `df` degrees of freedom: gamma(df / 2, scale=2)."""
+
+    @staticmethod
+    def logpdf(x, df, loc=0, scale=1):
+        x, df, loc, scale = promote(x, df, loc, scale)
+        return gamma.logpdf(x, 0.5 * df, loc, 2 * scale)
 
     pdf = staticmethod(_pdf(logpdf))

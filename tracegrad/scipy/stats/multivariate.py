@@ -64,6 +64,17 @@ class multivariate_normal:
     def pdf(x, mean=None, cov=1, allow_singular=False):
         return np.exp(multivariate_normal.logpdf(x, mean, cov, allow_singular))
 
+    @staticmethod
+    def entropy(mean=None, cov=1):
+        """(d log(2 pi e) + log det cov) / 2 (the mean does not enter)."""
+        (cov,) = promote(cov)
+        d = cov.shape[0] if cov.ndim else np.shape(mean)[0] if mean is not None else 1
+        if cov.ndim == 2:
+            log_det = 2 * np.sum(np.log(np.diagonal(np.linalg.cholesky(cov))))
+        else:
+            log_det = np.sum(np.log(cov * np.ones(d, dtype=cov.dtype)))
+        return 0.5 * (d * (1 + math.log(2 * math.pi)) + log_det)
+
 
 @distribution
 class dirichlet:
