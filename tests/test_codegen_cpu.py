@@ -129,6 +129,39 @@ def test_results_are_fresh_and_scratch_is_reused():
     np.testing.assert_allclose(second, tg.jit(f.fun, backend="numpy")(2 * x, w), rtol=1e-12)
 
 
+def test_results_of_a_gather_are_handed_over_without_a_copy_and_stay_fresh():
+    """A gather's result is a new array on every call (its `fresh_result` facet, as a
+    scatter-add's): returned (through a reshape) without a copy, and still never shared with
+    another call's result, an input or another output (two outputs of one gather are copied)."""
+    idx = np.array([0, 2, 2, 3, 1, 3])
+
+    def one(x):
+        return x[idx].reshape(2, 3)  # a gather: a new array of its own (np.take)
+
+    def two(x):
+        y = x[idx]
+        return y, y.reshape(2, 3)
+
+    x = np.arange(1.0, 5.0)
+    assert cpu_program.build(tg.make_ir(tg.jit(one))(x)).fresh_outputs == (True,)
+    assert cpu_program.build(tg.make_ir(tg.jit(two))(x)).fresh_outputs == (False, False)
+    for fun in (one, two):
+        f = tg.jit(fun, backend="cpu")
+        first = f(x)
+        firsts = first if isinstance(first, tuple) else (first,)
+        kept = [a.copy() for a in firsts]
+        second = f(2 * x)
+        seconds = second if isinstance(second, tuple) else (second,)
+        want = tg.jit(fun, backend="numpy")(2 * x)
+        wants = want if isinstance(want, tuple) else (want,)
+        for a, k, b, w in zip(firsts, kept, seconds, wants, strict=True):
+            np.testing.assert_array_equal(a, k)  # the second call wrote nowhere into the first
+            np.testing.assert_array_equal(b, w)
+            assert not np.shares_memory(a, x) and not any(np.shares_memory(a, c) for c in seconds)
+        if fun is two:
+            assert not np.shares_memory(first[0], first[1])
+
+
 def test_concurrent_calls_get_their_own_scratch():
     f = tg.jit(lambda x, w: np.tanh(x @ w) @ w, backend="cpu")
     w = np.full((8, 8), 0.05)

@@ -152,8 +152,11 @@ class CpuProgram:
         self.driver_source, self._namespace, self._temps = self._driver()
         # results allocated by the driver (or a matmul) on every call: no caller must copy them
         fresh = {id(b) for b in plan.buffers if b.role == "output" and not self._from_eval(b)}
+        roots = [self._fresh_root(b) for b in plan.outputs]
         self.fresh_outputs = tuple(
-            id(b) in fresh and plan.outputs.count(b) == 1 for b in plan.outputs
+            plan.outputs.count(b) == 1
+            and (id(b) in fresh or (root is not None and roots.count(root) == 1))
+            for b, root in zip(plan.outputs, roots, strict=True)
         )
         self._lock = threading.Lock()
         if load:
@@ -256,6 +259,20 @@ class CpuProgram:
 
     def _from_eval(self, b: Buffer) -> bool:
         return any(isinstance(step, EvalStep) and step.out is b for step in self.plan.steps)
+
+    def _fresh_root(self, b: Buffer) -> Buffer | None:
+        """The buffer an output is (a view of), where that is the result of an evaluation step
+        whose primitive returns a new array on every call (`fresh_result`, a scatter-add's
+        zeros), and nothing else writes into it: the caller may have it without a copy, if no
+        other output shares it. None otherwise."""
+        made = {id(s.out): s for s in self.plan.steps if isinstance(s, (EvalStep, ViewStep))}
+        while isinstance(made.get(id(b)), ViewStep):
+            b = made[id(b)].src
+        step = made.get(id(b))
+        if not (isinstance(step, EvalStep) and step.node.prim.fresh_result):
+            return None
+        writers = [s for s in self.plan.steps if any(w is b for w in s.writes)]
+        return b if writers == [step] else None
 
     def _allocated_by_us(self, b: Buffer) -> bool:
         """Buffers the driver allocates (the others come from a matmul or an evaluation)."""

@@ -304,7 +304,10 @@ class Primitive:
     - `sparsity(node, consts)`: which output elements depend on which input elements, where its
       kind does not say (transforms/sparsity.py): per input, a pair of arrays (output element
       numbers, input element numbers), or None where any output element may depend on any
-      (`consts` holds the value of each input that is a constant, else None)."""
+      (`consts` holds the value of each input that is a constant, else None);
+    - `fresh_result`: its implementations (`impl` and `run_compiled`'s) return a new array on
+      every call, sharing memory with no operand, so a compiled backend may hand it to the
+      caller without a copy."""
 
     __slots__ = (
         "adjoint",
@@ -313,6 +316,7 @@ class Primitive:
         "differentiable",
         "domain",
         "effectful",
+        "fresh_result",
         "impl",
         "index_map",
         "infer",
@@ -349,6 +353,7 @@ class Primitive:
         pairing: Pairing | None = None,
         math_call: str | None = None,
         sparsity: Callable | None = None,
+        fresh_result: bool = False,
     ):
         self.name = name
         self.kind = kind
@@ -369,6 +374,7 @@ class Primitive:
         self.pairing = pairing
         self.math_call = math_call
         self.sparsity = sparsity
+        self.fresh_result = fresh_result
         for facet in ("adjoint", "batch"):
             value = getattr(self, facet)
             if isinstance(value, OfItsEntry):

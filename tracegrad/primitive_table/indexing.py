@@ -164,6 +164,7 @@ gather_p = register(
         linear=True,
         index_map=OWN_STEP,
         sparsity=_gather_sparsity,
+        fresh_result=True,  # np.take copies
     )
 )
 scatter_add_p = register(
@@ -178,6 +179,7 @@ scatter_add_p = register(
         run_compiled=_scatter_add_compiled,
         index_map=OWN_STEP,
         sparsity=_scatter_add_sparsity,
+        fresh_result=True,  # a sum into new zeros (bincount or the host loop)
     )
 )
 

@@ -13,7 +13,8 @@ it is the dense one.
 `jacobian(graph, wrt, n_diff)` is `autodiff.jacobian` where the pattern allows fewer seeds: rows
 of d out / d x that share no column get one colour (greedy, in row order), the adjoint is batched
 over one seed per colour (the sum of those rows' basis cotangents), and one scatter writes each
-compressed row's entries where the pattern puts them, into zeros. A tridiagonal Hessian of any
+compressed row's entries where the pattern puts them, into zeros (a fused loop over the result
+where it has few colours and is small or not very sparse). A tridiagonal Hessian of any
 size costs three reverse passes. Where the colours are not at most half the rows, or the pattern
 is too big to analyse, it is `autodiff.jacobian`.
 """
@@ -37,6 +38,12 @@ MAX_CONFLICTS = 2_000_000
 #: Up to this many colours the fill is one fused loop over the result (each entry picks its
 #: colour's compressed row, or 0, by a small integer constant); more: a gather and a scatter.
 MAX_FUSED_COLOURS = 16
+#: A result of at least this many entries with at most 1/SPARSE_FILL_RATIO of them in the
+#: pattern is filled by the gather and scatter whatever its colours: a scatter into fresh zeros
+#: touches only the pages that hold entries (NumPy's zeros are mapped lazily), where the fused
+#: loop writes every entry (W3 at n = 1000: 8 MB written for 2998 entries).
+SPARSE_FILL_MIN = 1 << 16
+SPARSE_FILL_RATIO = 16
 #: Off: every Jacobian is built densely (benchmarks compare the two paths with it).
 ENABLED = True
 
@@ -355,7 +362,9 @@ def _compressed(graph: Graph, wrt: Sequence[int], j: int, c: Colouring) -> list[
                 continue
             if not is_batched:
                 ct = P.broadcast_to(P.reshape(ct, (1,) + x.shape), (k,) + x.shape)
-            if k <= MAX_FUSED_COLOURS:
+            entries = m * n
+            scattered = entries >= SPARSE_FILL_MIN and r.size * SPARSE_FILL_RATIO <= entries
+            if k <= MAX_FUSED_COLOURS and not scattered:
                 jacs.append(_selected(ct, c.colour[r], r * n + col, out.shape + x.shape))
                 continue
             flat = P.reshape(ct, (k * n,))
