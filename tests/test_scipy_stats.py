@@ -50,12 +50,21 @@ def _continuous_cases():
         ("t.pdf", "t", "pdf", (X, 3.0, 0.2, SCALES)),
         ("gamma.logpdf", "gamma", "logpdf", (X, SHAPES, -0.5, 1.3)),
         ("gamma.pdf", "gamma", "pdf", (X, 2.5, 0.0, SCALES)),
+        ("gamma.cdf", "gamma", "cdf", (X, SHAPES, -0.5, 1.3)),
+        ("gamma.sf", "gamma", "sf", (X, SHAPES, -0.5, 1.3)),
+        ("gamma.logcdf", "gamma", "logcdf", (X, 2.5, 0.0, SCALES)),
+        ("gamma.logsf", "gamma", "logsf", (X, SHAPES, -0.5, 1.3)),
+        ("chi2.cdf", "chi2", "cdf", (X, SHAPES, -0.5, 1.3)),
+        ("chi2.sf", "chi2", "sf", (X, 3.0, 0.0, SCALES)),
         ("chi2.logpdf", "chi2", "logpdf", (X, SHAPES, -0.5, 1.3)),
         ("chi2.pdf", "chi2", "pdf", (X, 3.0, 0.0, SCALES)),
         ("beta.logpdf", "beta", "logpdf", (X / 4 + 0.4, SHAPES, 2.5, -0.2, 1.1)),
         ("beta.pdf", "beta", "pdf", (X / 4 + 0.4, 0.7, SHAPES)),
         ("poisson.logpmf", "poisson", "logpmf", (np.array([0, 1, 2, 5, -1, 2.5, 10]), SHAPES)),
         ("poisson.pmf", "poisson", "pmf", (np.array([0, 1, 2, 5, 3, 2, 1.0]), SHAPES, 1)),
+        ("poisson.cdf", "poisson", "cdf", (np.array([0, 1, 2, 5, -1, 2.5, 10]), SHAPES)),
+        ("poisson.sf", "poisson", "sf", (np.array([0, 1, 2, 5, -1, 2.5, 10]), SHAPES)),
+        ("poisson.logcdf", "poisson", "logcdf", (np.array([0, 1, 2, 5, -1, 2.5, 10]), SHAPES)),
         (
             "bernoulli.logpmf",
             "bernoulli",
@@ -162,6 +171,8 @@ GRADIENT_CASES = [
     ("gamma.logpdf", lambda x, a, s: tstats.gamma.logpdf(x, a, 0.0, s), (X + 3.5, 2.5, 1.7)),
     ("beta.logpdf", lambda x, a, b: tstats.beta.logpdf(x, a, b), (X / 10 + 0.35, 2.5, 1.7)),
     ("chi2.logpdf", lambda x, df: tstats.chi2.logpdf(x, df), (X + 3.5, 2.5)),
+    ("gamma.cdf", lambda x, a, s: tstats.gamma.cdf(x, a, 0.0, s), (X + 3.5, 2.5, 1.7)),
+    ("poisson.cdf", lambda mu: tstats.poisson.cdf(np.arange(6.0), mu), (np.full(6, 2.5),)),
     ("norm.isf", lambda q, m, s: tstats.norm.isf(q, m, s), (QS[2:5], 0.3, 1.7)),
     ("logistic.ppf", lambda q, m, s: tstats.logistic.ppf(q, m, s), (QS[2:5], 0.3, 1.7)),
     ("poisson.logpmf", lambda mu: tstats.poisson.logpmf(np.arange(6.0), mu), (np.full(6, 2.5),)),
@@ -341,6 +352,26 @@ def test_new_special_ufuncs_match_scipy(backend):
         np.testing.assert_allclose(g, e, rtol=rtol, atol=1e-300, equal_nan=True)
 
 
+def test_incomplete_gamma_matches_scipy(backend):
+    a = np.concatenate([RNG.uniform(0.05, 100, 12), [0, 0, 1, 1, -1, 1, 2, np.inf, 1, 2]])
+    x = np.concatenate(
+        [RNG.uniform(0, 250, 12), [1, 0, np.inf, 0, 1, -1, np.nan, 1, np.inf, 1e-300]]
+    )
+    got = tg.jit(
+        lambda a, x: (scipy_special.gammainc(a, x), special.gammaincc(a, x)), backend=backend
+    )(a, x)
+    expected = (scipy_special.gammainc(a, x), scipy_special.gammaincc(a, x))
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-14, equal_nan=True)
+
+
+def test_incomplete_gamma_derivative_in_x_is_the_density():
+    a = np.array([0.5, 2.0, 7.5, 30.0])
+    x = np.array([0.3, 4.0, 6.0, 45.0])  # both sides of x = a + 1
+    g = tg.grad(lambda x: np.sum(scipy_special.gammainc(a, x)), backend="numpy")(x)
+    np.testing.assert_allclose(g, scipy_stats.gamma.pdf(x, a), rtol=1e-12)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 6])
 def test_polygamma_matches_scipy(n, backend):
     x = np.concatenate([RNG.uniform(0.01, 30, 10), [1e-3, 0.5, 200.0, -0.5, -2.3, 0.0, -1.0]])
@@ -385,6 +416,12 @@ SPECIAL_GRADIENTS = [
     ("beta", lambda x: scipy_special.beta(x, x[::-1] + 0.5), np.array([0.3, 1.5, 4.0])),
     ("multigammaln", lambda x: special.multigammaln(x, 2), np.array([1.2, 3.0])),
     ("rgamma", scipy_special.rgamma, np.array([0.3, 1.5, 4.0, -0.4])),
+    (
+        "gammainc_a",
+        lambda a: scipy_special.gammainc(a, np.array([0.4, 2.0, 9.0])),
+        np.array([1.5, 2.5, 3.0]),
+    ),
+    ("gammaincc_x", lambda x: scipy_special.gammaincc(2.5, x), np.array([0.4, 2.0, 9.0])),
 ]
 
 

@@ -173,6 +173,69 @@ def beta(a, b):
     return P.mul(sign, P.unary(P.exp_p, betaln(a, b)))
 
 
+# ---- The regularized incomplete gamma functions P(a, x) (gammainc) and Q(a, x) = 1 - P
+# (gammaincc): the series x^a e^-x / Gamma(a + 1) sum_n x^n / ((a + 1)...(a + n)) below
+# x = a + 1, the continued fraction x^a e^-x / Gamma(a) / (x + 1 - a - 1 (1 - a) / (x + 3 - a -
+# ...)) above, evaluated backwards from a fixed depth. Both have a fixed number of terms, enough
+# for 1e-13 up to a = 100 (fewer digits beyond: 4e-8 at a = 300).
+_GAMMAINC_TERMS = 100
+
+
+def _gammainc_pair(a, x) -> tuple[Var, Var]:
+    """(P, Q) of the regularized incomplete gamma functions, SciPy's edges included."""
+    a, x = _floats(a, x)
+    positive = P.logical(P.and_p, P.compare(P.gt_p, a, 0.0), P.compare(P.gt_p, x, 0.0))
+    valid = P.logical(P.and_p, positive, P.compare(P.lt_p, x, np.inf))
+    series = P.compare(P.lt_p, x, P.add(a, 1.0))
+    a_safe = P.where(valid, a, 1.0)
+    # each branch sees values of its own region only (a safe derivative in the other)
+    xs = P.where(P.logical(P.and_p, valid, series), x, P.mul(a_safe, 0.5))
+    xc = P.where(P.logical(P.and_p, valid, P.emit(P.not_p, series)), x, P.add(a_safe, 2.0))
+
+    def log_prefactor(v):  # log(v^a e^-v / Gamma(a))
+        return P.sub(P.sub(P.mul(a_safe, P.unary(P.log_p, v)), v), _gammaln(a_safe))
+
+    term = P.ones_like(xs)
+    total = term
+    for n in range(1, _GAMMAINC_TERMS):
+        term = P.div(P.mul(term, xs), P.add(a_safe, float(n)))
+        total = P.add(total, term)
+    p_series = P.div(P.mul(P.unary(P.exp_p, log_prefactor(xs)), total), a_safe)
+    tail = P.zeros_like(xc)
+    for k in range(_GAMMAINC_TERMS, 0, -1):
+        numerator = P.mul(P.sub(float(k), a_safe), float(k))
+        tail = P.div(numerator, P.sub(P.sub(P.add(xc, float(2 * k + 1)), a_safe), tail))
+    q_fraction = P.div(
+        P.unary(P.exp_p, log_prefactor(xc)), P.sub(P.sub(P.add(xc, 1.0), a_safe), tail)
+    )
+    p = P.where(series, p_series, P.sub(1.0, q_fraction))
+    q = P.where(series, P.sub(1.0, p_series), q_fraction)
+    # SciPy's edges: x = 0 gives P = 0 (a > 0); x = inf gives P = 1; a = 0 with x > 0 gives
+    # P = 1; a < 0, x < 0, a = x = 0 or nan give nan
+    x_zero = P.logical(P.and_p, P.compare(P.eq_p, x, 0.0), P.compare(P.gt_p, a, 0.0))
+    x_inf = P.logical(P.and_p, P.compare(P.eq_p, x, np.inf), P.compare(P.ge_p, a, 0.0))
+    a_zero = P.logical(P.and_p, P.compare(P.eq_p, a, 0.0), P.compare(P.gt_p, x, 0.0))
+    ones = P.logical(P.or_p, x_inf, a_zero)
+    p = P.where(valid, p, P.where(x_zero, 0.0, P.where(ones, 1.0, np.nan)))
+    q = P.where(valid, q, P.where(x_zero, 1.0, P.where(ones, 0.0, np.nan)))
+    a_inf = P.logical(P.and_p, P.compare(P.eq_p, a, np.inf), P.compare(P.lt_p, x, np.inf))
+    p = P.where(a_inf, P.where(P.compare(P.ge_p, x, 0.0), 0.0, np.nan), p)
+    q = P.where(a_inf, P.where(P.compare(P.ge_p, x, 0.0), 1.0, np.nan), q)
+    return p, q
+
+
+@implements_ufunc("gammainc")
+def gammainc(a, x):
+    """The regularized lower incomplete gamma function P(a, x)."""
+    return _gammainc_pair(a, x)[0]
+
+
+@implements_ufunc("gammaincc")
+def gammaincc(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
+    return _gammainc_pair(a, x)[1]
+
+
 # ---- erfinv and erfcinv: M. Giles' single-precision approximation ("Approximating the erfinv
 # function", 2010) as a first guess, an asymptotic one far in the tail, then Halley steps on
 # erf(y) = a (|p| < 1/2) or on erfc(y) = q (the tail, where q = 1 - a is known exactly). Built from

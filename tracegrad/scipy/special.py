@@ -29,6 +29,8 @@ __all__ = [
     "erfinv",
     "expit",
     "gamma",
+    "gammainc",
+    "gammaincc",
     "gammaln",
     "gammasgn",
     "log_ndtr",
@@ -94,6 +96,8 @@ erfcinv = _ufunc("erfcinv")
 erfinv = _ufunc("erfinv")
 expit = _ufunc("expit")
 gamma = _ufunc("gamma")
+gammainc = _ufunc("gammainc")
+gammaincc = _ufunc("gammaincc")
 gammaln = _ufunc("gammaln")
 gammasgn = _ufunc("gammasgn")
 rgamma = _ufunc("rgamma")

@@ -52,6 +52,8 @@ SCIPY_SPECIAL = (
     "erfinv",
     "expit",
     "gamma",
+    "gammainc",
+    "gammaincc",
     "gammaln",
     "gammasgn",
     "log_ndtr",

@@ -49,6 +49,12 @@ def standardize(x, loc, scale):
     return (x - loc) / safe, np.log(safe), valid
 
 
+def log_of(p, q):
+    """log(p) given p and q = 1 - p, each computed on its own: log1p(-q) where p > 1/2 (p = 1 - q
+    would round there), log(p) elsewhere."""
+    return np.where(p > 0.5, np.log1p(-np.where(p > 0.5, q, 0)), np.log(p))
+
+
 def valid_or_nan(valid, value):
     return np.where(valid, value, np.nan)
 

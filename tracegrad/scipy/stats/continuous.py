@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import special
-from .common import distribution, inside_or, positive, promote, standardize, valid_or_nan
+from .common import distribution, inside_or, log_of, positive, promote, standardize, valid_or_nan
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -279,6 +279,32 @@ class gamma:
 
     pdf = staticmethod(_pdf(logpdf))
 
+    @staticmethod
+    def cdf(x, a, loc=0, scale=1):
+        x, a, loc, scale = promote(x, a, loc, scale)
+        z, _, valid = standardize(x, loc, scale)
+        valid_a, a = positive(a)
+        inside = z >= 0
+        value = special.gammainc(a, np.where(inside, z, 1))
+        return valid_or_nan(valid & valid_a, inside_or(inside, value, 0.0))
+
+    @staticmethod
+    def sf(x, a, loc=0, scale=1):
+        x, a, loc, scale = promote(x, a, loc, scale)
+        z, _, valid = standardize(x, loc, scale)
+        valid_a, a = positive(a)
+        inside = z >= 0
+        value = special.gammaincc(a, np.where(inside, z, 1))
+        return valid_or_nan(valid & valid_a, inside_or(inside, value, 1.0))
+
+    @staticmethod
+    def logcdf(x, a, loc=0, scale=1):
+        return log_of(gamma.cdf(x, a, loc, scale), gamma.sf(x, a, loc, scale))
+
+    @staticmethod
+    def logsf(x, a, loc=0, scale=1):
+        return log_of(gamma.sf(x, a, loc, scale), gamma.cdf(x, a, loc, scale))
+
 
 @distribution
 class beta:
@@ -313,3 +339,13 @@ class chi2:
         return gamma.logpdf(x, 0.5 * df, loc, 2 * scale)
 
     pdf = staticmethod(_pdf(logpdf))
+
+    @staticmethod
+    def cdf(x, df, loc=0, scale=1):
+        x, df, loc, scale = promote(x, df, loc, scale)
+        return gamma.cdf(x, 0.5 * df, loc, 2 * scale)
+
+    @staticmethod
+    def sf(x, df, loc=0, scale=1):
+        x, df, loc, scale = promote(x, df, loc, scale)
+        return gamma.sf(x, 0.5 * df, loc, 2 * scale)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import special
-from .common import distribution, inside_or, promote, valid_or_nan
+from .common import distribution, inside_or, log_of, promote, valid_or_nan
 
 
 def _pmf(logpmf):
@@ -35,6 +35,30 @@ class poisson:
         return valid_or_nan(valid, inside_or(inside, value, -np.inf))
 
     pmf = staticmethod(_pmf(logpmf))
+
+    @staticmethod
+    def cdf(k, mu, loc=0):
+        """P(K <= k) = Q(floor(k) + 1, mu), the regularized upper incomplete gamma function."""
+        k, mu, loc = promote(k, mu, loc)
+        k = np.floor(k - loc)
+        inside = k >= 0
+        valid = mu >= 0
+        value = special.gammaincc(np.where(inside, k, 0) + 1, np.where(valid, mu, 1))
+        return valid_or_nan(valid, inside_or(inside, value, 0.0))
+
+    @staticmethod
+    def sf(k, mu, loc=0):
+        """P(K > k) = P(floor(k) + 1, mu)."""
+        k, mu, loc = promote(k, mu, loc)
+        k = np.floor(k - loc)
+        inside = k >= 0
+        valid = mu >= 0
+        value = special.gammainc(np.where(inside, k, 0) + 1, np.where(valid, mu, 1))
+        return valid_or_nan(valid, inside_or(inside, value, 1.0))
+
+    @staticmethod
+    def logcdf(k, mu, loc=0):
+        return log_of(poisson.cdf(k, mu, loc), poisson.sf(k, mu, loc))
 
 
 @distribution
