@@ -48,6 +48,10 @@ def _continuous_cases():
     cases += [
         ("t.logpdf", "t", "logpdf", (X, SHAPES, 0.2, 1.3)),
         ("t.pdf", "t", "pdf", (X, 3.0, 0.2, SCALES)),
+        ("t.cdf", "t", "cdf", (np.append(X, [1e-9, -1e3]), np.append(SHAPES, [3, 2]), 0, 1.3)),
+        ("t.sf", "t", "sf", (X, 3.0, 0.0, SCALES)),
+        ("t.logcdf", "t", "logcdf", (X, SHAPES, 0.2, 1.3)),
+        ("t.logsf", "t", "logsf", (X, SHAPES, 0.2, 1.3)),
         ("gamma.logpdf", "gamma", "logpdf", (X, SHAPES, -0.5, 1.3)),
         ("gamma.pdf", "gamma", "pdf", (X, 2.5, 0.0, SCALES)),
         ("gamma.cdf", "gamma", "cdf", (X, SHAPES, -0.5, 1.3)),
@@ -60,6 +64,10 @@ def _continuous_cases():
         ("chi2.pdf", "chi2", "pdf", (X, 3.0, 0.0, SCALES)),
         ("beta.logpdf", "beta", "logpdf", (X / 4 + 0.4, SHAPES, 2.5, -0.2, 1.1)),
         ("beta.pdf", "beta", "pdf", (X / 4 + 0.4, 0.7, SHAPES)),
+        ("beta.cdf", "beta", "cdf", (X / 4 + 0.4, SHAPES, 2.5, -0.2, 1.1)),
+        ("beta.sf", "beta", "sf", (X / 4 + 0.4, 0.7, SHAPES)),
+        ("beta.logcdf", "beta", "logcdf", (X / 4 + 0.4, SHAPES, 2.5)),
+        ("beta.logsf", "beta", "logsf", (X / 4 + 0.4, 0.7, 1.5, 0.0, SCALES)),
         ("poisson.logpmf", "poisson", "logpmf", (np.array([0, 1, 2, 5, -1, 2.5, 10]), SHAPES)),
         ("poisson.pmf", "poisson", "pmf", (np.array([0, 1, 2, 5, 3, 2, 1.0]), SHAPES, 1)),
         ("poisson.cdf", "poisson", "cdf", (np.array([0, 1, 2, 5, -1, 2.5, 10]), SHAPES)),
@@ -172,6 +180,8 @@ GRADIENT_CASES = [
     ("beta.logpdf", lambda x, a, b: tstats.beta.logpdf(x, a, b), (X / 10 + 0.35, 2.5, 1.7)),
     ("chi2.logpdf", lambda x, df: tstats.chi2.logpdf(x, df), (X + 3.5, 2.5)),
     ("gamma.cdf", lambda x, a, s: tstats.gamma.cdf(x, a, 0.0, s), (X + 3.5, 2.5, 1.7)),
+    ("t.cdf", lambda x, df, s: tstats.t.cdf(x, df, 0.1, s), (X, 3.5, 1.7)),
+    ("beta.cdf", lambda x, a, b: tstats.beta.cdf(x, a, b), (X / 10 + 0.35, 2.5, 1.7)),
     ("poisson.cdf", lambda mu: tstats.poisson.cdf(np.arange(6.0), mu), (np.full(6, 2.5),)),
     ("norm.isf", lambda q, m, s: tstats.norm.isf(q, m, s), (QS[2:5], 0.3, 1.7)),
     ("logistic.ppf", lambda q, m, s: tstats.logistic.ppf(q, m, s), (QS[2:5], 0.3, 1.7)),
@@ -365,6 +375,28 @@ def test_incomplete_gamma_matches_scipy(backend):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-14, equal_nan=True)
 
 
+def test_incomplete_beta_matches_scipy(backend):
+    a = np.concatenate([RNG.uniform(0.05, 100, 12), [1, 1, 1, 1, 0, 1, -1, 2, np.inf, 1]])
+    b = np.concatenate([RNG.uniform(0.05, 100, 12), [1, 1, 1, 1, 1, 0, 1, np.nan, 1, np.inf]])
+    x = np.concatenate([RNG.uniform(0, 1, 12), [0, 1, -0.1, 1.1, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]])
+    got = tg.jit(lambda a, b, x: scipy_special.betainc(a, b, x), backend=backend)(a, b, x)
+    expected = scipy_special.betainc(a, b, x)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14, equal_nan=True)
+    # and its derivative in x is the beta density
+    x = np.array([0.05, 0.3, 0.6, 0.97])
+    g = tg.grad(lambda x: np.sum(scipy_special.betainc(2.5, 0.7, x)), backend="numpy")(x)
+    np.testing.assert_allclose(g, scipy_stats.beta.pdf(x, 2.5, 0.7), rtol=1e-12)
+
+
+def test_t_cdf_is_exact_through_zero():
+    # near 0 the cdf reads 1 - w = z^2 / (df + z^2) itself; at 0 its slope is the density
+    x = np.array([0.0, 1e-9, -1e-12, 1.0])
+    f = tg.jit(lambda x: tstats.t.cdf(x, 3.0), backend="numpy")
+    np.testing.assert_allclose(f(x), scipy_stats.t.cdf(x, 3.0), rtol=1e-15)  # w rounds: 2e-10
+    g = tg.grad(lambda x: np.sum(tstats.t.cdf(x, 3.0)), backend="numpy")(x)
+    np.testing.assert_allclose(g, scipy_stats.t.pdf(x, 3.0), rtol=1e-12)
+
+
 def test_incomplete_gamma_derivative_in_x_is_the_density():
     a = np.array([0.5, 2.0, 7.5, 30.0])
     x = np.array([0.3, 4.0, 6.0, 45.0])  # both sides of x = a + 1
@@ -422,6 +454,12 @@ SPECIAL_GRADIENTS = [
         np.array([1.5, 2.5, 3.0]),
     ),
     ("gammaincc_x", lambda x: scipy_special.gammaincc(2.5, x), np.array([0.4, 2.0, 9.0])),
+    (
+        "betainc_a",
+        lambda a: scipy_special.betainc(a, 2.0, np.array([0.2, 0.5, 0.9])),
+        np.array([0.7, 1.5, 3.0]),
+    ),
+    ("betainc_x", lambda x: scipy_special.betainc(1.5, 2.5, x), np.array([0.1, 0.45, 0.8])),
 ]
 
 

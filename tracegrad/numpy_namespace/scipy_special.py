@@ -236,6 +236,81 @@ def gammaincc(a, x):
     return _gammainc_pair(a, x)[1]
 
 
+# ---- The regularized incomplete beta function I_x(a, b) (betainc): the continued fraction
+# x^a (1-x)^b / (a B(a, b)) / (1 + d1 / (1 + d2 / ...)), evaluated backwards from a fixed depth,
+# on I_x(a, b) below x = (a + 1) / (a + b + 2) and on 1 - I_(1-x)(b, a) above (where it
+# converges fast): within 4e-13 of SciPy's up to a, b = 100.
+_BETAINC_DEPTH = 80
+
+
+def betainc_of(a: Var, b: Var, x: Var, y: Var) -> Var:
+    """I_x(a, b) given y = 1 - x as well (computed on its own where the caller can: t's cdf)."""
+    a, b, x, y = _floats(a, b, x, y)
+    inside = P.logical(P.and_p, P.compare(P.gt_p, x, 0.0), P.compare(P.gt_p, y, 0.0))
+    finite = P.logical(
+        P.and_p,
+        P.logical(P.and_p, P.compare(P.gt_p, a, 0.0), P.compare(P.lt_p, a, np.inf)),
+        P.logical(P.and_p, P.compare(P.gt_p, b, 0.0), P.compare(P.lt_p, b, np.inf)),
+    )
+    valid = P.logical(P.and_p, inside, finite)
+    a_s, b_s = P.where(valid, a, 1.0), P.where(valid, b, 1.0)
+    x_s, y_s = P.where(valid, x, 0.5), P.where(valid, y, 0.5)
+    flip = P.compare(P.gt_p, x_s, P.div(P.add(a_s, 1.0), P.add(P.add(a_s, b_s), 2.0)))
+    aa, bb = P.where(flip, b_s, a_s), P.where(flip, a_s, b_s)
+    xx, yy = P.where(flip, y_s, x_s), P.where(flip, x_s, y_s)
+    tail = P.zeros_like(xx)
+    for j in range(_BETAINC_DEPTH, 0, -1):
+        m = float(j // 2)
+        if j % 2:  # d_2m+1 = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1))
+            top = P.mul(P.mul(P.add(aa, m), P.add(P.add(aa, bb), m)), P.neg(xx))
+            bottom = P.mul(P.add(aa, 2 * m), P.add(aa, 2 * m + 1))
+        else:  # d_2m = m (b - m) x / ((a + 2m - 1)(a + 2m))
+            top = P.mul(P.mul(P.sub(bb, m), xx), m)
+            bottom = P.mul(P.add(aa, 2 * m - 1), P.add(aa, 2 * m))
+        tail = P.div(P.div(top, bottom), P.add(tail, 1.0))
+    log_prefactor = P.sub(
+        P.sub(
+            P.add(P.mul(aa, P.unary(P.log_p, xx)), P.mul(bb, P.unary(P.log_p, yy))),
+            betaln(aa, bb),
+        ),
+        P.unary(P.log_p, aa),
+    )
+    v = P.div(P.unary(P.exp_p, log_prefactor), P.add(tail, 1.0))
+    out = P.where(flip, P.sub(1.0, v), v)
+    # SciPy's edges: I_0 = 0 and I_1 = 1; a = 0 gives 1 and b = 0 gives 0 (the other > 0);
+    # a = inf gives 0, b = inf gives 1 (the other finite, 0 < x < 1); the rest nan
+    ab_ok = P.logical(P.and_p, P.compare(P.ge_p, a, 0.0), P.compare(P.ge_p, b, 0.0))
+    some = P.logical(P.and_p, ab_ok, P.compare(P.gt_p, P.add(a, b), 0.0))
+    at_0 = P.logical(P.and_p, finite, P.compare(P.eq_p, x, 0.0))
+    at_1 = P.logical(P.and_p, finite, P.compare(P.eq_p, y, 0.0))
+    zero = P.logical(
+        P.or_p,
+        at_0,
+        P.logical(
+            P.and_p,
+            P.logical(P.and_p, some, inside),
+            P.logical(P.or_p, P.compare(P.eq_p, b, 0.0), P.compare(P.eq_p, a, np.inf)),
+        ),
+    )
+    one = P.logical(
+        P.or_p,
+        at_1,
+        P.logical(
+            P.and_p,
+            P.logical(P.and_p, some, inside),
+            P.logical(P.or_p, P.compare(P.eq_p, a, 0.0), P.compare(P.eq_p, b, np.inf)),
+        ),
+    )
+    return P.where(valid, out, P.where(zero, 0.0, P.where(one, 1.0, np.nan)))
+
+
+@implements_ufunc("betainc")
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b)."""
+    (x,) = _floats(x)
+    return betainc_of(a, b, x, P.sub(1.0, x))
+
+
 # ---- erfinv and erfcinv: M. Giles' single-precision approximation ("Approximating the erfinv
 # function", 2010) as a first guess, an asymptotic one far in the tail, then Halley steps on
 # erf(y) = a (|p| < 1/2) or on erfc(y) = q (the tail, where q = 1 - a is known exactly). Built from

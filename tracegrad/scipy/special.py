@@ -21,6 +21,7 @@ from ..tracing.dispatch import UFUNCS
 
 __all__ = [
     "beta",
+    "betainc",
     "betaln",
     "digamma",
     "erf",
@@ -87,6 +88,7 @@ def _python_function(name: str):
 
 
 beta = _ufunc("beta")
+betainc = _ufunc("betainc")
 betaln = _ufunc("betaln")
 digamma = _ufunc("digamma", "psi")  # scipy.special.digamma's ufunc is named psi
 psi = _ufunc("psi")

@@ -44,6 +44,7 @@ HOOK_NAMES = {
 # and log_softmax, which are redirected while tracing (tracing/constructors.py)
 SCIPY_SPECIAL = (
     "beta",
+    "betainc",
     "betaln",
     "digamma",
     "erf",

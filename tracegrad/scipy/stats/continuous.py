@@ -262,6 +262,46 @@ class t:
 
     pdf = staticmethod(_pdf(logpdf))
 
+    @staticmethod
+    def cdf(x, df, loc=0, scale=1):
+        return t._tails(x, df, loc, scale)[0]
+
+    @staticmethod
+    def sf(x, df, loc=0, scale=1):
+        return t._tails(x, df, loc, scale)[1]
+
+    @staticmethod
+    def logcdf(x, df, loc=0, scale=1):
+        return log_of(*t._tails(x, df, loc, scale))
+
+    @staticmethod
+    def logsf(x, df, loc=0, scale=1):
+        cdf, sf = t._tails(x, df, loc, scale)
+        return log_of(sf, cdf)
+
+    @staticmethod
+    def _tails(x, df, loc, scale):
+        """(cdf, sf): P(T > |z|) = I_w(df / 2, 1 / 2) / 2 with w = df / (df + z^2) in the tails,
+        P(|T| < |z|) = I_(1-w)(1 / 2, df / 2) near 0 (where w would round to 1), and at z = 0
+        exactly 1/2 + density(0) z (the same value, with its derivative)."""
+        x, df, loc, scale = promote(x, df, loc, scale)
+        z, _, valid = standardize(x, loc, scale)
+        valid_df, df = positive(df)
+        at_0 = z == 0
+        zs = np.where(at_0, 1, z)
+        z2 = zs * zs
+        near = z2 < df  # 1 - w < 1/2
+        beyond = 0.5 * special.betainc(0.5 * df, 0.5, np.where(near, 0.5, df / (df + z2)))
+        within = 0.5 * special.betainc(0.5, 0.5 * df, np.where(near, z2 / (df + z2), 0.5))
+        cdf = np.where(near, 0.5 + np.sign(zs) * within, np.where(zs < 0, beyond, 1 - beyond))
+        log_density_0 = special.gammaln(0.5 * (df + 1)) - special.gammaln(0.5 * df)
+        slope = np.exp(log_density_0 - 0.5 * np.log(df * math.pi)) * z
+        cdf = np.where(at_0, 0.5 + slope, cdf)
+        sf = np.where(at_0, 0.5 - slope, 1 - cdf)
+        sf = np.where(at_0 | near, sf, np.where(zs > 0, beyond, 1 - beyond))
+        ok = valid & valid_df
+        return valid_or_nan(ok, cdf), valid_or_nan(ok, sf)
+
 
 @distribution
 class gamma:
@@ -327,6 +367,36 @@ class beta:
         return valid_or_nan(valid & valid_a & valid_b, inside_or(inside, value, -np.inf))
 
     pdf = staticmethod(_pdf(logpdf))
+
+    @staticmethod
+    def cdf(x, a, b, loc=0, scale=1):
+        return beta._tails(x, a, b, loc, scale)[0]
+
+    @staticmethod
+    def sf(x, a, b, loc=0, scale=1):
+        return beta._tails(x, a, b, loc, scale)[1]
+
+    @staticmethod
+    def logcdf(x, a, b, loc=0, scale=1):
+        return log_of(*beta._tails(x, a, b, loc, scale))
+
+    @staticmethod
+    def logsf(x, a, b, loc=0, scale=1):
+        cdf, sf = beta._tails(x, a, b, loc, scale)
+        return log_of(sf, cdf)
+
+    @staticmethod
+    def _tails(x, a, b, loc, scale):
+        """(cdf, sf) = (I_z(a, b), I_(1-z)(b, a))."""
+        x, a, b, loc, scale = promote(x, a, b, loc, scale)
+        z, _, valid = standardize(x, loc, scale)
+        valid_a, a = positive(a)
+        valid_b, b = positive(b)
+        zs = np.clip(z, 0, 1)
+        ok = valid & valid_a & valid_b
+        cdf = valid_or_nan(ok, special.betainc(a, b, zs))
+        sf = valid_or_nan(ok, special.betainc(b, a, 1 - zs))
+        return cdf, sf
 
 
 @distribution
