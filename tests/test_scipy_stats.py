@@ -236,6 +236,7 @@ def test_multivariate_normal_matches_scipy(backend):
             tstats.multivariate_normal.logpdf(x, mean, np.diagonal(cov)),
             tstats.multivariate_normal.logpdf(x, mean, cov[0, 0]),
             tstats.multivariate_normal.logpdf(x[:, 0], mean[0], cov[0, 0]),
+            tstats.multivariate_normal.logpdf(x[:, 0], None, cov[0, 0]),
         ),
         backend=backend,
     )
@@ -245,6 +246,7 @@ def test_multivariate_normal_matches_scipy(backend):
         scipy_stats.multivariate_normal.logpdf(x, mean, np.diagonal(cov)),
         scipy_stats.multivariate_normal.logpdf(x, mean, cov[0, 0]),
         scipy_stats.multivariate_normal.logpdf(x[:, 0], mean[0], cov[0, 0]),
+        scipy_stats.multivariate_normal.logpdf(x[:, 0], None, cov[0, 0]),
     )
     for got, want in zip(f(x, mean, cov), expected, strict=True):
         assert np.shape(got) == np.shape(want)
@@ -287,6 +289,42 @@ def test_multivariate_normal_derivatives_in_x_mean_and_cov():
     np.testing.assert_allclose((g + g.T) / 2, expected, rtol=1e-10, atol=1e-14)
 
 
+def test_multivariate_normal_allow_singular_matches_scipy(backend):
+    a = RNG.normal(size=(3, 2))
+    low_rank = a @ a.T  # rank 2
+    x = np.vstack([RNG.normal(size=(2, 2)) @ a.T, RNG.normal(size=3)])  # two on the span, one off
+    diagonal = np.array([1.0, 2.0, 0.0])
+    f = tg.jit(
+        lambda x, cov: (
+            tstats.multivariate_normal.logpdf(x, np.zeros(3), cov, allow_singular=True),
+            tstats.multivariate_normal.logpdf(
+                x * [1, 1, 0], np.zeros(3), diagonal, allow_singular=True
+            ),
+            tstats.multivariate_normal.logpdf(x, np.ones(3), _spd(3), allow_singular=True),
+        ),
+        backend=backend,
+    )
+    expected = (
+        scipy_stats.multivariate_normal.logpdf(x, np.zeros(3), low_rank, allow_singular=True),
+        scipy_stats.multivariate_normal.logpdf(
+            x * [1, 1, 0], np.zeros(3), diagonal, allow_singular=True
+        ),
+    )
+    got = f(x, low_rank)
+    for g, e in zip(got[:2], expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-10)
+    assert np.isneginf(got[0][2]) and np.all(np.isfinite(got[0][:2]))
+    # derivatives in x and the mean along the span (autograd's singular-covariance test)
+    cov = np.diag([1.0, 1.0, 0.0, 0.0])
+
+    def logpdf(x, mean):
+        x = np.concatenate([x[:2], mean[2:]])
+        return tstats.multivariate_normal.logpdf(x, mean, cov, allow_singular=True)
+
+    point = np.array([0.3, -0.8, 0.0, 0.0])
+    assert tg.check_grad(logpdf, point, point[::-1] * 0.5, order=2, backend="numpy")
+
+
 def test_dirichlet_matches_scipy_and_is_minus_inf_off_the_simplex(backend):
     alpha = np.array([0.5, 2.0, 3.0])
     x = RNG.dirichlet(alpha, size=4).T
@@ -313,8 +351,6 @@ def test_user_arrays_are_not_modified():
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(ValueError, match="allow_singular"):
-        tstats.multivariate_normal.logpdf(np.ones(2), np.zeros(2), np.eye(2), allow_singular=True)
     with pytest.raises(ValueError, match=r"cov of shape \(3, 3\)"):
         tstats.multivariate_normal.logpdf(np.ones(2), np.zeros(2), np.eye(3))
     with pytest.raises(ValueError, match="first axis has 5"):

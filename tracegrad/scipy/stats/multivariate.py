@@ -16,19 +16,15 @@ from .common import distribution, is_traced, promote
 @distribution
 class multivariate_normal:
     """The normal distribution of dimension d, N(mean, cov): `cov` a number (times the identity),
-    a vector (the diagonal) or a d x d symmetric positive definite matrix."""
+    a vector (the diagonal) or a d x d symmetric positive definite matrix (semidefinite with
+    allow_singular=True, as SciPy: the pseudo-inverse and pseudo-determinant of its eigenvalues
+    above 1e6 eps times the largest, -inf off the subspace it spans)."""
 
     @staticmethod
     def logpdf(x, mean=None, cov=1, allow_singular=False):
-        if allow_singular:
-            raise ValueError(
-                "tracegrad.scipy.stats.multivariate_normal: allow_singular=True is not supported "
-                "(it needs a pseudo-inverse); give a positive definite cov"
-            )
         cov_ndim = np.ndim(cov)
         if mean is None:
-            dim = np.shape(cov)[0] if cov_ndim else np.shape(x)[-1] if np.ndim(x) else 1
-            mean = np.zeros(dim)
+            mean = np.zeros(np.shape(cov)[0] if cov_ndim else 1)  # SciPy's dimension
         x, mean, cov = promote(x, mean, cov)
         if mean.ndim != 1:
             mean = np.reshape(mean, (-1,))
@@ -47,6 +43,8 @@ class multivariate_normal:
                 f"entries, the mean {d}"
             )
         diff = x - mean
+        if allow_singular:
+            return _singular_logpdf(diff, cov if cov_ndim == 2 else np.diag(cov * np.ones(d)))
         if cov_ndim < 2:
             variances = cov * np.ones(d, dtype=cov.dtype) if cov_ndim == 0 else cov
             maha = np.sum(diff * diff / variances, axis=-1)
@@ -74,6 +72,29 @@ class multivariate_normal:
         else:
             log_det = np.sum(np.log(cov * np.ones(d, dtype=cov.dtype)))
         return 0.5 * (d * (1 + math.log(2 * math.pi)) + log_det)
+
+
+def _singular_logpdf(diff, cov):
+    """SciPy's allow_singular=True: eigenvalues at or below 1e6 (float32: 1e3) eps times the
+    largest count as zero; the density lives on the span of the others."""
+    s, u = np.linalg.eigh(cov)
+    d = cov.shape[0]
+    factor = 1e6 if cov.dtype == np.float64 else 1e3
+    eps = factor * float(np.finfo(cov.dtype).eps) * np.max(np.abs(s))
+    keep = s > eps
+    s_kept = np.where(keep, s, 1)
+    whiten = u * np.where(keep, 1 / np.sqrt(s_kept), 0)  # columns: u_i / sqrt(s_i), kept only
+    points = np.reshape(diff, (-1, d))
+    maha = np.reshape(np.sum((points @ whiten) ** 2, axis=-1), diff.shape[:-1])
+    rank = np.sum(np.where(keep, 1.0, 0.0))
+    log_pdet = np.sum(np.where(keep, np.log(s_kept), 0))
+    out = -0.5 * (rank * math.log(2 * math.pi) + log_pdet + maha)
+    # off the span: a residual along the dropped eigenvectors beyond 1e3 eps
+    null = u * np.where(keep, 0.0, 1.0)
+    residual = np.reshape(np.sqrt(np.sum((points @ null) ** 2, axis=-1)), diff.shape[:-1])
+    out = np.where(residual < 1e3 * eps, out, -np.inf)
+    out = np.where(np.min(s) < -eps, np.nan, out)  # not semidefinite (SciPy raises)
+    return np.squeeze(out) if out.ndim else out
 
 
 @distribution
