@@ -543,3 +543,31 @@ def test_traced_distributions_need_no_scipy():
         + np.exp(scipy_stats.norm.logpdf(1.5) - scipy_stats.norm.logcdf(1.5))
     )
     np.testing.assert_allclose(float(out.stdout), expected, rtol=1e-12)
+
+
+FLOAT32_SPECIAL = [
+    ("gamma", lambda x, a, u: scipy_special.gamma(x / 4 - 2)),
+    ("beta", lambda x, a, u: scipy_special.beta(x, a)),
+    ("betaln", lambda x, a, u: scipy_special.betaln(x, a)),
+    ("rgamma", lambda x, a, u: scipy_special.rgamma(x - 3)),
+    ("gammasgn", lambda x, a, u: scipy_special.gammasgn(x - 5.5)),
+    ("erfinv", lambda x, a, u: scipy_special.erfinv(2 * u - 1)),
+    ("erfcinv", lambda x, a, u: scipy_special.erfcinv(2 * u)),
+    ("gammainc", lambda x, a, u: scipy_special.gammainc(a, x)),
+    ("gammaincc", lambda x, a, u: scipy_special.gammaincc(a, x)),
+    ("betainc", lambda x, a, u: scipy_special.betainc(a, x, u)),
+    ("polygamma", lambda x, a, u: special.polygamma(2, x)),
+    ("multigammaln", lambda x, a, u: special.multigammaln(x + 2, 3)),
+    ("ndtri", lambda x, a, u: special.ndtri(u)),
+]
+
+
+@pytest.mark.parametrize(("label", "fun"), FLOAT32_SPECIAL, ids=[c[0] for c in FLOAT32_SPECIAL])
+def test_special_functions_keep_float32(label, fun):
+    x = np.linspace(0.3, 19.0, 9)
+    a = np.linspace(0.6, 15.0, 9)
+    u = np.linspace(0.02, 0.97, 9)
+    got = tg.jit(fun, backend="numpy")(*(v.astype(np.float32) for v in (x, a, u)))
+    expected = _scipy(fun, x, a, u)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=2e-5, atol=1e-6)

@@ -100,6 +100,11 @@ def _floats(*xs) -> list[Var]:
     return [P.broadcast_to(P.reshape(x, (1,) * (len(shape) - x.ndim) + x.shape), shape) for x in xs]
 
 
+def fill(value: float, like: Var) -> Var:
+    """`value` in `like`'s shape and dtype (np.where of two Python numbers would be float64)."""
+    return P.const(value, like.shape, like.dtype)
+
+
 def _gammaln(x: Var) -> Var:
     return P.unary(P.gammaln_p, x)
 
@@ -109,7 +114,7 @@ def _gamma_sign(x: Var) -> Var:
     odd = P.compare(
         P.eq_p, P.emit(P.mod_p, P.emit(P.floor_p, x), P.const(2.0, x.shape, x.dtype)), 1.0
     )
-    return P.where(P.logical(P.and_p, P.compare(P.lt_p, x, 0.0), odd), -1.0, 1.0)
+    return P.where(P.logical(P.and_p, P.compare(P.lt_p, x, 0.0), odd), fill(-1.0, x), 1.0)
 
 
 def _is_pole(x: Var) -> Var:
@@ -216,11 +221,11 @@ def _gammainc_pair(a, x) -> tuple[Var, Var]:
     x_inf = P.logical(P.and_p, P.compare(P.eq_p, x, np.inf), P.compare(P.ge_p, a, 0.0))
     a_zero = P.logical(P.and_p, P.compare(P.eq_p, a, 0.0), P.compare(P.gt_p, x, 0.0))
     ones = P.logical(P.or_p, x_inf, a_zero)
-    p = P.where(valid, p, P.where(x_zero, 0.0, P.where(ones, 1.0, np.nan)))
-    q = P.where(valid, q, P.where(x_zero, 1.0, P.where(ones, 0.0, np.nan)))
+    p = P.where(valid, p, P.where(x_zero, fill(0.0, x), P.where(ones, fill(1.0, x), np.nan)))
+    q = P.where(valid, q, P.where(x_zero, fill(1.0, x), P.where(ones, fill(0.0, x), np.nan)))
     a_inf = P.logical(P.and_p, P.compare(P.eq_p, a, np.inf), P.compare(P.lt_p, x, np.inf))
-    p = P.where(a_inf, P.where(P.compare(P.ge_p, x, 0.0), 0.0, np.nan), p)
-    q = P.where(a_inf, P.where(P.compare(P.ge_p, x, 0.0), 1.0, np.nan), q)
+    p = P.where(a_inf, P.where(P.compare(P.ge_p, x, 0.0), fill(0.0, x), np.nan), p)
+    q = P.where(a_inf, P.where(P.compare(P.ge_p, x, 0.0), fill(1.0, x), np.nan), q)
     return p, q
 
 
@@ -301,7 +306,7 @@ def betainc_of(a: Var, b: Var, x: Var, y: Var) -> Var:
             P.logical(P.or_p, P.compare(P.eq_p, a, 0.0), P.compare(P.eq_p, b, np.inf)),
         ),
     )
-    return P.where(valid, out, P.where(zero, 0.0, P.where(one, 1.0, np.nan)))
+    return P.where(valid, out, P.where(zero, fill(0.0, x), P.where(one, fill(1.0, x), np.nan)))
 
 
 @implements_ufunc("betainc")
@@ -416,7 +421,7 @@ def erfcinv(q):
     inside = P.logical(P.and_p, P.compare(P.gt_p, small, 0.0), P.compare(P.le_p, small, 1.0))
     small_safe = P.where(inside, small, 1.0)
     p = P.sub(1.0, P.where(inside, q, 1.0))  # exact where it is read (|p| < 1/2)
-    sign = P.where(upper, -1.0, 1.0)
+    sign = P.where(upper, fill(-1.0, q), 1.0)
     y = _erfinv_solve(p, P.emit(P.abs_p, p), small_safe, sign)
     outside = P.emit(P.not_p, P.compare(P.ge_p, small, 0.0))  # below 0, above 2, or nan
     return _erfinv_ends(y, P.compare(P.eq_p, small, 0.0), outside, sign)
