@@ -291,14 +291,18 @@ class t:
         zs = np.where(at_0, 1, z)
         z2 = zs * zs
         near = z2 < df  # 1 - w < 1/2
-        beyond = 0.5 * special.betainc(0.5 * df, 0.5, np.where(near, 0.5, df / (df + z2)))
-        within = 0.5 * special.betainc(0.5, 0.5 * df, np.where(near, z2 / (df + z2), 0.5))
-        cdf = np.where(near, 0.5 + np.sign(zs) * within, np.where(zs < 0, beyond, 1 - beyond))
+        # one betainc: I_(1-w)(1/2, df/2) = P(|T| < |z|) near 0, I_w(df/2, 1/2) = 2 P(T > |z|)
+        half = 0.5 * special.betainc(
+            np.where(near, 0.5, 0.5 * df),
+            np.where(near, 0.5 * df, 0.5),
+            np.where(near, z2, df) / (df + z2),
+        )
+        cdf = np.where(near, 0.5 + np.sign(zs) * half, np.where(zs < 0, half, 1 - half))
         log_density_0 = special.gammaln(0.5 * (df + 1)) - special.gammaln(0.5 * df)
         slope = np.exp(log_density_0 - 0.5 * np.log(df * math.pi)) * z
         cdf = np.where(at_0, 0.5 + slope, cdf)
         sf = np.where(at_0, 0.5 - slope, 1 - cdf)
-        sf = np.where(at_0 | near, sf, np.where(zs > 0, beyond, 1 - beyond))
+        sf = np.where(at_0 | near, sf, np.where(zs > 0, half, 1 - half))
         ok = valid & valid_df
         return valid_or_nan(ok, cdf), valid_or_nan(ok, sf)
 
