@@ -433,6 +433,36 @@ def test_t_cdf_is_exact_through_zero():
     np.testing.assert_allclose(g, scipy_stats.t.pdf(x, 3.0), rtol=1e-12)
 
 
+def test_bessel_functions_match_scipy(backend):
+    # each region: the series (|x| < 5), Bessel's integral (to 25), the asymptotic expansion
+    x = np.concatenate([np.linspace(-40, 40, 33), [0.0, 4.99, 5.01, 24.99, 25.01, 700.0, 1e5]])
+    x = np.concatenate([x, [710.0, np.inf, -np.inf, np.nan]])
+    got = tg.jit(
+        lambda x: (scipy_special.j0(x), special.j1(x), scipy_special.i0(x), special.i1(x)),
+        backend=backend,
+    )(x)
+    for g, f in zip(
+        got, (scipy_special.j0, scipy_special.j1, scipy_special.i0, scipy_special.i1), strict=True
+    ):
+        np.testing.assert_allclose(g, f(x), rtol=1e-13, atol=2e-15, equal_nan=True)
+
+
+def test_bessel_derivatives_are_their_recurrences():
+    x = np.array([0.0, 0.3, 4.9, 5.1, 12.0, 24.9, 25.1, 33.0, -7.0])
+    sp = scipy_special
+
+    def grad(f):
+        return tg.grad(lambda v: np.sum(f(v)), backend="numpy")(x)
+
+    np.testing.assert_allclose(grad(sp.j0), -sp.j1(x), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(grad(sp.j1), (sp.j0(x) - sp.jv(2, x)) / 2, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(grad(sp.i0), sp.i1(x), rtol=1e-13)
+    np.testing.assert_allclose(grad(sp.i1), (sp.i0(x) + sp.iv(2, x)) / 2, rtol=1e-13)
+    # at 0 through the series on x itself (not |x|): J0''(0) = -1/2, J1'(0) = 1/2
+    assert tg.hessian(lambda v: sp.j0(v), backend="numpy")(0.0) == -0.5
+    assert tg.grad(lambda v: sp.j1(v), backend="numpy")(0.0) == 0.5
+
+
 def test_incomplete_gamma_derivative_in_x_is_the_density():
     a = np.array([0.5, 2.0, 7.5, 30.0])
     x = np.array([0.3, 4.0, 6.0, 45.0])  # both sides of x = a + 1
@@ -496,6 +526,8 @@ SPECIAL_GRADIENTS = [
         np.array([0.7, 1.5, 3.0]),
     ),
     ("betainc_x", lambda x: scipy_special.betainc(1.5, 2.5, x), np.array([0.1, 0.45, 0.8])),
+    ("j1", scipy_special.j1, np.array([0.4, 4.99, 5.01, 17.0, 26.0])),
+    ("i0", scipy_special.i0, np.array([-0.4, 3.0, 12.0])),
 ]
 
 

@@ -34,6 +34,10 @@ __all__ = [
     "gammaincc",
     "gammaln",
     "gammasgn",
+    "i0",
+    "i1",
+    "j0",
+    "j1",
     "log_ndtr",
     "log_softmax",
     "logit",
@@ -102,6 +106,10 @@ gammainc = _ufunc("gammainc")
 gammaincc = _ufunc("gammaincc")
 gammaln = _ufunc("gammaln")
 gammasgn = _ufunc("gammasgn")
+i0 = _ufunc("i0")
+i1 = _ufunc("i1")
+j0 = _ufunc("j0")
+j1 = _ufunc("j1")
 rgamma = _ufunc("rgamma")
 log_ndtr = _ufunc("log_ndtr")
 logit = _ufunc("logit")
