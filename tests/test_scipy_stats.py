@@ -447,6 +447,21 @@ def test_bessel_functions_match_scipy(backend):
         np.testing.assert_allclose(g, f(x), rtol=1e-13, atol=2e-15, equal_nan=True)
 
 
+def test_bessel_y_matches_scipy(backend):
+    # the series (x < 2), the integral form by Gauss-Legendre (to 25), Hankel's expansion
+    x = np.concatenate([np.linspace(0.01, 40, 41), [1e-300, 1.99, 2.01, 24.99, 25.01, 1e5]])
+    x = np.concatenate([x, [0.0, -1.0, np.inf, np.nan]])
+    got = tg.jit(lambda x: (scipy_special.y0(x), special.y1(x)), backend=backend)(x)
+    for g, f in zip(got, (scipy_special.y0, scipy_special.y1), strict=True):
+        np.testing.assert_allclose(g, _scipy(f, x), rtol=1e-13, atol=5e-15, equal_nan=True)
+    v = np.array([0.3, 1.9, 2.1, 12.0, 24.9, 25.1, 33.0])
+    g0 = tg.grad(lambda v: np.sum(scipy_special.y0(v)), backend="numpy")(v)
+    np.testing.assert_allclose(g0, -scipy_special.y1(v), rtol=1e-13)
+    g1 = tg.grad(lambda v: np.sum(scipy_special.y1(v)), backend="numpy")(v)
+    expected = (scipy_special.y0(v) - scipy_special.yn(2, v)) / 2
+    np.testing.assert_allclose(g1, expected, rtol=1e-13)
+
+
 def test_bessel_derivatives_are_their_recurrences():
     x = np.array([0.0, 0.3, 4.9, 5.1, 12.0, 24.9, 25.1, 33.0, -7.0])
     sp = scipy_special

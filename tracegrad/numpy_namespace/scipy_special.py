@@ -502,10 +502,75 @@ def _bessel_i(n: int, x) -> Var:
     return P.where(large, asymptotic, series)
 
 
+_GAUSS_NODES, _GAUSS_WEIGHTS = ([float(v) for v in a] for a in np.polynomial.legendre.leggauss(64))
+_EULER_GAMMA = 0.5772156649015329
+
+
+def _bessel_y(n: int, x) -> Var:
+    """Y_n for n = 0, 1: the series (with log(x/2) J_n) below 2, the integral form
+    (1/pi) int_0^pi sin(x sin t - n t) dt - (1/pi) int_0^inf (e^(nt) + (-1)^n e^(-nt))
+    e^(-x sinh t) dt by Gauss-Legendre (64 nodes each; the second cut where x sinh t > 45) up to
+    25, Hankel's expansion beyond; -inf at 0, nan below 0 and at inf (as SciPy's)."""
+    (x,) = _floats(x)
+    small = P.compare(P.lt_p, x, 2.0)
+    large = P.compare(P.ge_p, x, 25.0)
+    xs = P.where(small, x, 1.0)
+    half = P.mul(xs, 0.5)
+    q = P.neg(P.mul(half, half))
+    harmonic, total = 0.0, None
+    if n == 0:  # Y0 = (2/pi)((log(x/2) + gamma) J0 - sum_k>=1 H_k (-x^2/4)^k / (k!)^2)
+        term = P.ones_like(xs)
+        for k in range(1, 30):
+            term = P.div(P.mul(term, q), float(k * k))
+            harmonic += 1 / k
+            total = P.mul(term, harmonic) if total is None else P.add(total, P.mul(term, harmonic))
+        log_part = P.mul(P.add(P.unary(P.log_p, half), _EULER_GAMMA), _bessel_j(0, xs))
+        series = P.mul(P.sub(log_part, total), 2 / math.pi)
+    else:  # Y1 = (2/pi) J1 log(x/2) - 2/(pi x) - (1/pi) sum_k (psi(k+1) + psi(k+2)) (-1)^k
+        term = half  #      (x/2)^(2k+1) / (k! (k+1)!)
+        for k in range(30):
+            if k:
+                term = P.div(P.mul(term, q), float(k * (k + 1)))
+            weight = 2 * (harmonic - _EULER_GAMMA) + 1 / (k + 1)
+            total = P.mul(term, weight) if total is None else P.add(total, P.mul(term, weight))
+            harmonic += 1 / (k + 1)
+        log_part = P.mul(P.mul(_bessel_j(1, xs), P.unary(P.log_p, half)), 2 / math.pi)
+        series = P.sub(P.sub(log_part, P.div(2 / math.pi, xs)), P.div(total, math.pi))
+    xm = P.where(P.logical(P.or_p, small, large), 10.0, x)
+    cut = P.add(P.unary(P.arcsinh_p, P.div(45.0, xm)), 0.5)
+    integral = None
+    for u, w in zip(_GAUSS_NODES, _GAUSS_WEIGHTS, strict=True):
+        theta = (u + 1) * math.pi / 2
+        value = P.mul(P.unary(P.sin_p, P.sub(P.mul(xm, math.sin(theta)), n * theta)), w / 2)
+        integral = value if integral is None else P.add(integral, value)
+        t = P.mul(cut, (u + 1) / 2)
+        growth = P.unary(P.exp_p, P.mul(t, float(n))) if n else P.ones_like(t)
+        decay = P.unary(P.exp_p, P.neg(P.mul(xm, P.unary(P.sinh_p, t))))
+        both = P.add(growth, P.div((-1.0) ** n, growth)) if n else P.mul(growth, 2.0)
+        integral = P.sub(integral, P.div(P.mul(P.mul(both, decay), P.mul(cut, w / 2)), math.pi))
+    al = P.where(large, x, 30.0)
+    a = _hankel_coefficients(n, 24)
+    inv = P.div(1.0, al)
+    p_sum = _horner([(-1) ** (k // 2) * a[k] for k in range(22, -1, -2)], P.mul(inv, inv))
+    q_sum = P.mul(
+        _horner([(-1) ** (k // 2) * a[k] for k in range(23, 0, -2)], P.mul(inv, inv)), inv
+    )
+    chi = P.sub(al, (n / 2 + 0.25) * math.pi)
+    hankel = P.mul(
+        P.unary(P.sqrt_p, P.div(2 / math.pi, al)),
+        P.add(P.mul(p_sum, P.unary(P.sin_p, chi)), P.mul(q_sum, P.unary(P.cos_p, chi))),
+    )
+    out = P.where(small, series, P.where(large, hankel, integral))
+    out = P.where(P.compare(P.eq_p, x, 0.0), fill(-np.inf, x), out)
+    return P.where(P.compare(P.lt_p, x, 0.0), np.nan, out)
+
+
 register_ufunc("j0", lambda x: _bessel_j(0, x))
 register_ufunc("j1", lambda x: _bessel_j(1, x))
 register_ufunc("i0", lambda x: _bessel_i(0, x))
 register_ufunc("i1", lambda x: _bessel_i(1, x))
+register_ufunc("y0", lambda x: _bessel_y(0, x))
+register_ufunc("y1", lambda x: _bessel_y(1, x))
 
 
 # ---- polygamma(n, x) (a Python function in SciPy: the traced version is tracegrad.scipy.special's)

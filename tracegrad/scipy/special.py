@@ -51,6 +51,8 @@ __all__ = [
     "softmax",
     "xlog1py",
     "xlogy",
+    "y0",
+    "y1",
 ]
 
 
@@ -110,6 +112,8 @@ i0 = _ufunc("i0")
 i1 = _ufunc("i1")
 j0 = _ufunc("j0")
 j1 = _ufunc("j1")
+y0 = _ufunc("y0")
+y1 = _ufunc("y1")
 rgamma = _ufunc("rgamma")
 log_ndtr = _ufunc("log_ndtr")
 logit = _ufunc("logit")

@@ -71,6 +71,8 @@ SCIPY_SPECIAL = (
     "softmax",
     "xlog1py",
     "xlogy",
+    "y0",
+    "y1",
 )
 
 
