@@ -129,7 +129,9 @@ def test_what_is_refused_and_why():
         outside[0] = x[0]  # an array made outside the traced function cannot hold a traced value
         return outside
 
-    with pytest.raises(tg.TracingError, match=r"inside the function from a traced constructor: y = np.zeros\(n\)"):
+    with pytest.raises(
+        tg.TracingError, match=r"inside the function from a traced constructor: y = np.zeros\(n\)"
+    ):
         tg.jit(into_numpy_array, backend="numpy")(x)
 
     def masked_array_value(x):
