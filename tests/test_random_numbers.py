@@ -9,6 +9,7 @@ import threading
 
 import numpy as np
 import pytest
+from numpy.random import default_rng
 
 import tracegrad as tg
 
@@ -379,6 +380,20 @@ def test_a_generator_made_inside_without_a_seed_draws_new_numbers_on_every_call(
     f = tg.jit(lambda x: x + np.random.default_rng().normal(size=4), backend="cpu")
     a, b = f(np.zeros(4)), f(np.zeros(4))
     assert np.all(np.isfinite(a)) and not np.array_equal(a, b)
+
+
+def _from_imported_default_rng(x):
+    return x + default_rng().normal(size=4)  # `from numpy.random import default_rng`
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_default_rng_imported_by_name_without_a_seed_draws_new_numbers_on_every_call(backend):
+    f = tg.jit(_from_imported_default_rng, backend=backend)
+    a, b = f(np.zeros(4)), f(np.zeros(4))
+    assert np.all(np.isfinite(a)) and not np.array_equal(a, b)
+    assert globals()["default_rng"] is np.random.default_rng  # put back after the trace
+    seeded = tg.jit(lambda x: x + default_rng(7).normal(size=4), backend=backend)
+    np.testing.assert_array_equal(seeded(np.zeros(4)), default_rng(7).normal(size=4))
 
 
 def test_code_that_names_random_but_draws_nothing_traces():

@@ -298,7 +298,7 @@ def recording(scope: Any, fun: Any, call: Any):
         args = call.args if type(call) is CallArgs else call
         types = generator_types()
         scope = Scope.of(fun, tuple(a for a in args if types and isinstance(a, types)))
-    if scope is None or not scope.random_sources():
+    if scope is None or not (scope.random_sources() or scope.rng_constructors):
         yield call
         return
     snapshot = snapshot_random_sources(scope)
@@ -310,6 +310,8 @@ def recording(scope: Any, fun: Any, call: Any):
         try:
             for path, generator in sources:
                 _install(path, generator, scope.roots, undo, static)
+            for path in scope.rng_constructors:  # from numpy.random import default_rng
+                _install_default_rng(path, scope.roots, undo)
             if uses_global:
                 module = np.random
                 for name in sorted(DRAWS | {"default_rng"} | set(_REFUSED)):
@@ -354,6 +356,20 @@ def _install(path: Any, generator: Any, roots: tuple, undo: list, static: dict) 
             value = stand_in
         _write(parent, step, value)
     except Exception:  # a tuple item, a property, a frozen object: not replaced (reads.py)
+        return
+    undo.append((parent, step, current))
+
+
+def _install_default_rng(path: Any, roots: tuple, undo: list) -> None:
+    """NumPy's default_rng reached by another name (a global `default_rng`): replaced, for the
+    trace, by the stand-in np.random.default_rng gets (an unseeded call draws on every call)."""
+    try:
+        parent, step = _parent_and_step(path, roots)
+        current = _read(parent, step)
+        if getattr(current, "__wrapped__", None) is not None:
+            return  # an enclosing trace of this thread installed it
+        _write(parent, step, _global_function("default_rng", current))
+    except Exception:  # a tuple item, a frozen object: not replaced (the numbers are baked)
         return
     undo.append((parent, step, current))
 

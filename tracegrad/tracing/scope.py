@@ -9,6 +9,7 @@ input; after it, `Scope.finish` makes the program's `Captured` guard.
 from __future__ import annotations
 
 import functools
+import sys
 import types
 from typing import Any
 
@@ -89,6 +90,9 @@ class Scope:
         # names its code uses
         self.generators: list[tuple[str, Any]] = []
         self.generator_paths: list[tuple[Path, Any]] = []  # where each generator lives
+        # where the function reaches numpy.random.default_rng by another name (`from
+        # numpy.random import default_rng`): its unseeded calls must draw on every call too
+        self.rng_constructors: list[Path] = []
         self.names: set[str] = set()
         self.roots: tuple = ()  # (the function, the static arguments): what the paths start at
         # every object the walk met, as _Walker.seen holds them: id -> (value, path, beyond)
@@ -273,6 +277,9 @@ class _Walker:
         if isinstance(value, random_types):
             self.scope.generators.append((f"the generator {path.description}", value))
             self.scope.generator_paths.append((path, value))
+            self.guard(path, "identity", ref(value))
+        elif _is_default_rng(value):
+            self.scope.rng_constructors.append(path)
             self.guard(path, "identity", ref(value))
         elif isinstance(value, np.ndarray):
             self._array(value, path)
@@ -505,3 +512,12 @@ class _Walker:
             else:
                 continue
             self.visit(child, path.attr(name), depth + 1)
+
+
+def _is_default_rng(value: Any) -> bool:
+    """Whether `value` is NumPy's own `numpy.random.default_rng` (read without importing
+    numpy.random, which `import tracegrad` does not load)."""
+    module = sys.modules.get("numpy.random")
+    current = None if module is None else module.__dict__.get("default_rng")
+    original = getattr(current, "__wrapped__", current)  # a trace's stand-in wraps it
+    return original is not None and value is original
