@@ -436,6 +436,28 @@ def test_calls_from_two_threads_at_once_get_their_own_answers(client):
         np.testing.assert_allclose(g, local(step, X, y), rtol=1e-12)
 
 
+def test_first_calls_from_threads_at_once_leave_dask_config_as_it_was(client):
+    """Several threads each building the structure of new data at once (each first call waits
+    for its persisted chunks): Dask's configuration names no scheduler afterwards, so dask
+    arrays computed later without a client still run on threads. (Waiting inside
+    `client.as_current()` once left `scheduler="dask.distributed"` set when two calls
+    overlapped: dask.config.set is not thread-safe.)"""
+    w, X, y = logistic_data()
+    before = dask.config.get("scheduler", None)
+
+    def first_call(k):
+        grad = tgd.grad(nll, argnums=0, data_argnums=(1, 2), client=client, backend="numpy")
+        return grad(w + k, *chunked(X + k, y))
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(first_call, range(8)))
+    local = tg.grad(nll, backend="numpy")
+    for k, g in enumerate(got):
+        np.testing.assert_allclose(g, local(w + k, X + k, y), rtol=1e-12)
+    assert dask.config.get("scheduler", None) == before
+    assert float(da.ones(4, chunks=2).sum().compute()) == 4.0  # no client: threads
+
+
 def add_zero(block):
     return block + 0.0
 

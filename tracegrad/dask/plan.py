@@ -48,12 +48,15 @@ class Plan:
                 data_graph.update(dict(x.__dask_graph__()))
             groups_of = {None: [[i] for i in present]}
         elif persist:
-            from distributed import futures_of, wait
+            from distributed import futures_of
 
             data = client.persist(data)
             futures = [f for x in data for f in futures_of(x)]
-            with client.as_current():
-                wait(futures)
+            # each future waited on through its own client: not `client.as_current()` with
+            # `distributed.wait`, whose dask.config.set(scheduler=...) is not thread-safe (two
+            # calls building at once could leave the config naming a scheduler for good)
+            for future in futures:
+                future.exception()
             for future in futures:
                 if future.status == "error":  # the data itself failed: its error, no plan kept
                     future.result()
