@@ -33,3 +33,10 @@ def scatter_add(v: np.ndarray, idx: np.ndarray, axis: int, shape: tuple[int, ...
     # a view whenever v's leading and trailing axes merge (no copy of a broadcast cotangent)
     _scatter_add(v.reshape(pre, rows.shape[0], rows.shape[1], post), rows, out)
     return out.astype(v.dtype, copy=False).reshape(shape)
+
+
+def add_at(v: np.ndarray, positions: np.ndarray, out: np.ndarray) -> None:
+    """`out[positions[i]] += v[i]` in order of i, into a 1-d `out` (positions in range): the
+    scatter-add's own loop, so its sums are the scatter-add's."""
+    m, n = positions.shape[0], out.shape[0]
+    _scatter_add(v.reshape(1, m, 1, 1), positions.reshape(m, 1), out.reshape(1, n, 1))

@@ -152,7 +152,8 @@ class CpuProgram:
         self.driver_source, self._namespace, self._temps = self._driver()
         # results allocated by the driver (or a matmul) on every call: no caller must copy them
         fresh = {id(b) for b in plan.buffers if b.role == "output" and not self._from_eval(b)}
-        roots = [self._fresh_root(b) for b in plan.outputs]
+        made = {id(s.out): s for s in plan.steps if isinstance(s, (EvalStep, ViewStep))}
+        roots = [self._fresh_root(b, made) for b in plan.outputs]
         self.fresh_outputs = tuple(
             plan.outputs.count(b) == 1
             and (id(b) in fresh or (root is not None and roots.count(root) == 1))
@@ -260,12 +261,12 @@ class CpuProgram:
     def _from_eval(self, b: Buffer) -> bool:
         return any(isinstance(step, EvalStep) and step.out is b for step in self.plan.steps)
 
-    def _fresh_root(self, b: Buffer) -> Buffer | None:
+    def _fresh_root(self, b: Buffer, made: dict) -> Buffer | None:
         """The buffer an output is (a view of), where that is the result of an evaluation step
         whose primitive returns a new array on every call (`fresh_result`, a scatter-add's
         zeros), and nothing else writes into it: the caller may have it without a copy, if no
-        other output shares it. None otherwise."""
-        made = {id(s.out): s for s in self.plan.steps if isinstance(s, (EvalStep, ViewStep))}
+        other output shares it. None otherwise. `made`: the evaluation or view step that
+        writes each buffer, by id."""
         while isinstance(made.get(id(b)), ViewStep):
             b = made[id(b)].src
         step = made.get(id(b))

@@ -254,9 +254,11 @@ def put_at(pos, smalls, dsts) -> None:
 
 
 def _add_at(v: np.ndarray, positions: np.ndarray, out: np.ndarray) -> None:
-    """out[positions[i]] += v[i] in order of i: the order of the host kernel's scatter-add and
-    of np.bincount, so the sums are the same."""
-    _loops()["add_at"](v, positions, out)
+    """out[positions[i]] += v[i] in order of i: the host kernel's scatter-add loop itself (the
+    order of np.bincount too), so the sums are the same."""
+    from ..base import host_kernels  # Numba, on first use
+
+    host_kernels.add_at(v, positions, out)
 
 
 _LOOPS: dict = {}
@@ -268,16 +270,11 @@ def _loops() -> dict:
         from numba import njit
 
         @njit(cache=True, nogil=True)
-        def add_at(v, positions, out):
-            for i in range(positions.shape[0]):
-                out[positions[i]] += v[i]
-
-        @njit(cache=True, nogil=True)
         def take(src, positions, out):
             for i in range(positions.shape[0]):
                 out[i] = src[positions[i]]
 
-        _LOOPS.update(add_at=add_at, take=take)
+        _LOOPS.update(take=take)
     return _LOOPS
 
 

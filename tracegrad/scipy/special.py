@@ -17,43 +17,10 @@ from ..base.errors import TracingError
 from ..numpy_namespace import scipy_special as traced
 from ..trace import Tracer, traced_call
 from ..tracing.constructors import SCIPY_FUNCTIONS
-from ..tracing.dispatch import UFUNCS
+from ..tracing.dispatch import SCIPY_SPECIAL, UFUNCS
 
-__all__ = [
-    "beta",
-    "betainc",
-    "betaln",
-    "digamma",
-    "erf",
-    "erfc",
-    "erfcinv",
-    "erfinv",
-    "expit",
-    "gamma",
-    "gammainc",
-    "gammaincc",
-    "gammaln",
-    "gammasgn",
-    "i0",
-    "i1",
-    "j0",
-    "j1",
-    "log_ndtr",
-    "log_softmax",
-    "logit",
-    "logsumexp",
-    "multigammaln",
-    "ndtr",
-    "ndtri",
-    "polygamma",
-    "psi",
-    "rgamma",
-    "softmax",
-    "xlog1py",
-    "xlogy",
-    "y0",
-    "y1",
-]
+# scipy.special's traced names, and the three that only this module has
+__all__ = sorted({*SCIPY_SPECIAL, "multigammaln", "ndtri", "polygamma"})
 
 
 def _has_tracer(values) -> bool:
