@@ -31,9 +31,22 @@ def _arity(prim: P.Primitive) -> int:
     return max(int(c) for c in "0123" if f"{{{c}}}" in prim.scalar) + 1
 
 
+def _complex(x, y):
+    """x + iy from two real values (a convert and a product: the complex entries' operands)."""
+    c = np.complex128
+    return P.add(P.convert(x, c), P.mul(P.convert(y, c), 1j))
+
+
 # Non-elementwise primitives (and elementwise ones with parameters) are exercised by examples:
-# name -> (input shapes, body building the op from input vars).
+# name -> (input shapes, body building the op from input vars). The complex parts take complex
+# values made of two real inputs, so real derivatives check their rules' convention.
 EXAMPLES = {
+    "real": [((3,), (3,)), lambda x, y: P.real(P.mul(_complex(x, y), _complex(y, x)))],
+    "imag": [((3,), (3,)), lambda x, y: P.imag(P.mul(_complex(x, y), _complex(x, y)))],
+    "conj": [
+        ((3,), (3,)),
+        lambda x, y: P.imag(P.mul(P.conj(_complex(x, y)), P.mul(_complex(x, y), _complex(x, y)))),
+    ],
     "integer_pow": [((3,),), lambda x: P.integer_pow(x, 3)],
     "convert": [((3,),), lambda x: P.convert(P.convert(x, np.float32), np.float64)],
     "named": [((3,),), lambda x: P.mul(P.emit(P.named_p, x, name="n"), x)],

@@ -39,51 +39,85 @@ __all__ = [
 
 
 def _transform(kind: str):
-    def make(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, taps=False):
+    def make(
+        fun=None,
+        argnums=0,
+        has_aux=False,
+        static_argnums=(),
+        backend=None,
+        taps=False,
+        holomorphic=False,
+    ):
+        options = (argnums, has_aux, static_argnums, backend, taps, holomorphic)
         if fun is None:  # used as @tg.grad(argnums=1)
-            return lambda f: Transformed(f, kind, argnums, has_aux, static_argnums, backend, taps)
-        return Transformed(fun, kind, argnums, has_aux, static_argnums, backend, taps)
+            return lambda f: Transformed(f, kind, *options)
+        return Transformed(fun, kind, *options)
 
     return make
 
 
-def grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, taps=False):
+def grad(
+    fun=None,
+    argnums=0,
+    has_aux=False,
+    static_argnums=(),
+    backend=None,
+    taps=False,
+    holomorphic=False,
+):
     """The gradient of a scalar function with respect to argument(s) `argnums`.
 
     With `taps=True` it returns `(gradients, {name: cotangent})` for the values marked with
-    `tg.tap` inside the function.
+    `tg.tap` inside the function. The output must be real; of a complex argument `z = x + iy`
+    the gradient is `df/dx - i df/dy` (docs/complex.md). `holomorphic=True`: `f` is a complex
+    function of complex arguments, and the result is its complex derivative `f'(z)`.
 
     >>> import tracegrad as tg
     >>> float(tg.grad(lambda w, x: (w * x - 5.0) ** 2)(2.0, 3.0))
     6.0
     """
-    return _transform("grad")(fun, argnums, has_aux, static_argnums, backend, taps)
+    return _transform("grad")(fun, argnums, has_aux, static_argnums, backend, taps, holomorphic)
 
 
-def value_and_grad(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, taps=False):
-    """`(f(*args), grad(f)(*args))`, computed together in one program (`taps` as for grad).
+def value_and_grad(
+    fun=None,
+    argnums=0,
+    has_aux=False,
+    static_argnums=(),
+    backend=None,
+    taps=False,
+    holomorphic=False,
+):
+    """`(f(*args), grad(f)(*args))`, computed together in one program (`taps`, `holomorphic` as
+    for grad).
 
     >>> import tracegrad as tg
     >>> value, g = tg.value_and_grad(lambda x: x ** 2 + 1.0)(3.0)
     >>> float(value), float(g)
     (10.0, 6.0)
     """
-    return _transform("value_and_grad")(fun, argnums, has_aux, static_argnums, backend, taps)
+    options = (argnums, has_aux, static_argnums, backend, taps, holomorphic)
+    return _transform("value_and_grad")(fun, *options)
 
 
-def jacobian(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
+def jacobian(
+    fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, holomorphic=False
+):
     """d f / d x with shape `f(x).shape + x.shape`, all rows at once (one batched adjoint).
+    Complex outputs need `holomorphic=True` (docs/complex.md).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.jacobian(lambda x: x ** 2)(np.array([1.0, 2.0]))
     array([[2., 0.],
            [0., 4.]])
     """
-    return _transform("jacobian")(fun, argnums, has_aux, static_argnums, backend)
+    options = (argnums, has_aux, static_argnums, backend, False, holomorphic)
+    return _transform("jacobian")(fun, *options)
 
 
-def hessian(fun=None, argnums=0, static_argnums=(), backend=None):
-    """Second derivatives: `jacobian(grad(f))`, shape `x.shape + x.shape`.
+def hessian(fun=None, argnums=0, static_argnums=(), backend=None, holomorphic=False):
+    """Second derivatives: `jacobian(grad(f))`, shape `x.shape + x.shape` (`holomorphic` as
+    for grad: f'' of a complex function of complex arguments).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0]))
@@ -91,9 +125,9 @@ def hessian(fun=None, argnums=0, static_argnums=(), backend=None):
            [2., 0.]])
     """
     if fun is None:
-        return lambda f: hessian(f, argnums, static_argnums, backend)
-    inner = Transformed(fun, "grad", argnums, False, static_argnums, backend)
-    return Transformed(inner, "jacobian", argnums, False, static_argnums, backend)
+        return lambda f: hessian(f, argnums, static_argnums, backend, holomorphic)
+    options = (argnums, False, static_argnums, backend, False, holomorphic)
+    return Transformed(Transformed(fun, "grad", *options), "jacobian", *options)
 
 
 def jit(fun=None, static_argnums=(), backend=None, guards=True):

@@ -277,9 +277,10 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     return _Jvp(fun, "jvp", has_aux, backend)(*primals, *tangents)
 
 
-def jacfwd(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
+def jacfwd(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, holomorphic=False):
     """d f / d x by forward mode, shape `f(x).shape + x.shape` (like `jacobian`): one batched
     tangent per input element, cheaper than reverse mode when outputs outnumber inputs.
+    Complex arguments need `holomorphic=True` (docs/complex.md).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.jacfwd(lambda x: x ** 3)(np.array([1.0, 2.0]))
@@ -287,8 +288,9 @@ def jacfwd(fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None):
            [ 0., 12.]])
     """
     if fun is None:
-        return lambda f: jacfwd(f, argnums, has_aux, static_argnums, backend)
-    return Transformed(fun, "jacfwd", argnums, has_aux, static_argnums, backend)
+        return lambda f: jacfwd(f, argnums, has_aux, static_argnums, backend, holomorphic)
+    options = (argnums, has_aux, static_argnums, backend, False, holomorphic)
+    return Transformed(fun, "jacfwd", *options)
 
 
 def hvp(fun: Callable, backend: str | None = None):

@@ -62,6 +62,11 @@ from .primitive_table.facets import (
 from .primitive_table.ops import (
     emit as emit,
     is_float as is_float,
+    is_complex as is_complex,
+    real_dtype as real_dtype,
+    real as real,
+    imag as imag,
+    conj as conj,
     float_dtype as float_dtype,
     Operand as Operand,
     const as const,
@@ -186,6 +191,11 @@ from .primitive_table.piecewise import (
     bitwise_xor_p as bitwise_xor_p,
     invert_p as invert_p,
     bitwise as bitwise,
+)
+from .primitive_table.complex_parts import (
+    real_p as real_p,
+    imag_p as imag_p,
+    conj_p as conj_p,
 )
 from .primitive_table.identities import (
     identity_primitive as identity_primitive,

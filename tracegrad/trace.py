@@ -307,7 +307,7 @@ class _View:
 # NumPy functions whose result is a view of their first argument (np.asarray: the array itself)
 _VIEWS = frozenset(
     ("reshape", "ravel", "transpose", "squeeze", "expand_dims", "swapaxes", "moveaxis", "asarray")
-    + ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "diagonal", "real")
+    + ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "diagonal", "real", "imag")
     + ("flip", "flipud", "fliplr", "rot90")
 )
 # ... and those whose parts, in a list, are

@@ -34,13 +34,15 @@ def as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
         arr = np.asarray(leaf)
     elif isinstance(leaf, (int, float)) and not isinstance(leaf, np.generic):
         arr = np.asarray(float(leaf))
+    elif isinstance(leaf, complex) and not isinstance(leaf, np.generic):
+        arr = np.asarray(complex(leaf))
     elif isinstance(leaf, np.generic):
         arr = np.asarray(leaf)
     elif is_device_array(leaf):
         _, dtype = aval(leaf)
         if not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
             raise TypeError(
-                f"{fname}: {name} has dtype {dtype}; tracegrad supports real numbers and bools"
+                f"{fname}: {name} has dtype {dtype}; tracegrad supports numbers and bools"
             )
         return leaf  # stays on the device: the cuda backend takes it without a copy
     elif hasattr(leaf, "__array_interface__") or hasattr(leaf, "__array__"):
@@ -58,9 +60,15 @@ def as_array(leaf: Any, name: str, fname: str) -> np.ndarray:
             "of them). Mark other arguments static with static_argnums, register a class with "
             "tg.register_pytree_node, or close over the value."
         )
-    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_) or np.iscomplexobj(arr):
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise TypeError(
-            f"{fname}: {name} has dtype {arr.dtype}; tracegrad supports real numbers and bools"
+            f"{fname}: {name} has dtype {arr.dtype}; tracegrad supports numbers (real and "
+            "complex) and bools"
+        )
+    if arr.dtype.kind == "c" and arr.dtype.itemsize > 16:
+        raise TypeError(
+            f"{fname}: {name} has dtype {arr.dtype}; tracegrad's complex dtypes are complex64 "
+            "and complex128: convert with .astype(np.complex128)"
         )
     if not arr.dtype.isnative:  # '>f8' on a little-endian machine: NumPy computes in native order
         arr = arr.astype(arr.dtype.newbyteorder("="))

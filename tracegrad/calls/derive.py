@@ -193,6 +193,18 @@ def _wrt(t: Transform, treedef: TreeDef, positions: list[int], fgraph: Graph):
                     f"which has dtype {var.dtype}; only float arrays have derivatives. "
                     "Convert it with .astype(np.float64), or leave it out of argnums."
                 )
+            holomorphic = getattr(t, "holomorphic", False)
+            if holomorphic and not P.is_complex(var.dtype):
+                raise TypeError(
+                    f"{t.name} with holomorphic=True needs complex arguments, but {names[j]} has "
+                    f"dtype {var.dtype}; convert it with .astype(np.complex128)"
+                )
+            if t.kind == "jacfwd" and not holomorphic and P.is_complex(var.dtype):
+                raise TypeError(
+                    f"{t.name}: {names[j]} is complex ({var.dtype}); jacfwd of a function of "
+                    "complex arguments needs holomorphic=True (for a real function of them, "
+                    "use tg.jacobian or tg.grad: docs/complex.md)"
+                )
             wrt.append(j)
     tree = trees[0] if isinstance(t.argnums, int) else tuple_of(*trees)
     return wrt, tree
@@ -223,4 +235,24 @@ def _split_output(t: Transform, out_tree: TreeDef, fgraph: Graph):
             raise TypeError(
                 f"{name}: the output has dtype {out.dtype}; only float outputs have derivatives"
             )
+    holomorphic = getattr(t, "holomorphic", False)
+    if t.kind in ("grad", "value_and_grad", "jacobian", "jacfwd"):
+        for out in fgraph.outputs[:n_value]:
+            _check_complex_output(name, out.dtype, holomorphic)
     return value_tree, aux_tree, n_value
+
+
+def _check_complex_output(name: str, dtype: np.dtype, holomorphic: bool) -> None:
+    """A real function's derivative (of a real output), or with `holomorphic` a complex one's
+    (of a complex output), as JAX's grad and jacobian require (docs/complex.md)."""
+    if P.is_complex(dtype) and not holomorphic:
+        raise TypeError(
+            f"{name}: the output is complex ({dtype}); differentiate a real value of it "
+            "(np.real, np.abs, ...), or pass holomorphic=True for the complex derivative of a "
+            "holomorphic function (docs/complex.md)"
+        )
+    if holomorphic and not P.is_complex(dtype):
+        raise TypeError(
+            f"{name} with holomorphic=True needs a complex output, but it has dtype {dtype}; "
+            "convert it with .astype(np.complex128), or drop holomorphic=True"
+        )

@@ -88,6 +88,7 @@ class Transformed:
         static_argnums: int | Sequence[int] = (),
         backend: str | None = None,
         taps: bool = False,
+        holomorphic: bool = False,
     ):
         if not callable(fun):
             raise TypeError(f"{kind} expects a function, got {type(fun).__name__}")
@@ -100,6 +101,10 @@ class Transformed:
         if taps and kind not in ("grad", "value_and_grad"):
             raise ValueError("taps=True is for grad and value_and_grad")
         self.taps = bool(taps)
+        if holomorphic and kind not in ("grad", "value_and_grad", "jacobian", "jacfwd"):
+            raise ValueError("holomorphic=True is for grad, value_and_grad, jacobian and jacfwd")
+        # a complex function's complex derivative (docs/complex.md), not a real loss's gradient
+        self.holomorphic = bool(holomorphic)
         self.static_argnums = int_tuple(static_argnums, "static_argnums")
         if any(i < 0 for i in self.static_argnums):
             raise ValueError(
@@ -127,6 +132,8 @@ class Transformed:
             self.static_argnums,
             self.taps,
         )
+        if self.holomorphic:
+            spec = (*spec, "holomorphic")
         return spec if self.guards else (*spec, "no guards")
 
     @property

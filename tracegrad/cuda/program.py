@@ -113,6 +113,8 @@ def _module_text(plan: Plan, graph: Graph, cfg: dev.LaunchConfig, salt: str):
     body = [
         h for h in (helper for _, (_, helper) in sorted(DEVICE_FUNCTIONS.items())) if h in helpers
     ]
+    if any("cmath." in source for source in sources):
+        header.insert(header.index("import math"), "import cmath")
     text = "\n".join(header) + "\n\n" + "\n\n\n".join(body + sources + [driver]) + "\n"
     return text, steps, scratch
 

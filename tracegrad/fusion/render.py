@@ -50,6 +50,8 @@ SUPPORTED_DTYPES = {
         np.uint16,
         np.uint8,
         np.bool_,
+        np.complex128,
+        np.complex64,
     )
 }
 # Numba keeps these as they are; any other dtype is cast back after arithmetic (Numba widens
@@ -85,6 +87,10 @@ def literal(value, lib: str = "np") -> str:
     """Source text for a typed constant; nan and infinities as `<lib>.nan`, `<lib>.inf`."""
     value = np.asarray(value)
     dtype, v = value.dtype, value.item()
+    if dtype.kind == "c":
+        part = value.real.dtype
+        parts = (literal(np.asarray(v.real, part), lib), literal(np.asarray(v.imag, part), lib))
+        return cast(dtype, f"complex({parts[0]}, {parts[1]})")
     if dtype == np.bool_:
         return "True" if v else "False"
     if dtype.kind == "f":
@@ -165,6 +171,51 @@ def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
     return _LIBM_CALLS.get(math_name, f"math.{math_name}")
 
 
+# The math-library calls of the scalar templates on complex values: Python's cmath (Numba and
+# numba.cuda compile it), or NumPy's own formula where cmath has no such function (log1p, exp2,
+# log2 as NumPy's complex loops compute them; expm1 without cancelling for small arguments).
+_COMPLEX_CALLS = {
+    **{
+        name: f"cmath.{name}({{0}})"
+        for name in "exp log log10 sqrt sin cos tan asin acos atan sinh cosh tanh".split()
+    },
+    **{name: f"cmath.{name}({{0}})" for name in ("asinh", "acosh", "atanh")},
+    "log2": "(cmath.log({0}) * 1.4426950408889634)",
+    "log1p": "cmath.log(1.0 + {0})",
+    "exp2": "cmath.exp({0} * 0.6931471805599453)",
+    "expm1": (
+        "complex(math.expm1({0}.real) * math.cos({0}.imag) - 2.0 * math.sin(0.5 * {0}.imag) ** 2,"
+        " math.exp({0}.real) * math.sin({0}.imag))"
+    ),
+    "pow": "({0} ** {1})",
+}
+
+
+def _complex_math(text: str) -> str:
+    """`text` with each math-library call `M.f(args)` written for complex arguments."""
+    out, pos = [], 0
+    while (m := _MATH_CALL.search(text, pos)) is not None:
+        depth, i, parts, last = 1, m.end(), [], m.end()
+        while depth:
+            c = text[i]
+            if c in "([":
+                depth += 1
+            elif c in ")]":
+                depth -= 1
+            elif c == "," and depth == 1:
+                parts.append(text[last:i].strip())
+                last = i + 1
+            i += 1
+        parts.append(text[last : i - 1].strip())
+        name = m.group(1)
+        if name not in _COMPLEX_CALLS:
+            raise NotImplementedError(f"no complex form of the math call {name}")
+        args = [f"({_complex_math(a)})" for a in parts]
+        out.append(text[pos : m.start()] + _COMPLEX_CALLS[name].format(*args))
+        pos = i
+    return "".join(out) + text[pos:]
+
+
 def render_node(node: Node, args: Sequence[str], mode: str) -> str:
     """The scalar expression of an elementwise node on argument expressions `args`."""
     template = node.prim.scalar
@@ -172,7 +223,10 @@ def render_node(node: Node, args: Sequence[str], mode: str) -> str:
         raise NotImplementedError(f"{node.prim.name} has no scalar template")
     text = template(list(args), node.params) if callable(template) else template.format(*args)
     dtype = node.inputs[0].dtype if node.inputs else node.out.dtype
-    text = _MATH_CALL.sub(lambda m: render_math(m.group(1), dtype, mode) + "(", text)
+    if np.dtype(dtype).kind == "c":
+        text = _complex_math(text)
+    else:
+        text = _MATH_CALL.sub(lambda m: render_math(m.group(1), dtype, mode) + "(", text)
     return cast(node.out.dtype, text)
 
 

@@ -1,6 +1,7 @@
 """NumPy's ufuncs on traced values (stage: tracing), each lowered to primitives and registered in
 the dispatch registry's `UFUNCS`: arithmetic with NumPy's promotion, comparisons, logic, rounding,
-predicates..., scipy.special's expit, erf, erfc, gammaln and psi; and np.real, np.imag, np.fix.
+predicates..., scipy.special's expit, erf, erfc, gammaln and psi; and np.real, np.imag, np.angle,
+np.fix.
 """
 
 from __future__ import annotations
@@ -257,22 +258,32 @@ def heaviside(x, h0):
     )
 
 
-def real_part(x, what: str) -> Var:
-    x = as_var(x)
-    if x.dtype.kind == "c":
-        raise TracingError(f"{what}: complex traced values are not supported{at_source()}")
-    return x
+def real_part(x) -> Var:
+    """np.real: the real part (a real value itself)."""
+    return P.real(as_var(x))
 
 
 def imag_part(x) -> Var:
-    x = real_part(x, "np.imag")
-    return P.const(0, x.shape, x.dtype)
+    """np.imag: the imaginary part (zeros for a real value)."""
+    return P.imag(as_var(x))
+
+
+def angle(z, deg=False) -> Var:
+    """np.angle: arctan2(imag, real), in degrees with `deg`."""
+    z = as_var(z)
+    if z.dtype.kind != "c":
+        z = P.convert(z, P.float_dtype(z.dtype))
+    a = P.apply_elementwise(P.arctan2_p, P.imag(z), P.real(z))
+    return P.mul(a, 180 / np.pi) if deg else a
 
 
 def sign(x):
     x = as_var(x)
     if x.dtype.kind == "u":  # unsigned: 0 or 1 (the kernel's sign would read the top bit as -)
         return P.convert(P.compare(P.ne_p, x, 0), x.dtype)
+    if x.dtype.kind == "c":  # NumPy 2: z / |z|, and 0 at 0
+        size = P.emit(P.abs_p, x)
+        return P.where(P.compare(P.eq_p, size, 0.0), 0.0, P.div(x, size))
     return P.emit(P.sign_p, x)
 
 
@@ -354,9 +365,10 @@ register_ufunc("erf", unary_ufunc(P.erf_p))
 register_ufunc("erfc", unary_ufunc(P.erfc_p))
 register_ufunc("gammaln", unary_ufunc(P.gammaln_p))
 register_ufunc("psi", lambda x: P.digamma(as_var(x)))  # scipy.special.digamma's ufunc is named psi
-register_ufunc("conjugate", lambda x: real_part(x, "np.conjugate"))  # real values: themselves
+register_ufunc("conjugate", lambda x: P.conj(as_var(x)))  # real values: themselves
 
 # NumPy's functions of the same family (not ufuncs: NumPy dispatches them as functions)
-register("real", lambda val: real_part(val, "np.real"))
-register("imag", lambda val: imag_part(val))
+register("real", real_part)
+register("imag", imag_part)
+register("angle", angle)
 register("fix", lambda x, out=None: rounding(P.trunc_p)(x))

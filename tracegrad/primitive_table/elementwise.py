@@ -93,6 +93,7 @@ def elementwise_primitive(
     algebra=NO_ALGEBRA,
     pairing=None,
     operands="number",
+    complex_operands=False,
 ):
     call = _ONE_CALL.fullmatch(scalar) if isinstance(scalar, str) else None
     prim = Primitive(
@@ -110,6 +111,7 @@ def elementwise_primitive(
         operands=operands,
         pairing=pairing,
         math_call=call.group(1) if call else None,
+        complex_operands=complex_operands,
     )
     return register(prim)
 
@@ -141,6 +143,7 @@ neg_p = elementwise_primitive(
     "(-{0})",
     linear=True,
     algebra=Algebra(involution=True),
+    complex_operands=True,
 )
 add_p = elementwise_primitive(
     "add",
@@ -149,6 +152,7 @@ add_p = elementwise_primitive(
     "({0} + {1})",
     linear=True,
     algebra=Algebra(neutral=((1, 0), (0, 0))),
+    complex_operands=True,
 )
 sub_p = elementwise_primitive(
     "sub",
@@ -157,6 +161,7 @@ sub_p = elementwise_primitive(
     "({0} - {1})",
     linear=True,
     algebra=Algebra(neutral=((1, 0),)),
+    complex_operands=True,
 )
 mul_p = elementwise_primitive(
     "mul",
@@ -164,6 +169,7 @@ mul_p = elementwise_primitive(
     lambda ct, out, a, b: (ct_mul(ct, b), ct_mul(ct, a)),
     "({0} * {1})",
     algebra=Algebra(neutral=((1, 1), (0, 1))),
+    complex_operands=True,
 )
 div_p = elementwise_primitive(
     "div",
@@ -172,8 +178,11 @@ div_p = elementwise_primitive(
     "({0} / {1})",
     domain=(0.5, 2.0),
     algebra=Algebra(neutral=((1, 1),)),
+    complex_operands=True,
 )
-pow_p = elementwise_primitive("pow", np.power, _pow_rule, "({0} ** {1})", domain=(0.5, 2.0))
+pow_p = elementwise_primitive(
+    "pow", np.power, _pow_rule, "({0} ** {1})", domain=(0.5, 2.0), complex_operands=True
+)
 integer_pow_p = elementwise_primitive(
     "integer_pow",
     lambda x, n: np.power(x, n) if n >= 0 else np.power(x, float(n)).astype(x.dtype),
@@ -185,6 +194,7 @@ integer_pow_p = elementwise_primitive(
             np.ones((), node.out.dtype) if node.params["n"] == 0 else None
         )
     ),
+    complex_operands=True,
 )
 ct_mul_p = elementwise_primitive(
     "ct_mul",
@@ -193,6 +203,7 @@ ct_mul_p = elementwise_primitive(
     lambda g, out, ct, d: (ct_mul(g, d), ct_mul(ct, g)),
     "({0} * {1} if {0} != 0 else {0})",
     algebra=Algebra(absorbing=((0, 0),), neutral=((1, 1), (0, 1))),
+    complex_operands=True,
 )
 
 
@@ -213,13 +224,24 @@ def _extremum_binary(pick: str):
 maximum_p = elementwise_primitive("maximum", np.maximum, _extremum_binary("gt"), f"({PICK_MAX})")
 minimum_p = elementwise_primitive("minimum", np.minimum, _extremum_binary("lt"), f"({PICK_MIN})")
 
-exp_p = elementwise_primitive("exp", np.exp, unary_rule(lambda x, out: out), "M.exp({0})")
+exp_p = elementwise_primitive(
+    "exp", np.exp, unary_rule(lambda x, out: out), "M.exp({0})", complex_operands=True
+)
 # expm1' = exp(x): out + 1 cancels for negative x (and is 0 below -37)
 expm1_p = elementwise_primitive(
-    "expm1", np.expm1, unary_rule(lambda x, out: unary(exp_p, x)), "M.expm1({0})"
+    "expm1",
+    np.expm1,
+    unary_rule(lambda x, out: unary(exp_p, x)),
+    "M.expm1({0})",
+    complex_operands=True,
 )
 log_p = elementwise_primitive(
-    "log", np.log, unary_rule(lambda x, out: reciprocal(x)), "M.log({0})", domain=(0.2, 3.0)
+    "log",
+    np.log,
+    unary_rule(lambda x, out: reciprocal(x)),
+    "M.log({0})",
+    domain=(0.2, 3.0),
+    complex_operands=True,
 )
 log1p_p = elementwise_primitive(
     "log1p",
@@ -227,9 +249,15 @@ log1p_p = elementwise_primitive(
     unary_rule(lambda x, out: reciprocal(add(x, 1.0))),
     "M.log1p({0})",
     domain=(-0.5, 2.0),
+    complex_operands=True,
 )
 sqrt_p = elementwise_primitive(
-    "sqrt", np.sqrt, unary_rule(lambda x, out: div(0.5, out)), "M.sqrt({0})", domain=(0.2, 3.0)
+    "sqrt",
+    np.sqrt,
+    unary_rule(lambda x, out: div(0.5, out)),
+    "M.sqrt({0})",
+    domain=(0.2, 3.0),
+    complex_operands=True,
 )
 sin_p = elementwise_primitive(
     "sin",
@@ -237,9 +265,14 @@ sin_p = elementwise_primitive(
     unary_rule(lambda x, out: unary(cos_p, x)),
     "M.sin({0})",
     pairing=Pairing("cos", "sincos"),
+    complex_operands=True,
 )
 cos_p = elementwise_primitive(
-    "cos", np.cos, unary_rule(lambda x, out: neg(unary(sin_p, x))), "M.cos({0})"
+    "cos",
+    np.cos,
+    unary_rule(lambda x, out: neg(unary(sin_p, x))),
+    "M.cos({0})",
+    complex_operands=True,
 )
 tan_p = elementwise_primitive(
     "tan",
@@ -247,6 +280,7 @@ tan_p = elementwise_primitive(
     unary_rule(lambda x, out: add(mul(out, out), 1.0)),
     "M.tan({0})",
     domain=(-1.2, 1.2),
+    complex_operands=True,
 )
 
 
@@ -259,6 +293,7 @@ one_minus_square_p = elementwise_primitive(
     lambda x: np.multiply(np.subtract(1, x), np.add(1, x)),
     unary_rule(lambda x, out: mul(x, -2.0)),
     "((1.0 - {0}) * (1.0 + {0}))",
+    complex_operands=True,
 )
 
 
@@ -272,6 +307,7 @@ arcsin_p = elementwise_primitive(
     unary_rule(lambda x, out: reciprocal(unary(sqrt_p, one_minus_square(x)))),
     "M.asin({0})",
     domain=(-0.9, 0.9),
+    complex_operands=True,
 )
 arccos_p = elementwise_primitive(
     "arccos",
@@ -279,18 +315,35 @@ arccos_p = elementwise_primitive(
     unary_rule(lambda x, out: neg(reciprocal(unary(sqrt_p, one_minus_square(x))))),
     "M.acos({0})",
     domain=(-0.9, 0.9),
+    complex_operands=True,
 )
 arctan_p = elementwise_primitive(
-    "arctan", np.arctan, unary_rule(lambda x, out: reciprocal(add(mul(x, x), 1.0))), "M.atan({0})"
+    "arctan",
+    np.arctan,
+    unary_rule(lambda x, out: reciprocal(add(mul(x, x), 1.0))),
+    "M.atan({0})",
+    complex_operands=True,
 )
 sinh_p = elementwise_primitive(
-    "sinh", np.sinh, unary_rule(lambda x, out: unary(cosh_p, x)), "M.sinh({0})"
+    "sinh",
+    np.sinh,
+    unary_rule(lambda x, out: unary(cosh_p, x)),
+    "M.sinh({0})",
+    complex_operands=True,
 )
 cosh_p = elementwise_primitive(
-    "cosh", np.cosh, unary_rule(lambda x, out: unary(sinh_p, x)), "M.cosh({0})"
+    "cosh",
+    np.cosh,
+    unary_rule(lambda x, out: unary(sinh_p, x)),
+    "M.cosh({0})",
+    complex_operands=True,
 )
 tanh_p = elementwise_primitive(
-    "tanh", np.tanh, unary_rule(lambda x, out: sub(1.0, mul(out, out))), "M.tanh({0})"
+    "tanh",
+    np.tanh,
+    unary_rule(lambda x, out: sub(1.0, mul(out, out))),
+    "M.tanh({0})",
+    complex_operands=True,
 )
 # ---- Base-2 and base-10 logs and powers, softplus and sigmoid (one block; docs/limitations.md)
 # As exact as NumPy's: log2 and exp2 at powers of two, log10 at powers of ten (kernels call
@@ -318,6 +371,7 @@ log2_p = elementwise_primitive(
     unary_rule(lambda x, out: div(1 / math.log(2.0), x)),
     "M.log2({0})",
     domain=(0.2, 3.0),
+    complex_operands=True,
 )
 log10_p = elementwise_primitive(
     "log10",
@@ -325,9 +379,14 @@ log10_p = elementwise_primitive(
     unary_rule(lambda x, out: div(1 / math.log(10.0), x)),
     "M.log10({0})",
     domain=(0.2, 3.0),
+    complex_operands=True,
 )
 exp2_p = elementwise_primitive(
-    "exp2", np.exp2, unary_rule(lambda x, out: mul(out, math.log(2.0))), _EXP2_SCALAR
+    "exp2",
+    np.exp2,
+    unary_rule(lambda x, out: mul(out, math.log(2.0))),
+    _EXP2_SCALAR,
+    complex_operands=True,
 )
 # sigmoid(x) = 1 / (1 + e**-x); its derivative sigmoid(x) * sigmoid(-x) is 1 - sigmoid(x) without
 # the cancellation for large x.

@@ -291,6 +291,10 @@ class Primitive:
     - `effectful`: the node is kept even when nothing uses its value (a gradient hook);
     - `operands`: the operand dtypes it is defined on: "number" (floats and integers), "bool"
       or "integer" (integers and bools); tests sample operands of this kind;
+    - `complex_operands`: it is defined on complex values too, with NumPy's meaning, and its
+      adjoint rule is right for them under the convention of docs/complex.md (a holomorphic
+      function's rule is its real rule; the others branch on the dtype); a complex operand of
+      any other primitive is refused while tracing;
     - `run_compiled(node, compile)`: how a compiled backend runs a node that is a step of its
       own: it returns the function it calls (on host arrays), given `compile(graph)`, which
       compiles a graph on that backend into a function from a list of arrays to a list of
@@ -313,6 +317,7 @@ class Primitive:
         "adjoint",
         "algebra",
         "batch",
+        "complex_operands",
         "differentiable",
         "domain",
         "effectful",
@@ -354,6 +359,7 @@ class Primitive:
         math_call: str | None = None,
         sparsity: Callable | None = None,
         fresh_result: bool = False,
+        complex_operands: bool = False,
     ):
         self.name = name
         self.kind = kind
@@ -375,6 +381,7 @@ class Primitive:
         self.math_call = math_call
         self.sparsity = sparsity
         self.fresh_result = fresh_result
+        self.complex_operands = complex_operands
         for facet in ("adjoint", "batch"):
             value = getattr(self, facet)
             if isinstance(value, OfItsEntry):

@@ -165,6 +165,7 @@ gather_p = register(
         index_map=OWN_STEP,
         sparsity=_gather_sparsity,
         fresh_result=True,  # np.take copies
+        complex_operands=True,
     )
 )
 scatter_add_p = register(
@@ -180,6 +181,7 @@ scatter_add_p = register(
         index_map=OWN_STEP,
         sparsity=_scatter_add_sparsity,
         fresh_result=True,  # a sum into new zeros (bincount or the host loop)
+        complex_operands=True,
     )
 )
 

@@ -80,6 +80,7 @@ matmul_p = register(
         infer=_matmul_infer,
         adjoint=lambda ct, out, a, b: (matmul_(ct, swap_last(b)), matmul_(swap_last(a), ct)),
         batch=_batch_matmul,
+        complex_operands=True,
     )
 )
 

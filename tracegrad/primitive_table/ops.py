@@ -24,11 +24,25 @@ from .facets import Dtypes, Primitive, Shapes, registered
 
 def emit(prim: Primitive, *inputs: Var, **params: Any) -> Var:
     """Append `prim(*inputs, **params)` to the graph being built and return its value."""
+    if not prim.complex_operands and any(v.dtype.kind == "c" for v in inputs):
+        _refuse_complex(prim)
     return ir.current_builder().add(prim, inputs, params, ir.current_source())
 
 
 def is_float(dtype: np.dtype) -> bool:
-    return np.issubdtype(dtype, np.floating)
+    """Whether values of `dtype` have derivatives: real floats and complex numbers (NumPy's
+    inexact dtypes)."""
+    return np.issubdtype(dtype, np.inexact)
+
+
+def is_complex(dtype: np.dtype) -> bool:
+    return np.dtype(dtype).kind == "c"
+
+
+def real_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype of a complex dtype's parts (complex64: float32); any other dtype itself."""
+    dtype = np.dtype(dtype)
+    return np.empty((), dtype).real.dtype if dtype.kind == "c" else dtype
 
 
 def float_dtype(dtype: np.dtype) -> np.dtype:
@@ -42,7 +56,6 @@ Operand = Var | float | int | bool
 def const(value: Any, shape: tuple[int, ...] | None = None, dtype: Any = None) -> Var:
     """A literal. A 0-d value with a `shape` is a fill: one number broadcast over that shape."""
     value = np.asarray(value, dtype=dtype)
-    _refuse_complex(value.dtype)
     if shape is None:
         shape = value.shape
     if value.shape not in ((), tuple(shape)):
@@ -80,19 +93,39 @@ def broadcast_shapes(*shapes: tuple[int, ...], op: str = "operation") -> tuple[i
         ) from None
 
 
-def _refuse_complex(dtype: np.dtype) -> None:
-    if dtype.kind == "c":
-        raise TypeError(
-            f"complex numbers are not supported in a traced computation"
-            f"{at(ir.current_source())}; tracegrad computes with real numbers and bools: carry "
-            "the real and imaginary parts as two real arrays"
-        )
+def _refuse_complex(prim: Primitive) -> None:
+    raise TypeError(
+        f"{prim.name} of complex values is not supported{at(ir.current_source())}: NumPy does not "
+        "define it on complex numbers, or tracegrad does not yet (docs/complex.md lists what "
+        "does); compute it on the real and imaginary parts (np.real, np.imag) or on np.abs"
+    )
 
 
 def convert(x: Var, dtype: Any) -> Var:
+    """`x` in `dtype`; complex to real keeps the real part, as NumPy's astype does."""
     dtype = np.dtype(dtype)
-    _refuse_complex(dtype)
-    return x if x.dtype == dtype else emit(registered("convert"), x, dtype=dtype)
+    if x.dtype == dtype:
+        return x
+    if x.dtype.kind == "c" and dtype.kind != "c":
+        x = real(x)  # NumPy warns and drops the imaginary part; say it in the graph
+        if x.dtype == dtype:
+            return x
+    return emit(registered("convert"), x, dtype=dtype)
+
+
+def real(x: Var) -> Var:
+    """The real part of `x` (`x` itself when it is real)."""
+    return emit(registered("real"), x) if x.dtype.kind == "c" else x
+
+
+def imag(x: Var) -> Var:
+    """The imaginary part of `x` (zeros when it is real)."""
+    return emit(registered("imag"), x) if x.dtype.kind == "c" else zeros_like(x)
+
+
+def conj(x: Var) -> Var:
+    """The complex conjugate of `x` (`x` itself when it is real)."""
+    return emit(registered("conj"), x) if x.dtype.kind == "c" else x
 
 
 def broadcast_to(x: Var, shape: tuple[int, ...]) -> Var:
@@ -386,6 +419,11 @@ def infer_same(shapes: Shapes, dtypes: Dtypes, params: dict, out_dtype=None):
     if len(set(shapes)) > 1:
         raise ir.IRError(f"elementwise operands must have one shape, got {shapes}")
     return shapes[0], (dtypes[-1] if out_dtype is None else np.dtype(out_dtype))
+
+
+def infer_real(shapes, dtypes, params):
+    """The shape of the operands, the dtype of a complex operand's parts (real: its own)."""
+    return infer_same(shapes, dtypes, params, real_dtype(dtypes[0]))
 
 
 def infer_same_bool(shapes, dtypes, params):

@@ -11,8 +11,11 @@ from .. import ir
 from ..base.errors import at
 from ..ir import Var
 from .elementwise import elementwise_primitive
-from .facets import Algebra, Primitive
+from .facets import Algebra, Primitive, registered
 from .ops import (
+    compare,
+    conj,
+    infer_real,
     Operand,
     apply_elementwise,
     prepare_operands,
@@ -79,20 +82,46 @@ fmod_p = elementwise_primitive(
     domain=(0.5, 2.0),
 )
 isfinite_p = elementwise_primitive(
-    "isfinite", np.isfinite, scalar="np.isfinite({0})", infer=infer_same_bool, differentiable=False
+    "isfinite",
+    np.isfinite,
+    scalar="np.isfinite({0})",
+    infer=infer_same_bool,
+    differentiable=False,
+    complex_operands=True,
 )
 isnan_p = elementwise_primitive(
-    "isnan", np.isnan, scalar="np.isnan({0})", infer=infer_same_bool, differentiable=False
+    "isnan",
+    np.isnan,
+    scalar="np.isnan({0})",
+    infer=infer_same_bool,
+    differentiable=False,
+    complex_operands=True,
 )
 isinf_p = elementwise_primitive(
-    "isinf", np.isinf, scalar="np.isinf({0})", infer=infer_same_bool, differentiable=False
+    "isinf",
+    np.isinf,
+    scalar="np.isinf({0})",
+    infer=infer_same_bool,
+    differentiable=False,
+    complex_operands=True,
 )
 signbit_p = elementwise_primitive(
     "signbit", np.signbit, scalar="np.signbit({0})", infer=infer_same_bool, differentiable=False
 )
 
 
-abs_p = elementwise_primitive("abs", np.abs, unary_rule(lambda x, out: emit(sign_p, x)), "abs({0})")
+def _abs_rule(ct, out, x):
+    if x.dtype.kind != "c":
+        return (ct_mul(ct, emit(sign_p, x)),)
+    # |z|' pairs with a tangent t as Re(conj(z) t) / |z|: the cotangent is ct conj(z) / |z|
+    # (docs/complex.md), 0 at z = 0 as the real rule's sign(0) is
+    slope = where(compare(registered("eq"), out, 0.0), 0.0, div(conj(x), out))
+    return (ct_mul(ct, slope),)
+
+
+abs_p = elementwise_primitive(
+    "abs", np.abs, _abs_rule, "abs({0})", infer=infer_real, complex_operands=True
+)
 sign_p = elementwise_primitive("sign", np.sign, lambda ct, out, x: (None,), "np.sign({0})")
 
 where_p = elementwise_primitive(
@@ -106,6 +135,7 @@ where_p = elementwise_primitive(
             None if fills[0] is None else node.inputs[1 if bool(fills[0]) else 2]
         )
     ),
+    complex_operands=True,
 )
 convert_p = elementwise_primitive(
     "convert",
@@ -114,12 +144,18 @@ convert_p = elementwise_primitive(
     _convert_scalar,
     infer=lambda shapes, dtypes, p: (shapes[0], np.dtype(p["dtype"])),
     linear=True,
+    complex_operands=True,
 )
 
 # named: a value under a user's name (the cotangent at a tg.tap). It computes nothing; it exists so
 # that the name reaches the printed graph and the generated kernels, where the value is an output.
 named_p = elementwise_primitive(
-    "named", lambda x, name: x, lambda ct, out, x, name: (ct,), "{0}", linear=True
+    "named",
+    lambda x, name: x,
+    lambda ct, out, x, name: (ct,),
+    "{0}",
+    linear=True,
+    complex_operands=True,
 )
 
 lt_p = elementwise_primitive(
@@ -135,10 +171,20 @@ ge_p = elementwise_primitive(
     "ge", np.greater_equal, scalar="({0} >= {1})", infer=infer_same_bool, differentiable=False
 )
 eq_p = elementwise_primitive(
-    "eq", np.equal, scalar="({0} == {1})", infer=infer_same_bool, differentiable=False
+    "eq",
+    np.equal,
+    scalar="({0} == {1})",
+    infer=infer_same_bool,
+    differentiable=False,
+    complex_operands=True,
 )
 ne_p = elementwise_primitive(
-    "ne", np.not_equal, scalar="({0} != {1})", infer=infer_same_bool, differentiable=False
+    "ne",
+    np.not_equal,
+    scalar="({0} != {1})",
+    infer=infer_same_bool,
+    differentiable=False,
+    complex_operands=True,
 )
 and_p = elementwise_primitive(
     "and",

@@ -80,7 +80,7 @@ def _batch_scan(prim: Primitive):
     return lambda size, inputs, batched, axis: emit(prim, inputs[0], axis=axis + 1)
 
 
-def _reduction(name, monoid: Monoid, adjoint, linear=False):
+def _reduction(name, monoid: Monoid, adjoint, linear=False, complex_operands=False):
     prim = Primitive(
         name,
         Kind.REDUCE,
@@ -92,19 +92,24 @@ def _reduction(name, monoid: Monoid, adjoint, linear=False):
         True,
         linear,
         monoid=monoid,
+        complex_operands=complex_operands,
     )
     return register(prim)
 
 
 reduce_sum_p = _reduction(
-    "reduce_sum", SUM, lambda ct, out, x, axes: (expand_reduced(ct, x, axes),), linear=True
+    "reduce_sum",
+    SUM,
+    lambda ct, out, x, axes: (expand_reduced(ct, x, axes),),
+    linear=True,
+    complex_operands=True,
 )
 reduce_max_p = _reduction("reduce_max", MAX, _extremum_rule)
 reduce_min_p = _reduction("reduce_min", MIN, _extremum_rule)
-reduce_prod_p = _reduction("reduce_prod", PROD, _prod_rule)
+reduce_prod_p = _reduction("reduce_prod", PROD, _prod_rule, complex_operands=True)
 
 
-def scan_primitive(name, monoid: Monoid, adjoint, linear=False):
+def scan_primitive(name, monoid: Monoid, adjoint, linear=False, complex_operands=False):
     """A running reduction along `axis`: each output element combines the input elements up to
     it (its fused kernels come from the monoid; see fusion's `Scan`)."""
     prim = Primitive(
@@ -118,6 +123,7 @@ def scan_primitive(name, monoid: Monoid, adjoint, linear=False):
         True,
         linear,
         monoid=monoid,
+        complex_operands=complex_operands,
     )
     return register(prim)
 
@@ -128,4 +134,5 @@ cumsum_p = scan_primitive(
     SUM,
     lambda ct, out, x, axis: (reverse(cumulative(cumsum_p, reverse(ct, axis), axis), axis),),
     linear=True,
+    complex_operands=True,
 )

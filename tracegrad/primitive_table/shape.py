@@ -48,7 +48,9 @@ def _batch_concatenate(size, inputs, batched, axis):
     return emit(concatenate_p, *xs, axis=axis + 1)
 
 
-def _shape_prim(name, impl, infer, adjoint, batch, index_map, algebra=NO_ALGEBRA):
+def _shape_prim(
+    name, impl, infer, adjoint, batch, index_map, algebra=NO_ALGEBRA, complex_operands=False
+):
     return register(
         Primitive(
             name,
@@ -60,6 +62,7 @@ def _shape_prim(name, impl, infer, adjoint, batch, index_map, algebra=NO_ALGEBRA
             linear=True,
             index_map=index_map,
             algebra=algebra,
+            complex_operands=complex_operands,
         )
     )
 
@@ -180,6 +183,7 @@ broadcast_to_p = _shape_prim(
     _batch_broadcast,
     IndexMap(through=_broadcast_through, strides=_broadcast_strides, view=True),
     _MOVES_FILL,
+    complex_operands=True,
 )
 reshape_p = _shape_prim(
     "reshape",
@@ -190,6 +194,7 @@ reshape_p = _shape_prim(
     # strides None: a reshape views contiguous memory only
     IndexMap(through=_reshape_through, inline=_unit_axes_only, view=True, general_view=True),
     Algebra(moves_fill=True, rewrite=_reshape_twice),
+    complex_operands=True,
 )
 transpose_p = _shape_prim(
     "transpose",
@@ -206,6 +211,7 @@ transpose_p = _shape_prim(
         view=True,
     ),
     Algebra(moves_fill=True, rewrite=_transpose_twice),
+    complex_operands=True,
 )
 
 
@@ -260,6 +266,7 @@ slice_p = _shape_prim(
     IndexMap(through=_slice_through, strides=_slice_strides, view=True),
     # (unslice and concatenate are defined below; the rule reads them when it runs)
     Algebra(moves_fill=True, rewrite=_slice_of_pieces),
+    complex_operands=True,
 )
 
 
@@ -279,6 +286,7 @@ unslice_p = _shape_prim(
     ),
     # zeros, and the input where a slice of the result would read
     IndexMap(pieces=_unslice_pieces, inline=_unslice_steps_ok, zero_outside=True, inverse="slice"),
+    complex_operands=True,
 )
 
 
@@ -336,4 +344,5 @@ concatenate_p = _shape_prim(
     _batch_concatenate,
     IndexMap(pieces=_concatenate_pieces, inline=lambda node: len(node.inputs) <= MAX_INLINE_PIECES),
     Algebra(rewrite=_merge_adjacent_slices),
+    complex_operands=True,
 )

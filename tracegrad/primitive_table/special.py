@@ -34,9 +34,17 @@ from .ops import (
 arcsinh_p = elementwise_primitive(
     "arcsinh",
     np.arcsinh,
-    # 1 / hypot(x, 1): x * x + 1 overflows for |x| above 1e154 (1e19 in float32)
-    unary_rule(lambda x, out: reciprocal(emit(hypot_p, x, ones_like(x)))),
+    # 1 / hypot(x, 1): x * x + 1 overflows for |x| above 1e154 (1e19 in float32); complex:
+    # 1 / sqrt(1 + x^2), holomorphic (hypot is not defined on complex values)
+    unary_rule(
+        lambda x, out: reciprocal(
+            unary(sqrt_p, add(mul(x, x), 1.0))
+            if x.dtype.kind == "c"
+            else emit(hypot_p, x, ones_like(x))
+        )
+    ),
     "np.arcsinh({0})",
+    complex_operands=True,
 )
 arccosh_p = elementwise_primitive(
     "arccosh",
@@ -47,6 +55,7 @@ arccosh_p = elementwise_primitive(
     ),
     "np.arccosh({0})",
     domain=(1.2, 3.0),
+    complex_operands=True,
 )
 arctanh_p = elementwise_primitive(
     "arctanh",
@@ -54,6 +63,7 @@ arctanh_p = elementwise_primitive(
     unary_rule(lambda x, out: reciprocal(one_minus_square(x))),  # no cancelling near 1
     "np.arctanh({0})",
     domain=(-0.9, 0.9),
+    complex_operands=True,
 )
 # cbrt' = 1 / (3 cbrt(x)^2): infinite at 0, like the function's slope
 cbrt_p = elementwise_primitive(
