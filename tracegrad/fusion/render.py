@@ -177,9 +177,9 @@ def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
 _COMPLEX_CALLS = {
     **{
         name: f"cmath.{name}({{0}})"
-        for name in "exp log log10 sqrt sin cos tan asin acos atan sinh cosh tanh".split()
+        for name in ("exp", "log", "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan")
+        + ("sinh", "cosh", "tanh", "asinh", "acosh", "atanh")
     },
-    **{name: f"cmath.{name}({{0}})" for name in ("asinh", "acosh", "atanh")},
     "log2": "(cmath.log({0}) * 1.4426950408889634)",
     "log1p": "cmath.log(1.0 + {0})",
     "exp2": "cmath.exp({0} * 0.6931471805599453)",

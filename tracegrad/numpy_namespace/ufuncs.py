@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import primitives as P
-from ..base.errors import TracingError
 from ..ir import Var
 from ..tracing.dispatch import implements_ufunc, register, register_ufunc
 from ..tracing.source import at_source

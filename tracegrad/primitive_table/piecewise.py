@@ -21,7 +21,6 @@ from .ops import (
     prepare_operands,
     result_dtype,
     infer_same_bool,
-    unary_rule,
     convert,
     ct_mul,
     div,
