@@ -33,7 +33,7 @@ def test_bad_argnums_values():
     [
         ("np.linalg.eig", lambda x: np.sum(np.linalg.eig(x)[0])),
         ("np.unique", lambda x: np.sum(np.unique(x))),
-        ("np.fft.fft", lambda x: np.sum(np.fft.fft(x).real)),
+        ("np.histogram", lambda x: np.sum(np.histogram(x)[0])),
     ],
 )
 def test_unsupported_numpy_function_says_so_plainly(name, call):

@@ -96,6 +96,32 @@ EXAMPLES = {
             P.scatter_add(v, P.const(np.array([3, 0, 0])), 0, (4, 2)),
         ),
     ],
+    # the Fourier transforms: quadratic in their inputs, so second derivatives read the rules
+    "fft": [
+        ((2, 3), (2, 3)),
+        lambda x, y: P.real(
+            P.mul(
+                P.emit(P.fft_p, _complex(x, y), axes=(1,), inverse=False, norm="ortho"),
+                P.emit(P.fft_p, _complex(y, x), axes=(1, 0), inverse=True, norm="backward"),
+            )
+        ),
+    ],
+    "rfft": [
+        ((2, 4),),
+        lambda x: P.imag(
+            P.mul(
+                P.emit(P.rfft_p, x, axis=1, norm="backward"),
+                P.emit(P.rfft_p, P.mul(x, x), axis=1, norm="forward"),
+            )
+        ),
+    ],
+    "irfft": [
+        ((2, 3), (2, 3)),
+        lambda x, y: P.mul(
+            P.emit(P.irfft_p, _complex(x, y), axis=1, n=4, norm="backward"),
+            P.emit(P.irfft_p, _complex(y, x), axis=1, n=4, norm="ortho"),
+        ),
+    ],
 }
 # Steps for finite differences where float32 rounding inside the example needs a larger one.
 EPS = {"convert": 1e-2}

@@ -239,6 +239,11 @@ from .primitive_table.random import (
     draws_in as draws_in,
     random_p as random_p,
 )
+from .primitive_table.fft import (
+    fft_p as fft_p,
+    rfft_p as rfft_p,
+    irfft_p as irfft_p,
+)
 
 # The rule-author surface: what a new entry is written with (as short as autograd's extend.py).
 # - `elementwise_primitive(name, impl, adjoint, scalar, ...)`: declare and register an elementwise

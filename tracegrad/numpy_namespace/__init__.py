@@ -13,7 +13,8 @@ that call `trace.trace` import it; `import tracegrad` does not, so start-up stay
   `scatters.py` (x[index] = value in full, np.put_along_axis);
 - `manipulation.py`, `diagonals.py`, `scans.py`, `sorting.py`: the array-manipulation functions.
 - `nanfunctions.py` (the NaN-ignoring reductions and scans), `statistics.py` (cov, corrcoef),
-  `interpolation.py` (searchsorted, interp), `signals.py` (convolve, correlate, unwrap).
+  `interpolation.py` (searchsorted, interp), `signals.py` (convolve, correlate, unwrap),
+  `fft.py` (np.fft's transforms and shifts).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..tracing import random_draws  # noqa: F401 (random draws recorded, a hook 
 from . import (  # noqa: F401 (each registers its handlers)
     diagonals,
     elementwise,
+    fft,
     gathers,
     indexing,
     interpolation,
