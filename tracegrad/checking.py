@@ -26,7 +26,8 @@ def check_grad(
 
     Order k compares tracegrad's k-th derivative with central differences of its (k-1)-th
     derivative (the value itself for k = 1). Raises `GradientCheckError` on a mismatch, naming the
-    order, the input element and both numbers; returns True otherwise.
+    order, the input element and both numbers; returns True otherwise. A complex argument is
+    checked as its real and imaginary parts (two real arguments; docs/complex.md).
 
     >>> import numpy as np, tracegrad as tg
     >>> tg.check_grad(lambda x: np.sum(np.sin(x) * x), np.array([0.5, 1.5]), order=2)
@@ -47,10 +48,18 @@ def check_grad(
     if not argnums:
         raise ValueError("check_grad: no float arguments to check; pass argnums")
     leaves, treedef = flatten([args[i] for i in argnums])
-    arrays = [np.asarray(leaf, dtype=np.float64) for leaf in leaves]
-    theta0 = np.concatenate([a.ravel() for a in arrays]) if arrays else np.zeros(0)
+    # a complex argument is checked as its two real parts: each part's derivatives are real, and
+    # the complex rules are checked through them (docs/complex.md)
+    arrays = [np.asarray(leaf) for leaf in leaves]
+    complex_ = [a.dtype.kind == "c" for a in arrays]
+    parts = [
+        p for a, c in zip(arrays, complex_, strict=True) for p in ((a.real, a.imag) if c else (a,))
+    ]
+    theta0 = (
+        np.concatenate([np.asarray(p, np.float64).ravel() for p in parts]) if parts else np.zeros(0)
+    )
 
-    phi = _OnOneVector(fun, args, argnums, treedef, [a.shape for a in arrays])
+    phi = _OnOneVector(fun, args, argnums, treedef, [a.shape for a in arrays], complex_)
     derivative = grad(phi, backend=backend)
     lower: Callable = phi
     for k in range(1, order + 1):
@@ -69,13 +78,16 @@ class _OnOneVector:
     attributes named in `_capture_children` instead: the program is keyed by the user's function
     and guarded by the other arguments and the layout."""
 
-    _capture_children = ("fun", "args", "argnums", "layout", "shapes")
+    _capture_children = ("fun", "args", "argnums", "layout", "shapes", "complex_")
 
-    def __init__(self, fun: Callable, args: tuple, argnums: tuple, treedef, shapes: list):
+    def __init__(
+        self, fun: Callable, args: tuple, argnums: tuple, treedef, shapes: list, complex_: list
+    ):
         # the checked arguments come from theta: only the others are kept (and guarded)
         kept = [None if i in argnums else a for i, a in enumerate(args)]
         self.fun, self.args, self.argnums = fun, tuple(kept), tuple(argnums)
         self.treedef, self.shapes = treedef, tuple(tuple(s) for s in shapes)
+        self.complex_ = tuple(complex_)  # which arguments are complex: two parts in theta
         self.layout = repr(treedef)
         # messages name the user's function ("grad(loss) needs a function that returns...")
         self.__name__ = getattr(fun, "__name__", type(fun).__name__)
@@ -83,11 +95,15 @@ class _OnOneVector:
 
     def __call__(self, theta):
         parts, start = [], 0
-        for shape in self.shapes:
+        for shape, complex_ in zip(self.shapes, self.complex_, strict=True):
             n = int(np.prod(shape, dtype=np.int64))
             # a copy, not a view of theta: the function may write into its argument
-            parts.append(theta[start : start + n].reshape(shape).copy())
+            part = theta[start : start + n].reshape(shape).copy()
             start += n
+            if complex_:
+                part = part + 1j * theta[start : start + n].reshape(shape)
+                start += n
+            parts.append(part)
         full = list(self.args)
         for i, value in zip(self.argnums, unflatten(self.treedef, parts), strict=True):
             full[i] = value
@@ -97,8 +113,8 @@ class _OnOneVector:
 def _is_float_arg(a: Any) -> bool:
     leaves, _ = flatten(a)
     return bool(leaves) and all(
-        isinstance(x, float)
-        or (hasattr(x, "dtype") and np.issubdtype(np.asarray(x).dtype, np.floating))
+        isinstance(x, (float, complex))
+        or (hasattr(x, "dtype") and np.issubdtype(np.asarray(x).dtype, np.inexact))
         for x in leaves
     )
 

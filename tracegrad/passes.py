@@ -62,6 +62,8 @@ def _const_value(node: Node | None) -> np.ndarray | None:
 
 def _uniform(value: np.ndarray) -> bool:
     first = value.reshape(-1)[0]
+    if value.dtype.kind == "c":  # the signs of both parts' zeros
+        return _uniform(value.real) and _uniform(value.imag)
     return bool(np.all(value == first)) and not (
         first == 0 and np.any(np.signbit(value) != np.signbit(first))
     )

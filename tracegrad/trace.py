@@ -339,7 +339,7 @@ def operand(x: Any, builder: Builder):
         x = x._tracegrad_current()  # a fillable.Fillable: its traced value, or its contents
     if isinstance(x, Tracer):
         return lift(x, builder)
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
         return x
     if isinstance(x, np.ndarray):
         refuse_array_subclass(x, f"an array used in the traced function{at(user_source())}")
@@ -496,7 +496,7 @@ def trace(
 
 
 def _result_leaf(leaf: Any):
-    if isinstance(leaf, (Tracer, np.ndarray, np.generic, bool, int, float)):
+    if isinstance(leaf, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
         return leaf
     raise TypeError(
         f"a traced function returned a {type(leaf).__name__}; return arrays, numbers, or tuples, "

@@ -218,12 +218,15 @@ def _complex_math(text: str) -> str:
 
 def render_node(node: Node, args: Sequence[str], mode: str) -> str:
     """The scalar expression of an elementwise node on argument expressions `args`."""
+    dtype = node.inputs[0].dtype if node.inputs else node.out.dtype
+    complex_ = np.dtype(dtype).kind == "c"
     template = node.prim.scalar
+    if complex_ and node.prim.complex_scalar is not None:
+        template = node.prim.complex_scalar
     if template is None:
         raise NotImplementedError(f"{node.prim.name} has no scalar template")
     text = template(list(args), node.params) if callable(template) else template.format(*args)
-    dtype = node.inputs[0].dtype if node.inputs else node.out.dtype
-    if np.dtype(dtype).kind == "c":
+    if complex_:
         text = _complex_math(text)
     else:
         text = _MATH_CALL.sub(lambda m: render_math(m.group(1), dtype, mode) + "(", text)

@@ -53,7 +53,9 @@ def read_while_tracing(x: np.ndarray) -> None:
 
 def as_operand(x: Any):
     """An operand: a value, or a Python number kept weakly typed for NumPy's promotion."""
-    if isinstance(x, Var) or (isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)):
+    if isinstance(x, Var) or (
+        isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
+    ):
         return x
     return as_var(x)
 

@@ -59,6 +59,36 @@ def _integer_pow_scalar(args, params):
     return f"M.pow({x}, {float(n)!r})"
 
 
+def complex_division(a: str, b: str) -> str:
+    """`a / b` on complex values as NumPy divides them (Smith's method: no overflow for large
+    parts; inf and nan, not an exception, for a zero divisor)."""
+    ar, ai, br, bi = f"{a}.real", f"{a}.imag", f"{b}.real", f"{b}.imag"
+    zero = f"complex({ar} / abs({br}), {ai} / abs({bi}))"
+    rat, scl = f"({bi} / {br})", f"(1.0 / ({br} + {bi} * ({bi} / {br})))"
+    wide = f"complex(({ar} + {ai} * {rat}) * {scl}, ({ai} - {ar} * {rat}) * {scl})"
+    rat, scl = f"({br} / {bi})", f"(1.0 / ({bi} + {br} * ({br} / {bi})))"
+    tall = f"complex(({ar} * {rat} + {ai}) * {scl}, ({ai} * {rat} - {ar}) * {scl})"
+    return f"({zero} if {b} == 0 else ({wide} if abs({br}) >= abs({bi}) else {tall}))"
+
+
+def _integer_pow_complex(args, params):
+    # z**n for n <= 3 as products, 1/z**|n| through NumPy's division, else the library's power
+    x, n = args[0], params["n"]
+    if n < 0:
+        return complex_division("1.0", _integer_pow_complex(args, {"n": -n}))
+    if n <= 3:
+        return _integer_pow_scalar(args, params)
+    return f"M.pow({x}, {float(n)!r})"
+
+
+# NumPy's complex power: 1 at a zero exponent, 0 at a zero base with a positive real exponent,
+# nan + nan j at a zero base otherwise (Numba's and Python's raise there)
+_POW_COMPLEX = (
+    "(complex(1.0, 0.0) if {1} == 0 else (M.pow({0}, {1}) if {0} != 0 else "
+    "(complex(0.0, 0.0) if ({1}.imag == 0) & ({1}.real > 0) else complex(math.nan, math.nan))))"
+)
+
+
 def _pow_rule(ct, out, a, b):
     # b a**(b-1) is 0 * inf at a = 0, b = 0; x**0 is 1 everywhere, so its slope is 0 there
     slope = mul(b, emit(pow_p, a, sub(b, 1.0)))
@@ -94,6 +124,7 @@ def elementwise_primitive(
     pairing=None,
     operands="number",
     complex_operands=False,
+    complex_scalar=None,
 ):
     call = _ONE_CALL.fullmatch(scalar) if isinstance(scalar, str) else None
     prim = Primitive(
@@ -112,6 +143,7 @@ def elementwise_primitive(
         pairing=pairing,
         math_call=call.group(1) if call else None,
         complex_operands=complex_operands,
+        complex_scalar=complex_scalar,
     )
     return register(prim)
 
@@ -177,17 +209,25 @@ div_p = elementwise_primitive(
     lambda ct, out, a, b: (ct_mul(ct, reciprocal(b)), ct_mul(ct, neg(div(out, b)))),
     "({0} / {1})",
     domain=(0.5, 2.0),
+    complex_scalar=lambda args, params: complex_division(*args),
     algebra=Algebra(neutral=((1, 1),)),
     complex_operands=True,
 )
 pow_p = elementwise_primitive(
-    "pow", np.power, _pow_rule, "({0} ** {1})", domain=(0.5, 2.0), complex_operands=True
+    "pow",
+    np.power,
+    _pow_rule,
+    "({0} ** {1})",
+    domain=(0.5, 2.0),
+    complex_operands=True,
+    complex_scalar=_POW_COMPLEX,
 )
 integer_pow_p = elementwise_primitive(
     "integer_pow",
     lambda x, n: np.power(x, n) if n >= 0 else np.power(x, float(n)).astype(x.dtype),
     _integer_pow_rule,
     _integer_pow_scalar,
+    complex_scalar=_integer_pow_complex,
     # x**0 is 1, even for nan and inf (as in NumPy)
     algebra=Algebra(
         rewrite=lambda node, fills, producers: (

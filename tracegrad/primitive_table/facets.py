@@ -294,7 +294,10 @@ class Primitive:
     - `complex_operands`: it is defined on complex values too, with NumPy's meaning, and its
       adjoint rule is right for them under the convention of docs/complex.md (a holomorphic
       function's rule is its real rule; the others branch on the dtype); a complex operand of
-      any other primitive is refused while tracing;
+      any other primitive is refused while tracing (default: loops, conditionals and
+      identities, which hold or pass values, take them);
+    - `complex_scalar`: its scalar template for complex operands, where `scalar` would not do
+      (Numba raises on a complex division by zero where NumPy gives inf and nan);
     - `run_compiled(node, compile)`: how a compiled backend runs a node that is a step of its
       own: it returns the function it calls (on host arrays), given `compile(graph)`, which
       compiles a graph on that backend into a function from a list of arrays to a list of
@@ -318,6 +321,7 @@ class Primitive:
         "algebra",
         "batch",
         "complex_operands",
+        "complex_scalar",
         "differentiable",
         "domain",
         "effectful",
@@ -359,7 +363,8 @@ class Primitive:
         math_call: str | None = None,
         sparsity: Callable | None = None,
         fresh_result: bool = False,
-        complex_operands: bool = False,
+        complex_operands: bool | None = None,
+        complex_scalar: str | Callable[[Sequence[str], dict], str] | None = None,
     ):
         self.name = name
         self.kind = kind
@@ -381,7 +386,11 @@ class Primitive:
         self.math_call = math_call
         self.sparsity = sparsity
         self.fresh_result = fresh_result
+        # loops, conditionals and identities hold or pass values: complex ones too
+        if complex_operands is None:
+            complex_operands = kind in (Kind.CONTROL, Kind.IDENTITY, Kind.CONST)
         self.complex_operands = complex_operands
+        self.complex_scalar = complex_scalar
         for facet in ("adjoint", "batch"):
             value = getattr(self, facet)
             if isinstance(value, OfItsEntry):

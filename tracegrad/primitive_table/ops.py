@@ -192,7 +192,9 @@ def div(a: Operand, b: Operand) -> Var:
 
 def power(a: Operand, b: Operand) -> Var:
     dtype = result_dtype([a, b])
-    integral = not isinstance(b, Var) and math.isfinite(b) and float(b) == int(b)
+    if isinstance(b, complex) and b.imag == 0:
+        b = b.real  # z ** (2+0j) is z ** 2.0 (NumPy's dtype comes from the operands as given)
+    integral = not isinstance(b, (Var, complex)) and math.isfinite(b) and float(b) == int(b)
     if isinstance(a, Var) and integral and (abs(b) <= 64 or not is_float(dtype)):
         if not is_float(dtype) and b < 0:
             raise ValueError(
@@ -205,7 +207,7 @@ def power(a: Operand, b: Operand) -> Var:
             f"integer ** traced integer is not supported{at(ir.current_source())}; "
             "convert to float with .astype(np.float64)"
         )
-    if isinstance(a, Var) and not isinstance(b, Var) and float(b) == 0.5:
+    if isinstance(a, Var) and isinstance(b, (int, float)) and float(b) == 0.5:
         # NumPy computes x ** 0.5 as sqrt(x): -0.0 and -inf give -0.0 and nan (C's pow: 0, inf)
         return emit(registered("sqrt"), convert(a, dtype))
     return apply_elementwise(registered("pow"), a, b)

@@ -113,7 +113,7 @@ class Fillable(np.ndarray):
                 "a traced value was written into an array after its traced function returned "
                 "(it escaped through a global or a closure). Return it from the function instead."
             )
-        if self.dtype.kind not in "biuf":
+        if self.dtype.kind not in "biufc":
             raise TypeError(
                 f"cannot write a traced value into an array of dtype {self.dtype}{user_line()}"
             )

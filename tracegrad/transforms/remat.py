@@ -44,7 +44,12 @@ remat_p = P.identity_primitive("remat", _remat_rule, P.every_operand("graph"))
 
 # remat_barrier: the value of its input, as a node of its own (see the module docstring)
 remat_barrier_p = P.elementwise_primitive(
-    "remat_barrier", lambda x: x, lambda ct, out, x: (ct,), "{0}", linear=True
+    "remat_barrier",
+    lambda x: x,
+    lambda ct, out, x: (ct,),
+    "{0}",
+    linear=True,
+    complex_operands=True,
 )
 
 
