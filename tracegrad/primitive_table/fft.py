@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
-from .batching import with_batch_axis
 from ..ir import IRError
+from .batching import with_batch_axis
 from .facets import OWN_STEP, Kind, OfItsEntry, Primitive, register
 from .ops import broadcast_to, conj, const, emit, mul, real, real_dtype
 from .shape import unslice_p
@@ -50,7 +50,7 @@ def _shifted(params: dict, key: str) -> dict:
 def _batch(key: str):
     def make(prim: Primitive):
         def rule(size, inputs, batched, **params):
-            (x,) = (with_batch_axis(v, b, size) for v, b in zip(inputs, batched, strict=True))
+            x = with_batch_axis(inputs[0], batched[0], size)  # the one operand
             return emit(prim, x, **_shifted(params, key))
 
         return rule
