@@ -38,6 +38,7 @@ import numpy as np
 
 from ..base import config
 from .. import interpreter
+from .. import primitives as P
 from ..base.errors import BackendError
 from ..ir import Graph
 from ..base import progress
@@ -305,8 +306,8 @@ def _is_data_error(exc: BaseException) -> bool:
 
 
 def _compile(tiered: Tiered, arrays: list | None) -> None:
-    """Compile a program, and run it once on the first call's arrays: Numba compiles each kernel
-    for its argument types when it is first called. Its results are dropped; an error of the data
+    """Compile a program, and run it once on the first call's arrays (unless it draws random
+    numbers): Numba compiles each kernel for its argument types when it is first called. Its results are dropped; an error of the data
     in that run (not of the compiler) leaves the program compiled, and the next call that meets
     such data raises it itself."""
     with progress.compiling(tiered.name, tiered.backend.name, background=True) as job:
@@ -332,8 +333,12 @@ def _compile_on(tiered: Tiered, arrays: list | None) -> None:
             return
         if arrays is None:
             arrays = [np.zeros(v.shape, v.dtype) for v in tiered.graph.inputs]
+        # A program that draws random numbers is not run here: the run would draw from the
+        # user's generator, and every later call would get the numbers one draw late. Its
+        # kernels compile on its first compiled call instead.
         try:
-            compiled(arrays)
+            if not P.draws_in(tiered.graph.nodes):
+                compiled(arrays)
         except Exception as exc:
             if not _is_data_error(exc):
                 raise
