@@ -1,0 +1,6 @@
+"""autograd.misc: `flatten` and `const_graph`."""
+
+from .flatten import flatten
+from .tracers import const_graph
+
+__all__ = ["const_graph", "flatten"]

@@ -1,0 +1,9 @@
+"""autograd.scipy.stats.dirichlet: tracegrad.scipy.stats.dirichlet's functions (and SciPy's for the rest)."""
+
+import scipy.stats as _stats
+import tracegrad.scipy.stats as _tstats
+
+from ..._forward import forward as _forward
+
+_forward(globals(), _tstats.dirichlet)
+_forward(globals(), _stats.dirichlet)
