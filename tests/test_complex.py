@@ -91,6 +91,11 @@ ELEMENTWISE = {
     "cumsum": np.cumsum,
     "matmul": lambda z: np.outer(z, z) @ z,
     "from reals": lambda z: np.real(z) + 1j * np.imag(z) * 2.0,
+    "round": lambda z: np.round(z * 10, 1) + np.round(z),
+    "nan_to_num": lambda z: np.nan_to_num(np.log(z - z.real) * z, nan=1.5, neginf=-2.0),
+    "iscomplex": lambda z: np.iscomplex(z * (z.real > 0)),
+    "isreal": lambda z: np.isreal(z * (z.real > 0)),
+    "iscomplexobj": lambda z: z * (2.0 if np.iscomplexobj(z) and not np.isrealobj(z) else 3.0),
     "astype": lambda z: z.real.astype(np.complex128) * 1j,
 }
 
@@ -338,6 +343,27 @@ def test_holomorphic_needs_complex_arguments_and_outputs(z):
 def test_orderings_and_roundings_of_complex_values_are_refused(fun, z, backend):
     with pytest.raises(TypeError, match="of complex values is not supported"):
         tg.jit(fun, backend=backend)(z)
+
+
+def test_real_if_close_of_a_complex_traced_value_is_refused_with_a_fix(z):
+    with pytest.raises(tg.TracingError, match=r"np\.real_if_close .* np\.real\(z\)"):
+        tg.jit(np.real_if_close)(z)
+    np.testing.assert_array_equal(tg.jit(np.real_if_close)(z.real), z.real)
+
+
+def test_complex_from_parts_keeps_infinities_and_has_both_cotangents(backend):
+    """make_complex(x, y) is x + iy without inf * 0 (1j * inf would give nan + inf j)."""
+    from tracegrad import primitives as P
+
+    def f(x, y):
+        return np.round(x + 0j, 0) * 0 + np.nan_to_num(x + 1j * y, posinf=7.0)
+
+    x, y = np.array([np.inf, 1.5]), np.array([2.0, -np.inf])
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(tg.jit(f, backend=backend)(x, y), f(x, y))
+    assert P.make_complex is not None
+    g = tg.grad(lambda x, y: np.sum(np.abs(np.round(x + 1j * y, 3) * 0 + x + 1j * y) ** 2))
+    np.testing.assert_allclose(g(np.array([1.0, 2.0]), np.array([0.5, -1.0])), [2.0, 4.0])
 
 
 def test_complex256_is_refused_with_a_fix():

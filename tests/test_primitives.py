@@ -43,6 +43,10 @@ def _complex(x, y):
 EXAMPLES = {
     "real": [((3,), (3,)), lambda x, y: P.real(P.mul(_complex(x, y), _complex(y, x)))],
     "imag": [((3,), (3,)), lambda x, y: P.imag(P.mul(_complex(x, y), _complex(x, y)))],
+    "complex": [
+        ((3,), (3,)),
+        lambda x, y: P.real(P.mul(P.make_complex(x, y), P.make_complex(P.mul(y, y), x))),
+    ],
     "conj": [
         ((3,), (3,)),
         lambda x, y: P.imag(P.mul(P.conj(_complex(x, y)), P.mul(_complex(x, y), _complex(x, y)))),

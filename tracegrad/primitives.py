@@ -196,6 +196,8 @@ from .primitive_table.complex_parts import (
     real_p as real_p,
     imag_p as imag_p,
     conj_p as conj_p,
+    complex_p as complex_p,
+    make_complex as make_complex,
 )
 from .primitive_table.identities import (
     identity_primitive as identity_primitive,

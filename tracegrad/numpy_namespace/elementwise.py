@@ -30,6 +30,8 @@ def round_decimals(a, decimals=0, out=None):
         raise TypeError(
             f"np.round of booleans is not supported{at_source()}; convert with .astype(float)"
         )
+    if P.is_complex(x.dtype):  # NumPy rounds the two parts
+        return P.make_complex(*(round_decimals(part, decimals) for part in (P.real(x), P.imag(x))))
     if not P.is_float(x.dtype):
         if decimals >= 0:
             return x
@@ -51,6 +53,9 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     x = as_var(x)
     if not P.is_float(x.dtype):
         return x
+    if P.is_complex(x.dtype):  # NumPy replaces in each part
+        parts = (nan_to_num(part, copy, nan, posinf, neginf) for part in (P.real(x), P.imag(x)))
+        return P.make_complex(*parts)
     info = np.finfo(x.dtype)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import primitives as P
+from ..base.errors import TracingError
 from ..ir import Var
-from ..tracing.dispatch import implements_ufunc, register, register_ufunc
+from ..tracing.dispatch import implements, implements_ufunc, register, register_ufunc
 from ..tracing.source import at_source
 from .operands import as_operand, as_var
 
@@ -370,4 +371,24 @@ register_ufunc("conjugate", lambda x: P.conj(as_var(x)))  # real values: themsel
 register("real", real_part)
 register("imag", imag_part)
 register("angle", angle)
+# the dtype's answers (known while tracing), and the values' (NumPy's: a nonzero imaginary part)
+register("iscomplexobj", lambda x: P.is_complex(as_var(x).dtype))
+register("isrealobj", lambda x: not P.is_complex(as_var(x).dtype))
+register("iscomplex", lambda x: P.compare(P.ne_p, P.imag(as_var(x)), 0))
+register("isreal", lambda x: P.compare(P.eq_p, P.imag(as_var(x)), 0))
+
+
+@implements("real_if_close")
+def real_if_close(a, tol=100):
+    """A real value is itself; a complex one would have a dtype chosen by its values."""
+    a = as_var(a)
+    if P.is_complex(a.dtype):
+        raise TracingError(
+            f"np.real_if_close of a complex traced value{at_source()}: its result's dtype "
+            "depends on the values, which are not known while tracing; use np.real(z) where "
+            "the imaginary part is known to be negligible"
+        )
+    return a
+
+
 register("fix", lambda x, out=None: rounding(P.trunc_p)(x))
