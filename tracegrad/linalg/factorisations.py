@@ -34,14 +34,23 @@ def _work(*arrays) -> int:
     return sum(int(x.size) * int(x.shape[-1]) for x in arrays if getattr(x, "ndim", 0) >= 2)
 
 
-def _register(name, impl, infer, adjoint, differentiable=True) -> Primitive:
+def _register(name, impl, infer, adjoint, differentiable=True, complex_operands=False) -> Primitive:
     # small matrices on one BLAS thread: several threads on a few hundred rows wait for each
     # other far longer than they save (and on a busy machine, for a descheduled one)
     impl = blas_threads.small_on_one_thread(impl, _work)
     # a leading batch axis is one more stacked matrix: the same primitive on the batch
     batch = P.every_operand()
     prim = Primitive(
-        name, Kind.SHAPE, impl, infer, adjoint, batch, None, differentiable, index_map=P.OWN_STEP
+        name,
+        Kind.SHAPE,
+        impl,
+        infer,
+        adjoint,
+        batch,
+        None,
+        differentiable,
+        index_map=P.OWN_STEP,
+        complex_operands=complex_operands,
     )
     return P.register(prim)
 
@@ -71,13 +80,18 @@ def _lower_only(sym_ct: Var) -> Var:
 
 
 # ---- inv, solve, det, log|det|
+# Complex matrices: these functions are holomorphic, so their rules (docs/complex.md: a cotangent
+# pairs with a tangent without a conjugate) are the real ones, with transposes, not conjugate
+# transposes.
 
 
 def _inv_rule(ct, out, a):
     return (P.neg(_mm(_t(out), _mm(ct, _t(out)))),)
 
 
-inv_p = _register("inv", np.linalg.inv, _square_infer(lambda s: s), _inv_rule)
+inv_p = _register(
+    "inv", np.linalg.inv, _square_infer(lambda s: s), _inv_rule, complex_operands=True
+)
 
 
 def _inv_or_nan(a):
@@ -97,7 +111,9 @@ def _inv_or_nan(a):
     return out
 
 
-inv_or_nan_p = _register("inv_or_nan", _inv_or_nan, _square_infer(lambda s: s), _inv_rule)
+inv_or_nan_p = _register(
+    "inv_or_nan", _inv_or_nan, _square_infer(lambda s: s), _inv_rule, complex_operands=True
+)
 
 
 # A solve's `structure`: None (a general matrix: LU), or "lower" / "upper" when the matrix is a
@@ -139,13 +155,14 @@ solve_p = _register(
     _solve_impl,
     lambda shapes, dtypes, p: (shapes[1], dtypes[1]),
     _solve_rule,
+    complex_operands=True,
 )
 
 
 def _cofactors(a):
     """The cofactor matrix adj(a)^T, det's derivative: det(a) inv(a)^T, and for a singular
-    matrix (where that fails) from the SVD a = U S V^T: det(U) det(V) U diag(c) V^T with
-    c_i the product of the singular values other than s_i."""
+    matrix (where that fails) from the SVD a = U S V^H: det(U) det(V^H) conj(U) diag(c) conj(V^H)
+    with c_i the product of the singular values other than s_i (conj: nothing, for real a)."""
     a = np.asarray(a)
     try:
         with np.errstate(all="ignore"):
@@ -156,6 +173,7 @@ def _cofactors(a):
     n = s.shape[-1]
     others = np.prod(np.where(np.eye(n, dtype=bool), 1.0, s[..., None, :]), axis=-1)
     sign = np.linalg.det(u) * np.linalg.det(vt)
+    u, vt = np.conj(u), np.conj(vt)
     return (sign[..., None, None] * (u * others[..., None, :]) @ vt).astype(a.dtype)
 
 
@@ -169,19 +187,35 @@ def _cofactors_rule(ct, out, a):
     return (P.mul(_expand(det, a), inner),)
 
 
-cofactors_p = _register("cofactors", _cofactors, _square_infer(lambda s: s), _cofactors_rule)
+cofactors_p = _register(
+    "cofactors", _cofactors, _square_infer(lambda s: s), _cofactors_rule, complex_operands=True
+)
 # det's derivative is its cofactor matrix, which exists for singular matrices too
 det_p = _register(
     "det",
     np.linalg.det,
     _square_infer(lambda s: s[:-2]),
     lambda ct, out, a: (P.mul(_expand(ct, a), P.emit(cofactors_p, a)),),
+    complex_operands=True,
 )
+
+
+def _logabsdet(a):
+    """log|det a|; for a complex matrix, the complex log-determinant log|det a| + i arg(det a),
+    holomorphic (np.linalg.slogdet's logabsdet is its real part and its sign exp(i times its
+    imaginary part)): one entry whose rule, d log det = tr(a^-1 da), holds for both."""
+    sign, logabsdet = np.linalg.slogdet(a)
+    if np.iscomplexobj(a):
+        return (logabsdet + 1j * np.angle(sign)).astype(a.dtype)
+    return logabsdet
+
+
 logabsdet_p = _register(
     "logabsdet",
-    lambda a: np.linalg.slogdet(a)[1],
+    _logabsdet,
     _square_infer(lambda s: s[:-2]),
     lambda ct, out, a: (P.mul(_expand(ct, a), _t(P.emit(inv_p, a))),),
+    complex_operands=True,
 )
 signdet_p = _register(
     "signdet",

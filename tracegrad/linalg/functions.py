@@ -44,6 +44,18 @@ def _square_float(a, what: str) -> Var:
     return x
 
 
+def refuse_complex(x: Var, what: str) -> None:
+    """The factorisations whose rules for complex input (conjugate transposes, a phase freedom
+    in the vectors) are not derived yet refuse it, rather than give wrong derivatives."""
+    if P.is_complex(x.dtype):
+        raise TypeError(
+            f"np.linalg.{what} of a complex matrix is not supported on traced values yet"
+            f"{at_source()}; complex matrices work in np.linalg.solve, inv, det, slogdet, "
+            "matrix_power and multi_dot (docs/complex.md); for a Hermitian problem, work on the "
+            "real matrix [[re, -im], [im, re]]"
+        )
+
+
 @implements("linalg.inv")
 def inv(a):
     return P.emit(inv_p, _square_float(a, "inv"))
@@ -231,12 +243,21 @@ def slogdet(a):
         )
         logdet = P.mul(P.reduce_sum(P.unary(P.log_p, diagonal), (x.ndim - 2,)), 2.0)
         return _result("SlogdetResult", P.const(1, logdet.shape, logdet.dtype), logdet)
+    if P.is_complex(x.dtype):
+        # the complex log-determinant (logabsdet_p): its real part, and the sign exp(i arg det)
+        logdet = P.emit(logabsdet_p, x)
+        logabsdet = P.real(logdet)
+        phase = P.mul(P.convert(P.imag(logdet), x.dtype), 1j)
+        singular = P.compare(P.eq_p, logabsdet, -np.inf)  # NumPy's sign is 0 there
+        sign = P.where(singular, P.const(0, logdet.shape, x.dtype), P.unary(P.exp_p, phase))
+        return _result("SlogdetResult", sign, logabsdet)
     return _result("SlogdetResult", P.emit(signdet_p, x), P.emit(logabsdet_p, x))
 
 
 @implements("linalg.cholesky")
 def cholesky(a, upper=False):
     x = _square_float(a, "cholesky")
+    refuse_complex(x, "cholesky")
     lower = P.emit(cholesky_p, x)
     return P.swap_last(lower) if upper else lower
 
@@ -246,6 +267,7 @@ def eigh(a, UPLO="L", what="eigh"):
     if UPLO not in ("L", "U"):
         raise ValueError(f"np.linalg.{what}: UPLO argument must be 'L' or 'U'{at_source()}")
     x = _square_float(a, what)
+    refuse_complex(x, what)
     vals, vecs = (P.emit(p, x, upper=UPLO == "U") for p in (eigh_values_p, eigh_vectors_p))
     return _result("EighResult", vals, vecs)
 
@@ -282,6 +304,7 @@ def _matrix_float(a, what: str) -> Var:
             f"{x.ndim}-dimensional array given. Array must be at least two-dimensional "
             f"(np.linalg.{what}){at_source()}"
         )
+    refuse_complex(x, what)  # svd, svdvals, qr, lstsq, pinv, matrix_rank: all by the SVD or QR
     return x if P.is_float(x.dtype) else P.convert(x, np.float64)
 
 
@@ -433,7 +456,11 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
 
 @implements("linalg.cond")
 def cond(x, p=None):
-    a = _matrix_float(x, "cond")
+    a = as_var(x)
+    if P.is_complex(a.dtype) and p not in (None, 2, -2):  # 1, inf, 'fro': by the inverse
+        check_square(a.shape, "cond")
+    else:
+        a = _matrix_float(a, "cond")
     if a.shape[-1] == 0 or a.shape[-2] == 0:
         raise np.linalg.LinAlgError(f"cond is not defined on empty arrays{at_source()}")
     if p is None or p in (2, -2):

@@ -22,7 +22,7 @@ from ..tracing.dispatch import FUNCTIONS, implements, register
 from ..tracing.source import at_source
 from .gathers import take_along_axis
 from .operands import as_var, normalize_axis
-from .reductions import refuse_extra_arguments
+from .reductions import abs_squared, refuse_complex_order, refuse_extra_arguments
 from .shapes import ravel
 from .sorting import sort
 
@@ -44,6 +44,7 @@ def nan_extremum(prim, name: str, fill: float):
     def handler(a, axis=None, out=None, keepdims=False, initial=None, where=None):
         refuse_extra_arguments(name, {"out": out, "initial": initial, "where": where})
         x = as_var(a)
+        refuse_complex_order(x, name)
         if not P.is_float(x.dtype):
             return P.reduce(prim, x, axis, keepdims)
         nan = _nans(x)
@@ -64,6 +65,7 @@ def nan_arg_extremum(prim, name: str, fill: float):
     def handler(a, axis=None, out=None, *, keepdims=False):
         refuse_extra_arguments(name, {"out": out})
         x = as_var(a)
+        refuse_complex_order(x, name)
         if not P.is_float(x.dtype):
             return FUNCTIONS[name.removeprefix("nan")](x, axis, keepdims=keepdims)
         shape = x.shape
@@ -115,6 +117,7 @@ def nanvar(
     x = as_var(a)
     if not P.is_float(x.dtype):
         return FUNCTIONS["var"](x, axis, dtype, None, ddof, keepdims)
+    given = dtype
     dtype = x.dtype if dtype is None else np.dtype(dtype)
     axes = P.normalize_axes(axis, x.ndim)
     nan = _nans(x)
@@ -123,11 +126,11 @@ def nanvar(
     total = P.reduce(P.reduce_sum_p, P.convert(_filled(x, nan, 0), dtype), axes, True)
     avg = P.convert(P.div(total, count), dtype)
     deviation = _filled(P.convert(P.sub(x, avg), x.dtype), nan, 0)
-    squares = P.reduce(
-        P.reduce_sum_p, P.convert(P.mul(deviation, deviation), dtype), axes, keepdims
-    )
+    # complex deviations: |x - mean|^2, real (as NumPy's, unless dtype= says otherwise)
+    sum_dtype = P.real_dtype(dtype) if given is None else dtype
+    squares = P.reduce(P.reduce_sum_p, P.convert(abs_squared(deviation), sum_dtype), axes, keepdims)
     dof = P.sub(count if keepdims else P.reshape(count, squares.shape), ddof)
-    var = P.convert(P.div(squares, dof), dtype)
+    var = P.convert(P.div(squares, dof), sum_dtype)
     bad = P.compare(P.le_p, dof, 0)
     return P.where(bad, P.const(np.nan, var.shape, var.dtype), var)
 

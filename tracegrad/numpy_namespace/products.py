@@ -10,7 +10,7 @@ from .. import primitives as P
 from ..base.errors import ShapeError, TracingError
 from ..ir import Var
 from .diagonals import diagonal
-from ..tracing.dispatch import implements, register
+from ..tracing.dispatch import implements
 from ..tracing.source import at_source
 from .operands import as_var
 from .shapes import ravel
@@ -48,7 +48,10 @@ def _prod(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-register("vdot", lambda a, b: dot(ravel(a), ravel(b)))
+@implements("vdot")
+def vdot(a, b):
+    """np.vdot: the dot product of the flattened operands, the first conjugated (as NumPy's)."""
+    return dot(P.conj(ravel(a)), ravel(b))
 
 
 @implements("inner")

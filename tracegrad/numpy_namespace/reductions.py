@@ -28,10 +28,24 @@ def refuse_extra_arguments(name: str, kwargs: dict, allowed=()):
         )
 
 
+def refuse_complex_order(x: Var, name: str) -> None:
+    """The functions that order values (max, argmax, sort...) refuse complex ones."""
+    if P.is_complex(x.dtype):
+        raise TypeError(
+            f"np.{name} of complex values is not supported on traced values{at_source()}: NumPy "
+            "orders complex numbers lexicographically (by the real part, then the imaginary "
+            "part); order them by np.abs(z), np.real(z) or np.imag(z) instead"
+        )
+
+
 def reduction(prim, name):
+    ordered = prim in (P.reduce_max_p, P.reduce_min_p)
+
     def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
         refuse_extra_arguments(name, {**kwargs, "out": out})
         x = as_var(a)
+        if ordered:
+            refuse_complex_order(x, name)
         if dtype is not None:
             x = P.convert(x, dtype)
         if x.ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
@@ -80,17 +94,30 @@ def variance(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwarg
     integer input by default), the deviations in the promoted dtype of the input and the mean."""
     refuse_extra_arguments("var", {**kwargs, "out": out})
     x = as_var(a)
+    given = dtype
     if dtype is None:
         dtype = P.float_dtype(x.dtype)
     dtype = np.dtype(dtype)
     axes = P.normalize_axes(axis, x.ndim)
     mean = _divide_count(P.reduce_sum(P.convert(x, dtype), axes, True), _count(x, axes), dtype)
     centred = P.sub(x, mean)
-    squares = P.reduce_sum(P.convert(P.mul(centred, centred), dtype), axes, keepdims)
+    # complex deviations: |x - mean|^2, real (NumPy's var of complex numbers is real, in the
+    # parts' dtype unless dtype= says otherwise)
+    sum_dtype = P.real_dtype(dtype) if given is None else dtype
+    squares = P.reduce_sum(P.convert(abs_squared(centred), sum_dtype), axes, keepdims)
     count = max(_count(x, axes) - ddof, 0)
     if not count:
         return P.div(squares, 0.0)
-    return _divide_count(squares, count, dtype)
+    return _divide_count(squares, count, sum_dtype)
+
+
+def abs_squared(x: Var) -> Var:
+    """|x|^2: x * x for real values, re^2 + im^2 (real) for complex ones; smooth at 0, unlike
+    np.abs."""
+    if not P.is_complex(x.dtype):
+        return P.mul(x, x)
+    re, im = P.real(x), P.imag(x)
+    return P.add(P.mul(re, re), P.mul(im, im))
 
 
 @implements("std")
@@ -153,13 +180,14 @@ def _kinked_sqrt(v: Var) -> Var:
 
 
 def _sqrt_sum_squares(x: Var, axes) -> Var:
-    return _kinked_sqrt(P.reduce_sum(P.mul(x, x), axes))
+    return _kinked_sqrt(P.reduce_sum(abs_squared(x), axes))
 
 
 def _abs_extremum(prim, x: Var, axis: int) -> Var:
     """max/min of |x| over `axis`; NumPy's max starts at 0, so an empty axis gives 0."""
     if x.shape[axis] == 0 and prim is P.reduce_max_p:
-        return P.const(0, tuple(d for i, d in enumerate(x.shape) if i != axis), x.dtype)
+        shape = tuple(d for i, d in enumerate(x.shape) if i != axis)
+        return P.const(0, shape, P.real_dtype(x.dtype))
     return P.reduce(prim, P.emit(P.abs_p, x), axis)
 
 
@@ -173,7 +201,7 @@ def _vector_norm(x: Var, ord, axis: int) -> Var:
     if ord == -np.inf:
         return _abs_extremum(P.reduce_min_p, x, axis)
     if ord == 0:  # the number of nonzero entries
-        return P.reduce_sum(P.convert(P.compare(P.ne_p, x, 0.0), x.dtype), axis)
+        return P.reduce_sum(P.convert(P.compare(P.ne_p, x, 0.0), P.real_dtype(x.dtype)), axis)
     if ord == 1:
         return P.reduce_sum(P.emit(P.abs_p, x), axis)
     if ord == 2:
@@ -193,10 +221,18 @@ def _matrix_norm(x: Var, ord, row: int, col: int) -> Var:
         other -= other > summed
         if ord > 0:
             if sums.shape[other] == 0:
-                return P.const(0, tuple(d for i, d in enumerate(sums.shape) if i != other), x.dtype)
+                shape = tuple(d for i, d in enumerate(sums.shape) if i != other)
+                return P.const(0, shape, sums.dtype)
             return P.reduce(P.reduce_max_p, sums, other)
         return P.reduce(P.reduce_min_p, sums, other)
     if (_is_number(ord) or isinstance(ord, str)) and ord in _SVD_NORMS:
+        if P.is_complex(x.dtype):
+            raise TypeError(
+                f"np.linalg.norm(..., ord={ord!r}) of a complex matrix is not supported (its "
+                f"singular values are not yet differentiable for complex input){at_source()}; "
+                "use ord='fro', 1, -1, inf or -inf, or the norm of np.abs or of the real and "
+                "imaginary parts"
+            )
         rest = [d for d in range(x.ndim) if d not in (row, col)]
         s = P.emit(svd_s_p, P.transpose(x, rest + [row, col]))
         if ord == "nuc":

@@ -13,6 +13,7 @@ from ..ir import Var
 from ..tracing.dispatch import implements, register
 from ..tracing.source import at_source
 from .operands import as_var, normalize_axis, slice_along, zeros_along
+from .reductions import refuse_complex_order
 from .shapes import concatenate, ravel
 
 # ---- differences and scans
@@ -97,6 +98,7 @@ def _keep(x: Var, axis, keepdims: bool, reduce) -> Var:
 @implements("ptp")
 def ptp(a, axis=None, out=None, keepdims=False):
     x = as_var(a)
+    refuse_complex_order(x, "ptp")
     return P.sub(
         P.reduce(P.reduce_max_p, x, axis, keepdims), P.reduce(P.reduce_min_p, x, axis, keepdims)
     )
@@ -145,9 +147,11 @@ def all_nonzero(a, axis=None, out=None, keepdims=False, **kw):
 
 def arg_extremum(prim):
     """The index of the first maximum (minimum), or of the first NaN, as NumPy's argmax."""
+    name = "argmax" if prim is P.reduce_max_p else "argmin"
 
     def handler(a, axis=None, out=None, *, keepdims=False):
         x = as_var(a)
+        refuse_complex_order(x, name)
         shape = x.shape
         if axis is None:
             x, axis = ravel(x), 0

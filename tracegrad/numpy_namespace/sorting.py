@@ -13,6 +13,7 @@ from .gathers import take_along_axis
 from ..tracing.dispatch import implements
 from ..tracing.source import at_source
 from .operands import as_var, normalize_axis
+from .reductions import refuse_complex_order
 from .shapes import ravel
 
 # ---- sorting, and the statistics built on it
@@ -23,6 +24,7 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     if order is not None:
         raise TracingError(f"np.argsort: order= is not supported on traced values{at_source()}")
     x = as_var(a)
+    refuse_complex_order(x, "sort")  # np.sort too, and what sorts: median, quantile, partition
     if axis is None:
         x, axis = ravel(x), 0
     kind = "stable" if stable else (kind or "quicksort")

@@ -99,7 +99,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         fact = 0.0
     centred = P.sub(x, avg)
     right = centred if w is None else P.mul(centred, P.const(w.astype(dtype)))
-    c = P.matmul(centred, P.transpose(right))
+    c = P.matmul(centred, P.transpose(P.conj(right)))  # NumPy: X @ X^H
     scale = np.true_divide(1, fact) if fact else np.inf
     c = P.mul(c, P.const(np.asarray(scale, dtype)))
     return P.reshape(c, tuple(d for d in c.shape if d != 1))
@@ -118,7 +118,11 @@ def corrcoef(x, y=None, rowvar=True, bias=None, ddof=None, *, dtype=None):
         return P.div(c, c)
     k = c.shape[0]
     d = P.gather(P.reshape(c, (k * k,)), P.const(np.arange(k, dtype=np.int64) * (k + 1)), 0)
-    stddev = P.unary(P.sqrt_p, d)
+    stddev = P.unary(P.sqrt_p, P.real(d))  # a variance: real (the diagonal of X @ X^H)
     c = P.div(c, P.reshape(stddev, (k, 1)))
     c = P.div(c, P.reshape(stddev, (1, k)))
-    return clip(c, -1.0, 1.0)
+    if not P.is_complex(c.dtype):
+        return clip(c, -1.0, 1.0)
+    # NumPy clips the real and the imaginary parts to [-1, 1] separately
+    re, im = (P.convert(clip(part, -1.0, 1.0), c.dtype) for part in (P.real(c), P.imag(c)))
+    return P.add(re, P.mul(im, 1j))
