@@ -147,10 +147,15 @@ CASES = {
     "matrix_power": (lambda a: np.linalg.matrix_power(a, 3), (A3,), True),
     "matrix_power_negative": (lambda a: np.linalg.matrix_power(a, -2), (A3,), True),
     "cond_1": (lambda a: np.linalg.cond(a, 1), (A3,), False),
+    # Hermitian eigenvalues (of the Hermitian matrix read from the lower or upper triangle)
+    "eigvalsh": (np.linalg.eigvalsh, (cplx(2, 3, 3),), False),
+    "eigvalsh_upper": (lambda a: np.linalg.eigvalsh(a, "U"), (cplx(3, 3),), False),
+    "eigh_values": (lambda a: np.linalg.eigh(a @ a.conj().T + a)[0], (cplx(3, 3),), False),
     "cond_fro": (lambda a: np.linalg.cond(a, "fro"), (A3,), False),
 }
 # det's second derivatives go through inv (as for real matrices): not at a singular matrix
-FIRST_ORDER_ONLY = {"det_singular"}
+# and complex eigenvalues' second derivatives would go through the eigenvectors' (refused)
+FIRST_ORDER_ONLY = {"det_singular", "eigvalsh", "eigvalsh_upper", "eigh_values"}
 # second derivatives compiled for the cpu backend too (the others on the interpreter only: the
 # rules are the same graphs, and compiling every second-order program takes minutes)
 SECOND_ORDER_CPU = {"matmul", "vdot", "einsum_three", "cumprod", "var", "norm", "cov", "solve"}
@@ -327,8 +332,6 @@ def test_elementwise_orderings_refuse_complex(f):
 
 FACTORISATIONS = {
     "cholesky": lambda a: np.linalg.cholesky(a @ a.conj().T),
-    "eigh": lambda a: np.linalg.eigh(a + a.conj().T)[0],
-    "eigvalsh": lambda a: np.linalg.eigvalsh(a + a.conj().T),
     "svd": lambda a: np.linalg.svd(a)[1],
     "svdvals": np.linalg.svdvals,
     "qr": lambda a: np.linalg.qr(a)[1],
@@ -343,6 +346,22 @@ FACTORISATIONS = {
 def test_factorisations_refuse_complex(name):
     with pytest.raises(TypeError, match=f"np.linalg.{name} of a complex matrix is not supported"):
         tg.jit(FACTORISATIONS[name], backend="numpy")(A3)
+
+
+def test_complex_eigenvectors_have_numpys_values_and_refuse_derivatives(backend):
+    a = cplx(2, 3, 3)
+    for uplo in "LU":
+        w, v = tg.jit(np.linalg.eigh, static_argnums=1, backend=backend)(a, uplo)
+        want_w, want_v = np.linalg.eigh(a, uplo)
+        assert w.dtype == np.float64 and v.dtype == C128
+        np.testing.assert_allclose(w, want_w, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(v, want_v, rtol=1e-12, atol=1e-12)
+    with pytest.raises(TypeError, match="eigenvectors of a complex Hermitian matrix"):
+        tg.grad(lambda t: np.sum(np.abs(np.linalg.eigh(t)[1][..., 0])), backend=backend)(a)
+    # second derivatives of the eigenvalues go through the eigenvectors' rule
+    first = lambda t: np.real(np.sum(tg.grad(lambda u: np.sum(np.linalg.eigvalsh(u) ** 2))(t)))
+    with pytest.raises(TypeError, match="eigenvectors of a complex Hermitian matrix"):
+        tg.grad(first, backend=backend)(a)
 
 
 @pytest.mark.parametrize("ord", [2, -2, "nuc"])

@@ -70,13 +70,17 @@ def _expand(v: Var, like: Var) -> Var:
 
 def _lower_only(sym_ct: Var) -> Var:
     """The cotangent of the input of a function that reads the lower triangle of A as the
-    symmetric matrix S = tril(A) + tril(A, -1)^T, from the cotangent of S."""
+    symmetric matrix S = tril(A) + tril(A, -1)^T, from the cotangent of S. A complex A is read
+    as the Hermitian S = tril(A) + tril(A, -1)^H with the real part of A's diagonal (LAPACK's
+    Hermitian routines ignore its imaginary part): under docs/complex.md's pairing, the strict
+    lower triangle's cotangent is G + conj(G)^T and the diagonal's Re(G)."""
     n = sym_ct.shape[-1]
-    both = P.add(sym_ct, _t(sym_ct))
+    both = P.add(sym_ct, _t(P.conj(sym_ct)))
     strict = P.broadcast_to(P.const(np.tril(np.ones((n, n), bool), -1)), sym_ct.shape)
     diag = P.broadcast_to(P.const(np.eye(n, dtype=bool)), sym_ct.shape)
     zero = P.const(0, sym_ct.shape, sym_ct.dtype)
-    return P.where(strict, both, P.where(diag, sym_ct, zero))
+    on_diag = P.convert(P.real(sym_ct), sym_ct.dtype)
+    return P.where(strict, both, P.where(diag, on_diag, zero))
 
 
 # ---- inv, solve, det, log|det|
@@ -257,13 +261,24 @@ def _triangle_only(sym_ct: Var, upper: bool) -> Var:
 # The primitive reads it itself (not the lower triangle of A^T): LAPACK's eigenvectors of the same
 # symmetric matrix differ in sign between the two, and ours are NumPy's, column for column.
 def _eigh_values_rule(ct, out, a, upper):
+    """dw_i = v_i^H dS v_i: the cotangent of S is conj(V diag(ct) V^H) (V diag(ct) V^T when
+    real), then that of the triangle read."""
     v = P.emit(eigh_vectors_p, a, upper=upper)
     n = a.shape[-1]
     scaled = P.mul(v, P.broadcast_to(P.reshape(ct, ct.shape[:-1] + (1, n)), v.shape))
-    return (_triangle_only(_mm(scaled, _t(v)), upper),)
+    return (_triangle_only(P.conj(_mm(scaled, _t(P.conj(v)))), upper),)
 
 
 def _eigh_vectors_rule(ct, out, a, upper):
+    if P.is_complex(a.dtype):
+        # each complex eigenvector is defined up to a phase e^(i t): a derivative exists only
+        # for functions that do not see the phases, which the rule cannot check
+        raise TypeError(
+            "derivatives of np.linalg.eigh's eigenvectors of a complex Hermitian matrix are not "
+            "supported (each is defined up to a phase); differentiate the eigenvalues "
+            "(np.linalg.eigvalsh: first derivatives), or work on the real matrix [[re, -im], "
+            "[im, re]]"
+        )
     w = P.emit(eigh_values_p, a, upper=upper)
     n = a.shape[-1]
     shape = a.shape
@@ -286,14 +301,16 @@ def _uplo(upper: bool) -> str:
 eigh_values_p = _register(
     "eigh_values",
     lambda a, upper: np.linalg.eigh(a, _uplo(upper))[0],
-    _square_infer(lambda s: s[:-1]),
+    lambda shapes, dtypes, p: (shapes[0][:-1], P.real_dtype(dtypes[0])),  # real for Hermitian
     _eigh_values_rule,
+    complex_operands=True,
 )
 eigh_vectors_p = _register(
     "eigh_vectors",
     lambda a, upper: np.linalg.eigh(a, _uplo(upper))[1],
     _square_infer(lambda s: s),
     _eigh_vectors_rule,
+    complex_operands=True,
 )
 
 

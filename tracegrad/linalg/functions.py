@@ -51,8 +51,8 @@ def refuse_complex(x: Var, what: str) -> None:
         raise TypeError(
             f"np.linalg.{what} of a complex matrix is not supported on traced values yet"
             f"{at_source()}; complex matrices work in np.linalg.solve, inv, det, slogdet, "
-            "matrix_power and multi_dot (docs/complex.md); for a Hermitian problem, work on the "
-            "real matrix [[re, -im], [im, re]]"
+            "matrix_power, multi_dot and eigvalsh (docs/complex.md); or work on the real matrix "
+            "[[re, -im], [im, re]]"
         )
 
 
@@ -266,8 +266,7 @@ def cholesky(a, upper=False):
 def eigh(a, UPLO="L", what="eigh"):
     if UPLO not in ("L", "U"):
         raise ValueError(f"np.linalg.{what}: UPLO argument must be 'L' or 'U'{at_source()}")
-    x = _square_float(a, what)
-    refuse_complex(x, what)
+    x = _square_float(a, what)  # complex: Hermitian (first derivatives of the eigenvalues)
     vals, vecs = (P.emit(p, x, upper=UPLO == "U") for p in (eigh_values_p, eigh_vectors_p))
     return _result("EighResult", vals, vecs)
 
