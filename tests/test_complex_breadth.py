@@ -151,11 +151,22 @@ CASES = {
     "eigvalsh": (np.linalg.eigvalsh, (cplx(2, 3, 3),), False),
     "eigvalsh_upper": (lambda a: np.linalg.eigvalsh(a, "U"), (cplx(3, 3),), False),
     "eigh_values": (lambda a: np.linalg.eigh(a @ a.conj().T + a)[0], (cplx(3, 3),), False),
+    # singular values (real)
+    "svdvals": (np.linalg.svdvals, (cplx(2, 3, 3),), False),
+    "svdvals_wide": (np.linalg.svdvals, (cplx(2, 4),), False),
+    "svd_values": (lambda a: np.linalg.svd(a, full_matrices=False)[1], (cplx(4, 2),), False),
+    "norm_2": (lambda a: np.linalg.norm(a, 2), (A3,), False),
+    "norm_-2": (lambda a: np.linalg.norm(a, -2), (A3,), False),
+    "norm_nuc": (lambda a: np.linalg.norm(a, "nuc", axis=(1, 2)), (S234,), False),
+    "cond": (np.linalg.cond, (A3,), False),
     "cond_fro": (lambda a: np.linalg.cond(a, "fro"), (A3,), False),
 }
 # det's second derivatives go through inv (as for real matrices): not at a singular matrix
 # and complex eigenvalues' second derivatives would go through the eigenvectors' (refused)
 FIRST_ORDER_ONLY = {"det_singular", "eigvalsh", "eigvalsh_upper", "eigh_values"}
+# (and the singular values' through the singular vectors')
+FIRST_ORDER_ONLY |= {"svdvals", "svdvals_wide", "svd_values", "norm_2", "norm_-2", "norm_nuc"}
+FIRST_ORDER_ONLY |= {"cond"}
 # second derivatives compiled for the cpu backend too (the others on the interpreter only: the
 # rules are the same graphs, and compiling every second-order program takes minutes)
 SECOND_ORDER_CPU = {"matmul", "vdot", "einsum_three", "cumprod", "var", "norm", "cov", "solve"}
@@ -332,13 +343,9 @@ def test_elementwise_orderings_refuse_complex(f):
 
 FACTORISATIONS = {
     "cholesky": lambda a: np.linalg.cholesky(a @ a.conj().T),
-    "svd": lambda a: np.linalg.svd(a)[1],
-    "svdvals": np.linalg.svdvals,
     "qr": lambda a: np.linalg.qr(a)[1],
     "pinv": np.linalg.pinv,
     "lstsq": lambda a: np.linalg.lstsq(a, a[:, 0])[0],
-    "matrix_rank": np.linalg.matrix_rank,
-    "cond": np.linalg.cond,
 }
 
 
@@ -364,10 +371,20 @@ def test_complex_eigenvectors_have_numpys_values_and_refuse_derivatives(backend)
         tg.grad(first, backend=backend)(a)
 
 
-@pytest.mark.parametrize("ord", [2, -2, "nuc"])
-def test_singular_value_norms_refuse_complex(ord):
-    with pytest.raises(TypeError, match=rf"ord={ord!r}.*complex matrix.*ord='fro'"):
-        tg.jit(lambda a: np.linalg.norm(a, ord), backend="numpy")(A3)
+def test_complex_singular_vectors_have_numpys_values_and_refuse_derivatives(backend):
+    a = cplx(2, 4, 3)
+    u, s, vt = tg.jit(lambda t: np.linalg.svd(t, full_matrices=False), backend=backend)(a)
+    want = np.linalg.svd(a, full_matrices=False)
+    assert s.dtype == np.float64 and u.dtype == vt.dtype == C128
+    for got, expected in zip((u, s, vt), want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    rank = tg.jit(np.linalg.matrix_rank, backend=backend)(SINGULAR)
+    assert rank == np.linalg.matrix_rank(SINGULAR) == 2
+    with pytest.raises(TypeError, match="singular vectors of a complex matrix"):
+        tg.grad(lambda t: np.sum(np.abs(np.linalg.svd(t)[0])), backend=backend)(a[0, :3])
+    first = lambda t: np.real(np.sum(tg.grad(lambda m: np.linalg.norm(m, 2))(t)))
+    with pytest.raises(TypeError, match="singular vectors of a complex matrix"):
+        tg.grad(first, backend=backend)(a[0, :3])
 
 
 def test_real_input_is_unchanged_by_the_complex_paths(backend):

@@ -328,6 +328,14 @@ def _svd_cotangent(a: Var, ct_u, ct_s, ct_vt) -> Var:
            + (I - U U^T) U_ct S^-1 V^T + U S^-1 V_ct^T (I - V V^T),  F_ij = 1 / (s_j^2 - s_i^2)."""
     m, n = a.shape[-2:]
     k = min(m, n)
+    if P.is_complex(a.dtype) and (ct_u is not None or ct_vt is not None):
+        # a complex pair of singular vectors is defined up to a common phase e^(i t)
+        raise TypeError(
+            "derivatives of np.linalg.svd's singular vectors of a complex matrix are not "
+            "supported (each pair is defined up to a phase); differentiate the singular values "
+            "(np.linalg.svdvals, norm ord=2 or 'nuc': first derivatives), or work on the real "
+            "matrix [[re, -im], [im, re]]"
+        )
     u, s, vt = P.emit(svd_u_p, a), P.emit(svd_s_p, a), P.emit(svd_vt_p, a)
     lead = a.shape[:-2]
     sq = (*lead, k, k)
@@ -361,6 +369,8 @@ def _svd_cotangent(a: Var, ct_u, ct_s, ct_vt) -> Var:
             term = _mm(u, scaled)
             extra = term if extra is None else P.add(extra, term)
     out = _mm(u, _mm(inner, vt))
+    if P.is_complex(a.dtype):  # ds_i = Re(u_i^H da v_i): the cotangent conj(U diag(ct) V^H)
+        return P.conj(out)
     return out if extra is None else P.add(out, extra)
 
 
@@ -372,22 +382,33 @@ def _svd_infer(which: int):
     def infer(shapes, dtypes, params):
         *lead, m, n = shapes[0]
         k = min(m, n)
-        return (tuple(lead) + ((m, k), (k,), (k, n))[which]), dtypes[0]
+        dtype = P.real_dtype(dtypes[0]) if which == 1 else dtypes[0]  # real singular values
+        return (tuple(lead) + ((m, k), (k,), (k, n))[which]), dtype
 
     return infer
 
 
+# complex matrices: the values, and first derivatives of the singular values only
 svd_u_p = _register(
-    "svd_u", _svd_impl(0), _svd_infer(0), lambda ct, out, a: (_svd_cotangent(a, ct, None, None),)
+    "svd_u",
+    _svd_impl(0),
+    _svd_infer(0),
+    lambda ct, out, a: (_svd_cotangent(a, ct, None, None),),
+    complex_operands=True,
 )
 svd_s_p = _register(
     "svd_s",
     lambda a: np.linalg.svd(a, compute_uv=False),
     _svd_infer(1),
     lambda ct, out, a: (_svd_cotangent(a, None, ct, None),),
+    complex_operands=True,
 )
 svd_vt_p = _register(
-    "svd_vt", _svd_impl(2), _svd_infer(2), lambda ct, out, a: (_svd_cotangent(a, None, None, ct),)
+    "svd_vt",
+    _svd_impl(2),
+    _svd_infer(2),
+    lambda ct, out, a: (_svd_cotangent(a, None, None, ct),),
+    complex_operands=True,
 )
 
 

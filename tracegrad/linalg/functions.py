@@ -51,8 +51,8 @@ def refuse_complex(x: Var, what: str) -> None:
         raise TypeError(
             f"np.linalg.{what} of a complex matrix is not supported on traced values yet"
             f"{at_source()}; complex matrices work in np.linalg.solve, inv, det, slogdet, "
-            "matrix_power, multi_dot and eigvalsh (docs/complex.md); or work on the real matrix "
-            "[[re, -im], [im, re]]"
+            "matrix_power, multi_dot, eigvalsh and svdvals (docs/complex.md); or work on the "
+            "real matrix [[re, -im], [im, re]]"
         )
 
 
@@ -296,20 +296,21 @@ def matrix_power(a, n):
     return result
 
 
-def _matrix_float(a, what: str) -> Var:
+def _matrix_float(a, what: str, complex_ok: bool = False) -> Var:
     x = as_var(a)
     if x.ndim < 2:
         raise np.linalg.LinAlgError(
             f"{x.ndim}-dimensional array given. Array must be at least two-dimensional "
             f"(np.linalg.{what}){at_source()}"
         )
-    refuse_complex(x, what)  # svd, svdvals, qr, lstsq, pinv, matrix_rank: all by the SVD or QR
+    if not complex_ok:  # qr, lstsq, pinv: their rules (or formulas) are the real ones
+        refuse_complex(x, what)
     return x if P.is_float(x.dtype) else P.convert(x, np.float64)
 
 
 @implements("linalg.svd")
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
-    x = _matrix_float(a, "svd")
+    x = _matrix_float(a, "svd", complex_ok=True)  # complex: d(singular values) only
     if hermitian:
         raise TracingError(
             f"np.linalg.svd(..., hermitian=True) is not supported on traced values{at_source()}; "
@@ -330,7 +331,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 
 @implements("linalg.svdvals")
 def svdvals(x):
-    return P.emit(svd_s_p, _matrix_float(x, "svdvals"))
+    return P.emit(svd_s_p, _matrix_float(x, "svdvals", complex_ok=True))
 
 
 @implements("linalg.qr")
@@ -438,7 +439,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
         return P.convert(
             P.reduce(P.reduce_max_p, P.convert(P.compare(P.ne_p, x, 0), np.int64), None), np.int64
         )
-    x = _matrix_float(x, "matrix_rank")
+    x = _matrix_float(x, "matrix_rank", complex_ok=True)
     s = P.emit(svd_s_p, x)
     m, n = x.shape[-2:]
     if tol is not None:
@@ -455,11 +456,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
 
 @implements("linalg.cond")
 def cond(x, p=None):
-    a = as_var(x)
-    if P.is_complex(a.dtype) and p not in (None, 2, -2):  # 1, inf, 'fro': by the inverse
-        check_square(a.shape, "cond")
-    else:
-        a = _matrix_float(a, "cond")
+    a = _matrix_float(x, "cond", complex_ok=True)
     if a.shape[-1] == 0 or a.shape[-2] == 0:
         raise np.linalg.LinAlgError(f"cond is not defined on empty arrays{at_source()}")
     if p is None or p in (2, -2):

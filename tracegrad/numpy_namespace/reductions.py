@@ -226,13 +226,6 @@ def _matrix_norm(x: Var, ord, row: int, col: int) -> Var:
             return P.reduce(P.reduce_max_p, sums, other)
         return P.reduce(P.reduce_min_p, sums, other)
     if (_is_number(ord) or isinstance(ord, str)) and ord in _SVD_NORMS:
-        if P.is_complex(x.dtype):
-            raise TypeError(
-                f"np.linalg.norm(..., ord={ord!r}) of a complex matrix is not supported (its "
-                f"singular values are not yet differentiable for complex input){at_source()}; "
-                "use ord='fro', 1, -1, inf or -inf, or the norm of np.abs or of the real and "
-                "imaginary parts"
-            )
         rest = [d for d in range(x.ndim) if d not in (row, col)]
         s = P.emit(svd_s_p, P.transpose(x, rest + [row, col]))
         if ord == "nuc":
