@@ -64,6 +64,9 @@ def fd_holomorphic(f, z: np.ndarray, eps: float = 1e-6) -> np.ndarray:
 A3, B32, V3, W3 = well_conditioned(3), cplx(3, 2), cplx(3), cplx(3)
 S234 = cplx(2, 3, 4)
 SINGULAR = np.outer(cplx(3), cplx(3)) + np.outer(cplx(3), cplx(3))  # rank 2 (in exact numbers)
+_B = cplx(3, 3)
+# Hermitian positive definite in its lower triangle, which is all cholesky reads (not the upper)
+HPD = _B @ _B.conj().T + 3 * np.eye(3) + np.triu(cplx(3, 3), 1)
 EXACTLY_SINGULAR = np.array([[1 + 1j, 2, 3j], [1 + 1j, 2, 3j], [0.5, 1 - 1j, 2]])
 CASES = {
     # products
@@ -151,6 +154,14 @@ CASES = {
     "eigvalsh": (np.linalg.eigvalsh, (cplx(2, 3, 3),), False),
     "eigvalsh_upper": (lambda a: np.linalg.eigvalsh(a, "U"), (cplx(3, 3),), False),
     "eigh_values": (lambda a: np.linalg.eigh(a @ a.conj().T + a)[0], (cplx(3, 3),), False),
+    # Cholesky factors of Hermitian matrices, and triangular solves with them
+    "cholesky": (np.linalg.cholesky, (HPD,), False),
+    "cholesky_upper": (lambda a: np.linalg.cholesky(a, upper=True), (HPD,), False),
+    "cholesky_solve": (
+        lambda a, b: np.linalg.solve(np.linalg.cholesky(a).T, b),
+        (HPD, B32),
+        False,
+    ),
     # singular values (real)
     "svdvals": (np.linalg.svdvals, (cplx(2, 3, 3),), False),
     "svdvals_wide": (np.linalg.svdvals, (cplx(2, 4),), False),
@@ -170,7 +181,7 @@ FIRST_ORDER_ONLY |= {"cond"}
 # second derivatives compiled for the cpu backend too (the others on the interpreter only: the
 # rules are the same graphs, and compiling every second-order program takes minutes)
 SECOND_ORDER_CPU = {"matmul", "vdot", "einsum_three", "cumprod", "var", "norm", "cov", "solve"}
-SECOND_ORDER_CPU |= {"inv", "det", "slogdet_sign", "slogdet_logabsdet"}
+SECOND_ORDER_CPU |= {"inv", "det", "slogdet_sign", "slogdet_logabsdet", "cholesky"}
 HOLOMORPHIC = sorted(n for n, (_, _, h) in CASES.items() if h)
 
 
@@ -342,7 +353,6 @@ def test_elementwise_orderings_refuse_complex(f):
 
 
 FACTORISATIONS = {
-    "cholesky": lambda a: np.linalg.cholesky(a @ a.conj().T),
     "qr": lambda a: np.linalg.qr(a)[1],
     "pinv": np.linalg.pinv,
     "lstsq": lambda a: np.linalg.lstsq(a, a[:, 0])[0],
@@ -402,3 +412,17 @@ def test_real_input_is_unchanged_by_the_complex_paths(backend):
         got, want = tg.jit(f, backend=backend)(arg), f(arg)
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, C128])
+def test_cholesky_upper_reads_the_upper_triangle(backend, dtype):
+    """NumPy's cholesky(upper=True) factors the matrix held in the upper triangle (the lower one
+    is not read), for real matrices too."""
+    b = RNG.normal(size=(3, 3)) + (1j * RNG.normal(size=(3, 3)) if dtype == C128 else 0)
+    a = (b.conj().T @ b + 3 * np.eye(3) + np.tril(RNG.normal(size=(3, 3)), -1)).astype(dtype)
+    f = lambda t: np.linalg.cholesky(t, upper=True)
+    np.testing.assert_allclose(tg.jit(f, backend=backend)(a), f(a), rtol=1e-12, atol=1e-12)
+    loss = lambda t: np.sum(np.abs(f(t)) ** 2 * np.arange(9.0).reshape(3, 3))
+    g = tg.grad(loss, backend=backend)(a)
+    want = fd_grad(lambda t: float(loss(t if dtype == C128 else t.real)), a)
+    np.testing.assert_allclose(g, want if dtype == C128 else want.real, rtol=1e-6, atol=1e-6)

@@ -235,17 +235,26 @@ signdet_p = _register(
 
 def _cholesky_rule(ct, out, a):
     """A = L L^T: with P = Phi(L^T ct) (the lower triangle, its diagonal halved), the cotangent
-    of the symmetric matrix is sym(L^-T P L^-1); NumPy reads A's lower triangle."""
+    of the symmetric matrix is sym(L^-T P L^-1); NumPy reads A's lower triangle. A complex A =
+    L L^H (Hermitian): under docs/complex.md's pairing (the conjugate of the usual gradient),
+    Y = L^-T P conj(L)^-1 and the cotangent of the Hermitian matrix is (Y + conj(Y)^T) / 2."""
     n = out.shape[-1]
     phi = _mm(_t(out), ct)
     halved = (np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(out.dtype)
     phi = P.mul(phi, P.broadcast_to(P.const(halved), phi.shape))
     y = solve(_t(out), phi, "upper")  # L^-T P
-    m = _t(solve(_t(out), _t(y), "upper"))  # L^-T P L^-1
-    return (_lower_only(P.mul(P.add(m, _t(m)), 0.5)),)
+    right = P.conj(out)  # L itself when real
+    m = _t(solve(_t(right), _t(y), "upper"))  # L^-T P conj(L)^-1
+    return (_lower_only(P.mul(P.add(m, _t(P.conj(m))), 0.5)),)
 
 
-cholesky_p = _register("cholesky", np.linalg.cholesky, _square_infer(lambda s: s), _cholesky_rule)
+cholesky_p = _register(
+    "cholesky",
+    np.linalg.cholesky,
+    _square_infer(lambda s: s),
+    _cholesky_rule,
+    complex_operands=True,
+)
 
 
 def _upper_only(sym_ct: Var) -> Var:

@@ -230,7 +230,9 @@ def det(a):
 def slogdet(a):
     x = _square_float(a, "slogdet")
     lower = _factor_of(x)
-    if lower is not None and _symmetric(x):
+    # (not for complex x: the factor is of the Hermitian matrix read from x's lower triangle,
+    # and a symmetric complex x is not Hermitian)
+    if lower is not None and not P.is_complex(x.dtype) and _symmetric(x):
         # the program factors x = L L^T already, and x is symmetric by construction (so x is
         # positive definite, or the program fails there, as NumPy's would): log|det x| =
         # 2 sum(log(diag L)), and the derivative goes through the Cholesky rule (triangular
@@ -256,10 +258,13 @@ def slogdet(a):
 
 @implements("linalg.cholesky")
 def cholesky(a, upper=False):
-    x = _square_float(a, "cholesky")
-    refuse_complex(x, "cholesky")
-    lower = P.emit(cholesky_p, x)
-    return P.swap_last(lower) if upper else lower
+    x = _square_float(a, "cholesky")  # complex: Hermitian positive definite
+    if not upper:
+        return P.emit(cholesky_p, x)
+    # NumPy's upper=True reads x's upper triangle and returns U with U^H U = that matrix: the
+    # lower triangle of x^H holds the same matrix, and U = L^H for its lower factor L
+    lower = P.emit(cholesky_p, P.conj(P.swap_last(x)))
+    return P.swap_last(P.conj(lower))
 
 
 @implements("linalg.eigh")
