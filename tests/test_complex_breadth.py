@@ -97,6 +97,21 @@ CASES = {
     "trace": (lambda a: np.trace(a, offset=1), (cplx(3, 4),), True),
     "multi_dot": (lambda a, b: np.linalg.multi_dot([a, a, b]), (A3, B32), True),
     "cross": (np.cross, (V3, W3), True),
+    # sequences: np.correlate conjugates its second argument
+    "correlate": (lambda a, v: np.correlate(a, v, "full"), (cplx(5), cplx(3)), False),
+    "correlate_longer_v": (lambda a, v: np.correlate(a, v, "same"), (cplx(3), cplx(5)), False),
+    "correlate_valid": (np.correlate, (cplx(5), cplx(3)), True),  # holomorphic in a
+    "convolve": (lambda a, v: np.convolve(a, v, "same"), (cplx(5), cplx(3)), True),
+    "interp": (
+        lambda f: np.interp(np.array([0.5, 1.5, -1.0, 3.5, 3.0]), np.arange(4.0), f),
+        (cplx(4),),
+        True,
+    ),
+    "interp_left_right": (
+        lambda f: np.interp(np.array([-1.0, 1.25, 4.0]), np.arange(4.0), f, 1 + 2j, -3.0),
+        (cplx(4),),
+        True,
+    ),
     # reductions and scans
     "sum": (lambda a: np.sum(a, axis=1), (S234,), True),
     "prod": (lambda a: np.prod(a, axis=(0, 2)), (S234,), True),
@@ -397,6 +412,11 @@ def test_complex_singular_vectors_have_numpys_values_and_refuse_derivatives(back
         tg.grad(first, backend=backend)(a[0, :3])
 
 
+def test_interp_refuses_complex_coordinates():
+    with pytest.raises(TypeError, match=r"np.interp: xp must be real.*np\.real\(xp\)"):
+        tg.jit(lambda xp: np.interp(np.array([0.5]), xp, np.arange(3.0)), backend="numpy")(cplx(3))
+
+
 def test_real_input_is_unchanged_by_the_complex_paths(backend):
     """The real paths give NumPy's values still (var, norm, cov, corrcoef, slogdet, vdot)."""
     x, a = RNG.normal(size=(3, 5)), RNG.normal(size=(3, 3)) + 3 * np.eye(3)
@@ -406,6 +426,8 @@ def test_real_input_is_unchanged_by_the_complex_paths(backend):
         (np.cov, x),
         (np.corrcoef, x),
         (lambda t: np.vdot(t, t), x),
+        (lambda t: np.correlate(t[0], t[1, :3], "full"), x),
+        (lambda t: np.interp(np.array([0.5, 2.5]), np.arange(5.0), t[0]), x),
         (lambda t: np.linalg.slogdet(t)[0], a),
         (lambda t: np.linalg.slogdet(t)[1], a),
     ]:

@@ -94,6 +94,21 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         raise TracingError(
             f"np.interp: period must be a static number, not a traced value{at_source()}"
         )
+    for name, v in (("x", x), ("xp", xp)):
+        if P.is_complex(as_var(v).dtype):
+            raise TypeError(
+                f"np.interp: {name} must be real, not complex{at_source()} (as in NumPy); pass "
+                f"np.real({name})"
+            )
+    if any(P.is_complex(as_var(v).dtype) for v in (fp, left, right) if v is not None):
+        # complex values: the real and the imaginary parts interpolated apart, as NumPy does
+        re, im = (
+            interp(
+                x, xp, *(None if v is None else part(as_var(v)) for v in (fp, left, right)), period
+            )
+            for part in (P.real, P.imag)
+        )
+        return P.add(P.convert(re, np.complex128), P.mul(P.convert(im, np.complex128), 1j))
     xq, xs, fs = (P.convert(as_var(v), np.float64) for v in (x, xp, fp))
     _one_dimensional("interp", "xp", xs)
     _one_dimensional("interp", "fp", fs)

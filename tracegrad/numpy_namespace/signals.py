@@ -121,8 +121,9 @@ def convolve(a, v, mode="full"):
 
 @implements("correlate")
 def correlate(a, v, mode="valid"):
-    """np.correlate of two real 1-D sequences, modes valid, same and full."""
-    return _windowed_product("correlate", a, v, mode, False)
+    """np.correlate of two 1-D sequences, modes valid, same and full: sum a[n + k] conj(v[n])
+    (NumPy conjugates v)."""
+    return _windowed_product("correlate", a, P.conj(_sequence("correlate", "v", v)), mode, False)
 
 
 @implements("unwrap")
