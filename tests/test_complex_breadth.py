@@ -177,6 +177,11 @@ CASES = {
         (HPD, B32),
         False,
     ),
+    # QR (R's diagonal real, as LAPACK's: a unique factorisation, derivatives of every order)
+    "qr_q": (lambda a: np.linalg.qr(a)[0], (cplx(2, 3, 3),), False),
+    "qr_r": (lambda a: np.linalg.qr(a)[1], (cplx(3, 3),), False),
+    "qr_tall": (lambda a: np.linalg.qr(a)[0] + np.linalg.qr(a)[1][0], (cplx(4, 2),), False),
+    "qr_wide": (lambda a: np.linalg.qr(a)[1] * np.linalg.qr(a)[0][0, 0], (cplx(2, 4),), False),
     # singular values (real)
     "svdvals": (np.linalg.svdvals, (cplx(2, 3, 3),), False),
     "svdvals_wide": (np.linalg.svdvals, (cplx(2, 4),), False),
@@ -196,7 +201,7 @@ FIRST_ORDER_ONLY |= {"cond"}
 # second derivatives compiled for the cpu backend too (the others on the interpreter only: the
 # rules are the same graphs, and compiling every second-order program takes minutes)
 SECOND_ORDER_CPU = {"matmul", "vdot", "einsum_three", "cumprod", "var", "norm", "cov", "solve"}
-SECOND_ORDER_CPU |= {"inv", "det", "slogdet_sign", "slogdet_logabsdet", "cholesky"}
+SECOND_ORDER_CPU |= {"inv", "det", "slogdet_sign", "slogdet_logabsdet", "cholesky", "qr_wide"}
 HOLOMORPHIC = sorted(n for n, (_, _, h) in CASES.items() if h)
 
 
@@ -368,7 +373,6 @@ def test_elementwise_orderings_refuse_complex(f):
 
 
 FACTORISATIONS = {
-    "qr": lambda a: np.linalg.qr(a)[1],
     "pinv": np.linalg.pinv,
     "lstsq": lambda a: np.linalg.lstsq(a, a[:, 0])[0],
 }

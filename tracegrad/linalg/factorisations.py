@@ -422,16 +422,20 @@ svd_vt_p = _register(
 
 
 def _copyltu(x: Var) -> Var:
-    """tril(x) + tril(x, -1)^T: the symmetric matrix with x's lower triangle."""
+    """tril(x) + tril(x, -1)^T: the symmetric matrix with x's lower triangle (for complex x the
+    Hermitian one, tril(x, -1) + tril(x, -1)^H + Re(diag x))."""
     n = x.shape[-1]
-    lower = P.broadcast_to(P.const(np.tril(np.ones((n, n), bool))), x.shape)
-    return P.where(lower, x, _t(x))
+    lower = P.broadcast_to(P.const(np.tril(np.ones((n, n), bool), -1)), x.shape)
+    diag = P.broadcast_to(P.const(np.eye(n, dtype=bool)), x.shape)
+    return P.where(lower, x, P.where(diag, P.convert(P.real(x), x.dtype), _t(P.conj(x))))
 
 
 def _qr_square_cotangent(q: Var, r: Var, ct_q: Var, ct_r: Var) -> Var:
-    """A = QR with A m x n, m >= n: A_ct = (Q_ct + Q copyltu(M)) R^-T, M = R R_ct^T - Q_ct^T Q."""
-    mm = P.sub(_mm(r, _t(ct_r)), _mm(_t(ct_q), q))
-    b = P.add(ct_q, _mm(q, _copyltu(mm)))
+    """A = QR with A m x n, m >= n: A_ct = (Q_ct + Q copyltu(M)) R^-T, M = R R_ct^T - Q_ct^T Q.
+    Complex (Q^H Q = I, R's diagonal real, as LAPACK's): the conjugate of the usual gradient,
+    A_ct = (Q_ct + conj(Q) copyltu(conj(M))) R^-T with the same M."""
+    mm = P.conj(P.sub(_mm(r, _t(ct_r)), _mm(_t(ct_q), q)))
+    b = P.add(ct_q, _mm(P.conj(q), _copyltu(mm)))
     return _t(solve(r, _t(b), "upper"))  # B R^-T (R is upper triangular)
 
 
@@ -448,8 +452,9 @@ def _qr_cotangent(a: Var, ct_q, ct_r) -> Var:
     ct_r1 = P.slice_(ct_r, lead + ((0, m, 1), (0, m, 1)))
     ct_r2 = P.slice_(ct_r, lead + ((0, m, 1), (m, n, 1)))
     y = P.slice_(a, lead + ((0, m, 1), (m, n, 1)))
-    ct_x = _qr_square_cotangent(q, r1, P.add(ct_q, _mm(y, _t(ct_r2))), ct_r1)
-    ct_y = _mm(q, ct_r2)
+    # R2 = Q^H Y (Q^T Y when real)
+    ct_x = _qr_square_cotangent(q, r1, P.add(ct_q, P.conj(_mm(y, _t(ct_r2)))), ct_r1)
+    ct_y = _mm(P.conj(q), ct_r2)
     return P.concatenate([ct_x, ct_y], a.ndim - 1)
 
 
@@ -467,8 +472,16 @@ def _qr_infer(which: int):
 
 
 qr_q_p = _register(
-    "qr_q", _qr_impl(0), _qr_infer(0), lambda ct, out, a: (_qr_cotangent(a, ct, None),)
+    "qr_q",
+    _qr_impl(0),
+    _qr_infer(0),
+    lambda ct, out, a: (_qr_cotangent(a, ct, None),),
+    complex_operands=True,
 )
 qr_r_p = _register(
-    "qr_r", _qr_impl(1), _qr_infer(1), lambda ct, out, a: (_qr_cotangent(a, None, ct),)
+    "qr_r",
+    _qr_impl(1),
+    _qr_infer(1),
+    lambda ct, out, a: (_qr_cotangent(a, None, ct),),
+    complex_operands=True,
 )

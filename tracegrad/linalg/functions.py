@@ -308,7 +308,7 @@ def _matrix_float(a, what: str, complex_ok: bool = False) -> Var:
             f"{x.ndim}-dimensional array given. Array must be at least two-dimensional "
             f"(np.linalg.{what}){at_source()}"
         )
-    if not complex_ok:  # qr, lstsq, pinv: their rules (or formulas) are the real ones
+    if not complex_ok:  # lstsq, pinv: their formulas are the real ones
         refuse_complex(x, what)
     return x if P.is_float(x.dtype) else P.convert(x, np.float64)
 
@@ -341,7 +341,7 @@ def svdvals(x):
 
 @implements("linalg.qr")
 def qr(a, mode="reduced"):
-    x = _matrix_float(a, "qr")
+    x = _matrix_float(a, "qr", complex_ok=True)
     m, n = x.shape[-2:]
     if mode == "complete" and m > n:
         raise TracingError(
