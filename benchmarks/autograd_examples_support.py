@@ -6,7 +6,8 @@ README), not from their code: the optimisers (`adam`, `sgd`, `rmsprop`: the publ
 rules, parameters flattened to one vector and the callback given `(params, iteration, gradient)`),
 `flatten` / `flatten_func` (leaves of nested lists, tuples and dicts, dict keys sorted, ravelled and
 concatenated), `elementwise_grad` (the gradient of the output's sum), `hessian_vector_product`,
-`check_grads` (tracegrad's own check), `primitive` / `defvjp` (a `tracegrad.custom_vjp`) and the
+`check_grads` (tracegrad's own check), `primitive` / `defvjp` (a `tracegrad.custom_vjp`),
+`fixed_point` (a `tracegrad.while_loop` with the implicit-function derivative) and the
 `autograd.builtins.tuple` marker (a plain tuple). Only the tracegrad run imports them.
 
 The instrumentation (`drive`, run as `python autograd_examples_support.py MODE SCRIPT STEPS OUT`)
@@ -201,6 +202,43 @@ def defvjp(prim, *vjpmakers):
         return builtins.tuple(cts)
 
     prim.defvjp(fwd, bwd)
+
+
+def fixed_point(f, a, x0, distance, tol):
+    """x* = f(a)(x*), iterating x <- f(a)(x) from x0 until distance(x, x_prev) < tol. Its
+    derivative with respect to `a` is the implicit-function one: the adjoint w = g + (df/dx)^T w
+    at x*, iterated from zero to the same tolerance, then (df/da)^T w. (A derivative of that
+    rule, the second order, differentiates the adjoint iteration itself.)"""
+    import tracegrad
+
+    def iterate(fa, x, x_prev):
+        def step(c):
+            return fa(c[0]), c[0]
+
+        return tracegrad.while_loop(lambda c: distance(c[0], c[1]) > tol, step, (x, x_prev))[0]
+
+    @tracegrad.custom_vjp
+    def solve(a, x0):
+        return iterate(f(a), f(a)(x0), x0)
+
+    def fwd(a, x0):
+        x_star = solve(a, x0)
+        return x_star, (a, x_star, x0)
+
+    def bwd(residuals, g):
+        a, x_star, x0 = residuals
+        _, vjp_x = tracegrad.vjp(f(a), x_star)
+        w0 = np.zeros_like(x_star)
+
+        def adjoint(w):
+            return vjp_x(w)[0] + g
+
+        w = iterate(adjoint, adjoint(w0), w0)
+        _, vjp_a = tracegrad.vjp(lambda a_: f(a_)(x_star), a)
+        return vjp_a(w)[0], np.zeros_like(x0)
+
+    solve.defvjp(fwd, bwd)
+    return solve(a, x0)
 
 
 # ---------------------------------------------------------------------------------------------
