@@ -277,3 +277,25 @@ def test_traced_indices_inside_their_axes_still_gather_and_scatter(backend):
     want = np.zeros_like(x)
     np.add.at(want, (i, j), 2 * x[i, j])
     np.testing.assert_array_equal(grad, want)
+
+
+def test_tuples_inside_an_index_are_index_sequences_as_in_numpy(backend):
+    """x[(0, 1, 0), (2, 2, 1)] indexes like x[[0, 1, 0], [2, 2, 1]] (a tuple inside the index
+    tuple is a sequence of indices), for reads, gradients and writes."""
+    x = np.arange(24.0).reshape(2, 3, 4)
+
+    def f(x):
+        return x[(0, 1, 0), (2, 2, 1)]
+
+    np.testing.assert_array_equal(tg.jit(f, backend=backend)(x), f(x))
+    g = tg.grad(lambda x: np.sum(f(x) ** 2), backend=backend)(x)
+    want = np.zeros_like(x)
+    np.add.at(want, ((0, 1, 0), (2, 2, 1)), 2 * f(x))
+    np.testing.assert_array_equal(g, want)
+
+    def h(x):
+        y = x.copy()
+        y[(0, 1), (2, 0)] = -1.0
+        return y
+
+    np.testing.assert_array_equal(tg.jit(h, backend=backend)(x), h(x))

@@ -118,6 +118,8 @@ def advanced_getitem(x: Var, index) -> Var:
     with the np.where form. The gather's adjoint is a scatter-add, so repeated indices
     accumulate their gradients."""
     items = list(index) if isinstance(index, tuple) else [index]
+    # inside an index tuple, a tuple is a sequence of indices, as a list is: x[(0, 1), (3, 2)]
+    items = [list(item) if isinstance(item, tuple) else item for item in items]
     _check_static_masks(x, items)
     expanded = []
     for item in items:
