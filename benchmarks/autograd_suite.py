@@ -96,6 +96,19 @@ def _traced_at(text: str, record: dict) -> str:
     return f"{Path(m.group(1)).name}:{m.group(2)}: {(m.group(3) or '').strip()[:90]}"
 
 
+def _mismatch(text: str) -> str:
+    """A derivative check's name and its two numbers, without the (long) argument."""
+    check = re.search(r"Derivative \((\w+)\) check of (\S+) failed", text)
+    analytic = re.search(r"analytic:\s*(\S+)", text)
+    numeric = re.search(r"numeric:\s*(\S+)", text)
+    if check and analytic and numeric:
+        return (
+            f"{check.group(1)} check of {check.group(2)}: analytic {analytic.group(1)}, "
+            f"numeric {numeric.group(1)}"
+        )
+    return text.strip()[:600]
+
+
 def classify(record: dict) -> tuple[str, str]:
     """(group, detail) for a failed or erroring test."""
     if record.get("timeout"):
@@ -125,7 +138,7 @@ def classify(record: dict) -> tuple[str, str]:
     if outer == "AssertionError":
         if "space mismatch" in text or "Structure mismatch" in text or "dtype" in text:
             return "wrong shape or type", text.strip()[:400]
-        return "wrong number", text.strip()[:600]
+        return "wrong number", _mismatch(text)
     first_line = text.strip().splitlines()[0][:160] if text.strip() else ""
     return "other", f"{exc}: {first_line}"
 

@@ -50,6 +50,11 @@ def _first_cause(exc: BaseException) -> BaseException:
     return exc
 
 
+def _clip(text: str, n: int = 1000) -> str:
+    """Long messages keep their start and their end (a check's numbers come last)."""
+    return text if len(text) <= 2 * n else f"{text[:n]} ... {text[-n:]}"
+
+
 def _describe(excinfo) -> dict:
     exc = excinfo.value
     first = _first_cause(exc)
@@ -57,9 +62,9 @@ def _describe(excinfo) -> dict:
     where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
     return {
         "exc_type": type(exc).__name__,
-        "message": str(exc)[:2000],
+        "message": _clip(str(exc)),
         "cause_type": type(first).__name__,
-        "cause_message": str(first)[:2000],
+        "cause_message": _clip(str(first)),
         "where": where,
     }
 
