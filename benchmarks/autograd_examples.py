@@ -300,10 +300,8 @@ def compare(ag: dict, tg: dict) -> dict:
 
 
 def first_line(text: str | None) -> str:
-    if not text:
-        return ""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if len(lines) == 1 else " ".join(ln.strip() for ln in lines[:1] + lines[-1:])
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    return lines[0] if lines else ""
 
 
 def main(argv=None) -> int:
