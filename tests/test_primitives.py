@@ -156,6 +156,7 @@ TESTED_ELSEWHERE = {
     "svd_vt",
     "qr_q",
     "qr_r",  # test_numpy_breadth
+    "bessel",  # test_scipy_stats
 }
 
 

@@ -618,3 +618,37 @@ def test_special_functions_keep_float32(label, fun):
     expected = _scipy(fun, x, a, u)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["jv", "yv", "iv", "ive", "kv", "jn", "yn"])
+def test_bessel_functions_of_any_order_with_derivatives(kind, backend):
+    """scipy.special's Bessel functions of a real order on traced arguments: SciPy's values,
+    and derivatives of orders 1 and 2 (the recurrences) against central differences."""
+    f = getattr(scipy_special, kind)
+    x = np.array([1.3, 2.5, 4.0, 7.5])
+    v = 2 if kind in ("jn", "yn") else np.array([0.5, 1.0, 2.0, 3.5])
+    np.testing.assert_allclose(tg.jit(lambda x: f(v, x), backend=backend)(x), f(v, x), rtol=1e-15)
+    # the first derivative against central differences, relative to the function's scale
+    g = tg.grad(lambda x: np.sum(f(v, x)), backend=backend)
+    h = 1e-6
+    scale = np.maximum(1.0, np.abs(f(v, x)))
+    np.testing.assert_allclose(
+        g(x) / scale, (f(v, x + h) - f(v, x - h)) / (2 * h) / scale, atol=1e-8
+    )
+    # the second: the derivative of g's values
+    h2 = tg.grad(lambda x: np.sum(g(x) * np.array([1.0, -0.5, 0.25, 2.0])), backend=backend)
+    fd = [
+        np.sum((g(x + h * e) - g(x - h * e)) / (2 * h) * np.array([1.0, -0.5, 0.25, 2.0]))
+        for e in np.eye(4)
+    ]
+    np.testing.assert_allclose(h2(x) / scale, np.array(fd) / scale, atol=1e-6)
+
+
+def test_bessel_orders_are_not_differentiated_and_complex_is_refused():
+    x = np.array([1.5, 2.5])
+    grads = tg.grad(lambda v, x: np.sum(scipy_special.jv(v, x)), argnums=(0, 1))(
+        np.array([0.5, 1.0]), x
+    )
+    np.testing.assert_array_equal(grads[0], 0.0)
+    with pytest.raises(TypeError, match="complex values is not supported"):
+        tg.jit(lambda x: scipy_special.jv(1.0, x * 1j))(x)

@@ -77,6 +77,7 @@ from .primitive_table.ops import (
     convert as convert,
     broadcast_to as broadcast_to,
     apply_elementwise as apply_elementwise,
+    prepare_operands as prepare_operands,
     add as add,
     sub as sub,
     mul as mul,
@@ -240,6 +241,11 @@ from .primitive_table.random import (
     Draw as Draw,
     draws_in as draws_in,
     random_p as random_p,
+)
+from .primitive_table.bessel import (
+    BESSEL_KINDS as BESSEL_KINDS,
+    bessel as bessel,
+    bessel_p as bessel_p,
 )
 from .primitive_table.fft import (
     fft_p as fft_p,

@@ -11,6 +11,7 @@ import numpy as np
 from .. import primitives as P
 from ..ir import Var
 from ..tracing.dispatch import implements_ufunc, register_ufunc
+from ..tracing.source import at_source
 from .operands import as_operand, as_var
 
 # ---- scipy.special's ufuncs (NumPy dispatches them to tracers like its own)
@@ -571,6 +572,28 @@ register_ufunc("i0", lambda x: _bessel_i(0, x))
 register_ufunc("i1", lambda x: _bessel_i(1, x))
 register_ufunc("y0", lambda x: _bessel_y(0, x))
 register_ufunc("y1", lambda x: _bessel_y(1, x))
+
+
+def _bessel_any_order(kind: str):
+    """scipy.special's Bessel functions of a real order `v` (not differentiated) at `x`: SciPy's
+    values, on the host (primitive_table/bessel.py)."""
+
+    def handler(v, x):
+        v, x = as_operand(v), as_operand(x)
+        dtype = P.float_dtype(P.result_dtype([v, x]))
+        if P.is_complex(dtype):
+            raise TypeError(
+                f"scipy.special.{kind} of complex values is not supported on traced values"
+                f"{at_source()}; tracegrad's Bessel functions take real orders and arguments"
+            )
+        return P.bessel(kind, *P.prepare_operands([v, x], kind, dtype))
+
+    return handler
+
+
+for _kind in P.BESSEL_KINDS:
+    register_ufunc(_kind, _bessel_any_order(_kind))
+register_ufunc("yn", _bessel_any_order("yv"))  # an integer order: yv's values
 
 
 # ---- polygamma(n, x) (a Python function in SciPy: the traced version is tracegrad.scipy.special's)

@@ -20,7 +20,7 @@ from ..tracing.constructors import SCIPY_FUNCTIONS
 from ..tracing.dispatch import SCIPY_SPECIAL, UFUNCS
 
 # scipy.special's traced names, and the three that only this module has
-__all__ = sorted({*SCIPY_SPECIAL, "multigammaln", "ndtri", "polygamma"})
+__all__ = sorted({*SCIPY_SPECIAL, "jn", "multigammaln", "ndtri", "polygamma"})
 
 
 def _has_tracer(values) -> bool:
@@ -81,6 +81,13 @@ j0 = _ufunc("j0")
 j1 = _ufunc("j1")
 y0 = _ufunc("y0")
 y1 = _ufunc("y1")
+iv = _ufunc("iv")
+ive = _ufunc("ive")
+jv = _ufunc("jv")
+jn = _ufunc("jv")  # SciPy's jn is jv
+kv = _ufunc("kv")
+yn = _ufunc("yn")
+yv = _ufunc("yv")
 rgamma = _ufunc("rgamma")
 log_ndtr = _ufunc("log_ndtr")
 logit = _ufunc("logit")

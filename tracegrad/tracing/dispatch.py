@@ -59,8 +59,12 @@ SCIPY_SPECIAL = (
     "gammasgn",
     "i0",
     "i1",
+    "iv",
+    "ive",
     "j0",
     "j1",
+    "jv",
+    "kv",
     "log_ndtr",
     "log_softmax",
     "logit",
@@ -73,6 +77,8 @@ SCIPY_SPECIAL = (
     "xlogy",
     "y0",
     "y1",
+    "yn",
+    "yv",
 )
 
 
