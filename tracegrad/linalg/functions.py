@@ -45,14 +45,15 @@ def _square_float(a, what: str) -> Var:
 
 
 def refuse_complex(x: Var, what: str) -> None:
-    """The factorisations whose rules for complex input (conjugate transposes, a phase freedom
-    in the vectors) are not derived yet refuse it, rather than give wrong derivatives."""
+    """The functions whose formulas for complex input (conjugate transposes, derivatives through
+    singular vectors with a phase freedom) are not written yet refuse it, rather than give wrong
+    numbers: pinv and lstsq."""
     if P.is_complex(x.dtype):
         raise TypeError(
             f"np.linalg.{what} of a complex matrix is not supported on traced values yet"
             f"{at_source()}; complex matrices work in np.linalg.solve, inv, det, slogdet, "
-            "matrix_power, multi_dot, eigvalsh and svdvals (docs/complex.md); or work on the "
-            "real matrix [[re, -im], [im, re]]"
+            "matrix_power, multi_dot, cholesky, qr, eigvalsh and svdvals (docs/complex.md); "
+            "or work on the real matrix [[re, -im], [im, re]]"
         )
 
 
