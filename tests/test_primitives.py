@@ -157,6 +157,8 @@ TESTED_ELSEWHERE = {
     "qr_q",
     "qr_r",  # test_numpy_breadth
     "bessel",  # test_scipy_stats
+    "eig_values",
+    "eig_vectors",  # test_linalg_eig
 }
 
 

@@ -285,6 +285,7 @@ RULE_AUTHOR_SURFACE = (
 # tests/test_first_call.py checks that the list is complete).
 EXTENSIONS = (
     "tracegrad.linalg.factorisations",
+    "tracegrad.linalg.eig",
     "tracegrad.transforms.loops",
     "tracegrad.transforms.scan",
     "tracegrad.transforms.custom_jvp",

@@ -20,6 +20,7 @@ that call `trace.trace` import it; `import tracegrad` does not, so start-up stay
 from __future__ import annotations
 
 from ..linalg import functions as linalg_functions  # noqa: F401 (np.linalg's handlers)
+from ..linalg import general as linalg_general  # noqa: F401 (np.linalg.eig, eigvals)
 from ..tracing import constructors  # noqa: F401 (the traced constructors, a hook of trace())
 from ..tracing import random_draws  # noqa: F401 (random draws recorded, a hook of trace())
 from . import (  # noqa: F401 (each registers its handlers)
