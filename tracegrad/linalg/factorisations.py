@@ -340,8 +340,9 @@ def _svd_cotangent(a: Var, ct_u, ct_s, ct_vt) -> Var:
     if P.is_complex(a.dtype) and (ct_u is not None or ct_vt is not None):
         # a complex pair of singular vectors is defined up to a common phase e^(i t)
         raise TypeError(
-            "derivatives of np.linalg.svd's singular vectors of a complex matrix are not "
-            "supported (each pair is defined up to a phase); differentiate the singular values "
+            "derivatives of the singular vectors of a complex matrix (np.linalg.svd's U and V^H, "
+            "and so of pinv and lstsq in the matrix) are not supported (each pair is defined up "
+            "to a phase); differentiate the singular values "
             "(np.linalg.svdvals, norm ord=2 or 'nuc': first derivatives), or work on the real "
             "matrix [[re, -im], [im, re]]"
         )

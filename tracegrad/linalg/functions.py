@@ -12,7 +12,7 @@ from .. import primitives as P
 from ..base.errors import TracingError
 from ..ir import Var
 from ..numpy_namespace.operands import as_var
-from ..numpy_namespace.reductions import norm
+from ..numpy_namespace.reductions import abs_squared, norm
 from ..tracing.dispatch import implements
 from ..tracing.source import at_source
 from .factorisations import (
@@ -42,19 +42,6 @@ def _square_float(a, what: str) -> Var:
     if not P.is_float(x.dtype):
         x = P.convert(x, np.float64)
     return x
-
-
-def refuse_complex(x: Var, what: str) -> None:
-    """The functions whose formulas for complex input (conjugate transposes, derivatives through
-    singular vectors with a phase freedom) are not written yet refuse it, rather than give wrong
-    numbers: pinv and lstsq."""
-    if P.is_complex(x.dtype):
-        raise TypeError(
-            f"np.linalg.{what} of a complex matrix is not supported on traced values yet"
-            f"{at_source()}; complex matrices work in np.linalg.solve, inv, det, slogdet, "
-            "matrix_power, multi_dot, cholesky, qr, eigvalsh and svdvals (docs/complex.md); "
-            "or work on the real matrix [[re, -im], [im, re]]"
-        )
 
 
 @implements("linalg.inv")
@@ -302,21 +289,19 @@ def matrix_power(a, n):
     return result
 
 
-def _matrix_float(a, what: str, complex_ok: bool = False) -> Var:
+def _matrix_float(a, what: str) -> Var:
     x = as_var(a)
     if x.ndim < 2:
         raise np.linalg.LinAlgError(
             f"{x.ndim}-dimensional array given. Array must be at least two-dimensional "
             f"(np.linalg.{what}){at_source()}"
         )
-    if not complex_ok:  # lstsq, pinv: their formulas are the real ones
-        refuse_complex(x, what)
     return x if P.is_float(x.dtype) else P.convert(x, np.float64)
 
 
 @implements("linalg.svd")
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
-    x = _matrix_float(a, "svd", complex_ok=True)  # complex: d(singular values) only
+    x = _matrix_float(a, "svd")  # complex: d(singular values) only
     if hermitian:
         raise TracingError(
             f"np.linalg.svd(..., hermitian=True) is not supported on traced values{at_source()}; "
@@ -337,12 +322,12 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 
 @implements("linalg.svdvals")
 def svdvals(x):
-    return P.emit(svd_s_p, _matrix_float(x, "svdvals", complex_ok=True))
+    return P.emit(svd_s_p, _matrix_float(x, "svdvals"))
 
 
 @implements("linalg.qr")
 def qr(a, mode="reduced"):
-    x = _matrix_float(a, "qr", complex_ok=True)
+    x = _matrix_float(a, "qr")
     m, n = x.shape[-2:]
     if mode == "complete" and m > n:
         raise TracingError(
@@ -365,7 +350,8 @@ def lstsq(a, b, rcond=None):
     rcond * s_max are treated as zero. Returns (x, residuals, rank, s). NumPy's residuals are
     empty unless the matrix is tall and of full rank; here a tall matrix always gets them (the
     shape must be known while tracing): the same values when the rank is full. Where NumPy
-    raises because the SVD failed (an inf in a), the solution is NaN."""
+    raises because the SVD failed (an inf in a), the solution is NaN. Complex: V diag(1/s) U^H b
+    and real residuals sum(|r|^2); derivatives go through the singular vectors (refused)."""
     x = _matrix_float(a, "lstsq")
     if x.ndim != 2:
         raise np.linalg.LinAlgError(f"np.linalg.lstsq: a must be two-dimensional{at_source()}")
@@ -385,9 +371,10 @@ def lstsq(a, b, rcond=None):
         rcond = float(np.finfo(x.dtype).eps) * max(m, n)
     kept, inv_s = _cutoff_inverse(s, float(rcond))
     coeffs = P.mul(
-        P.matmul_(P.swap_last(u), y2), P.broadcast_to(P.reshape(inv_s, (k, 1)), (k, y2.shape[1]))
+        P.matmul_(P.swap_last(P.conj(u)), y2),
+        P.broadcast_to(P.reshape(inv_s, (k, 1)), (k, y2.shape[1])),
     )
-    sol = P.matmul_(P.swap_last(vt), coeffs)
+    sol = P.matmul_(P.swap_last(P.conj(vt)), coeffs)
     # inf in a: NaN singular values, which the cutoff drops as zeros; NumPy raises. Give NaN.
     if k:
         s_max = P.slice_(s, ((0, 1, 1),))
@@ -396,9 +383,9 @@ def lstsq(a, b, rcond=None):
     rank = P.convert(P.reduce_sum(P.convert(kept, np.int64)), np.intc)  # NumPy's C int
     if m > n:
         r = P.sub(y2, P.matmul_(x, sol))
-        residuals = P.reduce_sum(P.mul(r, r), 0)
+        residuals = P.reduce_sum(abs_squared(r), 0)  # real, for complex values too
     else:
-        residuals = P.const(np.zeros((0,), y.dtype))
+        residuals = P.const(np.zeros((0,), P.real_dtype(y.dtype)))
     return (P.reshape(sol, (n,)) if vector else sol), residuals, rank, s
 
 
@@ -414,8 +401,9 @@ def _cutoff_inverse(s: Var, rtol: float) -> tuple[Var, Var]:
 
 @implements("linalg.pinv")
 def pinv(a, rcond=None, hermitian=False, *, rtol=None):
-    """The pseudo-inverse V diag(1/s) U^T, singular values below rtol * s_max dropped (NumPy's
-    default rtol: max(m, n) * eps)."""
+    """The pseudo-inverse V diag(1/s) U^H, singular values below rtol * s_max dropped (NumPy's
+    default rtol: max(m, n) * eps). Complex: derivatives go through the singular vectors
+    (refused)."""
     x = _matrix_float(a, "pinv")
     m, n = x.shape[-2:]
     tol = rcond if rcond is not None else rtol
@@ -427,13 +415,11 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=None):
         )
     u, s, vt = P.emit(svd_u_p, x), P.emit(svd_s_p, x), P.emit(svd_vt_p, x)
     inv_s = _cutoff_inverse(s, float(tol))[1]
+    v = P.swap_last(P.conj(vt))
     scaled = P.mul(
-        P.swap_last(vt),
-        P.broadcast_to(
-            P.reshape(inv_s, inv_s.shape[:-1] + (1, inv_s.shape[-1])), P.swap_last(vt).shape
-        ),
+        v, P.broadcast_to(P.reshape(inv_s, inv_s.shape[:-1] + (1, inv_s.shape[-1])), v.shape)
     )
-    return P.matmul_(scaled, P.swap_last(u))
+    return P.matmul_(scaled, P.swap_last(P.conj(u)))
 
 
 @implements("linalg.matrix_rank")
@@ -445,7 +431,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
         return P.convert(
             P.reduce(P.reduce_max_p, P.convert(P.compare(P.ne_p, x, 0), np.int64), None), np.int64
         )
-    x = _matrix_float(x, "matrix_rank", complex_ok=True)
+    x = _matrix_float(x, "matrix_rank")
     s = P.emit(svd_s_p, x)
     m, n = x.shape[-2:]
     if tol is not None:
@@ -462,7 +448,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
 
 @implements("linalg.cond")
 def cond(x, p=None):
-    a = _matrix_float(x, "cond", complex_ok=True)
+    a = _matrix_float(x, "cond")
     if a.shape[-1] == 0 or a.shape[-2] == 0:
         raise np.linalg.LinAlgError(f"cond is not defined on empty arrays{at_source()}")
     if p is None or p in (2, -2):
