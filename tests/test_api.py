@@ -417,5 +417,25 @@ def test_check_grad_of_a_function_that_writes_into_its_argument():
         return np.sum(x**2)
 
     assert tg.check_grad(f, np.array([0.5, 1.5]), backend="numpy")
-    with pytest.raises(TypeError, match=r"^grad\(\S*<lambda>\) needs a function that returns a"):
+    with pytest.raises(
+        TypeError, match=r"^grad\(\S*<lambda>\) needs a function that returns one number"
+    ):
         tg.check_grad(lambda x: x, np.ones(2), backend="numpy")
+
+
+def test_grad_takes_an_output_of_one_element_of_any_shape(backend):
+    """As PyTorch's backward() and autograd's grad: an output of shape (1,) or (1, 1) is one
+    number; value_and_grad keeps the value's shape."""
+    f = lambda x: np.sum(x**2, keepdims=True)
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(tg.grad(f, backend=backend)(x), 2 * x)
+    value, g = tg.value_and_grad(f, backend=backend)(x)
+    assert value.shape == (1,)
+    np.testing.assert_array_equal(g, 2 * x)
+    np.testing.assert_array_equal(
+        tg.hessian(lambda x: np.sum(x**3).reshape(1, 1), backend=backend)(x), np.diag(6 * x)
+    )
+    with pytest.raises(
+        TypeError, match=r"one number \(0-d, or of size 1\), but it returned \(3,\)"
+    ):
+        tg.grad(lambda x: x * 2.0, backend=backend)(x)

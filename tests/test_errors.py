@@ -7,7 +7,7 @@ import tracegrad as tg
 
 
 def test_grad_of_non_scalar_output():
-    with pytest.raises(TypeError, match=r"returns a scalar.*\(3,\).*jacobian"):
+    with pytest.raises(TypeError, match=r"returns one number.*\(3,\).*jacobian"):
         tg.grad(lambda x: x * 2)(np.ones(3))
 
 
@@ -31,7 +31,7 @@ def test_bad_argnums_values():
 @pytest.mark.parametrize(
     "name, call",
     [
-        ("np.linalg.eig", lambda x: np.sum(np.linalg.eig(x)[0])),
+        ("np.linalg.tensorinv", lambda x: np.sum(np.linalg.tensorinv(x, ind=1))),
         ("np.unique", lambda x: np.sum(np.unique(x))),
         ("np.histogram", lambda x: np.sum(np.histogram(x)[0])),
     ],

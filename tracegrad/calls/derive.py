@@ -225,10 +225,12 @@ def _split_output(t: Transform, out_tree: TreeDef, fgraph: Graph):
     n_value = value_tree.num_leaves
     if t.kind in ("grad", "value_and_grad"):
         out = fgraph.outputs[0] if n_value else None
-        if value_tree.kind != "leaf" or out is None or out.shape != ():
+        # one number: 0-d, or of any shape with one element (shape (1,) or (1, 1)), as PyTorch's
+        # backward() and autograd's grad take it; the value keeps its shape
+        if value_tree.kind != "leaf" or out is None or out.size != 1:
             shape = out.shape if value_tree.kind == "leaf" and out is not None else str(value_tree)
             raise TypeError(
-                f"{name} needs a function that returns a scalar (0-d) value, but it returned "
+                f"{name} needs a function that returns one number (0-d, or of size 1), but it returned "
                 f"{shape}. Reduce it (e.g. .sum() or np.mean), or use tg.jacobian."
             )
         if not P.is_float(out.dtype):
