@@ -41,12 +41,13 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
     view made by basic indexing writes into that array.
     """
 
-    __slots__ = ("_pending", "_var", "_view", "builder")
+    __slots__ = ("_c_order", "_pending", "_var", "_view", "builder")
     __array_priority__ = 1000
     __hash__ = None  # like NumPy arrays: == builds a value, so tracers are not hashable
 
     def __init__(self, var: Var, builder: Builder, view: _View | None = None):
         self._var, self.builder, self._view = var, builder, view
+        self._c_order = False  # NumPy's array for it is C-contiguous for sure (x.copy())
         # writes through static basic indices not yet in the graph: [(index, value, source)],
         # emitted together when the value is next read (the hook set_regions, in
         # numpy_namespace/scatters.py)
@@ -85,13 +86,12 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
         self._check_writable(what)
         view = self._view
         if view is not None:
-            if view.index is None:
-                raise TracingError(
-                    f"{what}: writing into a reshaped, transposed, flipped, split or broadcast "
-                    f"view of a traced array is not supported{user_line()}\nWrite into the array "
-                    "itself, or into a copy (z = x.reshape(...).copy())."
-                )
-            view.base._assign(view.index, new)
+            if view.index is not None:
+                view.base._assign(view.index, new)
+            else:  # a reshaped, transposed, flipped or split view: through its positions
+                with ir.building(self.builder), ir.source_location(user_source()):
+                    written = _write_back(lift(view.base, self.builder), view, new, what)
+                view.base._write(written, what)
             view.seen = view.base.ir_var
         self._var = new
 
@@ -163,9 +163,11 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
     def __ixor__(self, o):
         return self._inplace("__xor__", o)
 
-    def _as_view(self, base: Tracer, derive: Callable[[Var], Var], index=None) -> Tracer:
+    def _as_view(
+        self, base: Tracer, derive: Callable[[Var], Var], index=None, positions=None
+    ) -> Tracer:
         if base.builder is self.builder:
-            self._view = _View(base, derive, base.ir_var, index)
+            self._view = _View(base, derive, base.ir_var, index, positions)
         return self
 
     # writes never change the shape or dtype: read them without emitting pending writes
@@ -229,11 +231,19 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
         if (name in _VIEWS or name in _VIEW_LISTS) and args and isinstance(args[0], Tracer):
             rest = args[1:]
             if not any(isinstance(a, Tracer) for a in (*rest, *kwargs.values())):
+                # where a write lands: the view of the base's element numbers (NumPy's own).
+                # A reshape of a view may be a copy in NumPy (its strides may not allow a
+                # view): writes into it are refused, not guessed.
+                moves = name not in _NOT_MOVES and (name not in _MAY_COPY or _contiguous(args[0]))
                 if isinstance(result, Tracer):
-                    result._as_view(args[0], lambda v: handler(v, *rest, **kwargs))
+                    positions = (lambda a: func(a, *rest, **kwargs)) if moves else None
+                    result._as_view(args[0], lambda v: handler(v, *rest, **kwargs), None, positions)
                 elif isinstance(result, list):  # np.split: each part a view
                     for k, part in enumerate(result):
-                        part._as_view(args[0], lambda v, k=k: handler(v, *rest, **kwargs)[k])
+                        positions = lambda a, k=k: func(a, *rest, **kwargs)[k]
+                        part._as_view(
+                            args[0], lambda v, k=k: handler(v, *rest, **kwargs)[k], None, positions
+                        )
         return result
 
     def __getitem__(self, index):
@@ -250,17 +260,27 @@ class Tracer(NdarrayInterface, branches.Answers, Unknowable):
         result = traced_call(getitem, self, index)
         if not HOOKS["is_basic_index"](index):  # advanced indexing makes a copy, as in NumPy
             return result
+        # the index as a tuple: `x[None]`'s index None must not read as "no index"
+        index = index if isinstance(index, tuple) else (index,)
         return result._as_view(self, lambda v: getitem(v, index), index)
 
     # ---- methods
-    T = property(lambda self: traced_call(P.transpose, self)._as_view(self, P.transpose))
-    mT = property(lambda self: traced_call(P.swap_last, self)._as_view(self, P.swap_last))
+    T = property(
+        lambda self: traced_call(P.transpose, self)._as_view(self, P.transpose, None, np.transpose)
+    )
+    mT = property(
+        lambda self: traced_call(P.swap_last, self)._as_view(
+            self, P.swap_last, None, lambda a: np.swapaxes(a, -1, -2)
+        )
+    )
 
     def __pos__(self):
         return Tracer(self.ir_var, self.builder)  # +x is a new array
 
     def copy(self, order="C"):
-        return Tracer(self.ir_var, self.builder)
+        copied = Tracer(self.ir_var, self.builder)
+        copied._c_order = order == "C"  # a reshape of it is a view in NumPy
+        return copied
 
     def astype(self, dtype, copy=True):
         if not copy and np.dtype(dtype) == self.dtype:
@@ -298,10 +318,16 @@ class _View:
     """What a view tracer views: the base tracer, how to derive the view from the base's value,
     the base value it was derived from, and (for basic indexing) the index to write through."""
 
-    __slots__ = ("base", "derive", "index", "seen")
+    __slots__ = ("base", "derive", "index", "positions", "seen")
 
-    def __init__(self, base: Tracer, derive: Callable[[Var], Var], seen: Var, index=None):
+    def __init__(
+        self, base: Tracer, derive: Callable[[Var], Var], seen: Var, index=None, positions=None
+    ):
         self.base, self.derive, self.seen, self.index = base, derive, seen, index
+        # NumPy's view function on plain arrays (None: the view is not of the base's elements,
+        # np.real of a complex array): on the base's element numbers, it says which element
+        # of the base each element of the view is, so a write into the view lands there
+        self.positions = positions
 
 
 # NumPy functions whose result is a view of their first argument (np.asarray: the array itself)
@@ -312,6 +338,55 @@ _VIEWS = frozenset(
 )
 # ... and those whose parts, in a list, are
 _VIEW_LISTS = frozenset({"split", "array_split", "hsplit", "vsplit", "dsplit"})
+# views a write cannot go through: not of the base's elements themselves (np.real of a complex
+# array), or read-only in NumPy (broadcast_to, diagonal)
+_NOT_MOVES = frozenset({"real", "imag", "broadcast_to", "diagonal"})
+# views NumPy makes only where the strides allow, else copies (a reshape of a transposed array,
+# of an argument passed as A.T, of an elementwise result of one, which keeps its layout)
+_MAY_COPY = frozenset({"reshape", "ravel"})
+
+
+def _contiguous(t: Tracer) -> bool:
+    """Whether NumPy's array for `t` is surely contiguous, so that a reshape of it is a view: a
+    copy (`x.copy()`, C order), or a vector computed inside the function (NumPy allocates it
+    afresh); not an argument or a value read from outside (any strides), nor a view."""
+    if t._view is not None:
+        return False
+    if t._c_order:
+        return True
+    if t.ndim > 1:
+        return False
+    var = t.ir_var
+    return var not in t.builder.inputs and all(var is not v for _, v in t.builder.captures)
+
+
+def _write_back(base: Var, view: _View, new: Var, what: str) -> Var:
+    """`base` after `new` was written into `view` of it (a reshape, transpose, flip, split...):
+    each element of `new` lands on the base element the view shows there (NumPy's view of the
+    base's element numbers says which); the elements the view does not show keep their values."""
+    size = int(np.prod(base.shape, dtype=np.int64))
+    positions = None
+    if view.positions is not None:
+        numbers = np.arange(size, dtype=np.int64).reshape(base.shape)
+        positions = np.asarray(view.positions(numbers)).reshape(-1)
+    if positions is None or len(np.unique(positions)) != positions.size:
+        raise TracingError(
+            f"{what}: writing into this view of a traced array is not supported{user_line()} "
+            "(a broadcast or a diagonal, read-only in NumPy; a real or imaginary part; or a "
+            "reshape of a view, which NumPy copies where the strides do not allow a view)\n"
+            "Write into the array itself, or into a copy (z = view.copy())."
+        )
+    flat = P.reshape(new, (positions.size,))
+    if positions.size == size and np.array_equal(positions, np.arange(size)):
+        return P.reshape(flat, base.shape)  # a reshape: the same order
+    if positions.size == size:  # a permutation of every element
+        return P.reshape(P.gather(flat, P.const(np.argsort(positions)), 0), base.shape)
+    source = np.zeros(size, np.int64)
+    source[positions] = np.arange(positions.size)
+    shown = np.zeros(size, bool)
+    shown[positions] = True
+    written = P.gather(flat, P.const(source), 0)
+    return P.reshape(P.where(P.const(shown), written, P.reshape(base, (size,))), base.shape)
 
 
 # ----------------------------------------------------------------------------------------------
