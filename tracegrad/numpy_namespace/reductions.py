@@ -38,18 +38,43 @@ def refuse_complex_order(x: Var, name: str) -> None:
         )
 
 
+def lexicographic_extremum(prim, z: Var, axis, keepdims: bool) -> Var:
+    """np.max / np.min of complex values, ordered as NumPy orders them: by the real part, then
+    the imaginary part among the elements whose real part is the extreme one. Each part's
+    derivative goes to the element(s) that give it."""
+    re, im = P.real(z), P.imag(z)
+    top = P.reduce(prim, re, axis, keepdims=True)
+    ties = P.compare(P.eq_p, re, P.broadcast_to(top, re.shape))
+    worst = -np.inf if prim is P.reduce_max_p else np.inf
+    among = P.reduce(prim, P.where(ties, im, worst), axis, keepdims=True)
+    # the element(s) the order picks: both parts (and their derivatives) are theirs, shared
+    # equally by equal elements, as a real maximum's ties share it
+    chosen = P.logical(P.and_p, ties, P.compare(P.eq_p, im, P.broadcast_to(among, im.shape)))
+    axes = P.normalize_axes(axis, z.ndim)
+
+    def over_chosen(values: Var) -> Var:
+        return P.reshape(P.reduce_sum(values, axes), top.shape)
+
+    count = over_chosen(P.convert(chosen, re.dtype))
+    picked = [P.div(over_chosen(P.where(chosen, part, 0.0)), count) for part in (re, im)]
+    out = P.make_complex(*picked)
+    if not keepdims:
+        out = P.reshape(out, tuple(d for i, d in enumerate(z.shape) if i not in axes))
+    return out
+
+
 def reduction(prim, name):
     ordered = prim in (P.reduce_max_p, P.reduce_min_p)
 
     def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
         refuse_extra_arguments(name, {**kwargs, "out": out})
         x = as_var(a)
-        if ordered:
-            refuse_complex_order(x, name)
         if dtype is not None:
             x = P.convert(x, dtype)
         if x.ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
             axis = ()  # NumPy's reduce takes axis 0 or -1 of a 0-d value as no axis
+        if ordered and P.is_complex(x.dtype):
+            return lexicographic_extremum(prim, x, axis, keepdims)
         out = P.reduce(prim, x, axis, keepdims)
         # A small integer or bool dtype= accumulates in int64 (P.reduce): the same value modulo
         # its width, and for bools nonzero is NumPy's logical or (sum) and and (prod).
