@@ -406,3 +406,15 @@ def test_check_grad_checks_complex_arguments_through_their_parts(z):
     size.defvjp(lambda z: (np.sum(np.abs(z) ** 2), z), lambda z, ct: (ct * 2 * np.real(z) + 0j,))
     with pytest.raises(tg.GradientCheckError):
         tg.check_grad(size, z)
+
+
+def test_scipy_erf_of_complex_values_runs_scipys_on_the_host(z, backend):
+    """No kernel computes erf of a complex value: it is a host step (SciPy's), with the
+    holomorphic rule erf'(z) = 2 exp(-z^2) / sqrt(pi)."""
+    special = pytest.importorskip("scipy.special")
+    np.testing.assert_allclose(tg.jit(special.erf, backend=backend)(z), special.erf(z), rtol=1e-14)
+
+    def loss(z):
+        return np.sum(np.abs(special.erfc(z)) ** 2 + np.real(special.erf(z) * z))
+
+    np.testing.assert_allclose(tg.grad(loss, backend=backend)(z), wirtinger_fd(loss, z), rtol=1e-6)

@@ -67,7 +67,11 @@ def supports(node: Node, bool_products: bool = True) -> bool:
         return False
     kind = node.prim.kind
     if kind is P.Kind.ELEMENTWISE:
-        return node.prim.scalar is not None
+        if node.prim.scalar is None:
+            return False
+        if any(np.dtype(d).kind == "c" for d in dtypes[:-1] or dtypes):
+            return _complex_template(node.prim)
+        return True
     if not bool_products and kind in (P.Kind.MATMUL, P.Kind.REDUCE):
         return node.out.dtype != np.bool_
     return True
@@ -189,6 +193,17 @@ _COMPLEX_CALLS = {
     ),
     "pow": "({0} ** {1})",
 }
+
+
+def _complex_template(prim) -> bool:
+    """Whether a kernel computes `prim` on complex values: its template's math calls all have a
+    complex form here (scipy.special.erf has none: it runs on the host, SciPy's)."""
+    if prim.complex_scalar is not None:
+        return True
+    template = prim.scalar
+    return isinstance(template, str) and all(
+        name in _COMPLEX_CALLS for name in _MATH_CALL.findall(template)
+    )
 
 
 def _complex_math(text: str) -> str:

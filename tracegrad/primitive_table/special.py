@@ -115,12 +115,14 @@ erf_p = elementwise_primitive(
     lambda x: _special("erf")(x),
     unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), _TWO_OVER_SQRT_PI)),
     "M.erf({0})",
+    complex_operands=True,  # holomorphic; complex values run SciPy's erf on the host
 )
 erfc_p = elementwise_primitive(
     "erfc",
     lambda x: _special("erfc")(x),
     unary_rule(lambda x, out: mul(unary(exp_p, neg(mul(x, x))), -_TWO_OVER_SQRT_PI)),
     "M.erfc({0})",
+    complex_operands=True,
 )
 
 
