@@ -165,7 +165,7 @@ GROUP_ORDER = (
 
 
 def summarise(records: list[dict]) -> dict:
-    tests = [r for r in records if r["when"] != "collect"]
+    tests = [r for r in records if r["when"] not in ("collect", "session")]
     counts = collections.Counter(r["outcome"] for r in tests)
     errors = sum(1 for r in tests if r["when"] == "setup" and r["outcome"] == "failed")
     failed = [r for r in tests if r["outcome"] == "failed"]
@@ -291,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             print(proc.stdout[-3000:], proc.stderr[-3000:], sep="\n")
             fail(f"pytest produced no outcomes (exit code {proc.returncode})")
     summary = summarise(records)
+    used = [r["tracegrad_file"] for r in records if r["when"] == "session"]
+    tracegrad += f" from {used[0]}" if used else ""
     settings = {
         "autograd_commit": commit,
         "tracegrad": tracegrad,

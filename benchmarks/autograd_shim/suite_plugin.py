@@ -94,6 +94,12 @@ def pytest_runtest_makereport(item, call):
         _write(record)
 
 
+def pytest_sessionstart(session):
+    import tracegrad
+
+    _write({"nodeid": "", "when": "session", "outcome": "", "tracegrad_file": tracegrad.__file__})
+
+
 def pytest_collectreport(report):
     if report.failed:
         _write(
