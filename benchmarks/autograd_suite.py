@@ -98,12 +98,13 @@ def _traced_at(text: str, record: dict) -> str:
 
 def _mismatch(text: str) -> str:
     """A derivative check's name and its two numbers, without the (long) argument."""
-    check = re.search(r"Derivative \((\w+)\) check of (\S+) failed", text)
+    check = re.search(r"(?:Derivative \((\w+)\)|(Value)) check of (\S+) failed", text)
     analytic = re.search(r"analytic:\s*(\S+)", text)
     numeric = re.search(r"numeric:\s*(\S+)", text)
     if check and analytic and numeric:
         return (
-            f"{check.group(1)} check of {check.group(2)}: analytic {analytic.group(1)}, "
+            f"{check.group(1) or check.group(2)} check of {check.group(3)}: "
+            f"analytic {analytic.group(1)}, "
             f"numeric {numeric.group(1)}"
         )
     return text.strip()[:600]

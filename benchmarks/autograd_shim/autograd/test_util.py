@@ -6,6 +6,7 @@ space is complex:
   jvp_numeric is the central difference (f(x + eps/2 x_v) - f(x - eps/2 x_v)) / eps: the VJP is
   the transpose of the JVP under the bilinear pairing <a, b> = Re(sum(a * b)) (no conjugate);
 - forward mode: tracegrad's JVP against jvp_numeric, through a random inner product;
+- the value: tracegrad's f(x) against f(x) run directly;
 - order k > 1: the same checks of x, v -> vjp(v) and x, v -> jvp(v), to order k - 1.
 """
 
@@ -87,8 +88,22 @@ def make_numerical_jvp(f, x):
     return jvp
 
 
+def check_value(f, x, y):
+    """tracegrad's value of f(x) (from its vjp or jvp) against f(x) run as plain NumPy (at the
+    first order; at higher orders f is itself a tracegrad derivative), through a random inner
+    product: a wrong value with a consistent derivative would pass the derivative checks."""
+    direct = f(x)
+    same_space(y, direct, f"value of {get_name(f)}")
+    v = randn_like(direct)
+    a, b = inner(y, v), inner(direct, v)
+    assert scalar_close(a, b), (
+        f"Value check of {get_name(f)} failed with arg {x}:\nanalytic: {a}\nnumeric:  {b}"
+    )
+
+
 def check_vjp(f, x):
     vjp, y = _make_vjp(f, x)
+    check_value(f, x, y)
     jvp = make_numerical_jvp(f, x)
     x_v, y_v = randn_like(x), randn_like(y)
     vjp_y = vjp(y_v)
@@ -104,7 +119,8 @@ def check_vjp(f, x):
 def check_jvp(f, x):
     jvp = _make_jvp(f, x)
     x_v = randn_like(x)
-    exact = jvp(x_v)[1]
+    value, exact = jvp(x_v)
+    check_value(f, x, value)
     numeric = make_numerical_jvp(f, x)(x_v)
     same_space(exact, numeric, f"JVP of {get_name(f)}")
     v = randn_like(exact)
