@@ -202,8 +202,7 @@ CASES = {
     "cond_fro": (lambda a: np.linalg.cond(a, "fro"), (A3,), False),
 }
 # det's second derivatives go through inv (as for real matrices): not at a singular matrix
-# and complex eigenvalues' second derivatives would go through the eigenvectors' (refused)
-FIRST_ORDER_ONLY = {"det_singular", "eigvalsh", "eigvalsh_upper", "eigh_values"}
+FIRST_ORDER_ONLY = {"det_singular"}
 # (and the singular values' through the singular vectors')
 FIRST_ORDER_ONLY |= {"svdvals", "svdvals_wide", "svd_values", "norm_2", "norm_-2", "norm_nuc"}
 FIRST_ORDER_ONLY |= {"cond"}
@@ -410,7 +409,7 @@ def test_pinv_and_lstsq_refuse_derivatives_in_a_complex_matrix(f):
         tg.grad(loss, backend="numpy")(A3)
 
 
-def test_complex_eigenvectors_have_numpys_values_and_refuse_derivatives(backend):
+def test_complex_eigenvectors_have_numpys_values_and_phase_free_derivatives(backend):
     a = cplx(2, 3, 3)
     for uplo in "LU":
         w, v = tg.jit(np.linalg.eigh, static_argnums=1, backend=backend)(a, uplo)
@@ -418,12 +417,26 @@ def test_complex_eigenvectors_have_numpys_values_and_refuse_derivatives(backend)
         assert w.dtype == np.float64 and v.dtype == C128
         np.testing.assert_allclose(w, want_w, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(v, want_v, rtol=1e-12, atol=1e-12)
-    with pytest.raises(TypeError, match="eigenvectors of a complex Hermitian matrix"):
-        tg.grad(lambda t: np.sum(np.abs(np.linalg.eigh(t)[1][..., 0])), backend=backend)(a)
+
+        # a function of |v| does not see the eigenvectors' phases: exact derivatives
+        def loss(t, uplo=uplo):
+            w, v = np.linalg.eigh(t, uplo)
+            return np.sum(np.abs(v) ** 2 * np.arange(9.0).reshape(3, 3)) + np.sum(w**2)
+
+        g = tg.grad(loss, backend=backend)(a[0])
+        np.testing.assert_allclose(g, fd_grad(loss, a[0]), rtol=1e-6, atol=1e-7)
+    # one that sees them (Re v) has no derivative: NaN, not a number in some phase convention
+    g = tg.grad(lambda t: np.sum(np.real(np.linalg.eigh(t)[1])), backend=backend)(a[0])
+    assert np.isnan(g[np.tril_indices(3)]).all()
     # second derivatives of the eigenvalues go through the eigenvectors' rule
-    first = lambda t: np.real(np.sum(tg.grad(lambda u: np.sum(np.linalg.eigvalsh(u) ** 2))(t)))
-    with pytest.raises(TypeError, match="eigenvectors of a complex Hermitian matrix"):
-        tg.grad(first, backend=backend)(a)
+    first = tg.grad(lambda u: np.sum(np.linalg.eigvalsh(u) ** 3))
+
+    def directional(t):
+        return np.real(np.sum(first(t) * np.arange(9.0).reshape(3, 3)))
+
+    np.testing.assert_allclose(
+        tg.grad(directional, backend=backend)(a[0]), fd_grad(directional, a[0]), atol=1e-5
+    )
 
 
 def test_complex_singular_vectors_have_numpys_values_and_refuse_derivatives(backend):

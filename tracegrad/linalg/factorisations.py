@@ -279,15 +279,13 @@ def _eigh_values_rule(ct, out, a, upper):
 
 
 def _eigh_vectors_rule(ct, out, a, upper):
-    if P.is_complex(a.dtype):
-        # each complex eigenvector is defined up to a phase e^(i t): a derivative exists only
-        # for functions that do not see the phases, which the rule cannot check
-        raise TypeError(
-            "derivatives of np.linalg.eigh's eigenvectors of a complex Hermitian matrix are not "
-            "supported (each is defined up to a phase); differentiate the eigenvalues "
-            "(np.linalg.eigvalsh: first derivatives), or work on the real matrix [[re, -im], "
-            "[im, re]]"
-        )
+    """dV = V (F o (V^H dS V)), F_ij = 1 / (w_j - w_i) off the diagonal: the cotangent of S is
+    conj(V) (F o (V^T ct)) V^T (V (F o V^T ct) V^T when real), then that of the triangle read.
+
+    A complex eigenvector is defined up to a phase e^(i t): the rule is exact for a function
+    that does not see the phases (|v|, v v^H, ...), the only kind whose derivative exists. One
+    that does see them (Im(diag(V^T ct)) != 0, what it would change along a phase) gets NaN,
+    not a number in an arbitrary phase convention."""
     w = P.emit(eigh_values_p, a, upper=upper)
     n = a.shape[-1]
     shape = a.shape
@@ -298,9 +296,23 @@ def _eigh_vectors_rule(ct, out, a, upper):
     off = P.broadcast_to(P.const(~np.eye(n, dtype=bool)), shape)
     safe = P.where(off, gaps, P.const(1, shape, gaps.dtype))
     f = P.where(off, P.div(1.0, safe), P.const(0, shape, gaps.dtype))
-    inner = P.mul(f, _mm(_t(out), ct))
-    s = _mm(out, _mm(inner, _t(out)))
+    vt_ct = _mm(_t(out), ct)
+    s = _mm(P.conj(out), _mm(P.mul(f, vt_ct), _t(out)))
+    if P.is_complex(a.dtype):
+        s = P.where(_phase_dependent(vt_ct), np.nan, s)
+        return (_triangle_only(s, upper),)
     return (_triangle_only(P.mul(P.add(s, _t(s)), 0.5), upper),)
+
+
+def _phase_dependent(vt_ct: Var) -> Var:
+    """Whether a cotangent of unit complex vectors V (given as V^T ct) changes along their
+    phases: Im(diag(V^T ct)) not zero, to rounding of its size (a bool, broadcast)."""
+    n = vt_ct.shape[-1]
+    diag = P.reduce_sum(P.mul(vt_ct, _eye(n, vt_ct)), (vt_ct.ndim - 1,))
+    size = P.reduce(P.reduce_max_p, P.emit(P.abs_p, vt_ct), (vt_ct.ndim - 2, vt_ct.ndim - 1))
+    worst = P.reduce(P.reduce_max_p, P.emit(P.abs_p, P.imag(diag)), (diag.ndim - 1,))
+    bad = P.compare(P.gt_p, worst, P.add(P.mul(size, 1e-8), 1e-300))
+    return P.broadcast_to(P.reshape(bad, bad.shape + (1, 1)), vt_ct.shape)
 
 
 def _uplo(upper: bool) -> str:
