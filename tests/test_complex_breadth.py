@@ -202,10 +202,7 @@ CASES = {
     "cond_fro": (lambda a: np.linalg.cond(a, "fro"), (A3,), False),
 }
 # det's second derivatives go through inv (as for real matrices): not at a singular matrix
-FIRST_ORDER_ONLY = {"det_singular"}
-# (and the singular values' through the singular vectors')
-FIRST_ORDER_ONLY |= {"svdvals", "svdvals_wide", "svd_values", "norm_2", "norm_-2", "norm_nuc"}
-FIRST_ORDER_ONLY |= {"cond"}
+FIRST_ORDER_ONLY = {"det_singular", "cond"}
 # Derivatives are checked on the interpreter for every case, and compiled for the cpu backend
 # for these (a backend runs the same derivative graphs; compiling every one takes minutes):
 # each rule that branches on complex dtypes, and a few of the products
@@ -403,10 +400,12 @@ def test_elementwise_orderings_refuse_complex(f):
     [np.linalg.pinv, lambda a: np.linalg.lstsq(a, a[:, 0] + 1)[0]],
     ids=["pinv", "lstsq"],
 )
-def test_pinv_and_lstsq_refuse_derivatives_in_a_complex_matrix(f):
+def test_pinv_and_lstsq_derivatives_in_a_complex_matrix(f):
+    """Through the singular vectors (pinv = V S^-1 U^H does not see their phases)."""
     loss = lambda a: np.sum(np.abs(f(a)) ** 2)
-    with pytest.raises(TypeError, match="singular vectors of a complex matrix"):
-        tg.grad(loss, backend="numpy")(A3)
+    np.testing.assert_allclose(
+        tg.grad(loss, backend="numpy")(A3), fd_grad(loss, A3), rtol=1e-6, atol=1e-6
+    )
 
 
 def test_complex_eigenvectors_have_numpys_values_and_phase_free_derivatives(backend):
@@ -439,7 +438,7 @@ def test_complex_eigenvectors_have_numpys_values_and_phase_free_derivatives(back
     )
 
 
-def test_complex_singular_vectors_have_numpys_values_and_refuse_derivatives(backend):
+def test_complex_singular_vectors_have_numpys_values_and_phase_free_derivatives(backend):
     a = cplx(2, 4, 3)
     u, s, vt = tg.jit(lambda t: np.linalg.svd(t, full_matrices=False), backend=backend)(a)
     want = np.linalg.svd(a, full_matrices=False)
@@ -448,11 +447,29 @@ def test_complex_singular_vectors_have_numpys_values_and_refuse_derivatives(back
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
     rank = tg.jit(np.linalg.matrix_rank, backend=backend)(SINGULAR)
     assert rank == np.linalg.matrix_rank(SINGULAR) == 2
-    with pytest.raises(TypeError, match="singular vectors of a complex matrix"):
-        tg.grad(lambda t: np.sum(np.abs(np.linalg.svd(t)[0])), backend=backend)(a[0, :3])
-    first = lambda t: np.real(np.sum(tg.grad(lambda m: np.linalg.norm(m, 2))(t)))
-    with pytest.raises(TypeError, match="singular vectors of a complex matrix"):
-        tg.grad(first, backend=backend)(a[0, :3])
+    weights = np.arange(12.0).reshape(4, 3) / 5
+    c = cplx(3, 3)
+
+    def separately(t):  # |u| and |v^H|: each vector's phase unseen
+        u, s, vt = np.linalg.svd(t, full_matrices=False)
+        return np.sum(np.abs(u) ** 2 * weights) + np.sum(s**3) + np.sum(np.abs(vt) ** 3)
+
+    def jointly(t):  # u_k v_k^H: the pair's common phase unseen
+        u, _, vt = np.linalg.svd(t, full_matrices=False)
+        return np.real(np.sum(c * (u[:3] @ vt)))
+
+    for loss in (separately, jointly):
+        g = tg.grad(loss, backend=backend)(a[0])
+        np.testing.assert_allclose(g, fd_grad(loss, a[0]), rtol=1e-6, atol=1e-6)
+    # the singular values' second derivatives go through the vectors' rules
+    first = tg.grad(lambda m: np.linalg.norm(m, "nuc"))
+
+    def directional(t):
+        return np.real(np.sum(first(t) * (1 + 0.5j)))
+
+    np.testing.assert_allclose(
+        tg.grad(directional, backend=backend)(a[0]), fd_grad(directional, a[0]), atol=1e-5
+    )
 
 
 def test_interp_refuses_complex_coordinates():

@@ -350,14 +350,7 @@ def _svd_cotangent(a: Var, ct_u, ct_s, ct_vt) -> Var:
     m, n = a.shape[-2:]
     k = min(m, n)
     if P.is_complex(a.dtype) and (ct_u is not None or ct_vt is not None):
-        # a complex pair of singular vectors is defined up to a common phase e^(i t)
-        raise TypeError(
-            "derivatives of the singular vectors of a complex matrix (np.linalg.svd's U and V^H, "
-            "and so of pinv and lstsq in the matrix) are not supported (each pair is defined up "
-            "to a phase); differentiate the singular values "
-            "(np.linalg.svdvals, norm ord=2 or 'nuc': first derivatives), or work on the real "
-            "matrix [[re, -im], [im, re]]"
-        )
+        return _complex_svd_cotangent(a, ct_u, ct_s, ct_vt)
     u, s, vt = P.emit(svd_u_p, a), P.emit(svd_s_p, a), P.emit(svd_vt_p, a)
     lead = a.shape[:-2]
     sq = (*lead, k, k)
@@ -394,6 +387,71 @@ def _svd_cotangent(a: Var, ct_u, ct_s, ct_vt) -> Var:
     if P.is_complex(a.dtype):  # ds_i = Re(u_i^H da v_i): the cotangent conj(U diag(ct) V^H)
         return P.conj(out)
     return out if extra is None else P.add(out, extra)
+
+
+def _complex_svd_cotangent(a: Var, ct_u, ct_s, ct_vt) -> Var:
+    """The cotangent of a complex A = U diag(s) V^H. With the conjugate cotangents
+    gU = conj(ct_U), gV = ct_Vh^T (the convention's cotangents conjugated: docs/complex.md),
+    gA = U [(F o skew(U^H gU)) S + S (F o skew(V^H gV)) + diag(ct_s) + i diag(Im(diag(U^H gU)
+    - diag(V^H gV)) / (2 s))] V^H + (I - U U^H) gU S^-1 V^H + U S^-1 gV^H (I - V V^H),
+    skew(X) = X - X^H (the phase term split between U's rule and V's, which run apart), and
+    the cotangent of A is conj(gA). A pair of singular vectors is defined up to a common phase
+    e^(i t): the rule is exact for functions that do not see the phases (|u|, u v^H, the singular
+    values at every order). One that sees them has no derivative, and this rule cannot tell (U's
+    and V^H's cotangents reach it separately, and only their sum says): docs/complex.md."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    u, s, vt = P.emit(svd_u_p, a), P.emit(svd_s_p, a), P.emit(svd_vt_p, a)
+    uh, v = P.conj(_t(u)), P.conj(_t(vt))
+    lead = a.shape[:-2]
+    sq = (*lead, k, k)
+    cdt = a.dtype
+    s_c = P.convert(s, cdt)
+    s_j = P.broadcast_to(P.reshape(s_c, (*lead, 1, k)), sq)
+    s_i = P.broadcast_to(P.reshape(s_c, (*lead, k, 1)), sq)
+    off = P.broadcast_to(P.const(~np.eye(k, dtype=bool)), sq)
+    gap = P.sub(P.mul(s_j, s_j), P.mul(s_i, s_i))
+    f = P.where(off, P.div(1.0, P.where(off, gap, P.const(1, sq, cdt))), P.const(0, sq, cdt))
+    eye = _eye(k, P.const(0, sq, cdt))
+
+    def skew(x):
+        return P.sub(x, P.conj(_t(x)))
+
+    def diagonal(x):  # its diagonal, as a vector
+        return P.reduce_sum(P.mul(x, eye), (x.ndim - 1,))
+
+    inner = P.const(0, sq, cdt)
+    if ct_s is not None:
+        inner = P.add(
+            inner, P.mul(eye, P.broadcast_to(P.reshape(P.convert(ct_s, cdt), (*lead, 1, k)), sq))
+        )
+    extra = None
+    if ct_u is not None:
+        g_u = P.conj(ct_u)
+        uhg = _mm(uh, g_u)
+        inner = P.add(inner, P.mul(P.mul(f, skew(uhg)), s_j))
+        im = P.imag(diagonal(uhg))
+        half = P.div(P.mul(P.convert(im, cdt), 0.5j), s_c)  # i Im(diag(U^H gU)) / (2 s)
+        inner = P.add(inner, P.mul(eye, P.broadcast_to(P.reshape(half, (*lead, 1, k)), sq)))
+        if m > k:
+            scaled = P.div(g_u, P.broadcast_to(P.reshape(s_c, (*lead, 1, k)), g_u.shape))
+            extra = _mm(P.sub(scaled, _mm(u, _mm(uh, scaled))), vt)
+    if ct_vt is not None:
+        g_v = _t(ct_vt)
+        vhg = _mm(vt, g_v)
+        inner = P.add(inner, P.mul(s_i, P.mul(f, skew(vhg))))
+        im = P.imag(diagonal(vhg))
+        half = P.div(P.mul(P.convert(im, cdt), -0.5j), s_c)  # -i Im(diag(V^H gV)) / (2 s)
+        inner = P.add(inner, P.mul(eye, P.broadcast_to(P.reshape(half, (*lead, 1, k)), sq)))
+        if n > k:
+            rows = P.sub(g_v, _mm(v, vhg))  # (I - V V^H) gV
+            scaled = P.div(rows, P.broadcast_to(P.reshape(s_c, (*lead, 1, k)), rows.shape))
+            term = _mm(u, P.conj(_t(scaled)))
+            extra = term if extra is None else P.add(extra, term)
+    out = _mm(u, _mm(inner, vt))
+    if extra is not None:
+        out = P.add(out, extra)
+    return P.conj(out)
 
 
 def _svd_impl(which: int):
