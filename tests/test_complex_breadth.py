@@ -514,3 +514,27 @@ def test_the_cpu_subsets_name_cases():
     assert FIRST_ORDER_CPU.issubset(CASES) and HOLOMORPHIC_CPU.issubset(HOLOMORPHIC)
     assert SECOND_ORDER_CPU.issubset(FIRST_ORDER_CPU)
     assert not SECOND_ORDER_CPU & FIRST_ORDER_ONLY
+
+
+@pytest.mark.parametrize("name", ["vecdot", "matvec", "vecmat"])
+def test_numpys_vector_gufuncs_conjugate_as_numpy_does(name, backend):
+    """np.vecdot and np.vecmat conjugate their vector, np.matvec does not; values, dtypes and
+    gradients of real losses against NumPy and central differences; mismatched core
+    dimensions are NumPy's ValueError."""
+    f = getattr(np, name)
+    m, v = cplx(2, 4, 3), cplx(3)
+    args = {"vecdot": (cplx(2, 3), v), "matvec": (m, v), "vecmat": (cplx(4), m)}[name]
+    got = tg.jit(f, backend=backend)(*args)
+    np.testing.assert_allclose(got, f(*args), rtol=1e-12)
+    assert got.dtype == f(*args).dtype
+
+    def loss(z):
+        return np.sum(np.abs(f(z, *args[1:])) ** 2)
+
+    np.testing.assert_allclose(
+        tg.grad(loss, backend=backend)(args[0]), fd_grad(loss, args[0]), rtol=1e-6, atol=1e-6
+    )
+    with pytest.raises(ValueError, match="core dimensions do not match"):
+        tg.jit(f, backend=backend)(
+            np.ones((2, 5)), np.ones((5, 2, 3)) if name == "vecmat" else np.ones(2)
+        )

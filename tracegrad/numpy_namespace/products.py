@@ -10,7 +10,7 @@ from .. import primitives as P
 from ..base.errors import ShapeError, TracingError
 from ..ir import Var
 from .diagonals import diagonal
-from ..tracing.dispatch import implements
+from ..tracing.dispatch import implements, register_ufunc
 from ..tracing.source import at_source
 from .operands import as_var
 from .shapes import ravel
@@ -243,3 +243,48 @@ def _einsum2(ta: str, tb: str, out: str, a: Var, b: Var) -> Var:
     order = batch + free_a + free_b
     r = P.reshape(r, tuple(size[c] for c in order))
     return P.transpose(r, [order.index(c) for c in out])
+
+
+# ---- NumPy 2's vector gufuncs: vecdot, matvec, vecmat (core dimensions must agree exactly;
+# vecdot and vecmat conjugate their vector, as NumPy's do)
+
+
+def _core(a: Var, b: Var, name: str, n_a: int, n_b: int) -> None:
+    """The contracted lengths: a's last with b's last (b's next to last for vecmat)."""
+    contracted = b.shape[-2] if name == "vecmat" and b.ndim >= 2 else b.shape[-1:]
+    if a.ndim < n_a or b.ndim < n_b or (a.shape[-1],) != tuple(np.atleast_1d(contracted)):
+        raise ValueError(
+            f"np.{name}: core dimensions do not match: shapes {a.shape} and {b.shape}{at_source()}"
+        )
+
+
+def vecdot(a, b):
+    """sum(conj(a) * b) over the last axis."""
+    a, b = as_var(a), as_var(b)
+    _core(a, b, "vecdot", 1, 1)
+    return _sum_last(P.mul(P.conj(a), b))
+
+
+def _sum_last(x: Var) -> Var:
+    return P.reduce_sum(x, (x.ndim - 1,))
+
+
+def matvec(m, v):
+    """m @ v over the last two axes of m and the last of v (no conjugate)."""
+    m, v = as_var(m), as_var(v)
+    _core(m, v, "matvec", 2, 1)
+    return _sum_last(P.mul(m, P.reshape(v, v.shape[:-1] + (1, v.shape[-1]))))
+
+
+def vecmat(v, m):
+    """conj(v) @ m over the last axis of v and the last two of m."""
+    v, m = as_var(v), as_var(m)
+    _core(v, m, "vecmat", 1, 2)
+    column = P.reshape(P.conj(v), v.shape[:-1] + (v.shape[-1], 1))
+    product = P.mul(column, m)
+    return P.reduce_sum(product, (product.ndim - 2,))
+
+
+register_ufunc("vecdot", vecdot)
+register_ufunc("matvec", matvec)
+register_ufunc("vecmat", vecmat)

@@ -34,7 +34,6 @@ _INSTEAD = {
     "matrix_transpose": "np.swapaxes(x, -1, -2) or x.mT",
     "permute_dims": "np.transpose",
     "concat": "np.concatenate",
-    "vecdot": "np.sum(a * b, axis=-1)",
     # as many indices as nonzero elements: a shape that depends on the values
     "nonzero": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
     "argwhere": "np.where(condition, a, b) (the full shape; np.sum(np.where(c, x, 0)) to reduce)",
