@@ -238,7 +238,11 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
 
 
 def make_kernels(
-    fun: Callable, static_argnums=(), backend: str | None = None, loop_ir: bool = False
+    fun: Callable,
+    static_argnums=(),
+    backend: str | None = None,
+    loop_ir: bool = False,
+    llvm_ir: bool = False,
 ):
     """A function returning the source of the fused kernels `fun` compiles to, readable.
 
@@ -246,7 +250,8 @@ def make_kernels(
     the fusion plan, each kernel with a comment per IR node (its values and the user's line),
     and the driver that runs them. `backend` is "cpu" or "cuda" (default: the default backend,
     or "cpu" when that is the interpreter). With `loop_ir=True` the text is the fused loops as
-    the backend lowers them into the loop IR, before its printer writes them as source.
+    the backend lowers them into the loop IR, before its printer writes them as source; with
+    `llvm_ir=True` (cpu) it is the LLVM IR the cpu backend's llvmlite compiler is given.
     """
     import importlib
 
@@ -260,6 +265,10 @@ def make_kernels(
         from . import passes
 
         graph, _ = passes.extract_hooks(passes.optimize(make_graph(*args, **kwargs)))
+        if llvm_ir:
+            if name == "cuda":
+                raise ValueError("llvm_ir=True shows the cpu backend's kernels; use backend='cpu'")
+            return module.program_llvm_ir(graph)
         return module.program_loop_ir(graph) if loop_ir else module.program_source(graph)
 
     return make

@@ -135,4 +135,28 @@ def program_loop_ir(graph: Graph) -> str:
     return "\n\n".join(out) + "\n"
 
 
+def program_llvm_ir(graph: Graph) -> str:
+    """The fused loops of the program the cpu backend makes of an optimised graph, as the LLVM
+    IR the llvmlite compiler is given (before LLVM optimises it), or why a loop's kernel is
+    Numba's."""
+    from .cpu.llvm import kernels as llvm_kernels
+    from .cpu.llvm.printer import print_kernel
+    from .cpu.llvm.scalars import Unsupported
+
+    program = build(graph, load=False)
+    notes = render.Notes(ir.value_names(graph))
+    out = []
+    for step in program.plan.loops:
+        call = program.calls[id(step)]
+        kernel = lower_cpu.lower(step, notes)
+        pair_math(kernel, step.op_types(), program.mode)
+        nch = int(call.ints[call.source.int_slots["nch"]]) if step.shape else 1
+        try:
+            text = print_kernel(kernel, step.shape, nch, program.mode, llvm_kernels.declare_vmath).text
+        except Unsupported as exc:
+            text = f"; compiled by Numba: the LLVM printer does not write {exc}"
+        out.append(f"; ---- kernel {step.name}\n{text}")
+    return "\n\n".join(out) + "\n"
+
+
 BACKEND = CpuBackend()

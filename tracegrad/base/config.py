@@ -6,6 +6,7 @@
 | `TRACEGRAD_LOG` | topics, comma-separated: `retrace`, `compile`, `cuda`, `all` | none | `retrace`: log each re-trace of a function and why; `compile`: log each kernel's compile or load time and whether it was compiled, loaded from disk or already in memory; `cuda`: log each step the cuda backend runs on the host |
 | `TRACEGRAD_DEBUG_NANS` | `1` (anything but `0`) | off | a NaN in a result raises `FloatingPointError` naming the node and source line that produced it |
 | `TRACEGRAD_MATH` | `vector`, `libm` | `vector` | compiled backends: `libm` calls the C math library in kernels instead of tracegrad's vectorised math functions |
+| `TRACEGRAD_CPU_COMPILER` | `llvm`, `numba` | `llvm` | the `cpu` backend: `llvm` prints kernels as LLVM IR and compiles them through llvmlite (milliseconds a kernel), falling back to Numba for a kernel it cannot print; `numba` compiles every kernel's Python source with Numba (the cross-check) |
 | `TRACEGRAD_CACHE_DIR` | a folder, or `off` | `$XDG_CACHE_HOME/tracegrad`, else `~/.cache/tracegrad` | compiled backends: the folder of the on-disk kernel and program cache; `off` (or `0`, `none`, empty) keeps everything in memory |
 | `TRACEGRAD_CACHE_MAX_MB` | megabytes | `1024` | compiled backends: the disk cache's size limit; the least recently used entries go first |
 | `TRACEGRAD_PROGRAM_MEMORY_MB` | megabytes | `1024` | the compiled programs held in memory: a bound on the bytes of their constants (read once, at import) |
@@ -49,6 +50,7 @@ BACKEND = "TRACEGRAD_BACKEND"
 LOG = "TRACEGRAD_LOG"
 DEBUG_NANS = "TRACEGRAD_DEBUG_NANS"
 MATH = "TRACEGRAD_MATH"
+CPU_COMPILER = "TRACEGRAD_CPU_COMPILER"
 CACHE_DIR = "TRACEGRAD_CACHE_DIR"
 CACHE_MAX_MB = "TRACEGRAD_CACHE_MAX_MB"
 PROGRAM_MEMORY_MB = "TRACEGRAD_PROGRAM_MEMORY_MB"
@@ -111,6 +113,15 @@ VARIABLES = (
         "compiled backends: `libm` calls the C math library in kernels instead of "
         "tracegrad's vectorised math functions",
         "compiled backends: 'libm' uses the C math library in kernels",
+    ),
+    Variable(
+        CPU_COMPILER,
+        "`llvm`, `numba`",
+        "`llvm`",
+        "the `cpu` backend: `llvm` prints kernels as LLVM IR and compiles them through "
+        "llvmlite (milliseconds a kernel), falling back to Numba for a kernel it cannot "
+        "print; `numba` compiles every kernel's Python source with Numba (the cross-check)",
+        "the cpu backend's kernel compiler: 'numba' for Numba only",
     ),
     Variable(
         CACHE_DIR,
@@ -256,6 +267,16 @@ def debug_nans() -> bool:
 def math() -> str:
     """The math mode as set, lower case ('' when unset); tracegrad.vmath checks and defaults it."""
     return env(MATH).strip().lower()
+
+
+def cpu_compiler() -> str:
+    """ "llvm" (the default) or "numba": how the cpu backend compiles its kernels."""
+    value = env(CPU_COMPILER).strip().lower()
+    if value in ("", "llvm"):
+        return "llvm"
+    if value == "numba":
+        return "numba"
+    raise ValueError(f"{CPU_COMPILER}={value!r} is not a compiler: use llvm or numba")
 
 
 def cache_dir() -> str | None:

@@ -18,10 +18,11 @@ from ..base import config
 
 def cpu_variant() -> tuple:
     """What the cpu backend's compiled code depends on besides the graph: the math mode, as
-    decided from `tracegrad.vmath.set_math_mode` (when vmath is imported) and TRACEGRAD_MATH.
+    decided from `tracegrad.vmath.set_math_mode` (when vmath is imported) and TRACEGRAD_MATH,
+    and the kernel compiler (TRACEGRAD_CPU_COMPILER).
     Read on every cached call: cheap, and without importing vmath (nor Numba with it)."""
     vm = sys.modules.get("tracegrad.vmath")
-    return (getattr(vm, "_override", None), config.math())
+    return (getattr(vm, "_override", None), config.math(), config.cpu_compiler())
 
 
 def cpu_available() -> tuple[bool, str]:

@@ -33,7 +33,7 @@ from .. import fusion, ir, passes
 from ..fusion import limits, render, split
 from ..fusion import Buffer, EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
 from ..ir import Graph, Node
-from ..base import blas_threads, cache, progress
+from ..base import blas_threads, cache, config, progress
 from . import donation, pool, products, runner, scalars, scan_loop, scatters
 from .kernels import KernelSource, render_loop
 
@@ -55,6 +55,16 @@ RUNNER = True
 
 def _threads() -> int:
     return pool.threads()
+
+
+class NativeModule:
+    """A kernel compiled through llvmlite (cpu/llvm/), standing where a Numba kernel module
+    would: `kernel` takes the same arguments."""
+
+    native = True
+
+    def __init__(self, kernel: Callable):
+        self.kernel = kernel
 
 
 @dataclass
@@ -128,11 +138,10 @@ class CpuProgram:
                     )
                     self.scratch.append(buf)
                     partials.append(buf)
-            module = cache.load_module(src.module) if load else None
             self.calls[id(step)] = _KernelCall(
                 step,
                 src,
-                module,
+                None,  # loaded below
                 parallel,
                 np.array(ints, np.int64),
                 np.array(src.floats, np.float64),
@@ -141,6 +150,8 @@ class CpuProgram:
             )
         # a pooled program of loops and products runs as one compiled function (runner.py)
         self.runner = runner.build(self, threads) if self.pooled and RUNNER else None
+        if load:
+            self._load_kernels(mode, names)
         if self.runner is not None:
             for name, (shape, dtype) in self.runner.scratch.items():
                 self.scratch.append(Buffer(name, shape, dtype, "temp"))
@@ -163,6 +174,24 @@ class CpuProgram:
         if load:
             self._bind()
             self._run = self._first_call
+
+    def _load_kernels(self, mode: str, names: dict) -> None:
+        """Each kernel compiled through llvmlite (cpu/llvm/, TRACEGRAD_CPU_COMPILER=llvm) or, for
+        one the LLVM printer cannot write, loaded as a Numba module. A program with a compiled
+        run (runner.py) keeps Numba kernels, which that run calls from Numba."""
+        native = config.cpu_compiler() == "llvm" and self.runner is None
+        if native:
+            from .llvm import kernels as llvm_kernels
+        for call in self.calls.values():
+            step, src = call.loop, call.source
+            if native:
+                label = f"{step.name} of a {len(self.graph.nodes)}-node program"
+                nch = int(call.ints[src.int_slots["nch"]]) if step.shape else 1
+                kernel = llvm_kernels.native_kernel(step, src, nch, mode, names, label)
+                if kernel is not None:
+                    call.module = NativeModule(kernel)
+                    continue
+            call.module = cache.load_module(src.module)
 
     # ---- the driver
     def _driver(self):
@@ -248,7 +277,7 @@ class CpuProgram:
     def scan_driver(self, n_consts: int, n_carry: int, save: bool):
         """This program as the body of a scan, looped inside one compiled function (or None:
         the scan calls the program once per step). See scan_loop.py."""
-        if not self.load:
+        if not self.load or any(getattr(c.module, "native", False) for c in self.calls.values()):
             return None
         return scan_loop.scan_driver(self, n_consts, n_carry, save)
 
@@ -287,7 +316,9 @@ class CpuProgram:
     def _bind(self) -> None:
         ns = self._namespace
         for step in self.plan.steps:
-            if isinstance(step, FusedLoop):
+            if isinstance(step, FusedLoop) and getattr(self.calls[id(step)].module, "native", False):
+                ns[f"_{step.name}"] = self.calls[id(step)].module.kernel  # compiled already
+            elif isinstance(step, FusedLoop):
                 call = self.calls[id(step)]
                 ns[f"_{step.name}"] = progress.timed_first_call(
                     ns,
@@ -347,7 +378,8 @@ class CpuProgram:
                 exc,
             )
             for call in self.calls.values():
-                call.module = cache.reload_without_compiled(call.module, call.source.module)
+                if not getattr(call.module, "native", False):
+                    call.module = cache.reload_without_compiled(call.module, call.source.module)
             self._bind()
             out = self._fast(args)
         self._run = self._fast
