@@ -39,6 +39,7 @@ import time
 import types
 from dataclasses import dataclass
 import contextlib
+import functools
 
 from . import config
 from .cache_files import cache_dir, safe_dir, safe_file, write_atomically
@@ -69,15 +70,25 @@ def kernels_dir() -> str | None:
 
 def salt(parts: tuple[str, ...]) -> str:
     """A hash of everything besides its source that a kernel's machine code depends on."""
-    import numba
-
     from . import __version__
 
     key = "|".join(parts)
     if key not in _salt_cache:
-        text = f"tracegrad {__version__}|numba {numba.__version__}|{sys.version}|{key}"
+        text = f"tracegrad {__version__}|numba {numba_version()}|{sys.version}|{key}"
         _salt_cache[key] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return _salt_cache[key]
+
+
+@functools.lru_cache(maxsize=1)
+def numba_version() -> str:
+    """Numba's version, without importing Numba when it is not imported yet (a warm first call
+    of the cpu backend's native kernels runs without it)."""
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        return numba.__version__
+    from importlib import metadata
+
+    return metadata.version("numba")
 
 
 def module_key(source: str) -> str:

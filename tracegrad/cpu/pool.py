@@ -36,10 +36,21 @@ if hasattr(os, "register_at_fork"):
 
 
 def threads() -> int:
-    """How many threads a parallel loop or product uses: Numba's setting (NUMBA_NUM_THREADS)."""
-    import numba
+    """How many threads a parallel loop or product uses: Numba's setting (NUMBA_NUM_THREADS,
+    or `numba.set_num_threads`). Without Numba imported (a warm first call of native kernels
+    does not import it), the same number Numba would start with: NUMBA_NUM_THREADS, else the
+    CPUs this process may run on."""
+    import sys
 
-    return numba.get_num_threads()
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        return numba.get_num_threads()
+    chosen = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if chosen.isdigit() and int(chosen) > 0:
+        return int(chosen)
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 class _Workers:

@@ -149,7 +149,11 @@ class CpuProgram:
                 threads if parallel else 1,
             )
         # a pooled program of loops and products runs as one compiled function (runner.py)
-        self.runner = runner.build(self, threads) if self.pooled and RUNNER else None
+        # (with Numba kernels only: native kernels run on the Python driver)
+        numba_kernels = config.cpu_compiler() == "numba" or not load
+        self.runner = (
+            runner.build(self, threads) if self.pooled and RUNNER and numba_kernels else None
+        )
         if load:
             self._load_kernels(mode, names)
         if self.runner is not None:
@@ -316,7 +320,9 @@ class CpuProgram:
     def _bind(self) -> None:
         ns = self._namespace
         for step in self.plan.steps:
-            if isinstance(step, FusedLoop) and getattr(self.calls[id(step)].module, "native", False):
+            if isinstance(step, FusedLoop) and getattr(
+                self.calls[id(step)].module, "native", False
+            ):
                 ns[f"_{step.name}"] = self.calls[id(step)].module.kernel  # compiled already
             elif isinstance(step, FusedLoop):
                 call = self.calls[id(step)]

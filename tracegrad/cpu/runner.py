@@ -27,7 +27,6 @@ cannot read in place, inputs in a layout `run` was not compiled for) runs on the
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 import time
@@ -36,7 +35,20 @@ import numpy as np
 
 from ..fusion import FusedLoop, MatmulStep, ViewStep
 from ..base import cache, progress
-from . import native, pipelines, pool, products
+from . import pipelines, pool, products
+
+
+class _Native:
+    """native.py, imported when first used: it imports Numba, which a warm first call of the
+    cpu backend's native kernels does without."""
+
+    def __getattr__(self, name):
+        from . import native
+
+        return getattr(native, name)
+
+
+native = _Native()
 
 log = logging.getLogger("tracegrad")
 
@@ -171,7 +183,7 @@ class Runner:
         header = [
             "# A tracegrad program run: every thread calls `run`; chunks are taken with atomic",
             "# counters, and a group of steps waits for the earlier groups whose arrays it uses.",
-            f"# native.py {cache.source_hash([inspect.getfile(native)])}",
+            f"# native.py {cache.source_hash([native.__file__])}",
             "from numba import njit",
             "from tracegrad.cpu.native import fetch_add, gemm, sum_parts, wait_for",
             "from tracegrad.base import cache as _cache",

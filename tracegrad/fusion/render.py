@@ -142,7 +142,7 @@ def _vmath_module():
     except Exception as exc:  # not there yet, or broken: libm it is
         log.info("tracegrad: vmath unavailable (%s); kernels call libm", exc)
         return None
-    return vmath if hasattr(vmath, "FUNCTIONS") and hasattr(vmath, "math_mode") else None
+    return vmath if hasattr(vmath, "NAMES") and hasattr(vmath, "math_mode") else None
 
 
 def vmath_module():
@@ -164,9 +164,7 @@ def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
     vm = vmath_module()
     vm_name = _math_names().get(math_name, math_name)
     dtype = np.dtype(dtype)
-    known = vm is not None and any(
-        vm_name in getattr(vm, table, {}) for table in ("FUNCTIONS", "BINARY", "HELPERS")
-    )
+    known = vm is not None and vm_name in vm.NAMES
     if mode == "vector" and known:
         if dtype == np.float64:
             return f"_vm.{vm_name}_f64"

@@ -1,0 +1,269 @@
+"""LLVM IR text -> optimised machine code for this CPU -> addresses to call, cached on disk.
+
+`compile_module(text, name)` parses a kernel module printed by printer.py, links in the
+definitions of the vectorised math functions it declares (vmath_ir.py), optimises it at O3 with
+loop and SLP vectorisation for the host CPU (or the CPU `NUMBA_CPU_NAME`/`NUMBA_CPU_FEATURES`
+name, as Numba's kernels are compiled for it), emits its object code and adds that to the one
+MCJIT execution engine of the process. The object code is kept in
+`<cache root>/native/k_<key>.o`, keyed by the module's text, the math functions' version, the
+llvmlite and LLVM versions and the CPU, so that a new process loads a kernel in milliseconds.
+
+A cached file carries a checksum of its contents: a damaged or truncated file (another process
+died writing it, a full disk) is compiled again and rewritten, never loaded. Files are written
+through a temporary file renamed into place, so concurrent processes see whole files; the
+folder is trimmed as the kernel cache is (least recently used first).
+
+Nothing here imports Numba: a warm first call that finds its kernels on disk never does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+from ...base import config
+from ...base.cache_files import cache_dir, safe_dir, safe_file, write_atomically
+
+log = config.log
+
+VMATH_PREFIX = "tg_vm_"
+_MAGIC = b"tracegrad-native-1\n"
+_DIGEST = 32  # bytes of the sha256 after the magic
+
+_lock = threading.RLock()
+_modules: dict[str, NativeModule] = {}
+
+
+@dataclass
+class NativeModule:
+    """A module's machine code in the process's execution engine."""
+
+    name: str
+    key: str
+    from_disk: bool  # the object code came from the disk cache
+    seconds: float  # time to compile (or load) it
+
+    def address(self, symbol: str) -> int:
+        """The address of a function the module defines."""
+        address = _engine().get_function_address(symbol)
+        if not address:
+            raise KeyError(f"the native module {self.name} defines no function {symbol!r}")
+        return address
+
+
+@functools.lru_cache(maxsize=1)
+def _llvm():
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+    return llvm
+
+
+@functools.lru_cache(maxsize=1)
+def cpu() -> tuple[str, str]:
+    """The CPU name and feature string the code is compiled for: the host's, unless
+    NUMBA_CPU_NAME (and NUMBA_CPU_FEATURES) choose another, as they do for Numba's kernels."""
+    llvm = _llvm()
+    name = os.environ.get("NUMBA_CPU_NAME") or ""
+    if name and name != "host":
+        return name, os.environ.get("NUMBA_CPU_FEATURES", "")
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+@functools.lru_cache(maxsize=1)
+def _target_machine():
+    llvm = _llvm()
+    name, features = cpu()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(
+        cpu=name, features=features, opt=3, reloc="default", codemodel="jitdefault"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _engine():
+    llvm = _llvm()
+    empty = llvm.parse_assembly("")
+    empty.triple = llvm.get_process_triple()
+    return llvm.create_mcjit_compiler(empty, _target_machine())
+
+
+@functools.lru_cache(maxsize=1)
+def _salt() -> str:
+    import llvmlite
+
+    from ... import __version__
+
+    name, features = cpu()
+    llvm_version = ".".join(map(str, _llvm().llvm_version_info))
+    return f"tracegrad {__version__}|llvmlite {llvmlite.__version__}|llvm {llvm_version}|{name}|{features}"
+
+
+def _vmath_symbols(text: str) -> list[str]:
+    """The vectorised math functions a module's text declares."""
+    found = set()
+    start = 0
+    while True:
+        at = text.find("@" + VMATH_PREFIX, start)
+        if at < 0:
+            return sorted(found)
+        end = at + 1
+        while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+            end += 1
+        found.add(text[at + 1 : end])
+        start = end
+
+
+def module_key(text: str) -> str:
+    """The disk cache key of a module: its text, the math it links in and the target."""
+    h = hashlib.sha256(_salt().encode())
+    h.update(text.encode())
+    if VMATH_PREFIX in text:
+        from . import vmath_ir
+
+        h.update(vmath_ir.version().encode())
+    return h.hexdigest()[:32]
+
+
+def native_dir() -> str | None:
+    """The folder of the cached object code, created and checked; None when not usable."""
+    root = cache_dir()
+    if root is None or not safe_dir(root, create=True):
+        return None
+    path = os.path.join(root, "native")
+    return path if safe_dir(path, create=True) else None
+
+
+def compile_module(text: str, name: str) -> NativeModule:
+    """The module `text` (LLVM IR, naming its functions after `name`) as machine code in this
+    process: from memory, from the disk cache, or compiled (and then written there)."""
+    key = module_key(text)
+    module = _modules.get(key)
+    if module is not None:
+        return module
+    with _lock:
+        module = _modules.get(key)
+        if module is None:
+            module = _load_or_compile(text, name, key)
+            _modules[key] = module
+    return module
+
+
+def _load_or_compile(text: str, name: str, key: str) -> NativeModule:
+    start = time.perf_counter()
+    directory = native_dir()
+    path = os.path.join(directory, f"k_{key}.o") if directory else None
+    data = _read(path) if path else None
+    from_disk = data is not None
+    if data is None:
+        data = compile_object(text)
+        if path is not None:
+            _write(path, data, directory)
+    elif path is not None:
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: the last to be evicted
+    llvm = _llvm()
+    engine = _engine()
+    _resolve_externals(text)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+    engine.finalize_object()
+    return NativeModule(name, key, from_disk, time.perf_counter() - start)
+
+
+_resolved: set[str] = set()
+
+
+def _resolve_externals(text: str) -> None:
+    """Tell LLVM where the C functions a module declares are (libm's, for TRACEGRAD_MATH=libm
+    kernels and the functions without a vectorised version): this process has them loaded."""
+    import ctypes
+
+    llvm = _llvm()
+    process = None
+    for line in text.splitlines():
+        if not line.startswith("declare "):
+            continue
+        at = line.find("@")
+        symbol = line[at + 1 : line.find("(", at)].strip('"')
+        if symbol in _resolved or symbol.startswith(VMATH_PREFIX) or symbol.startswith("llvm."):
+            continue
+        if process is None:
+            process = ctypes.CDLL(None)
+        try:
+            address = ctypes.cast(getattr(process, symbol), ctypes.c_void_p).value
+        except AttributeError:
+            raise RuntimeError(
+                f"a native kernel calls {symbol}, which this process lacks"
+            ) from None
+        llvm.add_symbol(symbol, address)
+        _resolved.add(symbol)
+
+
+def optimised_module(text: str):
+    """The module parsed, its math functions linked in, verified and optimised (O3 with loop
+    and SLP vectorisation for this CPU)."""
+    llvm = _llvm()
+    module = llvm.parse_assembly(text)
+    symbols = _vmath_symbols(text)
+    if symbols:
+        from . import vmath_ir
+
+        module.link_in(llvm.parse_assembly(vmath_ir.definitions(symbols)))
+    module.triple = llvm.get_process_triple()
+    tm = _target_machine()
+    module.data_layout = str(tm.target_data)
+    module.verify()
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    options.loop_vectorization = True
+    options.slp_vectorization = True
+    builder = llvm.create_pass_builder(tm, options)
+    builder.getModulePassManager().run(module, builder)
+    return module
+
+
+def compile_object(text: str) -> bytes:
+    """The object code of the module `text` for this CPU."""
+    return _target_machine().emit_object(optimised_module(text))
+
+
+def optimised_ir(text: str) -> str:
+    """The module `text` as LLVM has optimised it (for reading: `tg.make_kernels`)."""
+    return str(optimised_module(text))
+
+
+def _read(path: str) -> bytes | None:
+    """A cached object file's code if it is whole and trusted, else None."""
+    if not os.path.exists(path) or not safe_file(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError:
+        return None
+    head = len(_MAGIC) + _DIGEST
+    if not blob.startswith(_MAGIC) or len(blob) <= head:
+        log.warning("tracegrad: the cached machine code %s is damaged: compiling it again", path)
+        return None
+    digest, data = blob[len(_MAGIC) : head], blob[head:]
+    if hashlib.sha256(data).digest() != digest:
+        log.warning("tracegrad: the cached machine code %s is damaged: compiling it again", path)
+        return None
+    return data
+
+
+def _write(path: str, data: bytes, directory: str) -> None:
+    try:
+        write_atomically(path, _MAGIC + hashlib.sha256(data).digest() + data)
+    except OSError as exc:
+        log.warning("tracegrad: cannot write the machine code cache at %s (%s)", directory, exc)
+        return
+    from ...base import cache
+
+    cache.trim(directory)
