@@ -22,6 +22,7 @@ import contextlib
 import functools
 import hashlib
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from ...base.cache_files import cache_dir, safe_dir, safe_file, write_atomically
 log = config.log
 
 VMATH_PREFIX = "tg_vm_"
+_VMATH_NAME = re.compile(r'@"?(' + VMATH_PREFIX + r"\w+)")
 _MAGIC = b"tracegrad-native-1\n"
 _DIGEST = 32  # bytes of the sha256 after the magic
 
@@ -107,18 +109,9 @@ def _salt() -> str:
 
 
 def _vmath_symbols(text: str) -> list[str]:
-    """The vectorised math functions a module's text declares."""
-    found = set()
-    start = 0
-    while True:
-        at = text.find("@" + VMATH_PREFIX, start)
-        if at < 0:
-            return sorted(found)
-        end = at + 1
-        while end < len(text) and (text[end].isalnum() or text[end] == "_"):
-            end += 1
-        found.add(text[at + 1 : end])
-        start = end
+    """The vectorised math functions a module's text declares (`@tg_vm_...` or, as llvmlite
+    prints names, `@"tg_vm_..."`)."""
+    return sorted(set(_VMATH_NAME.findall(text)))
 
 
 def module_key(text: str) -> str:
@@ -192,7 +185,7 @@ def _resolve_externals(text: str) -> None:
             continue
         at = line.find("@")
         symbol = line[at + 1 : line.find("(", at)].strip('"')
-        if symbol in _resolved or symbol.startswith(VMATH_PREFIX) or symbol.startswith("llvm."):
+        if symbol in _resolved or symbol.startswith((VMATH_PREFIX, "llvm.")):
             continue
         if process is None:
             process = ctypes.CDLL(None)
