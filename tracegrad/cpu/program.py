@@ -281,8 +281,18 @@ class CpuProgram:
     def scan_driver(self, n_consts: int, n_carry: int, save: bool):
         """This program as the body of a scan, looped inside one compiled function (or None:
         the scan calls the program once per step). See scan_loop.py."""
-        if not self.load or any(getattr(c.module, "native", False) for c in self.calls.values()):
+        if not self.load:
             return None
+        native = [getattr(c.module, "native", False) for c in self.calls.values()]
+        if any(native):
+            if not all(native):
+                return None  # (a loop calls kernels of one compiler)
+            body = scan_loop.scan_body(self, n_consts, n_carry)
+            if body is None:
+                return None
+            from .llvm import loops
+
+            return loops.native_scan_driver(body, n_consts, n_carry, save)
         return scan_loop.scan_driver(self, n_consts, n_carry, save)
 
     def _compile_held(self, graph: Graph) -> CpuProgram:

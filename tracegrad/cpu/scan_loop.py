@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,9 +25,23 @@ from ..fusion.render import Lines
 from ..base import cache, progress
 
 
-def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | None:
-    """`run(consts, init, xs, views, length, reverse)` for the body `program`, or None when the
-    body is not only serial fused kernels writing outputs of their own."""
+@dataclass
+class ScanBody:
+    """A scan body program the loop can drive: its kernels, what each buffer is called inside
+    the loop (c: consts, ca/cb: the carries' two buffers, x/y: slices of the stacked xs and ys,
+    o: constants, temporaries and scratch), and the buffers by role."""
+
+    calls: list
+    name: dict[int, str]  # id(buffer) -> name inside the loop
+    carries: list
+    xs: list
+    ys: list
+    others: list
+
+
+def scan_body(program, n_consts: int, n_carry: int) -> ScanBody | None:
+    """The body `program` as a loop drives it, or None when it is not only serial fused kernels
+    writing outputs of their own (with only buffers the loop knows how to pass)."""
     plan = program.plan
     if not plan.steps or not all(isinstance(s, FusedLoop) for s in plan.steps):
         return None
@@ -36,9 +51,7 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
     outputs = list(plan.outputs)
     if any(b.role != "output" or outputs.count(b) != 1 for b in outputs):
         return None
-    n_inputs = len(plan.inputs)
-    n_xs = n_inputs - n_consts - n_carry
-    name: dict[int, str] = {}  # id(buffer) -> expression inside the loop
+    name: dict[int, str] = {}
     for i, b in enumerate(plan.inputs):
         if i < n_consts:
             name[id(b)] = f"c{i}"
@@ -51,9 +64,27 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
     others = [b for b in plan.buffers if b.role in ("const", "temp")] + list(program.scratch)
     for j, b in enumerate(others):
         name[id(b)] = f"o{j}"
-    carries = [b for b in plan.inputs[n_consts : n_consts + n_carry]]
-    xs = [b for b in plan.inputs[n_consts + n_carry :]]
-    ys = outputs[n_carry:]
+    if any(id(b) not in name for call in calls for b in call.source.arrays + call.partials):
+        return None  # a buffer this loop does not know how to pass (a view)
+    carries = list(plan.inputs[n_consts : n_consts + n_carry])
+    xs = list(plan.inputs[n_consts + n_carry :])
+    return ScanBody(calls, name, carries, xs, outputs[n_carry:], others)
+
+
+def partial_names(call, name: dict[int, str]) -> dict[str, str]:
+    """A kernel's partial-result parameters by the name of the loop's buffer for each."""
+    return {p.name.split("_")[-1]: name[id(p)] for p in call.partials}
+
+
+def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | None:
+    """`run(consts, init, xs, views, length, reverse)` for the body `program`, or None when the
+    body is not only serial fused kernels writing outputs of their own."""
+    body_info = scan_body(program, n_consts, n_carry)
+    if body_info is None:
+        return None
+    calls, name, carries = body_info.calls, body_info.name, body_info.carries
+    xs, ys, others = body_info.xs, body_info.ys, body_info.others
+    n_xs = len(xs)
 
     def row(stacked: str, b) -> str:  # row t of a stacked array, as an array of b's shape
         return f"{stacked}[t]" if b.ndim else f"{stacked}[t:t + 1].reshape(())"
@@ -92,12 +123,8 @@ def scan_driver(program, n_consts: int, n_carry: int, save: bool) -> Callable | 
         step.append(L.Assign(f"x{j}", row(f"xs{j}", b)))
     for j, b in enumerate(ys):
         step.append(L.Assign(f"y{j}", row(f"ys{j}", b)))
-    if any(id(b) not in name for call in calls for b in call.source.arrays + call.partials):
-        return None  # a buffer this loop does not know how to pass (a view)
     for j, call in enumerate(calls):
-        named = {"I": f"I{j}", "F": f"F{j}"} | {
-            p.name.split("_")[-1]: name[id(p)] for p in call.partials
-        }
+        named = {"I": f"I{j}", "F": f"F{j}"} | partial_names(call, name)
         extra = [named[p] for p in call.source.params if p not in ("first", "last", "finish")]
         args = [name[id(b)] for b in call.source.arrays] + extra
         if call.loop.shape:  # a 0-d loop takes no chunk range

@@ -98,11 +98,7 @@ def _wrapper(fn, src: KernelSource, module, printed):
     chunks = ["first", "last", "finish"] if "first" in params else ["0", "1", "1"]
     signature = ", ".join(arrays + params)
     call = ", ".join(arrays + partials + chunks)
-    source = (
-        f"def kernel({signature}):\n"
-        f"    if _native({call}):\n"
-        f"        _numba()({signature})\n"
-    )
+    source = f"def kernel({signature}):\n    if _native({call}):\n        _numba()({signature})\n"
     numba_kernel = []
 
     def numba_version():
@@ -119,6 +115,7 @@ def _wrapper(fn, src: KernelSource, module, printed):
     kernel.native = module  # kept alive with the function; `llvm_ir` shows it
     kernel.llvm_ir = printed.text
     kernel.ctypes_function = fn
+    kernel.c_entry = module.address(printed.name)  # void(i8** data, first, last, finish)
     return kernel
 
 
