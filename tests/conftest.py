@@ -106,6 +106,15 @@ def pytest_configure(config):
 
 
 @pytest.fixture
+def numba_compiler(monkeypatch):
+    """The cpu backend compiling its kernels with Numba (TRACEGRAD_CPU_COMPILER=numba), for the
+    tests of what only that compiler has: the Python source Numba compiles, Numba's module
+    cache, the compiled run of pooled programs (cpu/runner.py) and its row pipelines.
+    tests/test_llvm_kernels.py checks that both compilers give the same numbers."""
+    monkeypatch.setenv("TRACEGRAD_CPU_COMPILER", "numba")
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(1234)
 

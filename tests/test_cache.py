@@ -17,6 +17,12 @@ import pytest
 import tracegrad as tg
 from tracegrad.base import cache, cache_files
 
+
+@pytest.fixture(autouse=True)
+def _numba(numba_compiler):
+    """These are tests of the Numba compiler's machinery (see conftest.numba_compiler)."""
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -63,7 +63,7 @@ def test_a_kernel_without_partial_results_computes_its_chunks_as_one_range():
         assert np.isnan(np.delete(out, np.arange(x.size)[rows])).all()  # no other row written
 
 
-def test_a_chunk_loop_calls_its_rows_loop_as_a_function_of_its_own(monkeypatch):
+def test_a_chunk_loop_calls_its_rows_loop_as_a_function_of_its_own(monkeypatch, numba_compiler):
     # a one-axis kernel with partial results: the loop over a chunk's rows is outlined
     x = np.linspace(-2.0, 2.0, 9)
     text = tg.make_kernels(tg.value_and_grad(w1))(x)
@@ -97,7 +97,9 @@ def test_libm_mode_is_part_of_the_kernel_and_agrees(monkeypatch):
     np.testing.assert_allclose(program([x])[0], interpreter.evaluate(graph, [x])[0], rtol=1e-13)
 
 
-def test_a_new_shape_reuses_the_compiled_kernels():
+def test_a_new_shape_reuses_the_compiled_kernels(numba_compiler):
+    # (Numba's kernels take their sizes as arguments; native kernels have them written in and
+    # compile again for a new shape, in milliseconds: tests/test_llvm_kernels.py)
     f = tg.value_and_grad(w1, backend="cpu")
     _, small = compile_cpu(f, np.ones(7))
     _, large = compile_cpu(f, np.ones(1000))
@@ -408,6 +410,7 @@ def test_changing_the_math_mode_recompiles_the_program(monkeypatch):
 
 
 # ---- the innermost loop of a loop nest as a function of its own (cpu/kernels.py, OUTLINE_MIN_ROW)
+# (in the kernels Numba compiles: LLVM's own loop passes get native kernels' rows right)
 
 ROW = cpu_kernels.OUTLINE_MIN_ROW + 2
 
@@ -433,7 +436,7 @@ def _rows_args():
     return x, rng.uniform(-1, 1, size=ROW), rng.uniform(-3, 3, size=(2, 3, ROW)).astype(np.float32)
 
 
-def test_wide_rows_of_math_are_outlined_and_narrow_or_plain_ones_are_not():
+def test_wide_rows_of_math_are_outlined_and_narrow_or_plain_ones_are_not(numba_compiler):
     x, b, y = _rows_args()
     text = tg.make_kernels(rows_of_math, backend="cpu")(x, b, y)
     kernels = text.split("# ---- kernel ")[1:]
@@ -447,7 +450,7 @@ def test_wide_rows_of_math_are_outlined_and_narrow_or_plain_ones_are_not():
     assert "_row" not in narrow and "_row" not in plain
 
 
-def test_rows_that_only_store_are_outlined_from_a_shorter_length():
+def test_rows_that_only_store_are_outlined_from_a_shorter_length(numba_compiler):
     rows = cpu_kernels.OUTLINE_MIN_STORING_ROW
     assert rows < cpu_kernels.OUTLINE_MIN_ROW
     x = np.random.default_rng(7).uniform(-2, 2, size=(3, rows))
@@ -458,7 +461,7 @@ def test_rows_that_only_store_are_outlined_from_a_shorter_length():
     assert "_row" not in summing and "_row" not in shorter
 
 
-def test_outlined_rows_compute_what_the_inline_loops_compute(monkeypatch):
+def test_outlined_rows_compute_what_the_inline_loops_compute(monkeypatch, numba_compiler):
     args = _rows_args()
     monkeypatch.setattr(cpu_program, "PARALLEL_WORK", 0)
     monkeypatch.setattr(cpu_program, "_threads", lambda: 3)  # chunks and partial results
@@ -474,7 +477,7 @@ def test_outlined_rows_compute_what_the_inline_loops_compute(monkeypatch):
         np.testing.assert_allclose(got, ref, rtol=2e-6 if got.dtype == np.float32 else 1e-13)
 
 
-def test_gradients_through_outlined_rows_match_the_interpreter():
+def test_gradients_through_outlined_rows_match_the_interpreter(numba_compiler):
     def loss(w, x):
         h = np.tanh(x @ w)  # rows of ROW
         return np.sum(np.log1p(h * h) * np.sin(x[:, :1] + h))

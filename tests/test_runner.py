@@ -21,6 +21,12 @@ from tracegrad.cpu import native, runner
 from tracegrad.cpu import program as cpu_program
 from tracegrad.base import blas_threads
 
+
+@pytest.fixture(autouse=True)
+def _numba(numba_compiler):
+    """These are tests of the Numba compiler's machinery (see conftest.numba_compiler)."""
+
+
 pytestmark = pytest.mark.skipif(
     native.gemm_addresses() is None or not blas_threads.openblas_known(),
     reason="NumPy without its bundled OpenBLAS: programs run on the Python driver",

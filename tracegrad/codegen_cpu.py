@@ -152,7 +152,9 @@ def program_llvm_ir(graph: Graph) -> str:
         pair_math(kernel, step.op_types(), program.mode)
         nch = int(call.ints[call.source.int_slots["nch"]]) if step.shape else 1
         try:
-            text = print_kernel(kernel, step.shape, nch, program.mode, llvm_kernels.declare_vmath).text
+            text = print_kernel(
+                kernel, step.shape, nch, program.mode, llvm_kernels.declare_vmath
+            ).text
         except Unsupported as exc:
             text = f"; compiled by Numba: the LLVM printer does not write {exc}"
         out.append(f"; ---- kernel {step.name}\n{text}")

@@ -298,14 +298,27 @@ def info(programs: int = 0) -> CacheInfo:
     return CacheInfo(root, count, size, len(_modules), programs)
 
 
+_clear_hooks: list = []  # other kernel caches' `forget the memory` functions (cpu/llvm/engine)
+
+
+def on_clear(forget) -> None:
+    """Have `clear` call `forget()` too: a kernel cache of another module (its files live in a
+    folder of their own beside `kernels/`, which `clear` empties as well)."""
+    _clear_hooks.append(forget)
+
+
 def clear(disk: bool = True) -> None:
-    """Forget the kernels loaded in memory and (with `disk`) delete the cached ones on disk."""
+    """Forget the kernels loaded in memory and (with `disk`) delete the cached ones on disk:
+    Numba's kernel modules (`kernels/`) and the native kernels' object code (`native/`)."""
     with _lock:
         _modules.clear()
+        for forget in _clear_hooks:
+            forget()
         directory = kernels_dir() if disk else None
         if directory is None:
             return
-        for root, _, files in os.walk(directory):
+        native = os.path.join(os.path.dirname(directory), "native")
+        for root, _, files in [*os.walk(directory), *os.walk(native)]:
             for name in files:
                 if name.startswith(("k_", ".tmp-")):
                     with contextlib.suppress(OSError):

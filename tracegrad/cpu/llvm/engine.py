@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ...base import config
+from ...base import cache, config
 from ...base.cache_files import cache_dir, safe_dir, safe_file, write_atomically
 
 log = config.log
@@ -49,10 +49,11 @@ class NativeModule:
     key: str
     from_disk: bool  # the object code came from the disk cache
     seconds: float  # time to compile (or load) it
+    engine: object  # the execution engine holding its code
 
     def address(self, symbol: str) -> int:
         """The address of a function the module defines."""
-        address = _engine().get_function_address(symbol)
+        address = self.engine.get_function_address(symbol)
         if not address:
             raise KeyError(f"the native module {self.name} defines no function {symbol!r}")
         return address
@@ -89,12 +90,16 @@ def _target_machine():
     )
 
 
-@functools.lru_cache(maxsize=1)
+_engines: list = []  # the engine in use last; earlier ones stay alive (their code is called)
+
+
 def _engine():
-    llvm = _llvm()
-    empty = llvm.parse_assembly("")
-    empty.triple = llvm.get_process_triple()
-    return llvm.create_mcjit_compiler(empty, _target_machine())
+    if not _engines:
+        llvm = _llvm()
+        empty = llvm.parse_assembly("")
+        empty.triple = llvm.get_process_triple()
+        _engines.append(llvm.create_mcjit_compiler(empty, _target_machine()))
+    return _engines[-1]
 
 
 @functools.lru_cache(maxsize=1)
@@ -134,6 +139,25 @@ def native_dir() -> str | None:
     return path if safe_dir(path, create=True) else None
 
 
+def in_memory(text: str) -> bool:
+    """Whether the module `text` is compiled (or loaded) in this process already."""
+    return module_key(text) in _modules
+
+
+def clear_memory() -> None:
+    """Forget the modules of this process, as a new process would (`tg.clear_cache`, tests):
+    the next request loads or compiles again, into a new execution engine (the old one keeps
+    the code already called)."""
+    with _lock:
+        _modules.clear()
+        if _engines:
+            _retired.append(_engines.pop())
+
+
+_retired: list = []
+cache.on_clear(clear_memory)
+
+
 def compile_module(text: str, name: str) -> NativeModule:
     """The module `text` (LLVM IR, naming its functions after `name`) as machine code in this
     process: from memory, from the disk cache, or compiled (and then written there)."""
@@ -167,7 +191,7 @@ def _load_or_compile(text: str, name: str, key: str) -> NativeModule:
     _resolve_externals(text)
     engine.add_object_file(llvm.ObjectFileRef.from_data(data))
     engine.finalize_object()
-    return NativeModule(name, key, from_disk, time.perf_counter() - start)
+    return NativeModule(name, key, from_disk, time.perf_counter() - start, engine)
 
 
 _resolved: set[str] = set()
@@ -257,6 +281,4 @@ def _write(path: str, data: bytes, directory: str) -> None:
     except OSError as exc:
         log.warning("tracegrad: cannot write the machine code cache at %s (%s)", directory, exc)
         return
-    from ...base import cache
-
     cache.trim(directory)

@@ -78,8 +78,11 @@ def native_kernel(loop, src: KernelSource, nch: int, mode: str, names: dict, lab
     from . import engine
 
     start = time.perf_counter()
+    had = engine.in_memory(printed.text)
     module = engine.compile_module(printed.text, printed.name)
-    how = progress.FROM_DISK if module.from_disk else progress.COMPILED
+    how = (
+        progress.IN_MEMORY if had else progress.FROM_DISK if module.from_disk else progress.COMPILED
+    )
     progress.kernel_compiled(label, time.perf_counter() - start, how)
     n = len(printed.arrays)
     proto = ctypes.CFUNCTYPE(

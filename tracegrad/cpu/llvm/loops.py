@@ -138,8 +138,11 @@ def native_scan_driver(body: ScanBody, n_consts: int, n_carry: int, save: bool) 
 
     start = time.perf_counter()
     text, name, slots = _print(body, n_consts, n_carry, save)
+    had = engine.in_memory(text)
     module = engine.compile_module(text, name)
-    how = progress.FROM_DISK if module.from_disk else progress.COMPILED
+    how = (
+        progress.IN_MEMORY if had else progress.FROM_DISK if module.from_disk else progress.COMPILED
+    )
     progress.functions_compiled("scan loop", time.perf_counter() - start, how, len(kernels))
     loop = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64, ctypes.c_int64)(
         module.address(name)

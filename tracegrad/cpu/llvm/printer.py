@@ -33,10 +33,9 @@ from llvmlite import ir
 from ... import primitives as P
 from ...fusion import loop_ir as L
 from ...fusion.render import NATIVE, combine_text, render_math, render_node
-from ...fusion.steps import Buffer, Clamp, Compute, Equal, Index, Inside, Literal, Load, Select
+from ...fusion.steps import Buffer, Clamp, Compute, Equal, Inside, Literal, Load, Select
 from .scalars import (
     BOOL,
-    F64,
     I64,
     ExpressionCompiler,
     Scalars,
@@ -140,10 +139,16 @@ class _Printer:
         for k, a in enumerate(self.arrays):
             obj = fn.args[k]
             shape = tuple(a.shape) if isinstance(a, Buffer) else self.partials[a][0]
-            flags = b.load(b.bitcast(b.gep(obj, [ir.Constant(I64T, ARRAY_FLAGS)]), ir.IntType(32).as_pointer()))
+            flags = b.load(
+                b.bitcast(b.gep(obj, [ir.Constant(I64T, ARRAY_FLAGS)]), ir.IntType(32).as_pointer())
+            )
             want = ir.Constant(ir.IntType(32), C_CONTIGUOUS | ALIGNED)
             ok = b.icmp_unsigned("==", b.and_(flags, want), want)
-            dims = b.load(b.bitcast(b.gep(obj, [ir.Constant(I64T, ARRAY_DIMS)]), I64T.as_pointer().as_pointer()))
+            dims = b.load(
+                b.bitcast(
+                    b.gep(obj, [ir.Constant(I64T, ARRAY_DIMS)]), I64T.as_pointer().as_pointer()
+                )
+            )
             for axis, d in enumerate(shape):
                 got = b.load(b.gep(dims, [ir.Constant(I64T, axis)]))
                 ok = b.and_(ok, b.icmp_unsigned("==", got, ir.Constant(I64T, d)))
@@ -163,7 +168,9 @@ class _Printer:
         slot = self.vars.get(name)
         if slot is None:
             with_entry = ir.IRBuilder(self.entry)
-            slot = with_entry.alloca(memory_type(dtype) if dtype == BOOL else llvm_type(dtype), name=name)
+            slot = with_entry.alloca(
+                memory_type(dtype) if dtype == BOOL else llvm_type(dtype), name=name
+            )
             self.vars[name], self.var_types[name] = slot, dtype
         elif self.var_types[name] != dtype:
             raise Unsupported(f"{name} holds values of two types ({self.var_types[name]}, {dtype})")
@@ -299,7 +306,7 @@ class _Printer:
         callee = render_math(st.call, st.dtype, self.mode)
         if not callee.startswith("_vm."):
             raise Unsupported(f"the pair {st.call} without vmath")
-        base, _, suffix = callee[len("_vm."):].rpartition("_")
+        base, _, _ = callee[len("_vm.") :].rpartition("_")
         dtype = np.dtype(st.dtype)
         fn = self.declare_vmath(self, base, dtype)
         self.vmath_used.add((base, dtype.name))
@@ -335,7 +342,9 @@ class _Printer:
     def assign(self, st: L.Assign) -> None:
         value = self.expr(st.value)
         if st.update is not None:
-            current = self.expr(st.target) if isinstance(st.target, L.Elem) else self.lookup(st.target)
+            current = (
+                self.expr(st.target) if isinstance(st.target, L.Elem) else self.lookup(st.target)
+            )
             value = self.s.binop(st.update, current, value)
         if isinstance(st.target, L.Elem):
             ptr, dtype = self.address(st.target.array, st.target.index)
@@ -349,9 +358,15 @@ class _Printer:
             step = self.expr_text(st.step)
             if not (isinstance(step.value, ir.Constant) and int(step.value.constant) > 0):
                 raise Unsupported("a loop with a step that is not a positive constant")
-        start = self.s.cast(self.expr_text(st.start), I64) if st.start is not None else self.s.const(0, I64)
+        start = (
+            self.s.cast(self.expr_text(st.start), I64)
+            if st.start is not None
+            else self.s.const(0, I64)
+        )
         stop = self.s.cast(self.expr_text(st.stop), I64)
-        step_value = self.s.cast(self.expr_text(st.step), I64).value if st.step else ir.Constant(I64T, 1)
+        step_value = (
+            self.s.cast(self.expr_text(st.step), I64).value if st.step else ir.Constant(I64T, 1)
+        )
         slot = self.var(st.var, I64)
         b = self.b
         b.store(start.value, slot)

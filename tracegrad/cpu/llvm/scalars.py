@@ -93,7 +93,9 @@ def _signed(dtype) -> bool:
 class Scalars:
     """Writes scalar operations with one `ir.IRBuilder`; `declare` gives a module function."""
 
-    def __init__(self, builder: ir.IRBuilder, declare: Callable[[str, ir.FunctionType], ir.Function]):
+    def __init__(
+        self, builder: ir.IRBuilder, declare: Callable[[str, ir.FunctionType], ir.Function]
+    ):
         self.b = builder
         self.declare = declare
 
@@ -154,7 +156,11 @@ class Scalars:
     # ---- arithmetic
     def binop(self, op: str, x: Typed, y: Typed, flags: tuple = ()) -> Typed:
         if op == "/":
-            t = F64 if x.dtype.kind != "f" and y.dtype.kind != "f" else arithmetic_type(x.dtype, y.dtype)
+            t = (
+                F64
+                if x.dtype.kind != "f" and y.dtype.kind != "f"
+                else arithmetic_type(x.dtype, y.dtype)
+            )
             x, y = self.cast(x, t), self.cast(y, t)
             return Typed(self.b.fdiv(x.value, y.value), t)
         if op in ("&", "|", "^") and x.dtype == BOOL and y.dtype == BOOL:
@@ -192,7 +198,10 @@ class Scalars:
         b = self.b
         zero, one = ir.Constant(a.type, 0), ir.Constant(a.type, 1)
         width = a.type.width
-        if isinstance(c, ir.Constant) and int(c.constant) % (1 << width) not in (0, (1 << width) - 1):
+        if isinstance(c, ir.Constant) and int(c.constant) % (1 << width) not in (
+            0,
+            (1 << width) - 1,
+        ):
             # a constant divisor that is neither 0 nor -1: no guard needed (index arithmetic)
             if not _signed(t):
                 return b.udiv(a, c), b.urem(a, c)
@@ -233,9 +242,7 @@ class Scalars:
         mod = b.select(mod_true, mod, b.select(b.fcmp_ordered("<", wx, zero), nzero, zero))
         div_true = b.fcmp_ordered("!=", div, zero)
         floor = b.call(self._intrinsic("llvm.floor", _dtype_of(t), 1), [div])
-        floor = b.select(
-            b.fcmp_ordered(">", b.fsub(div, floor), half), b.fadd(floor, one), floor
-        )
+        floor = b.select(b.fcmp_ordered(">", b.fsub(div, floor), half), b.fadd(floor, one), floor)
         sq = b.fmul(div, div)
         zero_q = b.fdiv(b.fmul(sq, vx), wx)
         quotient = b.select(div_true, floor, zero_q)
@@ -308,15 +315,45 @@ def _dtype_of(t: ir.Type) -> np.dtype:
 # Python's math module and NumPy's scalar functions, as Numba lowers them on floats
 
 # math.<name>: an LLVM intrinsic (Numba's `unary_math_intr`) or the C library (`unary_math_extern`)
-_MATH_INTRINSICS = {"exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log",
-                    "log10": "llvm.log10", "sin": "llvm.sin", "cos": "llvm.cos",
-                    "fabs": "llvm.fabs", "pow": "llvm.pow"}
-_MATH_EXTERNS = {"log1p", "expm1", "erf", "erfc", "tan", "asin", "acos", "atan", "asinh",
-                 "acosh", "atanh", "sinh", "cosh", "tanh", "log2", "sqrt", "lgamma", "atan2",
-                 "hypot"}
+_MATH_INTRINSICS = {
+    "exp": "llvm.exp",
+    "exp2": "llvm.exp2",
+    "log": "llvm.log",
+    "log10": "llvm.log10",
+    "sin": "llvm.sin",
+    "cos": "llvm.cos",
+    "fabs": "llvm.fabs",
+    "pow": "llvm.pow",
+}
+_MATH_EXTERNS = {
+    "log1p",
+    "expm1",
+    "erf",
+    "erfc",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "asinh",
+    "acosh",
+    "atanh",
+    "sinh",
+    "cosh",
+    "tanh",
+    "log2",
+    "sqrt",
+    "lgamma",
+    "atan2",
+    "hypot",
+}
 # np.<name> on a float scalar
-_NP_INTRINSICS = {"floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc",
-                  "rint": "llvm.rint", "copysign": "llvm.copysign"}
+_NP_INTRINSICS = {
+    "floor": "llvm.floor",
+    "ceil": "llvm.ceil",
+    "trunc": "llvm.trunc",
+    "rint": "llvm.rint",
+    "copysign": "llvm.copysign",
+}
 _NP_EXTERNS = {"arccosh": "acosh", "arcsinh": "asinh", "arctanh": "atanh"}
 
 
@@ -353,9 +390,20 @@ class ExpressionCompiler:
                 return s.const(v, F64)
             raise Unsupported(f"the literal {v!r}")
         if isinstance(node, ast.BinOp):
-            ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-                   ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|",
-                   ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
+            ops = {
+                ast.Add: "+",
+                ast.Sub: "-",
+                ast.Mult: "*",
+                ast.Div: "/",
+                ast.FloorDiv: "//",
+                ast.Mod: "%",
+                ast.Pow: "**",
+                ast.BitAnd: "&",
+                ast.BitOr: "|",
+                ast.BitXor: "^",
+                ast.LShift: "<<",
+                ast.RShift: ">>",
+            }
             op = ops.get(type(node.op))
             if op is None:
                 raise Unsupported(f"the operator {ast.dump(node.op)}")
@@ -375,8 +423,14 @@ class ExpressionCompiler:
         if isinstance(node, ast.Compare):
             if len(node.ops) != 1:
                 raise Unsupported("a chained comparison")
-            ops = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
-                   ast.NotEq: "!="}
+            ops = {
+                ast.Lt: "<",
+                ast.LtE: "<=",
+                ast.Gt: ">",
+                ast.GtE: ">=",
+                ast.Eq: "==",
+                ast.NotEq: "!=",
+            }
             op = ops.get(type(node.ops[0]))
             if op is None:
                 raise Unsupported(f"the comparison {ast.dump(node.ops[0])}")
@@ -387,7 +441,11 @@ class ExpressionCompiler:
                 raise Unsupported("and/or of values that are not bools")
             out = values[0].value
             for v in values[1:]:
-                out = s.b.and_(out, v.value) if isinstance(node.op, ast.And) else s.b.or_(out, v.value)
+                out = (
+                    s.b.and_(out, v.value)
+                    if isinstance(node.op, ast.And)
+                    else s.b.or_(out, v.value)
+                )
             return Typed(out, BOOL)
         if isinstance(node, ast.IfExp):
             cond = s.truth(self.expr(node.test))
