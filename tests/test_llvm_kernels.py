@@ -337,3 +337,38 @@ def test_the_engine_refuses_nothing_it_compiled_and_keys_by_text():
     with pytest.raises(KeyError, match="defines no function"):
         module.address("tg_test_missing")
     assert engine.module_key(text) != engine.module_key(text.replace("2.0", "3.0"))
+
+
+def test_kernels_of_one_source_with_other_constants_offsets_or_shapes_are_kept_apart(tmp_path):
+    # Numba's kernel takes constants, offsets and sizes as arguments; a native kernel has them
+    # written in, so each must be part of its cache key (in memory and on disk)
+    script = textwrap.dedent(
+        """
+        import json
+        import numpy as np
+        import tracegrad as tg
+
+        x = np.linspace(-1.0, 1.0, 12)
+        out = []
+        for c in (2.0, 3.0, 0.5):
+            f = tg.jit(lambda x, c=c: np.tanh(x * c) + c, backend="cpu")
+            out.append(float(np.sum(np.abs(f(x) - (np.tanh(x * c) + c)))))
+        for start in (1, 2, 5):
+            f = tg.jit(lambda x, s=start: np.sin(x[s:]) * x[: x.size - s], backend="cpu")
+            want = np.sin(x[start:]) * x[: x.size - start]
+            out.append(float(np.sum(np.abs(f(x) - want))))
+        for n in (5, 9):
+            f = tg.jit(lambda x: np.exp(x) * 2.0, backend="cpu")
+            out.append(float(np.sum(np.abs(f(x[:n]) - np.exp(x[:n]) * 2.0))))
+        print(json.dumps(out))
+        """
+    )
+    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path), TRACEGRAD_TIERED="0")
+    env["TRACEGRAD_CPU_COMPILER"] = "llvm"
+    for _ in range(2):  # compiled, then loaded from disk
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        errors = json.loads(done.stdout.strip().splitlines()[-1])
+        assert max(errors) < 1e-13, errors

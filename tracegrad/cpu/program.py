@@ -191,7 +191,9 @@ class CpuProgram:
             if native:
                 label = f"{step.name} of a {len(self.graph.nodes)}-node program"
                 nch = int(call.ints[src.int_slots["nch"]]) if step.shape else 1
-                kernel = llvm_kernels.native_kernel(step, src, nch, mode, names, label)
+                kernel = llvm_kernels.native_kernel(
+                    step, src, nch, call.ints, call.floats, mode, names, label
+                )
                 if kernel is not None:
                     call.module = NativeModule(kernel)
                     continue

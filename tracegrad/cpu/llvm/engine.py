@@ -34,7 +34,7 @@ log = config.log
 
 VMATH_PREFIX = "tg_vm_"
 _VMATH_NAME = re.compile(r'@"?(' + VMATH_PREFIX + r"\w+)")
-_MAGIC = b"tracegrad-native-1\n"
+_MAGIC = b"tracegrad-native-2\n"
 _DIGEST = 32  # bytes of the sha256 after the magic
 
 _lock = threading.RLock()
@@ -144,6 +144,11 @@ def in_memory(text: str) -> bool:
     return module_key(text) in _modules
 
 
+def in_memory_key(key: str) -> bool:
+    """Whether the module of `key` is compiled (or loaded) in this process already."""
+    return key in _modules
+
+
 def clear_memory() -> None:
     """Forget the modules of this process, as a new process would (`tg.clear_cache`, tests):
     the next request loads or compiles again, into a new execution engine (the old one keeps
@@ -158,10 +163,12 @@ _retired: list = []
 cache.on_clear(clear_memory)
 
 
-def compile_module(text: str, name: str) -> NativeModule:
+def compile_module(text, name: str, key: str | None = None) -> NativeModule:
     """The module `text` (LLVM IR, naming its functions after `name`) as machine code in this
-    process: from memory, from the disk cache, or compiled (and then written there)."""
-    key = module_key(text)
+    process: from memory, from the disk cache, or compiled (and then written there). With a
+    `key` (see `module_key`) of what the text is printed from, `text` may be a function that
+    prints it, called only when the module must be compiled."""
+    key = module_key(text) if key is None else key
     module = _modules.get(key)
     if module is not None:
         return module
@@ -173,22 +180,25 @@ def compile_module(text: str, name: str) -> NativeModule:
     return module
 
 
-def _load_or_compile(text: str, name: str, key: str) -> NativeModule:
+def _load_or_compile(text, name: str, key: str) -> NativeModule:
     start = time.perf_counter()
     directory = native_dir()
     path = os.path.join(directory, f"k_{key}.o") if directory else None
-    data = _read(path) if path else None
-    from_disk = data is not None
-    if data is None:
+    cached = _read(path) if path else None
+    from_disk = cached is not None
+    if cached is None:
+        text = text() if callable(text) else text
+        externals = _externals(text)
         data = compile_object(text)
         if path is not None:
-            _write(path, data, directory)
-    elif path is not None:
+            _write(path, externals, data, directory)
+    else:
+        externals, data = cached
         with contextlib.suppress(OSError):
             os.utime(path)  # used now: the last to be evicted
     llvm = _llvm()
     engine = _engine()
-    _resolve_externals(text)
+    _resolve(externals)
     engine.add_object_file(llvm.ObjectFileRef.from_data(data))
     engine.finalize_object()
     return NativeModule(name, key, from_disk, time.perf_counter() - start, engine)
@@ -197,19 +207,27 @@ def _load_or_compile(text: str, name: str, key: str) -> NativeModule:
 _resolved: set[str] = set()
 
 
-def _resolve_externals(text: str) -> None:
-    """Tell LLVM where the C functions a module declares are (libm's, for TRACEGRAD_MATH=libm
-    kernels and the functions without a vectorised version): this process has them loaded."""
+def _externals(text: str) -> list[str]:
+    """The C functions a module's text declares (libm's, for TRACEGRAD_MATH=libm kernels and
+    the functions without a vectorised version)."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith("declare "):
+            at = line.find("@")
+            symbol = line[at + 1 : line.find("(", at)].strip('"')
+            if not symbol.startswith((VMATH_PREFIX, "llvm.")):
+                found.append(symbol)
+    return found
+
+
+def _resolve(externals: list[str]) -> None:
+    """Tell LLVM where the C functions a module calls are: this process has them loaded."""
     import ctypes
 
     llvm = _llvm()
     process = None
-    for line in text.splitlines():
-        if not line.startswith("declare "):
-            continue
-        at = line.find("@")
-        symbol = line[at + 1 : line.find("(", at)].strip('"')
-        if symbol in _resolved or symbol.startswith((VMATH_PREFIX, "llvm.")):
+    for symbol in externals:
+        if symbol in _resolved:
             continue
         if process is None:
             process = ctypes.CDLL(None)
@@ -255,8 +273,8 @@ def optimised_ir(text: str) -> str:
     return str(optimised_module(text))
 
 
-def _read(path: str) -> bytes | None:
-    """A cached object file's code if it is whole and trusted, else None."""
+def _read(path: str) -> tuple[list[str], bytes] | None:
+    """A cached object file's external symbols and code, if it is whole and trusted."""
     if not os.path.exists(path) or not safe_file(path):
         return None
     try:
@@ -265,19 +283,24 @@ def _read(path: str) -> bytes | None:
     except OSError:
         return None
     head = len(_MAGIC) + _DIGEST
-    if not blob.startswith(_MAGIC) or len(blob) <= head:
+    body = blob[head:]
+    if (
+        not blob.startswith(_MAGIC)
+        or len(body) < 4
+        or hashlib.sha256(body).digest() != blob[len(_MAGIC) : head]
+    ):
         log.warning("tracegrad: the cached machine code %s is damaged: compiling it again", path)
         return None
-    digest, data = blob[len(_MAGIC) : head], blob[head:]
-    if hashlib.sha256(data).digest() != digest:
-        log.warning("tracegrad: the cached machine code %s is damaged: compiling it again", path)
-        return None
-    return data
+    n = int.from_bytes(body[:4], "little")
+    names = body[4 : 4 + n].decode()
+    return (names.split("\n") if names else []), body[4 + n :]
 
 
-def _write(path: str, data: bytes, directory: str) -> None:
+def _write(path: str, externals: list[str], data: bytes, directory: str) -> None:
+    names = "\n".join(externals).encode()
+    body = len(names).to_bytes(4, "little") + names + data
     try:
-        write_atomically(path, _MAGIC + hashlib.sha256(data).digest() + data)
+        write_atomically(path, _MAGIC + hashlib.sha256(body).digest() + body)
     except OSError as exc:
         log.warning("tracegrad: cannot write the machine code cache at %s (%s)", directory, exc)
         return

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import time
 
 import numpy as np
@@ -63,36 +64,79 @@ def declare_vmath(printer, name: str, dtype) -> ir.Function:
     return printer.declare(vmath_ir.symbol(name, np.dtype(dtype)), fnty)
 
 
-def native_kernel(loop, src: KernelSource, nch: int, mode: str, names: dict, label: str):
+@functools.lru_cache(maxsize=1)
+def printer_version() -> str:
+    """A hash of the code that turns a loop into LLVM IR (part of each kernel's cache key)."""
+    from ...base import cache_files
+    from ...fusion import loop_ir
+
+    here = os.path.dirname(__file__)
+    files = [os.path.join(here, n) for n in ("kernels.py", "printer.py", "scalars.py")]
+    return cache_files.source_hash([*files, lower_cpu.__file__, loop_ir.__file__])
+
+
+def native_kernel(
+    loop, src: KernelSource, nch: int, ints, floats, mode: str, names: dict, label: str
+):
     """The kernel of `loop` as a Python function taking the Numba kernel's arguments, compiled
-    through llvmlite; None when the printer cannot write it."""
+    through llvmlite; None when the printer cannot write it.
+
+    The kernel's machine code is keyed by what it is printed from, so that a kernel found on
+    disk is loaded without printing it: the kernel's Numba source (the loop, the dtypes and the
+    versions), the run-time arguments of that source which the native kernel has written in
+    (`ints`: sizes and offsets; `floats`: constants), the arrays' shapes, the chunks, the math
+    mode and the printer's own code."""
     if not layout_ok():
-        return None
-    kernel = lower_cpu.lower(loop, render.Notes(names))
-    pair_math(kernel, loop.op_types(), mode)
-    try:
-        printed = print_kernel(kernel, loop.shape, nch, mode, declare_vmath)
-    except Unsupported as exc:
-        log.debug("tracegrad: kernel %s goes to Numba: %s", label, exc)
         return None
     from . import engine
 
+    shapes = [tuple(b.shape) for b in src.arrays] + [tuple(p[1]) for p in src.partials]
+    origin = "\n; ".join(
+        [
+            src.module,
+            f"shape {tuple(loop.shape)} nch {nch} mode {mode} printer {printer_version()}",
+            f"arrays {shapes}",
+            f"ints {np.asarray(ints, np.int64).tobytes().hex()}",
+            f"floats {np.asarray(floats, np.float64).tobytes().hex()}",
+        ]
+    )
+    key = engine.module_key(origin)
+    name = f"tg_{key[:24]}"
+    if key in _refused:
+        return None
+
+    def print_it() -> str:
+        kernel = lower_cpu.lower(loop, render.Notes(names))
+        pair_math(kernel, loop.op_types(), mode)
+        kernel_ir = print_kernel(kernel, loop.shape, nch, mode, declare_vmath)
+        return kernel_ir.text.replace(kernel_ir.name, name)
+
     start = time.perf_counter()
-    had = engine.in_memory(printed.text)
-    module = engine.compile_module(printed.text, printed.name)
+    had = engine.in_memory_key(key)
+    try:
+        module = engine.compile_module(print_it, name, key)
+    except Unsupported as exc:
+        _refused.add(key)
+        log.debug("tracegrad: kernel %s goes to Numba: %s", label, exc)
+        return None
     how = (
         progress.IN_MEMORY if had else progress.FROM_DISK if module.from_disk else progress.COMPILED
     )
     progress.kernel_compiled(label, time.perf_counter() - start, how)
-    n = len(printed.arrays)
+    n = len(src.arrays) + len(src.partials)
     proto = ctypes.CFUNCTYPE(
         ctypes.c_int32, *([ctypes.py_object] * n), ctypes.c_int64, ctypes.c_int64, ctypes.c_int64
     )
-    fn = proto(module.address(printed.name + "_py"))
-    return _wrapper(fn, src, module, printed)
+    fn = proto(module.address(name + "_py"))
+    kernel = _wrapper(fn, src, module)
+    kernel.c_entry = module.address(name)  # void(i8** data, first, last, finish)
+    return kernel
 
 
-def _wrapper(fn, src: KernelSource, module, printed):
+_refused: set[str] = set()  # kernels the printer cannot write, by key
+
+
+def _wrapper(fn, src: KernelSource, module):
     """A function with the Numba kernel's parameters (arrays, then `src.params`) that calls the
     native entry with the arrays and partial results, or the Numba kernel when it refuses."""
     arrays = [f"b{k}" for k in range(len(src.arrays))]
@@ -115,10 +159,8 @@ def _wrapper(fn, src: KernelSource, module, printed):
     ns = {"_native": fn, "_numba": numba_version}
     exec(compile(source, "<tracegrad native kernel>", "exec"), ns)
     kernel = ns["kernel"]
-    kernel.native = module  # kept alive with the function; `llvm_ir` shows it
-    kernel.llvm_ir = printed.text
+    kernel.native = module
     kernel.ctypes_function = fn
-    kernel.c_entry = module.address(printed.name)  # void(i8** data, first, last, finish)
     return kernel
 
 
