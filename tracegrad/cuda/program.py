@@ -17,6 +17,7 @@ from .. import fusion, ir, passes
 from ..fusion import limits, render
 from ..base import cache
 from . import device as dev
+from . import device_loops
 from .. import primitives as P
 from .kernels import DEVICE_FUNCTIONS, Kernels, library_source, loop_kernels, matmul_kernel
 from ..fusion import EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
@@ -172,14 +173,13 @@ def _driver(plan: Plan, steps, scratch, names: dict) -> str:
             lines.append(f"    {step.out.name} = _rt.view({step.src.name}, {j})")
         elif isinstance(step, EvalStep):
             args = ", ".join(b.name for b in step.args)
-            lines.append(
-                f"    # {names.get(step.out.var, '?')} = {step.node.prim.name}: "
-                + (
-                    "zeros, then a strided copy"
-                    if _inverse_view(step.node) is not None
-                    else "on the host (no kernel for it)"
-                )
-            )
+            if _inverse_view(step.node) is not None:
+                how = "zeros, then a strided copy"
+            elif device_loops.runs_on_device(step.node):
+                how = "on the device, its graphs' kernels launched step after step"
+            else:
+                how = "on the host (no kernel for it)"
+            lines.append(f"    # {names.get(step.out.var, '?')} = {step.node.prim.name}: {how}")
             lines.append(f"    _rt.evaluate({j}, {step.out.name}, [{args}])")
     lines.append(f"    return [{', '.join(b.name for b in plan.outputs)}]")
     return "\n".join(lines)
@@ -199,10 +199,12 @@ def _library(salt: str):
 class _Runtime:
     """What the generated driver calls besides kernels: views, copies, host evaluation."""
 
-    def __init__(self, plan: Plan, cfg: dev.LaunchConfig, salt: str):
+    def __init__(self, plan: Plan, cfg: dev.LaunchConfig, salt: str, in_loop: bool = False):
         self.plan, self.cfg, self.salt = plan, cfg, salt
+        self.in_loop = in_loop  # the program is a loop's body (or a graph inside one)
         self.steps = plan.steps
         self._impls: dict[int, Callable] = {}
+        self._device_runners: dict[int, device_loops.Runner | None] = {}
 
     @property
     def lib(self):
@@ -266,16 +268,26 @@ class _Runtime:
             target = self.strided(out, inverse, params, node.out.shape, node.inputs[0].shape)
             self.copy_into(args[0], target)
             return
+        device_runner = self._device_runner(j, node)
+        if device_runner is not None:  # a loop or conditional: its carries stay on the device
+            device_runner(out, args)
+            return
         _log("tracegrad: cuda: %s runs on the host (a copy each way)", node.prim.name)
         host = [self.to_host(a, b.shape) for a, b in zip(args, step.args, strict=True)]
         with np.errstate(all="ignore"):
             value = np.asarray(self._impl(j, node)(*host), dtype=step.out.dtype)
         out.copy_to_device(np.ascontiguousarray(value).reshape(dev.internal_shape(value.shape)))
 
+    def _device_runner(self, j: int, node) -> device_loops.Runner | None:
+        """How step j runs on the device when it is a loop or conditional (its graphs compiled
+        when the step first runs), else None."""
+        if j not in self._device_runners:
+            self._device_runners[j] = device_loops.runner(node, compile_subgraph, self)
+        return self._device_runners[j]
+
     def _impl(self, j: int, node) -> Callable:
-        """The host function for step j: the primitive's reference implementation, or for a loop
-        or conditional, a host loop over its graphs compiled for the device (each step's kernels
-        launched from the host; carries cross to the host between steps)."""
+        """The host function for step j: the primitive's reference implementation, or what its
+        `run_compiled` facet makes (a scatter-add's compiled host loop)."""
         if j not in self._impls:
             if node.prim.run_compiled is not None:
                 self._impls[j] = node.prim.run_compiled(node, compile_subgraph)
@@ -328,7 +340,14 @@ def _contiguous(shape, strides, itemsize) -> bool:
 class CudaProgram:
     """A compiled graph: call it with the input arrays (host or device), get the outputs."""
 
-    def __init__(self, graph: Graph, plan: Plan, cfg: dev.LaunchConfig, load: bool = True):
+    def __init__(
+        self,
+        graph: Graph,
+        plan: Plan,
+        cfg: dev.LaunchConfig,
+        load: bool = True,
+        in_loop: bool = False,
+    ):
         self.graph, self.plan, self.cfg = graph, plan, cfg
         self.salt = _salt(cfg)
         self.text, self.steps, self.scratch = _module_text(plan, graph, cfg, self.salt)
@@ -341,12 +360,21 @@ class CudaProgram:
         if load:
             self.module = cache.load_module(self.text)
             dev.prepare_kernels(self.module)
-            self._rt = _Runtime(plan, cfg, self.salt)
+            self._rt = _Runtime(plan, cfg, self.salt, in_loop)
             self._consts = [dev.to_device(b.value) for b in self.arguments if b.role == "const"]
 
     def source(self) -> str:
         """The readable program: the plan, every kernel (a comment per node) and the driver."""
         return self.text
+
+    def host_steps(self) -> list[str]:
+        """The primitives of the steps that run on the host (a copy each way)."""
+        return host_steps(self.plan)
+
+    def hazards(self) -> list[str]:
+        """What makes it unsafe to run the program on values it was not meant for (see
+        `hazards`); empty when it is safe."""
+        return hazards(self.plan)
 
     def _allocate(self, role: str) -> list:
         return [dev.empty(b.shape, b.dtype) for b in self.arguments if b.role == role]
@@ -360,11 +388,37 @@ class CudaProgram:
                 inputs.append(dev.as_shape(dev.adopt(a), b.shape))
             else:
                 inputs.append(dev.to_device(np.asarray(a, dtype=b.dtype)))
+        return self._launch(inputs, on_device, internal=False)
+
+    def run_on_device(self, inputs: Sequence, into: dict[int, object] | None = None) -> list:
+        """Run on device arrays in their internal shapes (a 0-d value as a 1-element array), as a
+        loop's body does step after step; nothing crosses to the host.
+
+        The results are device arrays in internal shapes too, never an input, a constant or a
+        scratch buffer, so the next step may read them while it writes its own. `into` maps
+        result numbers to device arrays to write them into (a row of a loop's stacked result,
+        the carry buffer the next step reads): a result of that array's dtype and shape is
+        that array (its kernels write there, or it is copied there); others come back fresh."""
+        inputs = [dev.as_shape(a, b.shape) for b, a in zip(self.plan.inputs, inputs, strict=True)]
+        return self._launch(inputs, True, internal=True, into=self._fitting(into or {}))
+
+    def _fitting(self, into: dict[int, object]) -> dict[int, object]:
+        """The entries of `into` whose array has its result's dtype and internal shape."""
+        outputs = self.plan.outputs
+        return {
+            k: a
+            for k, a in into.items()
+            if a is not None
+            and a.dtype == outputs[k].dtype
+            and dev.layout(a)[0] == dev.internal_shape(outputs[k].shape)
+        }
+
+    def _launch(self, inputs: list, on_device: bool, internal: bool, into=None) -> list:
         with self._lock:
             if self._temps is None:
                 self._temps = self._allocate("temp")
             if on_device:
-                outputs = [r.take() for r in self._recyclers]
+                outputs = self._device_outputs(into or {})
             else:
                 if self._host_outputs is None:
                     self._host_outputs = self._allocate("output")
@@ -374,28 +428,77 @@ class CudaProgram:
                     results = self.module.run(
                         self._rt, *inputs, *self._consts, *self._temps, *outputs
                     )
-                    return self._deliver(results, outputs, on_device)
+                    return self._deliver(results, outputs, on_device, internal, into)
             results = self.module.run(self._rt, *inputs, *self._consts, *self._temps, *outputs)
-            return self._deliver(results, outputs, on_device)
+            return self._deliver(results, outputs, on_device, internal, into)
 
-    def _deliver(self, results: list, outputs: list, on_device: bool) -> list:
+    def _device_outputs(self, into: dict[int, object]) -> list:
+        """The arrays the kernels write the results into: the caller's where `into` names one
+        for a result that is an output buffer of its own, else one from its recycler."""
+        outputs = self.plan.outputs
+        given = {
+            id(outputs[k]): a
+            for k, a in into.items()
+            if outputs[k].role == "output" and outputs.count(outputs[k]) == 1
+        }
+        return [
+            r.take() if given.get(id(r.buffer)) is None else given[id(r.buffer)]
+            for r in self._recyclers
+        ]
+
+    def _deliver(
+        self, results: list, outputs: list, on_device: bool, internal: bool, into=None
+    ) -> list:
         owned = {id(a) for a in outputs} if on_device else set()
         given: set[int] = set()
         final = []
-        for b, arr in zip(self.plan.outputs, results, strict=True):
+        for k, (b, arr) in enumerate(zip(self.plan.outputs, results, strict=True)):
             if on_device:
-                if id(arr) not in owned or id(arr) in given:
+                target = into.get(k) if into else None
+                if target is not None and arr is not target:
+                    self._rt.copy_into(arr, target)  # where the caller wants it
+                    arr = target
+                elif id(arr) not in owned or id(arr) in given:
                     arr = self._rt.copy(arr)  # an input, a constant, a view, scratch or a repeat
                 given.add(id(arr))
-                final.append(dev.user_array(arr, b.shape))
+                final.append(arr if internal else dev.user_array(arr, b.shape))
             else:
                 final.append(self._rt.to_host(arr, b.shape))
         return final
 
 
-def compile_subgraph(graph: Graph) -> Callable:
-    """A graph a node holds (a loop body), optimised and compiled for the device."""
-    return build(passes.optimize(graph))
+def host_steps(plan: Plan) -> list[str]:
+    """The primitives of the plan's steps that run on the host (their operands are copied there
+    and their result back)."""
+    return [
+        step.node.prim.name
+        for step in plan.steps
+        if isinstance(step, EvalStep)
+        and _inverse_view(step.node) is None
+        and not device_loops.runs_on_device(step.node)
+    ]
+
+
+def hazards(plan: Plan) -> list[str]:
+    """What makes it unsafe to run a plan on values it was not meant for (the branch of a cond
+    that is not taken, a while loop's step past its last), by primitive: a step on the host
+    (it may raise: an index out of range), a loop whose trip count is a run-time value (it may
+    not end); in the plan or in the graphs its scans and conds hold. Kernels raise nothing:
+    they give nan and inf, and their reads are in range whatever the values."""
+    found = host_steps(plan)
+    for step in plan.steps:
+        if isinstance(step, EvalStep) and device_loops.runs_on_device(step.node):
+            if not device_loops.ends(step.node):
+                found.append(step.node.prim.name)
+                continue
+            for graph in device_loops.held_graphs(step.node):
+                found += hazards(plan_graph(passes.optimize(graph)))
+    return found
+
+
+def compile_subgraph(graph: Graph, in_loop: bool = False) -> Callable:
+    """A graph a node holds (a loop body: `in_loop`), optimised and compiled for the device."""
+    return build(passes.optimize(graph), in_loop=in_loop)
 
 
 def plan_graph(graph: Graph) -> Plan:
@@ -403,6 +506,8 @@ def plan_graph(graph: Graph) -> Plan:
     return fusion.plan(graph, supports)
 
 
-def build(graph: Graph, cfg: dev.LaunchConfig | None = None, load: bool = True) -> CudaProgram:
+def build(
+    graph: Graph, cfg: dev.LaunchConfig | None = None, load: bool = True, in_loop: bool = False
+) -> CudaProgram:
     cfg = dev.launch_config() if cfg is None else cfg
-    return CudaProgram(graph, plan_graph(graph), cfg, load=load)
+    return CudaProgram(graph, plan_graph(graph), cfg, load=load, in_loop=in_loop)
