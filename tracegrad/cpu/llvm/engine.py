@@ -106,7 +106,7 @@ def _engine():
 def _salt() -> str:
     import llvmlite
 
-    from ... import __version__
+    from ...base import __version__
 
     name, features = cpu()
     llvm_version = ".".join(map(str, _llvm().llvm_version_info))
