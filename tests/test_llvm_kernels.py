@@ -82,8 +82,85 @@ EDGE = {
     "b": [True, False] * 9,
 }  # fmt: skip
 
-UNARY = ["negative", "positive", "absolute", "sign", "square", "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfinite", "signbit", "logical_not", "invert", "reciprocal", "deg2rad", "rad2deg", "sinc", "fabs"]
-BINARY = ["add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "remainder", "mod", "fmod", "power", "maximum", "minimum", "fmax", "fmin", "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2", "heaviside", "greater", "greater_equal", "less", "less_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]
+UNARY = [
+    "negative",
+    "positive",
+    "absolute",
+    "sign",
+    "square",
+    "sqrt",
+    "cbrt",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sin",
+    "cos",
+    "tan",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "floor",
+    "ceil",
+    "trunc",
+    "rint",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "signbit",
+    "logical_not",
+    "invert",
+    "reciprocal",
+    "deg2rad",
+    "rad2deg",
+    "sinc",
+    "fabs",
+]
+BINARY = [
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "true_divide",
+    "floor_divide",
+    "remainder",
+    "mod",
+    "fmod",
+    "power",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "arctan2",
+    "hypot",
+    "copysign",
+    "logaddexp",
+    "logaddexp2",
+    "heaviside",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "equal",
+    "not_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "left_shift",
+    "right_shift",
+]
 
 
 def _values(dtype) -> np.ndarray:
@@ -372,3 +449,16 @@ def test_kernels_of_one_source_with_other_constants_offsets_or_shapes_are_kept_a
         assert done.returncode == 0, done.stderr
         errors = json.loads(done.stdout.strip().splitlines()[-1])
         assert max(errors) < 1e-13, errors
+
+
+def test_copies_of_other_dtypes_are_kept_apart(monkeypatch):
+    # a kernel that only copies has one Numba source for every dtype (Numba's kernels take any
+    # arrays), so the dtypes are part of a native kernel's key: float64 first, then complex128
+    # (which Numba compiles) and int32 must not run the float64 copy
+    monkeypatch.setenv("TRACEGRAD_CPU_COMPILER", "llvm")
+    for dtype in (np.float64, np.complex128, np.int32, np.float32):
+        a = (np.arange(6).reshape(2, 3) * (1 - 2j if dtype == np.complex128 else 1)).astype(dtype)
+        b = (np.arange(6).reshape(3, 2) + 1).astype(dtype)
+        np.testing.assert_array_equal(tg.jit(np.vdot, backend="cpu")(a, b), np.vdot(a, b))
+        got = tg.jit(lambda x: x[1:, ::-1].copy(), backend="cpu")(a)
+        np.testing.assert_array_equal(got, a[1:, ::-1])

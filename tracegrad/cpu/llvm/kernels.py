@@ -90,12 +90,14 @@ def native_kernel(
         return None
     from . import engine
 
-    shapes = [tuple(b.shape) for b in src.arrays] + [tuple(p[1]) for p in src.partials]
+    # (Numba's source names no dtype where it only copies: its kernels take any arrays)
+    shapes = [(tuple(b.shape), np.dtype(b.dtype).str) for b in src.arrays]
+    shapes += [(tuple(p[1]), np.dtype(p[2]).str) for p in src.partials]
     origin = "\n; ".join(
         [
             src.module,
             f"shape {tuple(loop.shape)} nch {nch} mode {mode} printer {printer_version()}",
-            f"arrays {shapes}",
+            f"arrays {shapes}",  # shapes and dtypes
             f"ints {np.asarray(ints, np.int64).tobytes().hex()}",
             f"floats {np.asarray(floats, np.float64).tobytes().hex()}",
         ]
