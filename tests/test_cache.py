@@ -36,6 +36,7 @@ def fresh_cache(tmp_path, monkeypatch):
     directory = tmp_path / "cache"
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(directory))
     monkeypatch.setattr(cache, "_modules", {})
+    monkeypatch.setattr(cache, "_loaded_hooks", [])  # Numba modules only, as counted
     tg.clear_programs()
     yield directory
     tg.clear_programs()
@@ -100,6 +101,7 @@ def test_an_entry_others_can_write_to_is_replaced(fresh_cache, monkeypatch):
 def test_off_keeps_kernels_in_memory(monkeypatch):
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", "off")
     monkeypatch.setattr(cache, "_modules", {})
+    monkeypatch.setattr(cache, "_loaded_hooks", [])  # Numba modules only, as counted
     tg.clear_programs()
     np.testing.assert_allclose(tg.grad(f, backend="cpu")(np.ones(2)), np.cos(1) - np.sin(1))
     assert tg.cache_info().directory is None and tg.cache_info().loaded == 1

@@ -19,6 +19,11 @@ from tracegrad import primitives as P
 F64 = np.dtype(np.float64)
 
 
+@pytest.fixture(autouse=True)
+def _numba(numba_compiler):
+    """These are tests of Numba's cached machine code (see conftest.numba_compiler)."""
+
+
 @pytest.fixture
 def cached_program(tmp_path, monkeypatch):
     """A cpu program whose kernel module comes from a warm disk cache, not called yet (its first

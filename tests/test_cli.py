@@ -512,6 +512,9 @@ def fresh_disk_cache(tmp_path, monkeypatch):
     """An empty disk cache folder, and a function whose kernels no earlier test compiled."""
     cache = pytest.importorskip("tracegrad.base.cache")
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "tgcache"))
+    # Numba's kernel modules, which the listing describes from their source (the native
+    # kernels' entries: tests/test_llvm_kernels.py)
+    monkeypatch.setenv("TRACEGRAD_CPU_COMPILER", "numba")
     scale = 1.0 + int.from_bytes(tmp_path.name.encode()[-4:], "little") / 2**40  # unique source
     return cache, lambda x: np.sum(np.sin(x) * scale)
 

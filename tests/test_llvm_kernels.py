@@ -462,3 +462,20 @@ def test_copies_of_other_dtypes_are_kept_apart(monkeypatch):
         np.testing.assert_array_equal(tg.jit(np.vdot, backend="cpu")(a, b), np.vdot(a, b))
         got = tg.jit(lambda x: x[1:, ::-1].copy(), backend="cpu")(a)
         np.testing.assert_array_equal(got, a[1:, ::-1])
+
+
+def test_cache_info_and_list_count_native_kernels(tmp_path, monkeypatch):
+    from tracegrad.base import cache
+
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRACEGRAD_CPU_COMPILER", "llvm")
+    assert cache.info().entries == 0
+    scale = 1.0 + int.from_bytes(tmp_path.name.encode()[-4:], "little") / 2**40  # a new kernel
+    tg.grad(lambda x: np.sum(np.sin(x) * scale), backend="cpu")(np.ones(4))
+    objects = sorted((tmp_path / "cache" / "native").glob("k_*.o"))
+    assert objects and cache.info().entries == len(objects)
+    assert cache.info().bytes >= sum(p.stat().st_size for p in objects)
+    native = [e for e in cache.entries() if "native kernel" in e.summary]
+    assert sorted(e.key for e in native) == sorted(p.name[2:-2] for p in objects)
+    tg.clear_cache()
+    assert not list((tmp_path / "cache" / "native").glob("k_*.o"))

@@ -57,11 +57,14 @@ def net(request):
     """The network's value_and_grad compiled once per dtype, on two threads."""
     real = cpu_program._threads
     cpu_program._threads = lambda: 2
+    numba = pytest.MonkeyPatch()  # (module-scoped: before the tests' own fixtures)
+    numba.setenv("TRACEGRAD_CPU_COMPILER", "numba")
     try:
         args = _net_args(np.random.default_rng(5), 1024, request.param)
         program = _compile(GRAD, *args)
     finally:
         cpu_program._threads = real
+        numba.undo()
     return program, args
 
 

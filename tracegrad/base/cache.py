@@ -281,30 +281,44 @@ class CacheInfo:
         )
 
 
+def native_dir_path(directory: str) -> str:
+    """The folder of the native kernels' object code beside the kernel modules' `directory`
+    (cpu/llvm/engine.py writes it)."""
+    return os.path.join(os.path.dirname(directory), "native")
+
+
 def info(programs: int = 0) -> CacheInfo:
     directory = kernels_dir()
     count = size = 0
     if directory is not None:
-        for root, _, files in os.walk(directory):
+        native = native_dir_path(directory)
+        for root, _, files in [*os.walk(directory), *os.walk(native)]:
             for name in files:
                 if name.startswith("k_"):
                     try:
                         size += os.lstat(os.path.join(root, name)).st_size
                     except OSError:
                         continue
-                    if root == directory and name.endswith(".py"):
+                    if (root == directory and name.endswith(".py")) or (
+                        root == native and name.endswith(".o")
+                    ):
                         count += 1
     root = os.path.dirname(directory) if directory else None
-    return CacheInfo(root, count, size, len(_modules), programs)
+    loaded = len(_modules) + sum(count_loaded() for count_loaded in _loaded_hooks)
+    return CacheInfo(root, count, size, loaded, programs)
 
 
 _clear_hooks: list = []  # other kernel caches' `forget the memory` functions (cpu/llvm/engine)
+_loaded_hooks: list = []  # and their `how many are loaded` functions
 
 
-def on_clear(forget) -> None:
-    """Have `clear` call `forget()` too: a kernel cache of another module (its files live in a
-    folder of their own beside `kernels/`, which `clear` empties as well)."""
+def on_clear(forget, loaded=None) -> None:
+    """Have `clear` call `forget()` too, and `info` count `loaded()`: a kernel cache of another
+    module (its files live in a folder of their own beside `kernels/`, `native/`, which `clear`
+    empties and `info` and `entries` count as well)."""
     _clear_hooks.append(forget)
+    if loaded is not None:
+        _loaded_hooks.append(loaded)
 
 
 def clear(disk: bool = True) -> None:
@@ -317,7 +331,7 @@ def clear(disk: bool = True) -> None:
         directory = kernels_dir() if disk else None
         if directory is None:
             return
-        native = os.path.join(os.path.dirname(directory), "native")
+        native = native_dir_path(directory)
         for root, _, files in [*os.walk(directory), *os.walk(native)]:
             for name in files:
                 if name.startswith(("k_", ".tmp-")):
@@ -447,5 +461,23 @@ def entries() -> list[CacheEntry]:
         found.append(
             CacheEntry(key, backend, summary, sources, signatures, shapes, size, st.st_mtime)
         )
+    native = native_dir_path(directory)
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(native):
+            if entry.name.startswith("k_") and entry.name.endswith(".o"):
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    found.append(
+                        CacheEntry(
+                            entry.name[2:-2],
+                            "cpu",
+                            "1 native kernel (machine code)",
+                            (),
+                            (),
+                            (),
+                            st.st_size,
+                            st.st_mtime,
+                        )
+                    )
     found.sort(key=lambda e: e.last_used, reverse=True)
     return found

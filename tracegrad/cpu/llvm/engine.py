@@ -160,7 +160,7 @@ def clear_memory() -> None:
 
 
 _retired: list = []
-cache.on_clear(clear_memory)
+cache.on_clear(clear_memory, lambda: len(_modules))
 
 
 def compile_module(text, name: str, key: str | None = None) -> NativeModule:
