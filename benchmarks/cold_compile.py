@@ -10,12 +10,16 @@ Each measurement is a new process running one program of vs_jax_programs.py once
   for each run) and tiering off (TRACEGRAD_TIERED=0: the first call compiles before it
   returns), so `first` is trace + differentiate + compile + run; JAX's `jax.jit` of the same
   function, compile and first call (JAX keeps no compilation cache unless asked to);
+- **llvm+vmath IR**: the llvm compiler cold, but with the LLVM IR of tracegrad's vmath
+  functions (which the llvm compiler takes from Numba once and keeps in the cache folder, under
+  vmath_ir/) copied into the new folder from an untimed run of every program first: what a cold
+  kernel costs when only vmath's IR is already built (`--no-vmath-seed` leaves it out);
 - **warm** (W1 and the thin MLP): a second tracegrad process given the folder the cold one
   left (kernels and traced programs on disk), timed from just before the process starts to
   its first result: Python's start, `import numpy`, `import tracegrad`, loading, the call.
 
 Configurations run interleaved: each round runs every program under tracegrad-llvm,
-tracegrad-numba and JAX, the order of the three rotating from round to round. Medians over the
+tracegrad-numba, llvm+vmath IR and JAX, the order rotating from round to round. Medians over the
 rounds are reported, with tracegrad's time over JAX's and the largest difference between their
 values (each element's difference relative to the largest magnitude of its array), and each
 child's import time (NumPy and the library). Python's bytecode of both libraries is written
@@ -86,6 +90,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--jax-python", default=vp.DEFAULT_JAX, help="an interpreter with jax")
     parser.add_argument("--json", help="write every run and the summary to this file")
+    parser.add_argument(
+        "--no-vmath-seed",
+        action="store_true",
+        help=f"leave out {SEEDED} (llvm, cold kernels with vmath's IR already on disk)",
+    )
     parser.add_argument("--small", action="store_true", help="tiny sizes (for tests)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds a child may take")
     args = parser.parse_args(argv)
@@ -94,8 +103,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+SEEDED = "tracegrad-llvm-vmath"  # llvm, with vmath's LLVM IR already in the cache folder
+SHORT = {"tracegrad-llvm": "llvm", "tracegrad-numba": "numba", SEEDED: "llvm+vmath IR"}
+
+
+def _short(config: str) -> str:
+    return SHORT.get(config, config)
+
+
+def _compiler(config: str) -> str:
+    return config.split("-")[1]
+
+
 def configurations(args) -> list[str]:
     configs = [f"tracegrad-{c}" for c in args.compilers]
+    if "llvm" in args.compilers and not args.no_vmath_seed:
+        configs.append(SEEDED)
     if os.path.exists(args.jax_python):
         configs.append("jax")
     return configs
@@ -106,7 +129,7 @@ def _run(config: str, program: str, args, cache_dir: str, save: str | None) -> d
         python, library, env = args.jax_python, "jax", vp.jax_env()
     else:
         python, library = sys.executable, "tracegrad"
-        env = vp.tracegrad_env(config.split("-", 1)[1], cache_dir)
+        env = vp.tracegrad_env(_compiler(config), cache_dir)
     load = os.getloadavg()[0]
     out = vp.run_child(
         python, library, program, "first", env, small=args.small, save=save, timeout=args.timeout
@@ -130,6 +153,11 @@ def measure(args) -> dict:
             if "error" in out:
                 failed[config] = out["error"]
                 print(f"{config} fails to start: {out['error']}", file=sys.stderr)
+        seed = None
+        if SEEDED in configs and SEEDED not in failed:  # vmath's IR of every program, untimed
+            seed = tempfile.mkdtemp(dir=scratch)
+            for program in args.programs:
+                _run(SEEDED, program, args, seed, None)
         for r in range(args.repeats):
             order = configs[r % len(configs) :] + configs[: r % len(configs)]
             for program in args.programs:
@@ -137,6 +165,10 @@ def measure(args) -> dict:
                     if config in failed or (config, program) in failed:
                         continue
                     cache = tempfile.mkdtemp(dir=scratch)
+                    if config == SEEDED and os.path.isdir(os.path.join(seed, "vmath_ir")):
+                        shutil.copytree(
+                            os.path.join(seed, "vmath_ir"), os.path.join(cache, "vmath_ir")
+                        )
                     save = None
                     if (program, config) not in saved:
                         save = os.path.join(scratch, f"{program}-{config}.npz")
@@ -147,7 +179,8 @@ def measure(args) -> dict:
                         failed[config, program] = out["error"]
                     elif save:
                         saved[program, config] = vp.load_values(save)
-                    if config != "jax" and program in WARM and "error" not in out:
+                    warm = config not in ("jax", SEEDED) and program in WARM
+                    if warm and "error" not in out:
                         warm = _run(config, program, args, cache, None)
                         runs.append(_record(r, program, config, "warm", warm))
                         print(_progress(runs[-1]), file=sys.stderr, flush=True)
@@ -275,6 +308,7 @@ def format_tables(raw: dict, summary: dict) -> str:
         f"during the runs; {raw['args']['repeats']} rounds, medians."
         if m.get("load") and summary.get("load")
         else f"Machine: {m['cpu']}, {m['cores']} cores; {raw['args']['repeats']} rounds.",
+        "",
         *(
             ["Small sizes (--small): not the sizes the labels name.", ""]
             if raw["args"]["small"]
@@ -283,9 +317,9 @@ def format_tables(raw: dict, summary: dict) -> str:
         "Cold first call (trace, differentiate, compile, run; after import), empty caches:",
         "",
     ]
-    head = ["program"] + mine + (["JAX jit"] if has_jax else [])
-    head += [f"{c.split('-')[1]} / JAX" for c in mine] if has_jax else []
-    head += [f"max rel. diff {c.split('-')[1]}" for c in mine]
+    head = ["program"] + [_short(c) for c in mine] + (["JAX jit"] if has_jax else [])
+    head += [f"{_short(c)} / JAX" for c in mine] if has_jax else []
+    head += [f"max rel. diff {_short(c)}" for c in mine]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for program in table:
         row = [LABELS.get(program, program)]
@@ -296,6 +330,7 @@ def format_tables(raw: dict, summary: dict) -> str:
         row += [_diff_cell(raw, program, c) for c in mine]
         lines.append("| " + " | ".join(row) + " |")
     warm_programs = [p for p in table if "warm" in table[p]]
+    mine = [c for c in mine if any(c in table[p]["warm"] for p in warm_programs)]
     if warm_programs:
         lines += [
             "",
@@ -304,8 +339,9 @@ def format_tables(raw: dict, summary: dict) -> str:
             "no cache:",
             "",
         ]
-        head = ["program"] + [f"{c} cold" for c in mine] + [f"{c} warm" for c in mine]
-        head += ["JAX jit"] + [f"{c.split('-')[1]} warm / JAX" for c in mine] if has_jax else []
+        head = ["program"] + [f"{_short(c)} cold" for c in mine]
+        head += [f"{_short(c)} warm" for c in mine]
+        head += ["JAX jit"] + [f"{_short(c)} warm / JAX" for c in mine] if has_jax else []
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for program in warm_programs:
             row = [LABELS.get(program, program)]
@@ -316,7 +352,7 @@ def format_tables(raw: dict, summary: dict) -> str:
                 row += [vp.fmt_ratio(ratios[program][c]["warm_total"]) for c in mine]
             lines.append("| " + " | ".join(row) + " |")
     lines += ["", "Import (NumPy and the library) in each child, median of all its runs:", ""]
-    lines += ["| " + " | ".join(configs) + " |", "|" + "---|" * len(configs)]
+    lines += ["| " + " | ".join(map(_short, configs)) + " |", "|" + "---|" * len(configs)]
     lines.append("| " + " | ".join(vp.fmt_seconds(summary["imports"][c]) for c in configs) + " |")
     for config, error in raw["failed_to_start"].items():
         lines.append(f"\n{config} did not start: {error}")
