@@ -79,7 +79,7 @@ def pytest_report_header(config):
     return [
         cuda,
         f"kernel cache: {SUITE_CACHE_DIR} ({run}; "
-        "on 2 cores a cold run takes 13-25 minutes, a warm one about 5-7)",
+        "on 2 cores a cold run takes 11-20 minutes, a warm one about 5-7)",
     ]
 
 
