@@ -23,6 +23,24 @@ def test_grad_argnums_tuple_returns_tuple(backend):
     assert (float(g[0]), float(g[1])) == (12.0, 4.0)
 
 
+def test_argnum_is_autograds_spelling_of_argnums(backend):
+    def loss(w, x, b):
+        return (w * x + b) ** 2
+
+    args = (2.0, 3.0, 1.0)
+    for make in (tg.grad, tg.value_and_grad, tg.jacobian):
+        expected = make(loss, argnums=(0, 2), backend=backend)(*args)
+        got = make(loss, argnum=(0, 2), backend=backend)(*args)
+        np.testing.assert_equal(got, expected)
+    assert float(tg.grad(argnum=1, backend=backend)(loss)(*args)) == 2 * 7.0 * 2.0
+    h = tg.hessian(lambda w, x: w**2 * x**3, argnum=1, backend=backend)(2.0, 3.0)
+    assert float(h) == 4.0 * 6 * 3.0
+    with pytest.raises(TypeError, match="argnums=1 and argnum=2: pass one of them"):
+        tg.grad(loss, argnums=1, argnum=2)
+    with pytest.raises(TypeError, match="argnums=1 and argnum=0"):
+        tg.hessian(loss, argnums=1, argnum=0)
+
+
 def test_decorator_with_arguments(backend):
     @tg.grad(argnums=1, backend=backend)
     def f(w, x, b):

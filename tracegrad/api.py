@@ -47,13 +47,29 @@ def _transform(kind: str):
         backend=None,
         taps=False,
         holomorphic=False,
+        *,
+        argnum=None,
     ):
+        argnums = _argnums(argnums, argnum, kind)
         options = (argnums, has_aux, static_argnums, backend, taps, holomorphic)
         if fun is None:  # used as @tg.grad(argnums=1)
             return lambda f: Transformed(f, kind, *options)
         return Transformed(fun, kind, *options)
 
     return make
+
+
+def _argnums(argnums, argnum, name: str):
+    """`argnum=` is HIPS autograd's spelling of `argnums=`: code written for autograd runs as it
+    is. Both given with different values is a mistake, said as such."""
+    if argnum is None:
+        return argnums
+    if argnums not in (0, argnum):
+        raise TypeError(
+            f"{name}() got argnums={argnums!r} and argnum={argnum!r}: pass one of them "
+            "(argnum is autograd's spelling of argnums)"
+        )
+    return argnum
 
 
 def grad(
@@ -64,6 +80,8 @@ def grad(
     backend=None,
     taps=False,
     holomorphic=False,
+    *,
+    argnum=None,
 ):
     """The gradient of a scalar function with respect to argument(s) `argnums`.
 
@@ -76,7 +94,8 @@ def grad(
     >>> float(tg.grad(lambda w, x: (w * x - 5.0) ** 2)(2.0, 3.0))
     6.0
     """
-    return _transform("grad")(fun, argnums, has_aux, static_argnums, backend, taps, holomorphic)
+    options = (argnums, has_aux, static_argnums, backend, taps, holomorphic)
+    return _transform("grad")(fun, *options, argnum=argnum)
 
 
 def value_and_grad(
@@ -87,6 +106,8 @@ def value_and_grad(
     backend=None,
     taps=False,
     holomorphic=False,
+    *,
+    argnum=None,
 ):
     """`(f(*args), grad(f)(*args))`, computed together in one program (`taps`, `holomorphic` as
     for grad).
@@ -97,11 +118,18 @@ def value_and_grad(
     (10.0, 6.0)
     """
     options = (argnums, has_aux, static_argnums, backend, taps, holomorphic)
-    return _transform("value_and_grad")(fun, *options)
+    return _transform("value_and_grad")(fun, *options, argnum=argnum)
 
 
 def jacobian(
-    fun=None, argnums=0, has_aux=False, static_argnums=(), backend=None, holomorphic=False
+    fun=None,
+    argnums=0,
+    has_aux=False,
+    static_argnums=(),
+    backend=None,
+    holomorphic=False,
+    *,
+    argnum=None,
 ):
     """d f / d x with shape `f(x).shape + x.shape`, all rows at once (one batched adjoint).
     Complex outputs need `holomorphic=True` (docs/complex.md).
@@ -112,10 +140,12 @@ def jacobian(
            [0., 4.]])
     """
     options = (argnums, has_aux, static_argnums, backend, False, holomorphic)
-    return _transform("jacobian")(fun, *options)
+    return _transform("jacobian")(fun, *options, argnum=argnum)
 
 
-def hessian(fun=None, argnums=0, static_argnums=(), backend=None, holomorphic=False):
+def hessian(
+    fun=None, argnums=0, static_argnums=(), backend=None, holomorphic=False, *, argnum=None
+):
     """Second derivatives: `jacobian(grad(f))`, shape `x.shape + x.shape` (`holomorphic` as
     for grad: f'' of a complex function of complex arguments).
 
@@ -124,6 +154,7 @@ def hessian(fun=None, argnums=0, static_argnums=(), backend=None, holomorphic=Fa
     array([[4., 2.],
            [2., 0.]])
     """
+    argnums = _argnums(argnums, argnum, "hessian")
     if fun is None:
         return lambda f: hessian(f, argnums, static_argnums, backend, holomorphic)
     options = (argnums, False, static_argnums, backend, False, holomorphic)
