@@ -46,7 +46,8 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     # the top floor: backends, the program store, persisted programs, tiered execution
     ("runtime", ("runtime",)),
     # the public API: the transforms and how a call reaches its program
-    ("api", ("", "api", "api_transforms", "calls", "checking", "dask")),
+    # (scipy.integrate differentiates the user's func with tg.vjp at run time)
+    ("api", ("", "api", "api_transforms", "calls", "checking", "dask", "scipy.integrate")),
     ("cli", ("cli", "examples", "__main__")),
 ]
 

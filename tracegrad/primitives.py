@@ -252,6 +252,10 @@ from .primitive_table.fft import (
     rfft_p as rfft_p,
     irfft_p as irfft_p,
 )
+from .primitive_table.odeint import (
+    odeint_p as odeint_p,
+    odeint_vjp_p as odeint_vjp_p,
+)
 
 # The rule-author surface: what a new entry is written with (as short as autograd's extend.py).
 # - `elementwise_primitive(name, impl, adjoint, scalar, ...)`: declare and register an elementwise

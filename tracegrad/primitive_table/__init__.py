@@ -6,5 +6,6 @@ the table's order and re-exports what the other stages use.
 - `ops.py`: the op constructors (NumPy semantics on IR values) and the helpers rules share;
 - `batching.py`: batching rules' plumbing;
 - the entries: `elementwise.py`, `special.py`, `piecewise.py`, `identities.py`, `reductions.py`,
-  `matmul.py`, `shape.py`, `indexing.py`, `random.py` (draws from a NumPy generator).
+  `matmul.py`, `shape.py`, `indexing.py`, `random.py` (draws from a NumPy generator),
+  `bessel.py`, `fft.py`, `odeint.py` (scipy.integrate.odeint and its adjoint, host steps).
 """
