@@ -97,10 +97,10 @@ def odeint(func: Callable, y0, t, args=(), **kwargs):
     leaves, tree = flatten(args)
     if isinstance(y0, (list, tuple)) and any(isinstance(v, Tracer) for v in flatten(y0)[0]):
         y0 = np.stack(y0)
-    if not any(isinstance(v, Tracer) for v in (y0, t, *leaves)):
-        return _scipy_integrate.odeint(func, y0, t, args=args, **kwargs)
-    source = user_source()
-    if kwargs.get("full_output"):
+    builder = ir.active_builder()
+    traced = any(isinstance(v, Tracer) for v in (y0, t, *leaves))
+    source = user_source() if builder is not None else None
+    if traced and kwargs.get("full_output"):
         raise TracingError(
             f"odeint: full_output is not supported on traced values{at(source)}: the solver's "
             "diagnostics are not values of the graph. Call odeint without it (or call "
@@ -109,10 +109,14 @@ def odeint(func: Callable, y0, t, args=(), **kwargs):
     arrays = [v for v in leaves if _is_operand(v)]
     static = [None if _is_operand(v) else (v,) for v in leaves]
     system = OdeSystem(func, kwargs, tree, static)
-    builder = ir.current_builder()
+    if builder is not None:  # inside a traced function: func must not read its traced values
+        y0_shape = y0.shape if isinstance(y0, Tracer) else np.shape(y0)
+        avals = [(y0_shape, None)] + [(a.shape, a.dtype) for a in arrays]
+        _refuse_outer_values(system, avals, builder, source)
+    if not traced:
+        return _scipy_integrate.odeint(func, y0, t, args=args, **kwargs)
     with ir.source_location(source):
         operands = [to_var(v, builder) for v in (y0, t, *arrays)]
-        _refuse_outer_values(system, operands, builder, source)
         out = P.emit(P.odeint_p, *operands, system=system, batch=0)
     return Tracer(out, builder)
 
@@ -122,14 +126,14 @@ def _is_operand(value: Any) -> bool:
     return isinstance(value, (Tracer, np.ndarray, np.generic))
 
 
-def _refuse_outer_values(system: OdeSystem, operands: Sequence, builder: ir.Builder, source):
+def _refuse_outer_values(system: OdeSystem, avals: list, builder: ir.Builder, source):
     """Trace `func` on stand-ins of its arguments: a traced value it reaches otherwise (a closure
     variable of the function being traced) is captured from the enclosing trace, and refused,
     since the node would hold its value and its derivative would be lost. Arrays it reads from
-    globals are read again at run time, by `func` itself."""
-    y0, _, *arrays = operands
-    size = int(np.prod(y0.shape))
-    avals = [((size,), F64), ((), F64)] + [(a.shape, a.dtype) for a in arrays]
+    globals are read again at run time, by `func` itself. `avals`: (shape, dtype) of y0 (whose
+    dtype is not read: func is given float64 values) and of the operand leaves of args."""
+    size = int(np.prod(avals[0][0]))
+    avals = [((size,), F64), ((), F64)] + avals[1:]
     _, treedef = flatten(tuple(range(len(avals))))
     try:
         _, _, captured = trace(system.rhs, avals, treedef)
@@ -185,13 +189,23 @@ class OdeSystem:
         n_args = sum(leaves[i].size for i in differentiable)
         args = self.args(leaves)
 
+        # where the float operand leaves are among all leaves of args (flatten's order)
+        operand_at = [j for j, s in enumerate(self.static) if s is None]
+        wanted = [operand_at[k] for k in differentiable]
+
         def augmented(state, s):
             # [y, a, a_t, a_args] -> [f(y, s), -a^T df/dy, -a^T df/ds, -a^T df/dargs]
             y, adjoint = state[:size], state[size : 2 * size]
-            dy, pull = vjp(self.rhs, y, np.float64(s), *leaves)
-            cts = pull(-adjoint)
-            parts = [dy, cts[0], np.reshape(cts[1], (1,))]
-            parts += [np.ravel(cts[2 + i]) for i in differentiable]
+            s = np.float64(s)
+            if self.tfirst:
+                dy, pull = vjp(self.func, s, y, *args)
+                ct_s, ct_y, *ct_args = pull(_like(dy, -adjoint))
+            else:
+                dy, pull = vjp(self.func, y, s, *args)
+                ct_y, ct_s, *ct_args = pull(_like(dy, -adjoint))
+            ct_leaves = flatten(tuple(ct_args))[0]
+            parts = [np.ravel(dy), np.ravel(ct_y), np.reshape(ct_s, (1,))]
+            parts += [np.ravel(ct_leaves[j]) for j in wanted]
             return np.concatenate(parts)
 
         options = self._backward_options(size, 2 * size + 1 + n_args)
@@ -228,6 +242,13 @@ class OdeSystem:
                 rest = np.full(n_state - 2 * size, np.min(tol))
                 options[key] = np.concatenate((tol, tol, rest))
         return options
+
+
+def _like(value, vector: np.ndarray):
+    """`vector` shaped as func's result `value` (an array, or a list of numbers)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(vector[i] for i in range(len(value)))
+    return np.reshape(vector, np.shape(value))
 
 
 def _args(tree: TreeDef, static: list, leaves: Sequence) -> tuple:
