@@ -9,10 +9,10 @@ plain checkout's folder) into two temporary folders and runs the example in a su
 (a) as written, under real autograd (`--autograd-python`, an interpreter where autograd is
 installed: it is never a dependency of tracegrad), (b) with only its imports rewritten
 (`autograd.numpy` -> `numpy`, `from autograd import grad` -> `from tracegrad import grad`,
-`autograd.scipy.stats` / `.special` -> `tracegrad.scipy.stats` / `.special`, which take traced
-values where SciPy's own do not, `autograd.scipy.integrate` -> `scipy.integrate`, and autograd's
-helpers -> the plain-NumPy stand-ins in benchmarks/autograd_examples_support.py). Both runs go
-through the same instrumentation (autograd_examples_support.drive): the gradient makers are
+`autograd.scipy.stats` / `.special` / `.integrate` -> `tracegrad.scipy.stats` / `.special` /
+`.integrate`, which take traced values where SciPy's own do not, and autograd's helpers -> the
+plain-NumPy stand-ins in benchmarks/autograd_examples_support.py). Both runs go through the same
+instrumentation (autograd_examples_support.drive): the gradient makers are
 wrapped to record the first top-level gradient call, the optimisers are capped at `--steps`
 iterations and `scipy.optimize.minimize` at `--steps` `maxiter` (the objective after each run is
 recorded), the global NumPy generator is seeded with 0, and plotting is made harmless (Agg, no
@@ -102,7 +102,7 @@ MODULES = {
     "autograd.numpy": "numpy",
     "autograd.numpy.random": "numpy.random",
     "autograd.numpy.linalg": "numpy.linalg",
-    "autograd.scipy.integrate": "scipy.integrate",
+    "autograd.scipy.integrate": "tracegrad.scipy.integrate",
     "autograd.scipy.signal": "scipy.signal",
     "autograd.scipy.stats": "tracegrad.scipy.stats",
     "autograd.scipy.special": "tracegrad.scipy.special",
