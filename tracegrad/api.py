@@ -256,11 +256,22 @@ def make_ir(fun: Callable, static_argnums=(), optimize: bool = True):
             as_array(leaf, n, name_of(transformed)) for leaf, n in zip(leaves, names, strict=True)
         ]
         from . import passes
-        from .tracing import branches
+        from .tracing import branches, indexed_arrays
+        from .tracing.scope import Scope
 
-        with branches.given_inputs(arrays if transformed.guards else None) as guards:
-            avals = [aval(a) for a in arrays]
-            graph, _, _ = transformed.build(avals, treedef, static, positions)
+        avals = [aval(a) for a in arrays]
+
+        def build(scope):
+            with branches.given_inputs(arrays if transformed.guards else None) as guards:
+                graph, _, _ = transformed.build(avals, treedef, static, positions, scope)
+            return graph, guards
+
+        def walk():  # for the arrays it indexes with traced values; captured arrays stay constants
+            scope = Scope.of(transformed, static)
+            scope.constants = True
+            return scope
+
+        _, (graph, guards) = indexed_arrays.build_with_stand_ins(walk, build)
         graph = passes.optimize(graph, lower=False) if optimize else graph
         graph.guards = tuple(guards)
         return graph

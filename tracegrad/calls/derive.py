@@ -20,7 +20,7 @@ from ..ir import Graph
 from ..runtime import program_cache, program_store, tiered
 from ..runtime.program import CompiledCall, aval
 from ..trace import CallArgs, Tracer, inline_graph, trace
-from ..tracing import branches
+from ..tracing import branches, indexed_arrays
 from ..tracing.scope import Scope
 from ..transforms import forward, loops, rolling, sparsity  # noqa: F401  (loops: its primitives register)
 from ..base.tree import LEAF, TreeDef, replace_leaves, tuple_of, unflatten
@@ -61,9 +61,15 @@ def trace_program(
     optimise, compile, keep in the store and persist. Returns it with the hidden inputs (values read from
     outside the arguments) of this call."""
     avals = [aval(a) for a in arrays]
-    scope = Scope.of(t, static)
-    with branches.given_inputs(arrays if t.guards else None) as guards:
-        graph, out_tree, captures = t.build(avals, treedef, static, positions, scope)
+
+    def build(scope):
+        with branches.given_inputs(arrays if t.guards else None) as guards:
+            return (*t.build(avals, treedef, static, positions, scope), guards)
+
+    # traced again for each array the function turns out to index with traced values
+    scope, (graph, out_tree, captures, guards) = indexed_arrays.build_with_stand_ins(
+        lambda: Scope.of(t, static), build
+    )
     assert not captures, "a top-level trace cannot capture values"
     # optimise (one pass schedule), the hooks taken out to run on the host
     graph, hooks = passes.extract_hooks(passes.optimize(graph))

@@ -88,6 +88,34 @@ class Path:
         return value
 
 
+def parent_and_step(path: Path, roots: tuple) -> tuple[Any, tuple[str, Any]]:
+    """The object holding the value at `path` (read from `roots`: the function, the static
+    arguments), and the last step from it to the value."""
+    parent_path = Path(path.root, path.root_index, path.steps[:-1])
+    return parent_path.read(*roots), path.steps[-1]
+
+
+def read_step(parent: Any, step: tuple[str, Any]) -> Any:
+    kind, key = step
+    if kind in ("attr", "getattr"):
+        return getattr(parent, key)
+    if kind == "item":
+        return parent[key]
+    return parent.__closure__[key].cell_contents
+
+
+def write_step(parent: Any, step: tuple[str, Any], value: Any) -> None:
+    """Bind the value where `step` from `parent` leads (a trace's stand-ins go in this way, and
+    the originals back)."""
+    kind, key = step
+    if kind in ("attr", "getattr"):
+        setattr(parent, key, value)
+    elif kind == "item":
+        parent[key] = value
+    else:
+        parent.__closure__[key].cell_contents = value
+
+
 class Guard:
     """What a program assumes of the value at `path`: `kind` is "value", "identity", "length",
     "keys", "array", "content" or "alias", and `expected` what it must be. An "alias" guard's

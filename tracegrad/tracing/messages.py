@@ -22,6 +22,7 @@ from .source import (
     line_calls,
     line_has,
     line_list_argument,
+    subscripted_value,
     user_frame,
     user_line,
     writes_into_subscript,
@@ -248,6 +249,11 @@ class Unknowable:
     def __array__(self, *args, **kwargs):
         if writes_into_subscript():  # `y[1:3] = v`: NumPy converts v to write it into y
             _write_into_numpy_array_error()
+        indexed = subscripted_value()  # `X[i]`: NumPy converts the traced index i itself
+        if isinstance(indexed, np.ndarray):
+            from .indexed_arrays import restart_for
+
+            restart_for(indexed)  # traces again with X taking traced indices, where it can
         advice = (
             "Call np.* functions on it directly (they are traced), and convert results outside "
             "the decorated function."
@@ -272,6 +278,10 @@ class Unknowable:
             name = listed.split(".", 1)[1] if listed.startswith(("np.", "numpy.")) else None
             if name is not None and name not in FUNCTIONS and name not in UFUNCS:
                 advice += f" ({listed} itself is not supported on traced values yet.)"
+        elif isinstance(indexed, np.ndarray):
+            from .indexed_arrays import advice as indexing_advice
+
+            advice = indexing_advice(indexed).lstrip()
         elif line_has(ast.Subscript):
             advice += (
                 " A NumPy array cannot be indexed by a traced value (NumPy does not pass the "

@@ -36,6 +36,7 @@ from .reads import (
     global_random,
     snapshot_random_sources,
 )
+from .guards import parent_and_step, read_step, write_step
 from .scope import Scope
 
 # the methods of Generator and RandomState (and NumPy's global functions) a trace records
@@ -264,30 +265,6 @@ def _traced_normal(generator: Any, loc: Any = 0.0, scale: Any = 1.0, size: Any =
 # Installing the stand-ins for one trace
 
 
-def _parent_and_step(path: Any, roots: tuple) -> tuple[Any, tuple[str, Any]]:
-    parent_path = type(path)(path.root, path.root_index, path.steps[:-1])
-    return parent_path.read(*roots), path.steps[-1]
-
-
-def _read(parent: Any, step: tuple[str, Any]) -> Any:
-    kind, key = step
-    if kind in ("attr", "getattr"):
-        return getattr(parent, key)
-    if kind == "item":
-        return parent[key]
-    return parent.__closure__[key].cell_contents
-
-
-def _write(parent: Any, step: tuple[str, Any], value: Any) -> None:
-    kind, key = step
-    if kind in ("attr", "getattr"):
-        setattr(parent, key, value)
-    elif kind == "item":
-        parent[key] = value
-    else:
-        parent.__closure__[key].cell_contents = value
-
-
 @provides("random_draws")
 @contextlib.contextmanager
 def recording(scope: Any, fun: Any, call: Any):
@@ -320,12 +297,12 @@ def recording(scope: Any, fun: Any, call: Any):
                         continue
                     step = ("attr", name)
                     undo.append((module, step, original))
-                    _write(module, step, _global_function(name, original))
+                    write_step(module, step, _global_function(name, original))
             _passed_on.clear()
             yield _with_stand_ins(call, static)
         finally:
             for parent, step, original in reversed(undo):
-                _write(parent, step, original)
+                write_step(parent, step, original)
         # another thread's draws through a stand-in were its own (passed on, not recorded)
         unrecorded = [s for s in snapshot if id(s[1]) not in _passed_on]
         check_random_sources(unrecorded, getattr(fun, "__qualname__", "the traced function"), "")
@@ -342,8 +319,8 @@ def _install(path: Any, generator: Any, roots: tuple, undo: list, static: dict) 
         if not path.steps:
             return
     try:
-        parent, step = _parent_and_step(path, roots)
-        current = _read(parent, step)
+        parent, step = parent_and_step(path, roots)
+        current = read_step(parent, step)
         if type(current) is GeneratorStandIn or getattr(current, "__wrapped__", None) is not None:
             return  # an enclosing trace of this thread installed it
         stand_in = GeneratorStandIn(generator)
@@ -354,7 +331,7 @@ def _install(path: Any, generator: Any, roots: tuple, undo: list, static: dict) 
             value = _method_stand_in(stand_in, name, method)
         else:
             value = stand_in
-        _write(parent, step, value)
+        write_step(parent, step, value)
     except Exception:  # a tuple item, a property, a frozen object: not replaced (reads.py)
         return
     undo.append((parent, step, current))
@@ -364,11 +341,11 @@ def _install_default_rng(path: Any, roots: tuple, undo: list) -> None:
     """NumPy's default_rng reached by another name (a global `default_rng`): replaced, for the
     trace, by the stand-in np.random.default_rng gets (an unseeded call draws on every call)."""
     try:
-        parent, step = _parent_and_step(path, roots)
-        current = _read(parent, step)
+        parent, step = parent_and_step(path, roots)
+        current = read_step(parent, step)
         if getattr(current, "__wrapped__", None) is not None:
             return  # an enclosing trace of this thread installed it
-        _write(parent, step, _global_function("default_rng", current))
+        write_step(parent, step, _global_function("default_rng", current))
     except Exception:  # a tuple item, a frozen object: not replaced (the numbers are baked)
         return
     undo.append((parent, step, current))

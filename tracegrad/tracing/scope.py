@@ -97,6 +97,11 @@ class Scope:
         self.roots: tuple = ()  # (the function, the static arguments): what the paths start at
         # every object the walk met, as _Walker.seen holds them: id -> (value, path, beyond)
         self.met: dict[int, tuple[Any, Path, bool]] = {}
+        # where the arrays the function indexes with traced values live: the trace replaces
+        # them there for its duration (tracing/indexed_arrays.py)
+        self.stand_ins: tuple[Path, ...] = ()
+        # tg.make_ir's: the arrays the function reaches show as the constants they are now
+        self.constants = False
 
     @staticmethod
     def of(fun: Any, static: tuple) -> Scope:
@@ -127,9 +132,22 @@ class Scope:
         return sources
 
     # ---- used while tracing
+    def path_of(self, value: np.ndarray) -> Path | None:
+        """Where the function reaches `value` (or the array `value` is a view of), or None."""
+        entry = self.arrays.get(id(value))
+        if entry is not None:
+            return entry.path
+        owner = value if value.base is None else value.base
+        for e in self.owners.get(id(owner), ()):
+            if np.may_share_memory(e.array, value):
+                return e.path
+        return None
+
     def hidden_input(self, value: np.ndarray) -> int | None:
         """If `value` is (a view of) a reachable array, the index of the hidden input that
         stands for it (created on first use), else None: the value is a constant."""
+        if self.constants:
+            return None
         index = self._hidden_ids.get(id(value))
         if index is not None:
             return index

@@ -7,6 +7,8 @@ import ast
 import linecache
 import os
 import sys
+import types
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +67,68 @@ def _stores_into_subscript_next(frame) -> bool | None:
             continue
         return ins.opname == "STORE_SUBSCR"
     return False
+
+
+_NOTHING = object()
+
+
+def subscripted_value() -> Any:
+    """The object the user's current instruction indexes (`X` in `X[i, j]`), when that
+    instruction reads a subscript and `X` is written plainly: a name, an attribute of one (read
+    from the object's own dictionary: no property runs), a constant-key item of those. None
+    otherwise. Found from the instruction's position in the source (the exact subscript, also on
+    a line with several, or an expression over several lines)."""
+    import dis  # looked up on first use: only an error path asks
+
+    frame = user_frame()
+    if frame is None:
+        return None
+    try:
+        ins = next(i for i in dis.get_instructions(frame.f_code) if i.offset == frame.f_lasti)
+    except Exception:
+        return None
+    if ins.opname != "BINARY_SUBSCR" and not (ins.opname == "BINARY_OP" and ins.argrepr == "[]"):
+        return None
+    pos = ins.positions
+    if pos is None or None in (pos.lineno, pos.end_lineno, pos.col_offset, pos.end_col_offset):
+        return None
+    filename = frame.f_code.co_filename
+    lines = [linecache.getline(filename, n).encode() for n in range(pos.lineno, pos.end_lineno + 1)]
+    if len(lines) == 1:
+        text = lines[0][pos.col_offset : pos.end_col_offset]
+    else:  # positions count UTF-8 bytes
+        text = b"".join([lines[0][pos.col_offset :], *lines[1:-1], lines[-1][: pos.end_col_offset]])
+    try:
+        node = ast.parse(b"(" + text + b")", mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Subscript):
+        return None
+    value = _plain_value(node.value, frame)
+    return None if value is _NOTHING else value
+
+
+def _plain_value(node: ast.AST, frame) -> Any:
+    """The value of a plainly written expression in `frame`, without running user code."""
+    if isinstance(node, ast.Name):
+        for namespace in (frame.f_locals, frame.f_globals, frame.f_builtins):
+            if node.id in namespace:
+                return namespace[node.id]
+        return _NOTHING
+    if isinstance(node, ast.Attribute):
+        owner = _plain_value(node.value, frame)
+        own = getattr(owner, "__dict__", None)
+        if isinstance(own, (dict, types.MappingProxyType)):
+            return own.get(node.attr, _NOTHING)
+        return _NOTHING
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        owner = _plain_value(node.value, frame)
+        if type(owner) in (dict, list, tuple):
+            try:
+                return owner[node.slice.value]
+            except (KeyError, IndexError, TypeError):
+                return _NOTHING
+    return _NOTHING
 
 
 def reads_for_an_augmented_subscript() -> bool:
