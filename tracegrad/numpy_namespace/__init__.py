@@ -23,6 +23,7 @@ from ..linalg import functions as linalg_functions  # noqa: F401 (np.linalg's ha
 from ..linalg import general as linalg_general  # noqa: F401 (np.linalg.eig, eigvals)
 from ..tracing import constructors  # noqa: F401 (the traced constructors, a hook of trace())
 from ..tracing import random_draws  # noqa: F401 (random draws recorded, a hook of trace())
+from ..tracing import indexed_arrays  # noqa: F401 (plain arrays indexed by traced values)
 from . import (  # noqa: F401 (each registers its handlers)
     diagonals,
     elementwise,

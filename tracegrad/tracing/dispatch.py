@@ -38,6 +38,9 @@ HOOK_NAMES = {
     "put_along_axis": "the value of arr after np.put_along_axis(arr, indices, values, axis)",
     "traced_constructors": "a context in which NumPy's constructors accept traced values",
     "random_draws": "a context in which the generators a function reaches record their draws",
+    "indexed_plain_array": "NumPy converts a traced index of this plain array: trace again with "
+    "the array stood in for where it lives (raises), or return when it cannot be",
+    "indexed_plain_array_advice": "what to write instead when no stand-in takes that array",
 }
 
 # scipy.special's names among the tables: its ufuncs, and the Python functions logsumexp, softmax

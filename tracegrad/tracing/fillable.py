@@ -125,13 +125,13 @@ class Fillable(np.ndarray):
     # ---- writes
     def __setitem__(self, index, value) -> None:
         if isinstance(value, MaskedElements):  # y[mask] op= v, with a traced mask
-            self._tg_promote()[_traced_form(index)] = value
+            self._tg_promote()[traced_form(index)] = value
             return
         if np.ndarray.__getattribute__(self, "_tg_tracer") is None and not holds_traced(value):
             self._tracegrad_current()  # a view of a promoted array refuses
-            np.ndarray.__setitem__(self, _traced_form(index), value)
+            np.ndarray.__setitem__(self, traced_form(index), value)
             return
-        self._tg_promote()[_traced_form(index)] = _traced_form(value)
+        self._tg_promote()[traced_form(index)] = traced_form(value)
 
     # ---- NumPy dispatch: plain arrays until promoted, the traced value after
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -144,11 +144,11 @@ class Fillable(np.ndarray):
         ):
             return self._tg_write_in_place(ufunc, method, inputs, kwargs)
         if method == "at" and inputs and inputs[0] is self and holds_traced(inputs[1:]):
-            np.add.at(self._tg_promote(), *_traced_form(inputs[1:]))
+            np.add.at(self._tg_promote(), *traced_form(inputs[1:]))
             return None
         sources = _fillables((inputs, out))
         result = getattr(ufunc, method)(
-            *_traced_form(inputs), **{k: _traced_form(v) for k, v in kwargs.items()}
+            *traced_form(inputs), **{k: traced_form(v) for k, v in kwargs.items()}
         )
         if out is not None:  # written in place: NumPy returns the out arrays themselves
             return out[0] if len(out) == 1 else tuple(out)
@@ -174,9 +174,9 @@ class Fillable(np.ndarray):
             and augments_a_subscript()
         ):
             # y[1:3] += v: Python writes the result back with y[1:3] = result, next
-            return getattr(self._tg_promote_copy(), _IN_PLACE[name])(_traced_form(inputs[1]))
+            return getattr(self._tg_promote_copy(), _IN_PLACE[name])(traced_form(inputs[1]))
         tracer = self._tg_promote()
-        updated = getattr(tracer, _IN_PLACE[name])(_traced_form(inputs[1]))
+        updated = getattr(tracer, _IN_PLACE[name])(traced_form(inputs[1]))
         if updated is NotImplemented:
             raise TracingError(f"np.{name} cannot update this array in place{user_line()}")
         return self
@@ -190,7 +190,7 @@ class Fillable(np.ndarray):
         ):
             self._tg_promote()
         sources = _fillables((args, tuple(kwargs.values())))
-        result = func(*_traced_form(args), **{k: _traced_form(v) for k, v in kwargs.items()})
+        result = func(*traced_form(args), **{k: traced_form(v) for k, v in kwargs.items()})
         return _wrap_result(result, sources)
 
     # ---- everything else a promoted array is asked goes to its traced value
@@ -207,12 +207,12 @@ class Fillable(np.ndarray):
     def __getitem__(self, index):
         current = self._tracegrad_current()
         if isinstance(current, Tracer):
-            return current[_traced_form(index)]
+            return current[traced_form(index)]
         if holds_traced(index):  # a traced index into a plain array: the array becomes a constant
             if reads_for_an_augmented_subscript():  # y[mask] op= v: y is written next
-                return self._tg_promote()[_traced_form(index)]
-            return self._tg_promote_copy()[_traced_form(index)]
-        return np.ndarray.__getitem__(self, _traced_form(index))
+                return self._tg_promote()[traced_form(index)]
+            return self._tg_promote_copy()[traced_form(index)]
+        return np.ndarray.__getitem__(self, traced_form(index))
 
     def _tg_promote_copy(self) -> Tracer:
         return traced_call(lambda: _const(self.view(np.ndarray).copy()))
@@ -288,12 +288,12 @@ def holds_traced(obj: Any) -> bool:
     return False
 
 
-def _traced_form(obj: Any) -> Any:
+def traced_form(obj: Any) -> Any:
     """`obj` with every Fillable replaced by what it stands for (in lists and tuples too)."""
     if isinstance(obj, Fillable):
         return obj._tracegrad_current()
     if type(obj) in (list, tuple):
-        return type(obj)(_traced_form(x) for x in obj)
+        return type(obj)(traced_form(x) for x in obj)
     return obj
 
 

@@ -28,7 +28,8 @@ import numpy as np
 
 from .. import ir
 from ..trace import Tracer, to_var
-from .fillable import _traced_form, holds_traced
+from .dispatch import provides
+from .fillable import traced_form, holds_traced
 from .guards import Path, parent_and_step, read_step, write_step
 from .source import user_source
 
@@ -46,6 +47,7 @@ class IndexedByTraced(BaseException):
         self.path = path
 
 
+@provides("indexed_plain_array")
 def restart_for(container: np.ndarray) -> None:
     """Called when NumPy converts a traced index of the plain array `container`: raises
     `IndexedByTraced` when the running top-level trace can stand in for it, else returns (the
@@ -80,6 +82,7 @@ def build_with_stand_ins(walk: Callable[[], Any], build: Callable[[Any], Any]) -
             stand_ins = (*stand_ins, again.path)
 
 
+@provides("indexed_plain_array_advice")
 def advice(container: np.ndarray) -> str:
     """What to write instead, for a plain array indexed by a traced value that no stand-in takes."""
     builder = ir.active_builder()
@@ -152,7 +155,7 @@ class IndexableArray(np.ndarray):
             if builder is not None:
                 with ir.source_location(user_source()):
                     traced = Tracer(to_var(self._tracegrad_current(), builder), builder)
-                return traced[_traced_form(index)]
+                return traced[traced_form(index)]
         return np.ndarray.__getitem__(self, index)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from ..base.errors import TracingError
-from .dispatch import FUNCTIONS, UFUNCS
+from .dispatch import FUNCTIONS, HOOKS, UFUNCS
 from .source import (
     line_calls,
     line_has,
@@ -250,10 +250,8 @@ class Unknowable:
         if writes_into_subscript():  # `y[1:3] = v`: NumPy converts v to write it into y
             _write_into_numpy_array_error()
         indexed = subscripted_value()  # `X[i]`: NumPy converts the traced index i itself
-        if isinstance(indexed, np.ndarray):
-            from .indexed_arrays import restart_for
-
-            restart_for(indexed)  # traces again with X taking traced indices, where it can
+        if isinstance(indexed, np.ndarray):  # traces again with X taking traced indices, if it can
+            HOOKS["indexed_plain_array"](indexed)
         advice = (
             "Call np.* functions on it directly (they are traced), and convert results outside "
             "the decorated function."
@@ -279,9 +277,7 @@ class Unknowable:
             if name is not None and name not in FUNCTIONS and name not in UFUNCS:
                 advice += f" ({listed} itself is not supported on traced values yet.)"
         elif isinstance(indexed, np.ndarray):
-            from .indexed_arrays import advice as indexing_advice
-
-            advice = indexing_advice(indexed).lstrip()
+            advice = HOOKS["indexed_plain_array_advice"](indexed).lstrip()
         elif line_has(ast.Subscript):
             advice += (
                 " A NumPy array cannot be indexed by a traced value (NumPy does not pass the "
