@@ -187,3 +187,14 @@ def test_another_thread_sees_the_array_while_a_trace_stands_in_for_it(table):
         thread.join()
     expected = float(np.sum(table[1:, ::2] * 2.0)) + float(table[2, 3])
     assert seen and all(s == expected for s in seen)
+
+
+def test_a_python_branch_before_the_indexing_is_answered_again(backend, table):
+    def f(x):
+        scale = 2.0 if np.sum(x) > 0 else -1.0  # a guard, answered on both traces
+        return scale * np.sum(TABLE[_indices(x)] * x)
+
+    g = tg.grad(f, backend=backend)
+    np.testing.assert_array_equal(g(X), 2.0 * TABLE[_indices(X)])
+    np.testing.assert_array_equal(g(-X), -1.0 * TABLE[_indices(-X)])
+    assert g.trace_count == 2
