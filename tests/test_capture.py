@@ -634,3 +634,43 @@ def test_static_floats_are_keyed_by_their_exact_value(backend):
     assert np.all(np.isnan(f(x, float("nan"))))
     f(x, float("nan"))
     assert f.trace_count == 3
+
+
+# ---- values that are not what they seem to the walk
+
+SCALES = {"a": 2.0, "b": 3.0}
+LOOKUP = SCALES.get  # a method of a C type: a new bound-method object on every read
+
+
+def test_a_bound_method_of_a_builtin_object_does_not_trace_every_call(backend):
+    def f(x):
+        return np.sum(x * LOOKUP("a"))
+
+    g = tg.grad(f, backend=backend)
+    for _ in range(3):
+        np.testing.assert_array_equal(g(np.ones(3)), np.full(3, 2.0))
+    assert g.trace_count == 1
+    SCALES["a"] = 5.0  # what the method reads is guarded through the object it is bound to
+    try:
+        np.testing.assert_array_equal(g(np.ones(3)), np.full(3, 5.0))
+    finally:
+        SCALES["a"] = 2.0
+
+
+def test_installed_third_party_packages_are_libraries_and_own_modules_are_not(tmp_path):
+    import pluggy  # installed beside pytest, in site-packages
+
+    from tracegrad.tracing.reads import is_library_module
+
+    assert is_library_module(pluggy.__name__)
+    (tmp_path / "own_research_code.py").write_text("rate = 0.5\n")
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import own_research_code
+
+        assert not is_library_module(own_research_code.__name__)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("own_research_code", None)

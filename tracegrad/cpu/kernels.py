@@ -25,6 +25,11 @@ from ..fusion.steps import Buffer
 from ..fusion.render import Lines, cast, render_math, render_node
 
 
+class LayoutRefused(Exception):
+    """A native kernel was given an array of a layout it was not compiled for (strided,
+    unaligned): the program that ran it copies its inputs and runs again (cpu/program.py)."""
+
+
 @dataclass
 class KernelSource:
     module: str  # the module's text, as written to the cache (no per-graph comments)

@@ -33,9 +33,10 @@ from .. import fusion, ir, passes
 from ..fusion import limits, render, split
 from ..fusion import Buffer, EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
 from ..ir import Graph, Node
+from ..primitives import draws_in
 from ..base import blas_threads, cache, config, progress
 from . import donation, pool, products, runner, scalars, scan_loop, scatters
-from .kernels import KernelSource, render_loop
+from .kernels import KernelSource, LayoutRefused, render_loop
 
 log = logging.getLogger("tracegrad")
 
@@ -175,6 +176,7 @@ class CpuProgram:
             for b, root in zip(plan.outputs, roots, strict=True)
         )
         self._lock = threading.Lock()
+        self._copy_inputs = False  # set by the first input a native kernel refused (__call__)
         if load:
             self._bind()
             self._run = self._first_call
@@ -346,6 +348,8 @@ class CpuProgram:
                 )
         exec(compile(self.driver_source, "<tracegrad driver>", "exec"), ns)
         body = ns["_run"]
+        if self._copy_inputs:
+            body = _contiguous_inputs(body)
         if self.runner is not None:
             self.runner.load()
             body = _runner_first(self.runner, [b.name for b in self._temps], body)
@@ -404,7 +408,26 @@ class CpuProgram:
         return out
 
     def __call__(self, args):
-        return self._run(args)
+        try:
+            return self._run(args)
+        except LayoutRefused:
+            # A native kernel refused an input's layout (strided, unaligned). Rather than compile
+            # the kernel's Numba version (seconds), copy such inputs C-contiguous on every call
+            # from now on and run the call again from the start: its steps only write the
+            # program's own buffers. A program that draws random numbers is not run twice (the
+            # draws would advance the user's generator again): its kernels fall back to Numba.
+            if not self._copy_inputs and not draws_in(self.graph.nodes):
+                self._copy_inputs = True
+                self._bind()
+                self._run = self._fast
+                try:
+                    return self._run(args)
+                except LayoutRefused:  # an array of the program's own, not an input
+                    pass
+            from .llvm import kernels as llvm_kernels
+
+            with llvm_kernels.numba_fallback():
+                return self._run(args)
 
     # ---- showing it
     def source(self) -> str:
@@ -461,6 +484,26 @@ def _runner_first(run_compiled: runner.Runner, names: list[str], driver: Callabl
         return driver(args, *buffers) if out is None else out
 
     return body
+
+
+def _contiguous_inputs(body):
+    """Native kernels take C-contiguous, aligned arrays. Once one refused a strided input (a
+    transposed argument, one channel of an image read afresh as a hidden input), the program's
+    inputs are copied so on every call, which costs a pass over their bytes (and nothing for
+    inputs laid out already): far less than a kernel compiled through Numba."""
+
+    def run(args, *buffers):
+        for a in args:
+            if isinstance(a, np.ndarray) and not (a.flags.c_contiguous and a.flags.aligned):
+                args = [_c_aligned(x) if isinstance(x, np.ndarray) else x for x in args]
+                break
+        return body(args, *buffers)
+
+    return run
+
+
+def _c_aligned(a: np.ndarray) -> np.ndarray:
+    return a if a.flags.c_contiguous and a.flags.aligned else np.require(a, requirements="CA")
 
 
 def _on_one_blas_thread(run: Callable) -> Callable:

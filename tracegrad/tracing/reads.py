@@ -26,11 +26,25 @@ def is_library_module(name: str | None) -> bool:
     top = name.split(".")[0]
     if top in _LIBRARIES:
         return True
-    if top not in sys.stdlib_module_names:
-        return False
-    # a user's own module can share a standard name (a package called `test`): check the file
     file = getattr(sys.modules.get(top), "__file__", None)
+    if top not in sys.stdlib_module_names:
+        # an installed third-party package (matplotlib, PIL): walking it would guard its
+        # internals, which change on their own. A user's package installed in editable mode,
+        # or on sys.path from its folder, lives elsewhere and is walked.
+        return file is not None and os.path.abspath(file).startswith(_site_packages())
+    # a user's own module can share a standard name (a package called `test`): check the file
     return file is None or os.path.abspath(file).startswith(_stdlib())
+
+
+@functools.cache
+def _site_packages() -> tuple[str, ...]:
+    import site
+    import sysconfig
+
+    folders = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    if hasattr(site, "getsitepackages"):  # not in a virtualenv's old site module
+        folders.update(site.getsitepackages())
+    return tuple(os.path.join(os.path.abspath(f), "") for f in folders)
 
 
 @functools.cache

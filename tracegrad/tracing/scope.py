@@ -50,6 +50,14 @@ def _in_key(path: Path) -> bool:
     return path.root == "fun" and all(k == "attr" and n in _KEY_STEPS for k, n in path.steps)
 
 
+def _bound_builtin(value: Any) -> bool:
+    """A method of a C type bound to an object (not a module's function, as math.sin is)."""
+    if not isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)):
+        return False
+    owner = getattr(value, "__self__", None)
+    return owner is not None and not isinstance(owner, (types.ModuleType, type))
+
+
 def _code_names(code: types.CodeType, into: set[str]) -> None:
     into.update(code.co_names)
     for const in code.co_consts:
@@ -260,6 +268,11 @@ class _Walker:
         if isinstance(value, (*_SCALARS, np.generic, np.dtype)):
             self.guard(path, "value", value)
             return
+        if _bound_builtin(value):
+            # `d.clear`, `lst.append`: a new method object on every read, so its identity means
+            # nothing; what it stands for is the object it is bound to
+            value, path = value.__self__, path.hop("attr", "__self__")
+            t = type(value)
         beyond = self.count > MAX_ENTRIES or depth > MAX_DEPTH
         # a tuple's identity means nothing (equal tuples made apart are not the same object):
         # it is walked wherever it is met, and what it holds is guarded as anything else

@@ -14,9 +14,11 @@ returns None here, and the program compiles that kernel with Numba as before.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
+import threading
 import time
 
 import numpy as np
@@ -25,7 +27,7 @@ from llvmlite import ir
 from ...base import config, progress
 from ...fusion import render
 from .. import lowering as lower_cpu
-from ..kernels import KernelSource, pair_math
+from ..kernels import KernelSource, LayoutRefused, pair_math
 from .printer import ARRAY_DATA, ARRAY_DIMS, ARRAY_FLAGS, C_CONTIGUOUS, print_kernel
 from .scalars import Unsupported, llvm_type
 
@@ -137,6 +139,21 @@ def native_kernel(
 
 _refused: set[str] = set()  # kernels the printer cannot write, by key
 
+# Where a refused layout compiles the kernel's Numba version rather than raise LayoutRefused:
+# inside `numba_fallback()`, in this thread.
+_fallback = threading.local()
+
+
+@contextlib.contextmanager
+def numba_fallback():
+    """Kernels that refuse their arrays' layout run their Numba version (compiled then)."""
+    before = getattr(_fallback, "allowed", False)
+    _fallback.allowed = True
+    try:
+        yield
+    finally:
+        _fallback.allowed = before
+
 
 def _wrapper(fn, src: KernelSource, module):
     """A function with the Numba kernel's parameters (arrays, then `src.params`) that calls the
@@ -152,9 +169,14 @@ def _wrapper(fn, src: KernelSource, module):
 
     def numba_version():
         if not numba_kernel:
+            if not getattr(_fallback, "allowed", False):
+                raise LayoutRefused(src.module.splitlines()[0] if src.module else "a kernel")
             from ...base import cache
 
-            log.info("tracegrad: a kernel's arrays are not the layout it was compiled for: Numba")
+            log.info(
+                "tracegrad: a kernel's arrays are not the layout it was compiled for, also with "
+                "the program's inputs copied: its Numba version is compiled and runs"
+            )
             numba_kernel.append(cache.load_module(src.module).kernel)
         return numba_kernel[0]
 
