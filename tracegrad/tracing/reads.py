@@ -31,20 +31,14 @@ def is_library_module(name: str | None) -> bool:
         # an installed third-party package (matplotlib, PIL): walking it would guard its
         # internals, which change on their own. A user's package installed in editable mode,
         # or on sys.path from its folder, lives elsewhere and is walked.
-        return file is not None and os.path.abspath(file).startswith(_site_packages())
+        return file is not None and any(folder in file for folder in _INSTALLED)
     # a user's own module can share a standard name (a package called `test`): check the file
     return file is None or os.path.abspath(file).startswith(_stdlib())
 
 
-@functools.cache
-def _site_packages() -> tuple[str, ...]:
-    import site
-    import sysconfig
-
-    folders = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
-    if hasattr(site, "getsitepackages"):  # not in a virtualenv's old site module
-        folders.update(site.getsitepackages())
-    return tuple(os.path.join(os.path.abspath(f), "") for f in folders)
+# an installed package's files lie in a folder of this name (dist-packages: Debian's Python);
+# read from the path alone, since sysconfig's folders cost a millisecond to ask for on a warm start
+_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
 @functools.cache
