@@ -198,3 +198,33 @@ def test_a_python_branch_before_the_indexing_is_answered_again(backend, table):
     np.testing.assert_array_equal(g(X), 2.0 * TABLE[_indices(X)])
     np.testing.assert_array_equal(g(-X), -1.0 * TABLE[_indices(-X)])
     assert g.trace_count == 2
+
+
+def test_two_threads_trace_functions_indexing_the_same_array(table):
+    def first(x):
+        return np.sum(TABLE[_indices(x)] * x)
+
+    def second(x):
+        return np.sum(TABLE[_indices(x)[0], 0] * x**2) + np.sum(TABLE * 0.0)
+
+    results: dict[str, list] = {"first": [], "second": []}
+
+    def work(name, fun):
+        for _ in range(3):
+            tg.clear_programs()  # every round traces again, while the other thread may trace
+            results[name].append(tg.grad(fun, backend="numpy")(X))
+
+    threads = [
+        threading.Thread(target=work, args=p) for p in (("first", first), ("second", second))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    i, j = _indices(X)
+    for got in results["first"]:
+        np.testing.assert_array_equal(got, TABLE[i, j])
+    for got in results["second"]:
+        np.testing.assert_array_equal(got, 2 * X * TABLE[i, 0])
+    assert len(results["first"]) == len(results["second"]) == 3
+    assert type(TABLE) is np.ndarray
