@@ -140,16 +140,23 @@ class Scope:
         return sources
 
     # ---- used while tracing
-    def path_of(self, value: np.ndarray) -> Path | None:
-        """Where the function reaches `value` (or the array `value` is a view of), or None."""
+    def _entries(self, value: np.ndarray) -> tuple[_Reachable | None, list[_Reachable]]:
+        """`value`'s own entry when it is a reachable array, else (None, the entries of the
+        reachable arrays it is a view of)."""
         entry = self.arrays.get(id(value))
         if entry is not None:
-            return entry.path
+            return entry, []
         owner = value if value.base is None else value.base
-        for e in self.owners.get(id(owner), ()):
-            if np.may_share_memory(e.array, value):
-                return e.path
-        return None
+        return None, [
+            e for e in self.owners.get(id(owner), ()) if np.may_share_memory(e.array, value)
+        ]
+
+    def path_of(self, value: np.ndarray) -> Path | None:
+        """Where the function reaches `value` (or the array `value` is a view of), or None."""
+        entry, viewed = self._entries(value)
+        if entry is not None:
+            return entry.path
+        return viewed[0].path if viewed else None
 
     def hidden_input(self, value: np.ndarray) -> int | None:
         """If `value` is (a view of) a reachable array, the index of the hidden input that
@@ -159,18 +166,13 @@ class Scope:
         index = self._hidden_ids.get(id(value))
         if index is not None:
             return index
-        entry = self.arrays.get(id(value))
+        entry, viewed = self._entries(value)
         if entry is not None:
             entry.direct = True
-        else:
-            owner = value if value.base is None else value.base
-            viewed = [
-                e for e in self.owners.get(id(owner), ()) if np.may_share_memory(e.array, value)
-            ]
-            if not viewed:
-                return None
-            for e in viewed:
-                e.viewed = True
+        elif not viewed:
+            return None
+        for e in viewed:
+            e.viewed = True
         self._hidden_ids[id(value)] = len(self.hidden)
         self.hidden.append((entry, value))
         return len(self.hidden) - 1
@@ -179,14 +181,9 @@ class Scope:
         """Tracing used the contents of `value` (a static index array, a mask): if it is (a view
         of) a reachable array, its contents are guarded, even when the computation also uses it
         as an operand (read afresh, which alone would leave the read contents stale)."""
-        entry = self.arrays.get(id(value))
-        if entry is not None:
-            entry.read = True
-            return
-        owner = value if value.base is None else value.base
-        for e in self.owners.get(id(owner), ()):
-            if np.may_share_memory(e.array, value):
-                e.read = True
+        entry, viewed = self._entries(value)
+        for e in [entry] if entry is not None else viewed:
+            e.read = True
 
     def finish(self, fun: Any, static: tuple, hooks: bool = False) -> Captured:
         """The guards and hidden-input readers of the program traced with this scope.

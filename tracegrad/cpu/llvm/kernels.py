@@ -170,7 +170,7 @@ def _wrapper(fn, src: KernelSource, module):
     def numba_version():
         if not numba_kernel:
             if not getattr(_fallback, "allowed", False):
-                raise LayoutRefused(src.module.splitlines()[0] if src.module else "a kernel")
+                raise LayoutRefused
             from ...base import cache
 
             log.info(
