@@ -211,3 +211,23 @@ def test_a_file_where_the_cache_folder_should_be_is_reported(tmp_path, monkeypat
     _gradient_with_cache_at(occupied, monkeypatch, caplog)
     assert "not using the disk cache" in caplog.text
     assert occupied.read_text() == "not a folder"
+
+
+def test_a_process_trims_after_its_first_write_then_every_few_writes(tmp_path, monkeypatch):
+    """Trimming lists the whole folder: once per write made compiling many kernels quadratic."""
+    calls = []
+    monkeypatch.setattr(cache, "trim", lambda directory, now=None: calls.append(directory) or 0)
+    monkeypatch.setattr(cache, "_written", {})
+    folder, other = str(tmp_path / "a"), str(tmp_path / "b")
+    cache.trim_after_write(folder, 10)
+    assert calls == [folder]  # the first write trims
+    for _ in range(cache.TRIM_EVERY_WRITES - 1):
+        cache.trim_after_write(folder, 10)
+    assert calls == [folder]
+    cache.trim_after_write(folder, 10)
+    assert calls == [folder, folder]  # the 64th write since
+    cache.trim_after_write(other, 10)
+    assert calls[-1] == other  # folders are counted apart
+    monkeypatch.setenv("TRACEGRAD_CACHE_MAX_MB", "1")
+    cache.trim_after_write(folder, 2**20 // cache.TRIM_FRACTION)  # a large write trims at once
+    assert calls[-1] == folder and len(calls) == 4

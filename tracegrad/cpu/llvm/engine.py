@@ -304,4 +304,4 @@ def _write(path: str, externals: list[str], data: bytes, directory: str) -> None
     except OSError as exc:
         log.warning("tracegrad: cannot write the machine code cache at %s (%s)", directory, exc)
         return
-    cache.trim(directory)
+    cache.trim_after_write(directory, len(data))
