@@ -317,6 +317,20 @@ def horizon(ag: dict, other: dict) -> int:
     return count
 
 
+def rounding_horizons(ag: dict, tg: dict, again: dict, grad_diff: float) -> dict:
+    """How many losses autograd reproduces under other rounding (`again`) and tracegrad
+    reproduces, and whether tracegrad (first gradient `grad_diff` from autograd's) matches up to
+    autograd's own horizon."""
+    h = {
+        "losses": len(ag.get("losses") or []),
+        "autograd": horizon(ag, again),
+        "tracegrad": horizon(ag, tg),
+        "autograd_first_grad_diff": max_rel_diff(ag.get("first_grad"), again.get("first_grad")),
+    }
+    within = not tg.get("error") and grad_diff <= GRAD_TOL and h["tracegrad"] >= h["autograd"]
+    return {"horizon": h, "match_within_horizon": bool(within)}
+
+
 def first_line(text: str | None) -> str:
     lines = [ln for ln in (text or "").splitlines() if ln.strip()]
     return lines[0] if lines else ""
@@ -382,53 +396,20 @@ def main(argv=None) -> int:
                 reports[name] = {"skip": spec["skip"]}
                 print(f"{name}: skipped", flush=True)
                 continue
-            ag = run_one(
-                args.autograd_python,
-                "autograd",
-                folders["autograd"],
-                name,
-                args.steps,
-                args.timeout,
-                env_ag,
-            )
-            tg = run_one(
-                sys.executable,
-                "tracegrad",
-                folders["tracegrad"],
-                name,
-                args.steps,
-                args.timeout,
-                env_tg,
-            )
+
+            def run(python: str, mode: str, env: dict, name=name) -> dict:
+                return run_one(python, mode, folders[mode], name, args.steps, args.timeout, env)
+
+            ag = run(args.autograd_python, "autograd", env_ag)
+            tg = run(sys.executable, "tracegrad", env_tg)
             cmp = compare(ag, tg)
             if args.rounding_check:
                 key, _, value = args.rounding_env.partition("=")
-                again = run_one(
-                    args.autograd_python,
-                    "autograd",
-                    folders["autograd"],
-                    name,
-                    args.steps,
-                    args.timeout,
-                    env_ag | {key: value},
-                )
-                total = len(ag.get("losses") or [])
-                cmp["horizon"] = {
-                    "losses": total,
-                    "autograd": horizon(ag, again),
-                    "tracegrad": horizon(ag, tg),
-                    "autograd_first_grad_diff": max_rel_diff(
-                        ag.get("first_grad"), again.get("first_grad")
-                    ),
-                }
+                again = run(args.autograd_python, "autograd", env_ag | {key: value})
+                cmp |= rounding_horizons(ag, tg, again, cmp["grad_diff"])
                 h = cmp["horizon"]
-                cmp["match_within_horizon"] = bool(
-                    not tg.get("error")
-                    and cmp["grad_diff"] <= GRAD_TOL
-                    and h["tracegrad"] >= h["autograd"]
-                )
                 print(
-                    f"{name}: autograd reproduces {h['autograd']} of {total} losses under "
+                    f"{name}: autograd reproduces {h['autograd']} of {h['losses']} losses under "
                     f"{args.rounding_env}, tracegrad {h['tracegrad']}; match within autograd's "
                     f"horizon: {'yes' if cmp['match_within_horizon'] else 'no'}",
                     flush=True,
