@@ -110,7 +110,10 @@ def _salt() -> str:
 
     name, features = cpu()
     llvm_version = ".".join(map(str, _llvm().llvm_version_info))
-    return f"tracegrad {__version__}|llvmlite {llvmlite.__version__}|llvm {llvm_version}|{name}|{features}"
+    return (
+        f"tracegrad {__version__}|llvmlite {llvmlite.__version__}|llvm {llvm_version}|{name}|"
+        f"{features}|{_PIPELINE}"
+    )
 
 
 def _vmath_symbols(text: str) -> list[str]:
@@ -241,9 +244,21 @@ def _resolve(externals: list[str]) -> None:
         _resolved.add(symbol)
 
 
+# The optimisation pipeline, part of every cache key: a change to `optimised_module`'s options
+# changes the machine code, so it must change this too.
+_PIPELINE = "O3 loop+SLP vectorisation, no interleaving with vmath"
+
+
 def optimised_module(text: str):
     """The module parsed, its math functions linked in, verified and optimised (O3 with loop
-    and SLP vectorisation for this CPU)."""
+    and SLP vectorisation for this CPU).
+
+    Loop interleaving is off in modules that link vectorised math functions: with it, LLVM 22's
+    pipeline never finished on a two-element loop of tanh, exp2 and sincos whose inputs were
+    all size-1 broadcasts (a program found by benchmarks/hunt.py; tests/test_llvm_pipeline.py),
+    and with one of the three calls removed it still took 9-13 s against 0.02-0.2 s without.
+    Interleaving bought nothing measurable on those kernels (each inlined math function already
+    has the independent work it needs): benchmarks/RESULTS.md."""
     llvm = _llvm()
     module = llvm.parse_assembly(text)
     symbols = _vmath_symbols(text)
@@ -258,6 +273,7 @@ def optimised_module(text: str):
     options = llvm.create_pipeline_tuning_options(speed_level=3)
     options.loop_vectorization = True
     options.slp_vectorization = True
+    options.loop_interleaving = not symbols
     builder = llvm.create_pass_builder(tm, options)
     builder.getModulePassManager().run(module, builder)
     return module
