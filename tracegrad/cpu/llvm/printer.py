@@ -247,7 +247,7 @@ class _Printer:
     def combine(self, c: L.Combine) -> Typed:
         a, b = self.expr(c.a), self.expr(c.b)
         monoid = P.MONOIDS[c.op]
-        if monoid.reassociate and np.dtype(c.dtype).kind == "f" and c.reassociate:
+        if monoid.reassociate and np.dtype(c.dtype).kind in "fc" and c.reassociate:
             op = {"sum": "+", "prod": "*"}[c.op]
             return self.s.binop(op, a, b, flags=("reassoc",))  # the helpers `_radd`, `_rmul`
         env = {"__a": a, "__b": b}
@@ -267,8 +267,6 @@ class _Printer:
             value = self.load(op.buffer, op.index)
         elif isinstance(op, Literal):
             v = np.asarray(op.value)
-            if v.dtype.kind == "c":
-                raise Unsupported("a complex literal")
             value = s.const(v.item(), v.dtype)
         elif isinstance(op, Compute):
             value = self.compute(op)
@@ -293,9 +291,6 @@ class _Printer:
 
     def compute(self, op: Compute) -> Typed:
         node = op.node
-        dtypes = [v.dtype for v in node.inputs] + [node.out.dtype]
-        if any(np.dtype(d).kind == "c" for d in dtypes):
-            raise Unsupported("complex values")
         text = render_node(node, op.args, self.mode)
         if "cmath." in text:
             raise Unsupported("complex math")

@@ -15,7 +15,13 @@ Numba 0.68 (tests/test_llvm_kernels.py checks every rule here against Numba itse
 - the branches of `a if c else b` and the operands of `max`, `min` and comparisons meet in
   `np.promote_types`; `max(a, b)` is `b if b > a else a` (Python's: max(nan, 1.0) is nan);
 - casts: float to integer truncates (fptosi), anything to bool is `!= 0` (nan is true);
-- bool values are i1 in registers, one byte in memory.
+- bool values are i1 in registers, one byte in memory;
+- a complex value is a {re, im} pair of floats (as NumPy lays it out in memory): `+`, `-` and
+  `*` are Numba's (CPython's) formulas on the parts, `(ac - bd) + (ad + bc)i`, after a real
+  operand is made complex with imaginary part +0.0; negation and `.conjugate()` subtract from
+  -0.0; `==` compares both parts, `!=` either (unordered); `abs` is libm's `hypot`; a complex
+  value is true when either part is non-zero. Complex `/` and `**` and the cmath functions are
+  not written here (the templates spell division out on the parts; the rest goes to Numba).
 
 Anything else raises `Unsupported`: the kernel is then compiled by Numba instead, never computed
 with a guess.
@@ -37,12 +43,13 @@ class Unsupported(Exception):
 
 F64, F32 = np.dtype(np.float64), np.dtype(np.float32)
 I64, U64 = np.dtype(np.int64), np.dtype(np.uint64)
+C128, C64 = np.dtype(np.complex128), np.dtype(np.complex64)
 BOOL = np.dtype(np.bool_)
 # np.<name>(x): a cast to the dtype of that name
 _DTYPES = {
     np.dtype(t).name: np.dtype(t)
     for t in (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8)
-    + (np.uint64, np.uint32, np.uint16, np.uint8)
+    + (np.uint64, np.uint32, np.uint16, np.uint8, np.complex128, np.complex64)
 }
 
 
@@ -57,7 +64,20 @@ def llvm_type(dtype) -> ir.Type:
         return ir.IntType(1)
     if dtype.kind in "iu":
         return ir.IntType(8 * dtype.itemsize)
+    if dtype in (C128, C64):
+        part = llvm_type(part_dtype(dtype))
+        return ir.LiteralStructType([part, part])
     raise Unsupported(f"values of dtype {dtype}")
+
+
+def part_dtype(dtype) -> np.dtype:
+    """The dtype of a complex dtype's real and imaginary parts."""
+    return F64 if np.dtype(dtype) == C128 else F32
+
+
+def complex_of(dtype) -> np.dtype:
+    """The complex dtype whose parts are `dtype` (float32 parts: complex64)."""
+    return C64 if np.dtype(dtype) == F32 else C128
 
 
 def memory_type(dtype) -> ir.Type:
@@ -74,7 +94,7 @@ class Typed:
 
 def arithmetic_type(a: np.dtype, b: np.dtype) -> np.dtype:
     """The type Numba computes `a + b` (and `-`, `*`, `//`, `%`, `&`...) in."""
-    if a.kind == "f" or b.kind == "f":
+    if a.kind in "fc" or b.kind in "fc":
         return np.promote_types(a, b)
     if a.kind == "u" and b.kind == "u":
         return U64
@@ -103,6 +123,11 @@ class Scalars:
     def const(self, value, dtype) -> Typed:
         dtype = np.dtype(dtype)
         t = llvm_type(dtype)
+        if dtype.kind == "c":
+            part = llvm_type(part_dtype(dtype))
+            value = complex(value)
+            parts = [ir.Constant(part, value.real), ir.Constant(part, value.imag)]
+            return Typed(ir.Constant(t, parts), dtype)
         if dtype.kind == "f":
             return Typed(ir.Constant(t, float(value)), dtype)
         if dtype == BOOL:
@@ -117,9 +142,17 @@ class Scalars:
         src, b = x.dtype, self.b
         if src == dtype:
             return x
-        t = llvm_type(dtype)
         if dtype == BOOL:
             return Typed(self.truth(x), dtype)
+        if dtype.kind == "c":
+            part = part_dtype(dtype)
+            if src.kind == "c":  # each part cast (Numba's complex_to_complex)
+                re, im = self.parts(x)
+                return self.make_complex(self.cast(re, part), self.cast(im, part))
+            return self.make_complex(self.cast(x, part), self.const(0.0, part))
+        if src.kind == "c":
+            raise Unsupported(f"a cast of {src} to {dtype}")
+        t = llvm_type(dtype)
         if src == BOOL:
             v = b.uitofp(x.value, t) if dtype.kind == "f" else b.zext(x.value, t)
             return Typed(v, dtype)
@@ -140,6 +173,9 @@ class Scalars:
         """`x` as an i1: non-zero (nan included) is true."""
         if x.dtype == BOOL:
             return x.value
+        if x.dtype.kind == "c":
+            re, im = self.parts(x)
+            return self.b.or_(self.truth(re), self.truth(im))
         if x.dtype.kind == "f":
             return self.b.fcmp_unordered("!=", x.value, ir.Constant(x.value.type, 0.0))
         return self.b.icmp_unsigned("!=", x.value, ir.Constant(x.value.type, 0))
@@ -153,8 +189,54 @@ class Scalars:
             return Typed(self.b.icmp_unsigned("!=", v, ir.Constant(v.type, 0)), dtype)
         return Typed(v, dtype)
 
+    # ---- complex values
+    def parts(self, x: Typed) -> tuple[Typed, Typed]:
+        """The real and imaginary parts of a complex value."""
+        part = part_dtype(x.dtype)
+        b = self.b
+        return Typed(b.extract_value(x.value, 0), part), Typed(b.extract_value(x.value, 1), part)
+
+    def make_complex(self, re: Typed, im: Typed) -> Typed:
+        """The complex value of two parts of one float dtype."""
+        dtype = complex_of(re.dtype)
+        out = ir.Constant(llvm_type(dtype), ir.Undefined)
+        out = self.b.insert_value(out, re.value, 0)
+        return Typed(self.b.insert_value(out, im.value, 1), dtype)
+
+    def _complex_binop(self, op: str, x: Typed, y: Typed, flags: tuple) -> Typed:
+        if op not in ("+", "-", "*"):
+            raise Unsupported(f"the operator {op} on complex values")
+        t = np.promote_types(x.dtype, y.dtype)
+        (a, b), (c, d) = self.parts(self.cast(x, t)), self.parts(self.cast(y, t))
+        fb = self.b
+
+        def f(fn, u, v):
+            out = fn(u.value, v.value)
+            out.flags.extend(flags)
+            return Typed(out, u.dtype)
+
+        if op == "*":  # CPython's _Py_c_prod, as Numba (before Python 3.14) and NumPy compute it
+            re = f(fb.fsub, f(fb.fmul, a, c), f(fb.fmul, b, d))
+            im = f(fb.fadd, f(fb.fmul, a, d), f(fb.fmul, b, c))
+        else:
+            fn = fb.fadd if op == "+" else fb.fsub
+            re, im = f(fn, a, c), f(fn, b, d)
+        return self.make_complex(re, im)
+
+    def _negate_part(self, x: Typed) -> Typed:
+        # Numba's negate_real: -0.0 - x
+        return Typed(self.b.fsub(ir.Constant(x.value.type, -0.0), x.value), x.dtype)
+
+    def conjugate(self, x: Typed) -> Typed:
+        if x.dtype.kind != "c":
+            return x
+        re, im = self.parts(x)
+        return self.make_complex(re, self._negate_part(im))
+
     # ---- arithmetic
     def binop(self, op: str, x: Typed, y: Typed, flags: tuple = ()) -> Typed:
+        if x.dtype.kind == "c" or y.dtype.kind == "c":
+            return self._complex_binop(op, x, y, flags)
         if op == "/":
             t = (
                 F64
@@ -257,6 +339,12 @@ class Scalars:
         if t == BOOL:
             t = np.dtype(np.int8)  # compared as integers (True > False)
         x, y = self.cast(x, t), self.cast(y, t)
+        if t.kind == "c":
+            if op not in ("==", "!="):
+                raise Unsupported(f"the comparison {op} of complex values")
+            (a, b), (c, d) = self.parts(x), self.parts(y)
+            re, im = self.compare(op, a, c).value, self.compare(op, b, d).value
+            return Typed(self.b.and_(re, im) if op == "==" else self.b.or_(re, im), BOOL)
         if t.kind == "f":
             if op == "!=":
                 return Typed(self.b.fcmp_unordered(op, x.value, y.value), BOOL)
@@ -265,6 +353,9 @@ class Scalars:
         return Typed(fn(op, x.value, y.value), BOOL)
 
     def negate(self, x: Typed) -> Typed:
+        if x.dtype.kind == "c":
+            re, im = self.parts(x)
+            return self.make_complex(self._negate_part(re), self._negate_part(im))
         if x.dtype.kind == "f":
             return Typed(self.b.fneg(x.value), x.dtype)
         t = arithmetic_type(x.dtype, x.dtype)
@@ -274,8 +365,8 @@ class Scalars:
     def invert(self, x: Typed) -> Typed:
         if x.dtype == BOOL:
             return Typed(self.b.not_(x.value), BOOL)
-        if x.dtype.kind == "f":
-            raise Unsupported("~ of a float")
+        if x.dtype.kind in "fc":
+            raise Unsupported(f"~ of {x.dtype}")
         x = self.cast(x, arithmetic_type(x.dtype, x.dtype))
         return Typed(self.b.not_(x.value), x.dtype)
 
@@ -452,6 +543,13 @@ class ExpressionCompiler:
             return s.select(cond, self.expr(node.body), self.expr(node.orelse))
         if isinstance(node, ast.Call):
             return self.call(node)
+        if isinstance(node, ast.Attribute) and node.attr in ("real", "imag"):
+            x = self.expr(node.value)
+            if x.dtype.kind == "c":
+                return s.parts(x)[0 if node.attr == "real" else 1]
+            if x.dtype.kind != "f":
+                raise Unsupported(f".{node.attr} of {x.dtype}")
+            return x if node.attr == "real" else s.const(0.0, x.dtype)  # Numba's real_imag_impl
         raise Unsupported(f"the expression {ast.dump(node)[:60]}")
 
     def power(self, a: Typed, b: Typed, exponent: ast.expr) -> Typed:
@@ -467,8 +565,15 @@ class ExpressionCompiler:
         if node.keywords:
             raise Unsupported("a call with keywords")
         f = node.func
-        args = [self.expr(a) for a in node.args]
         s = self.s
+        if isinstance(f, ast.Attribute) and f.attr == "conjugate" and not node.args:
+            x = self.expr(f.value)
+            if x.dtype.kind not in "fc":
+                raise Unsupported(f".conjugate() of {x.dtype}")
+            return s.conjugate(x)
+        args = [self.expr(a) for a in node.args]
+        if isinstance(f, ast.Name) and f.id == "complex" and len(args) in (1, 2):
+            return self.complex_(args)
         if isinstance(f, ast.Name):
             name = f.id
             if name in ("min", "max") and len(args) == 2:
@@ -493,7 +598,22 @@ class ExpressionCompiler:
             return self.vmath(base, dtype, [s.cast(a, dtype) for a in args])
         raise Unsupported(f"the module {module}")
 
+    def complex_(self, args: list[Typed]) -> Typed:
+        """Python's complex(re[, im]) as Numba types it: complex64 from float32 parts only."""
+        s = self.s
+        part = F32 if all(a.dtype == F32 for a in args) else F64
+        if any(a.dtype.kind == "c" for a in args):
+            if len(args) == 1:  # complex(z): complex128, even of a complex64 (Numba's typing)
+                return s.cast(args[0], C128)
+            raise Unsupported("complex() of a complex value and another")
+        re = s.cast(args[0], part)
+        im = s.cast(args[1], part) if len(args) == 2 else s.const(0.0, part)
+        return s.make_complex(re, im)
+
     def absolute(self, x: Typed) -> Typed:
+        if x.dtype.kind == "c":  # Numba's complex_abs_impl: math.hypot(z.real, z.imag)
+            re, im = self.s.parts(x)
+            return self.s.libm("hypot", [re, im], re.dtype)
         if x.dtype.kind == "f":
             return self.s.intrinsic("llvm.fabs", [x], x.dtype)
         if x.dtype == BOOL:
