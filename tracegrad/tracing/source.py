@@ -31,11 +31,18 @@ def user_frame():
     return None
 
 
+_basenames: dict[str, str] = {}
+
+
 def user_source() -> str | None:
     frame = user_frame()
     if frame is None:
         return None
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+    filename = frame.f_code.co_filename
+    name = _basenames.get(filename)
+    if name is None:
+        name = _basenames[filename] = os.path.basename(filename)
+    return f"{name}:{frame.f_lineno}"
 
 
 def _user_ast() -> ast.Module | None:
