@@ -110,6 +110,39 @@ def test_values_match_numpy_in_complex128(name, z, backend):
     np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-14)
 
 
+def _complex(re, im) -> np.ndarray:
+    out = np.empty(np.shape(re), np.complex128)
+    out.real, out.imag = re, im  # not re + 1j * im: inf * 1j is nan + inf j
+    return out
+
+
+SQRT_EDGES = _complex(
+    [1e308, 1e308, -1e308, 0.0, 0.0, -0.0, 3e-320, 1e-310, -1e-310, 4.0, -4.0, 0.0, -0.0]
+    + [np.inf, -np.inf, np.inf, np.nan, 1.0, 1.0, 1.0, -2.5, 1e-300, 1e154],
+    [1e308, -3e307, 1e308, 1.7e308, 5e-324, 5e-324, 1e-315, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    + [1.0, 1.0, np.nan, 1.0, np.inf, -np.inf, np.nan, 1e-300, 1e-300, 1e154],
+)
+
+
+@pytest.mark.parametrize(
+    "backend, compiler", [("numpy", "llvm"), ("cpu", "llvm"), ("cpu", "numba"), ("cuda", "llvm")]
+)
+def test_sqrt_of_huge_tiny_and_special_complex_values_is_numpys(backend, compiler, monkeypatch):
+    # cmath.sqrt as Numba compiles it halved the imaginary part of parts above 7.4e307, lost
+    # digits on subnormal parts and raised ZeroDivisionError at 5e-324j
+    monkeypatch.setenv("TRACEGRAD_CPU_COMPILER", compiler)
+    got = tg.jit(np.sqrt, backend=backend)(SQRT_EDGES)
+    want = np.sqrt(SQRT_EDGES)
+    for part in ("real", "imag"):
+        g, w = getattr(got, part), getattr(want, part)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=part)
+        finite = np.isfinite(w)
+        np.testing.assert_array_equal(g[~finite & ~np.isnan(w)], w[~finite & ~np.isnan(w)])
+        scale = np.abs(want[finite])  # a relative error of the complex result, 2 ulps
+        assert np.all(np.abs(g[finite] - w[finite]) <= 4.5e-16 * scale), (part, g, w)
+        np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]), err_msg=part)
+
+
 @pytest.mark.parametrize(
     "name", ["mul", "div", "exp", "log", "sqrt", "sin", "tanh", "abs", "angle", "sum and prod"]
 )

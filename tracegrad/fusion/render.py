@@ -175,22 +175,82 @@ def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
 
 # The math-library calls of the scalar templates on complex values: Python's cmath (Numba and
 # numba.cuda compile it), or NumPy's own formula where cmath has no such function (log1p, exp2,
-# log2 as NumPy's complex loops compute them; expm1 without cancelling for small arguments).
+# log2 as NumPy's complex loops compute them; expm1 without cancelling for small arguments), or
+# where cmath as Numba compiles it is wrong at huge or tiny parts (sqrt, log: below).
 _COMPLEX_CALLS = {
     **{
         name: f"cmath.{name}({{0}})"
-        for name in ("exp", "log", "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan")
+        for name in ("exp", "sin", "cos", "tan", "asin", "acos", "atan")
         + ("sinh", "cosh", "tanh", "asinh", "acosh", "atanh")
     },
-    "log2": "(cmath.log({0}) * 1.4426950408889634)",
-    "log1p": "cmath.log(1.0 + {0})",
-    "exp2": "cmath.exp({0} * 0.6931471805599453)",
+    "exp2": "cmath.exp(complex({0}.real * 0.6931471805599453, {0}.imag * 0.6931471805599453))",
     "expm1": (
         "complex(math.expm1({0}.real) * math.cos({0}.imag) - 2.0 * math.sin(0.5 * {0}.imag) ** 2,"
         " math.exp({0}.real) * math.sin({0}.imag))"
     ),
     "pow": "({0} ** {1})",
 }
+
+
+def _complex_sqrt(z: str) -> str:
+    """sqrt of a complex value: NumPy's npy_csqrt (Algorithm 312, CACM vol 10, Oct 1967) with
+    its special values, both results rescaled after the scaling against overflow (cmath.sqrt as
+    Numba compiles it doubles only the real part: np.sqrt(1e308+1e308j) had half its imaginary
+    part), and tiny parts scaled up by 2**600 first (subnormal sums lost digits, and a zero
+    `t` divided by zero: sqrt(5e-324j) raised ZeroDivisionError)."""
+    a, b = f"{z}.real", f"{z}.imag"
+    thres = 1.7976931348623157e308 / (1.0 + 1.4142135623730951)
+    big = f"(abs({a}) >= {thres!r} or abs({b}) >= {thres!r})"
+    tiny = f"(abs({a}) < {2.0**-500!r} and abs({b}) < {2.0**-500!r})"
+    up = f"(0.25 if {big} else ({2.0**600!r} if {tiny} else 1.0))"
+    down = f"(2.0 if {big} else ({2.0**-300!r} if {tiny} else 1.0))"
+    a2, b2 = f"({a} * {up})", f"({b} * {up})"
+    h = f"math.hypot({a2}, {b2})"
+    tp, tn = f"math.sqrt(({a2} + {h}) * 0.5)", f"math.sqrt((-{a2} + {h}) * 0.5)"
+    general = (
+        f"(complex({tp} * {down}, {b2} / (2.0 * {tp}) * {down}) if {a2} >= 0.0 else "
+        f"complex(abs({b2}) / (2.0 * {tn}) * {down}, math.copysign({tn}, {b2}) * {down}))"
+    )
+    infinite_a = (
+        f"(complex(abs({b} - {b}), math.copysign({a}, {b})) if {a} < 0.0 else "
+        f"complex({a}, math.copysign({b} - {b}, {b})))"
+    )
+    return (
+        f"(complex(abs({b}), {b}) if ({a} == 0.0 and {b} == 0.0) or math.isinf({b}) else "
+        f"(complex({a}, {a}) if math.isnan({a}) else "
+        f"({infinite_a} if math.isinf({a}) else {general})))"
+    )
+
+
+def _complex_log(z: str) -> str:
+    """log of a complex value: log(hypot(re, im)) + atan2(im, re), as cmath.log, with parts
+    beyond 2**1000 scaled down by 2**600 and parts both below 2**-500 scaled up by 2**600 first
+    (hypot overflowed to inf at 1.7e308+1.7e308j, and lost digits on subnormal parts:
+    log(5e-324+5e-324j) was -744.44 for -744.09)."""
+    a, b = f"{z}.real", f"{z}.imag"
+    big = f"(abs({a}) >= {2.0**1000!r} or abs({b}) >= {2.0**1000!r})"
+    tiny = f"(abs({a}) < {2.0**-500!r} and abs({b}) < {2.0**-500!r})"
+    scale = f"({2.0**-600!r} if {big} else ({2.0**600!r} if {tiny} else 1.0))"
+    shift = math.log(2.0**600)
+    shifted = f"({shift!r} if {big} else ({-shift!r} if {tiny} else 0.0))"
+    modulus = f"math.hypot({a} * {scale}, {b} * {scale})"
+    return f"complex(math.log({modulus}) + {shifted}, math.atan2({b}, {a}))"
+
+
+_COMPLEX_CALLS["sqrt"] = _complex_sqrt("{0}")
+_COMPLEX_CALLS["log"] = _complex_log("{0}")
+
+
+def _parts_times(z: str, c: float) -> str:
+    # each part times c (z * c on a complex z would make -inf * 0.0 a nan imaginary part)
+    return f"complex({z}.real * {c!r}, {z}.imag * {c!r})"
+
+
+_COMPLEX_CALLS["log10"] = _parts_times(f"({_complex_log('{0}')})", 1 / math.log(10.0))
+_COMPLEX_CALLS["log2"] = _parts_times(f"({_complex_log('{0}')})", 1 / math.log(2.0))
+# 1 + z with z's imaginary part as it is (1.0 + z would add +0.0 to it: a -0.0 became +0.0 and
+# log1p(-1.5-0j) took the other side of the branch cut, +pi for NumPy's -pi)
+_COMPLEX_CALLS["log1p"] = _complex_log("complex(1.0 + {0}.real, {0}.imag)")
 
 
 def _complex_template(prim) -> bool:

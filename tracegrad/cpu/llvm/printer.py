@@ -292,8 +292,6 @@ class _Printer:
     def compute(self, op: Compute) -> Typed:
         node = op.node
         text = render_node(node, op.args, self.mode)
-        if "cmath." in text:
-            raise Unsupported("complex math")
         value = self.expr_text(text)
         return self.s.cast(value, node.out.dtype)
 

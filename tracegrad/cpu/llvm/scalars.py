@@ -415,6 +415,7 @@ _MATH_INTRINSICS = {
     "cos": "llvm.cos",
     "fabs": "llvm.fabs",
     "pow": "llvm.pow",
+    "copysign": "llvm.copysign",
 }
 _MATH_EXTERNS = {
     "log1p",
@@ -559,6 +560,17 @@ class ExpressionCompiler:
             return self.s.binop("**", a, b)
         if isinstance(exponent, ast.Constant) and exponent.value == 0 and a.dtype.kind == "f":
             return self.s.const(1.0, a.dtype)
+        n = exponent.value if isinstance(exponent, ast.Constant) else None
+        if a.dtype == F64 and type(n) is int and 0 < n <= 64:
+            # Numba's static_power_impl: the loop of repeated squaring unrolled, from 1.0 * x
+            out, square = None, a
+            while n:
+                if n & 1:
+                    out = square if out is None else self.s.binop("*", out, square)
+                n >>= 1
+                if n:
+                    square = self.s.binop("*", square, square)
+            return out
         raise Unsupported(f"{a.dtype} ** {b.dtype}")
 
     def call(self, node: ast.Call) -> Typed:
@@ -590,6 +602,8 @@ class ExpressionCompiler:
             return self.numpy(name, args)
         if module == "math":
             return self.math(name, args)
+        if module == "cmath":
+            return self.cmath(name, args)
         if module == "_vm":
             base, _, suffix = name.rpartition("_")
             dtype = {"f64": F64, "f32": F32}.get(suffix)
@@ -609,6 +623,27 @@ class ExpressionCompiler:
         re = s.cast(args[0], part)
         im = s.cast(args[1], part) if len(args) == 2 else s.const(0.0, part)
         return s.make_complex(re, im)
+
+    def cmath(self, name: str, args: list[Typed]) -> Typed:
+        """cmath.<name>(z) on a complex128 value, as Numba computes it (cmath_ir.py)."""
+        from .cmath_ir import PROGRAMS
+
+        program = PROGRAMS.get(name)
+        if program is None or len(args) != 1:
+            raise Unsupported(f"cmath.{name}")
+        (z,) = args
+        if z.dtype.kind != "c":
+            z = self.s.cast(z, C128)
+        if z.dtype != C128:
+            raise Unsupported(f"cmath.{name} of {z.dtype}")
+        s = self.s
+        x, y = s.parts(z)
+        env = {"z": z, "x": x, "y": y, "NAN": s.const(float("nan"), F64)}
+        env["xf"], env["yf"] = (self.numpy("isfinite", [v]) for v in (x, y))
+        inner = ExpressionCompiler(s, env, self.vmath)
+        for target, text in program:
+            env[target] = inner.compile(text)
+        return s.cast(env[program[-1][0]], C128)
 
     def absolute(self, x: Typed) -> Typed:
         if x.dtype.kind == "c":  # Numba's complex_abs_impl: math.hypot(z.real, z.imag)
