@@ -118,21 +118,25 @@ def _complex(re, im) -> np.ndarray:
 
 SQRT_EDGES = _complex(
     [1e308, 1e308, -1e308, 0.0, 0.0, -0.0, 3e-320, 1e-310, -1e-310, 4.0, -4.0, 0.0, -0.0]
-    + [np.inf, -np.inf, np.inf, np.nan, 1.0, 1.0, 1.0, -2.5, 1e-300, 1e154],
+    + [np.inf, -np.inf, np.inf, np.nan, 1.0, 1.0, 1.0, -2.5, 1e-300, 1e154, 1.7e308, -1e308],
     [1e308, -3e307, 1e308, 1.7e308, 5e-324, 5e-324, 1e-315, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
-    + [1.0, 1.0, np.nan, 1.0, np.inf, -np.inf, np.nan, 1e-300, 1e-300, 1e154],
+    + [1.0, 1.0, np.nan, 1.0, np.inf, -np.inf, np.nan, 1e-300, 1e-300, 1e154, 1.7e308, 1e300],
 )
 
 
 @pytest.mark.parametrize(
     "backend, compiler", [("numpy", "llvm"), ("cpu", "llvm"), ("cpu", "numba"), ("cuda", "llvm")]
 )
-def test_sqrt_of_huge_tiny_and_special_complex_values_is_numpys(backend, compiler, monkeypatch):
+@pytest.mark.parametrize("name", ["sqrt", "log", "log2", "log10", "arccosh"])
+def test_huge_tiny_and_special_complex_values_are_numpys(name, backend, compiler, monkeypatch):
     # cmath.sqrt as Numba compiles it halved the imaginary part of parts above 7.4e307, lost
-    # digits on subnormal parts and raised ZeroDivisionError at 5e-324j
+    # digits on subnormal parts and raised ZeroDivisionError at 5e-324j; cmath.log overflowed
+    # at 1.7e308+1.7e308j; NumPy's condensed arccosh overflowed at 1e308+1e308j
     monkeypatch.setenv("TRACEGRAD_CPU_COMPILER", compiler)
-    got = tg.jit(np.sqrt, backend=backend)(SQRT_EDGES)
-    want = np.sqrt(SQRT_EDGES)
+    f = getattr(np, name)
+    got = tg.jit(f, backend=backend)(SQRT_EDGES)
+    with np.errstate(all="ignore"):
+        want = f(SQRT_EDGES)
     for part in ("real", "imag"):
         g, w = getattr(got, part), getattr(want, part)
         np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=part)

@@ -56,6 +56,10 @@ arccosh_p = elementwise_primitive(
     "np.arccosh({0})",
     domain=(1.2, 3.0),
     complex_operands=True,
+    # CPython's c_acosh (cmath.acosh as Numba compiles it): np.arccosh of a complex value in a
+    # kernel is NumPy's condensed log(z + sqrt(z+1) sqrt(z-1)), which overflowed to inf+0j at
+    # 1e308+1e308j (NumPy 710.24+0.785j)
+    complex_scalar="cmath.acosh({0})",
 )
 arctanh_p = elementwise_primitive(
     "arctanh",
