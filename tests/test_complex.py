@@ -127,7 +127,25 @@ SQRT_EDGES = _complex(
 @pytest.mark.parametrize(
     "backend, compiler", [("numpy", "llvm"), ("cpu", "llvm"), ("cpu", "numba"), ("cuda", "llvm")]
 )
-@pytest.mark.parametrize("name", ["sqrt", "log", "log2", "log10", "arccosh"])
+@pytest.mark.parametrize("name", ["arcsin", "arcsinh"])
+def test_arcsin_and_arcsinh_of_tiny_complex_values_are_the_values(
+    name, backend, compiler, monkeypatch
+):
+    # cmath's formulas halved a subnormal part and rounded it to 0: asinh(5e-324+5e-324j) = 5e-324j
+    monkeypatch.setenv("TRACEGRAD_CPU_COMPILER", compiler)
+    z = _complex(
+        [5e-324, 0.0, -0.0, 3e-320, 1e-310, -2e-200],
+        [5e-324, 5e-324, 5e-324, 1e-315, 3e-310, 1e-160],
+    )
+    got = tg.jit(getattr(np, name), backend=backend)(z)
+    np.testing.assert_array_equal(got, getattr(np, name)(z))
+    np.testing.assert_array_equal(np.signbit(got.real), np.signbit(z.real))
+
+
+@pytest.mark.parametrize(
+    "backend, compiler", [("numpy", "llvm"), ("cpu", "llvm"), ("cpu", "numba"), ("cuda", "llvm")]
+)
+@pytest.mark.parametrize("name", ["sqrt", "log", "log2", "log10", "arccosh", "arcsinh"])
 def test_huge_tiny_and_special_complex_values_are_numpys(name, backend, compiler, monkeypatch):
     # cmath.sqrt as Numba compiles it halved the imaginary part of parts above 7.4e307, lost
     # digits on subnormal parts and raised ZeroDivisionError at 5e-324j; cmath.log overflowed

@@ -9,7 +9,15 @@ import math
 import numpy as np
 
 from ..ir import Var
-from .elementwise import elementwise_primitive, one_minus_square, exp_p, log_p, sqrt_p, tan_p
+from .elementwise import (
+    elementwise_primitive,
+    exp_p,
+    log_p,
+    one_minus_square,
+    sqrt_p,
+    tan_p,
+    tiny_complex_is_itself,
+)
 from .facets import registered
 from .ops import (
     unary_rule,
@@ -45,6 +53,7 @@ arcsinh_p = elementwise_primitive(
     ),
     "np.arcsinh({0})",
     complex_operands=True,
+    complex_scalar=lambda args, params: tiny_complex_is_itself(args[0], "cmath.asinh"),
 )
 arccosh_p = elementwise_primitive(
     "arccosh",
