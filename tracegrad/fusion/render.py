@@ -176,7 +176,8 @@ def render_math(math_name: str, dtype: np.dtype, mode: str) -> str:
 # The math-library calls of the scalar templates on complex values: Python's cmath (Numba and
 # numba.cuda compile it), or NumPy's own formula where cmath has no such function (log1p, exp2,
 # log2 as NumPy's complex loops compute them; expm1 without cancelling for small arguments), or
-# where cmath as Numba compiles it is wrong at huge or tiny parts (sqrt, log: below).
+# where cmath as Numba compiles it is wrong at huge or tiny parts (sqrt, log, asin, asinh:
+# below).
 _COMPLEX_CALLS = {
     **{
         name: f"cmath.{name}({{0}})"
@@ -192,6 +193,11 @@ _COMPLEX_CALLS = {
 }
 
 
+def _tiny(a: str, b: str) -> str:
+    """Whether both parts are below 2**-500, where the complex formulas scale or short-cut."""
+    return f"(abs({a}) < {2.0**-500!r} and abs({b}) < {2.0**-500!r})"
+
+
 def _complex_sqrt(z: str) -> str:
     """sqrt of a complex value: NumPy's npy_csqrt (Algorithm 312, CACM vol 10, Oct 1967) with
     its special values, both results rescaled after the scaling against overflow (cmath.sqrt as
@@ -201,7 +207,7 @@ def _complex_sqrt(z: str) -> str:
     a, b = f"{z}.real", f"{z}.imag"
     thres = 1.7976931348623157e308 / (1.0 + 1.4142135623730951)
     big = f"(abs({a}) >= {thres!r} or abs({b}) >= {thres!r})"
-    tiny = f"(abs({a}) < {2.0**-500!r} and abs({b}) < {2.0**-500!r})"
+    tiny = _tiny(a, b)
     up = f"(0.25 if {big} else ({2.0**600!r} if {tiny} else 1.0))"
     down = f"(2.0 if {big} else ({2.0**-300!r} if {tiny} else 1.0))"
     a2, b2 = f"({a} * {up})", f"({b} * {up})"
@@ -229,7 +235,7 @@ def _complex_log(z: str) -> str:
     log(5e-324+5e-324j) was -744.44 for -744.09)."""
     a, b = f"{z}.real", f"{z}.imag"
     big = f"(abs({a}) >= {2.0**1000!r} or abs({b}) >= {2.0**1000!r})"
-    tiny = f"(abs({a}) < {2.0**-500!r} and abs({b}) < {2.0**-500!r})"
+    tiny = _tiny(a, b)
     scale = f"({2.0**-600!r} if {big} else ({2.0**600!r} if {tiny} else 1.0))"
     shift = math.log(2.0**600)
     shifted = f"({shift!r} if {big} else ({-shift!r} if {tiny} else 0.0))"
@@ -237,8 +243,17 @@ def _complex_log(z: str) -> str:
     return f"complex(math.log({modulus}) + {shifted}, math.atan2({b}, {a}))"
 
 
+def _tiny_is_itself(z: str, call: str) -> str:
+    """`call(z)` for a function that is z + O(z^3) at 0 (asin, asinh), with z itself where both
+    parts are below 2**-500: cmath's formulas halve a subnormal part and round it to 0
+    (cmath.asinh(5e-324+5e-324j) is 5e-324j; NumPy's is 5e-324+5e-324j)."""
+    return f"(complex({z}) if {_tiny(f'{z}.real', f'{z}.imag')} else {call}({z}))"
+
+
 _COMPLEX_CALLS["sqrt"] = _complex_sqrt("{0}")
 _COMPLEX_CALLS["log"] = _complex_log("{0}")
+_COMPLEX_CALLS["asin"] = _tiny_is_itself("{0}", "cmath.asin")
+_COMPLEX_CALLS["asinh"] = _tiny_is_itself("{0}", "cmath.asinh")
 
 
 def _parts_times(z: str, c: float) -> str:

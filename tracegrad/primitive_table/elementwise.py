@@ -71,14 +71,6 @@ def complex_division(a: str, b: str) -> str:
     return f"({zero} if {b} == 0 else ({wide} if abs({br}) >= abs({bi}) else {tall}))"
 
 
-def tiny_complex_is_itself(z: str, call: str) -> str:
-    """`call(z)` for a function that is z + O(z^3) at 0 (asin, asinh), with z itself where both
-    parts are below 2**-500: cmath's formulas halve a subnormal part and round it to 0
-    (cmath.asinh(5e-324+5e-324j) is 5e-324j; NumPy's is 5e-324+5e-324j)."""
-    tiny = f"(abs({z}.real) < {2.0**-500!r} and abs({z}.imag) < {2.0**-500!r})"
-    return f"(complex({z}) if {tiny} else {call}({z}))"
-
-
 def _integer_pow_complex(args, params):
     # z**n for n <= 3 as products, 1/z**|n| through NumPy's division, else the library's power
     x, n = args[0], params["n"]
@@ -356,7 +348,6 @@ arcsin_p = elementwise_primitive(
     "M.asin({0})",
     domain=(-0.9, 0.9),
     complex_operands=True,
-    complex_scalar=lambda args, params: tiny_complex_is_itself(args[0], "cmath.asin"),
 )
 arccos_p = elementwise_primitive(
     "arccos",

@@ -8,7 +8,6 @@ constructors are defined first and find their primitive by name (`registered`) w
 from __future__ import annotations
 
 import functools
-
 import math
 from collections.abc import Callable, Sequence
 from typing import Any

@@ -16,7 +16,6 @@ from .elementwise import (
     one_minus_square,
     sqrt_p,
     tan_p,
-    tiny_complex_is_itself,
 )
 from .facets import registered
 from .ops import (
@@ -53,7 +52,7 @@ arcsinh_p = elementwise_primitive(
     ),
     "np.arcsinh({0})",
     complex_operands=True,
-    complex_scalar=lambda args, params: tiny_complex_is_itself(args[0], "cmath.asinh"),
+    complex_scalar="M.asinh({0})",  # its complex form (fusion/render.py), not NumPy's
 )
 arccosh_p = elementwise_primitive(
     "arccosh",
@@ -68,7 +67,7 @@ arccosh_p = elementwise_primitive(
     # CPython's c_acosh (cmath.acosh as Numba compiles it): np.arccosh of a complex value in a
     # kernel is NumPy's condensed log(z + sqrt(z+1) sqrt(z-1)), which overflowed to inf+0j at
     # 1e308+1e308j (NumPy 710.24+0.785j)
-    complex_scalar="cmath.acosh({0})",
+    complex_scalar="M.acosh({0})",
 )
 arctanh_p = elementwise_primitive(
     "arctanh",
