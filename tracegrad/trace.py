@@ -444,9 +444,19 @@ def _hidden_input(x: np.ndarray, builder: Builder) -> Var | None:
     scope = root.scope
     if scope is None or x.dtype.kind not in "biuf":  # others fail as constants, with a message
         return None
+    found = scope.hidden_view(x)
+    if found is not None:  # a view of a reachable array: computed from the array's input
+        index, array, (window, squeezed, perm) = found
+        var = _hidden_var(root, builder, index, array)
+        with ir.building(builder):
+            view = P.transpose(P.reshape(P.slice_(var, window), squeezed), perm)
+            return P.reshape(view, x.shape)
     index = scope.hidden_input(x)
-    if index is None:
-        return None
+    return None if index is None else _hidden_var(root, builder, index, x)
+
+
+def _hidden_var(root: Builder, builder: Builder, index: int, x: np.ndarray) -> Var:
+    """The hidden input `index` (standing for `x`) as a value of `builder`."""
     if index == len(root.hidden_vars):  # first use: indices are handed out in order
         root.hidden_vars.append(root.new_input(x.shape, x.dtype))
         branches.note_input(root, root.hidden_vars[-1], x)

@@ -65,6 +65,53 @@ def _code_names(code: types.CodeType, into: set[str]) -> None:
             _code_names(const, into)
 
 
+def view_of(base: np.ndarray, view: np.ndarray) -> tuple | None:
+    """How `view` reads the memory of `base` as basic slicing and a transpose of `base`:
+    (the slice index per axis of base, the shape with its unsliced axes dropped, the
+    permutation of the remaining axes), after which a reshape to view.shape only inserts axes
+    of length 1. None when it is not that (a dtype view, rows that wrap...). The answer is
+    checked by making the view with NumPy from `base` and comparing pointer and strides."""
+    if view.dtype != base.dtype or view.size == 0 or base.size == 0:
+        return None
+    offset = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    long_axes = sorted(
+        (j for j in range(base.ndim) if base.shape[j] > 1), key=lambda j: -base.strides[j]
+    )
+    if offset < 0 or any(base.strides[j] <= 0 for j in long_axes):
+        return None
+    start = [0] * base.ndim
+    for j in long_axes:  # the byte offset, as a start index on each axis (largest stride first)
+        start[j], offset = divmod(offset, base.strides[j])
+    if offset or any(start[j] >= base.shape[j] for j in long_axes):
+        return None
+    taken: dict[int, tuple[int, int]] = {}  # base axis -> (view axis, step)
+    for k in (k for k in range(view.ndim) if view.shape[k] > 1):
+        for j in long_axes:
+            step, rest = divmod(view.strides[k], base.strides[j])
+            last = start[j] + step * (view.shape[k] - 1)
+            if j not in taken and not rest and step != 0 and 0 <= last < base.shape[j]:
+                taken[j] = (k, step)
+                break
+        else:
+            return None
+    index = []  # (start, stop, step) per axis as range() takes them, as the slice primitive does
+    for j in range(base.ndim):
+        k, step = taken.get(j, (None, 1))
+        last = start[j] + (0 if k is None else step * (view.shape[k] - 1))
+        index.append((start[j], last + (1 if step > 0 else -1), step))
+    index = tuple(index)
+    kept = sorted(taken)  # the sliced array's remaining axes, in base's order
+    squeezed = tuple(view.shape[taken[j][0]] for j in kept)
+    perm = tuple(sorted(range(len(kept)), key=lambda i: taken[kept[i]][0]))
+    window = tuple(slice(a, None if b < 0 else b, c) for a, b, c in index)
+    made = base[window].reshape(squeezed).transpose(perm)
+    made = made.reshape(view.shape)
+    same = made.__array_interface__["data"][0] == view.__array_interface__["data"][0] and all(
+        a == b for a, b, d in zip(made.strides, view.strides, view.shape, strict=True) if d > 1
+    )
+    return (index, squeezed, perm) if same else None
+
+
 # _Reachable and Scope are plain classes, not dataclasses: a dataclass costs about 1 ms to create,
 # paid by every process's first trace.
 
@@ -94,6 +141,9 @@ class Scope:
         self.owners: dict[int, list[_Reachable]] = {}  # id(memory owner) -> arrays
         self.hidden: list[tuple[_Reachable | None, np.ndarray]] = []
         self._hidden_ids: dict[int, int] = {}
+        # a view's hidden input by what it reads (see hidden_input): `H.T` makes a new view
+        # object each time it runs, and each loop iteration must read the same input
+        self._hidden_views: dict[tuple, int] = {}
         # random-number generators the function can reach (see `random_sources`), and the
         # names its code uses
         self.generators: list[tuple[str, Any]] = []
@@ -171,11 +221,50 @@ class Scope:
             entry.direct = True
         elif not viewed:
             return None
+        geometry = None
+        if entry is None:
+            # Views of one owner with the same data pointer, shape, strides and dtype read the
+            # same memory on every call (the program holds them, and their reachable arrays are
+            # guarded by identity), so they are one input. The owner is kept alive by the view
+            # held in self.hidden, so its id is not reused while this scope lives.
+            owner = value if value.base is None else value.base
+            geometry = (
+                id(owner),
+                value.__array_interface__["data"][0],
+                value.shape,
+                value.strides,
+                value.dtype.str,
+            )
+            index = self._hidden_views.get(geometry)
+            if index is not None:
+                self._hidden_ids[id(value)] = index
+                return index
         for e in viewed:
             e.viewed = True
-        self._hidden_ids[id(value)] = len(self.hidden)
+        index = len(self.hidden)
+        self._hidden_ids[id(value)] = index
+        if geometry is not None:
+            self._hidden_views[geometry] = index
         self.hidden.append((entry, value))
-        return len(self.hidden) - 1
+        return index
+
+    def hidden_view(self, value: np.ndarray) -> tuple[int, np.ndarray, tuple] | None:
+        """If `value` is a view of a reachable array that basic slicing and a transpose make
+        (`data[t]`, `H.T`, `x[:, 1::2]`), (the hidden input of that array, the array, how:
+        `view_of`): the trace computes the view from the array, so that a loop's iterations
+        reading rows `data[t]` read one input and roll, and a rebound array is read afresh."""
+        if self.constants or id(value) in self._hidden_ids:
+            return None
+        entry, viewed = self._entries(value)
+        if entry is not None:
+            return None
+        for e in viewed:
+            how = view_of(e.array, value)
+            if how is not None:
+                index = self.hidden_input(e.array)
+                assert index is not None
+                return index, e.array, how
+        return None
 
     def read_while_tracing(self, value: np.ndarray) -> None:
         """Tracing used the contents of `value` (a static index array, a mask): if it is (a view
