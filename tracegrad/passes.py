@@ -192,6 +192,59 @@ def _matrix_vector(node: Node, nodes: list[Node], producer: dict[Var, Node]) -> 
     return Node(P.reshape_p, (sums,), {"shape": (m, 1)}, node.out, src)
 
 
+# A product of matrices of at most this many multiply-adds becomes a sum of elementwise products
+# over its inner axis, a loop that fuses with its neighbours: a Kalman filter's 4 x 4 products
+# and an RNN step's (1 x 32) @ (32 x 32), where a BLAS call (and, in a loop body, the return to a
+# Python driver between steps) costs more than the arithmetic.
+TINY_PRODUCT = 1024
+
+
+def tiny_products(graph: Graph) -> Graph:
+    """The cpu backend's lowering of products of at most TINY_PRODUCT multiply-adds: each a sum
+    over its inner axis (`_product_as_sum`), which the planner fuses. (The cuda backend keeps
+    its own product kernels, split-k included.)"""
+    if not any(node.prim is P.matmul_p and _tiny_product(node) for node in graph.nodes):
+        return graph
+    nodes: list[Node] = []
+    producer: dict[Var, Node] = {}
+    for node in graph.nodes:
+        if node.prim is P.matmul_p and _tiny_product(node):
+            node = _product_as_sum(node, nodes, producer)
+        nodes.append(node)
+        producer[node.out] = node
+    return Graph(graph.inputs, tuple(nodes), graph.outputs)
+
+
+def _tiny_product(node: Node) -> bool:
+    a, b = node.inputs
+    if a.ndim != 2 or b.ndim != 2 or a.dtype.kind not in "fc":
+        return False
+    (m, k), n = a.shape, b.shape[1]
+    return 0 < m * k * n <= TINY_PRODUCT
+
+
+def _product_as_sum(node: Node, nodes: list[Node], producer: dict[Var, Node]) -> Node:
+    """`a @ b` (m x k times k x n) as `sum(a[:, :, None] * b[None, :, :], axis=1)`, added in
+    the order of k (not BLAS's order: not bitwise equal to it)."""
+    a, b = node.inputs
+    (m, k), n = a.shape, b.shape[1]
+    src = node.source
+
+    def add(prim, inputs, params, shape, dtype) -> Var:
+        out = Var(shape, dtype)
+        new = Node(prim, inputs, params, out, src)
+        nodes.append(new)
+        producer[out] = new
+        return out
+
+    wide = []
+    for v, shape in ((a, (m, k, 1)), (b, (1, k, n))):
+        v3 = add(P.reshape_p, (v,), {"shape": shape}, shape, v.dtype)
+        wide.append(add(P.broadcast_to_p, (v3,), {"shape": (m, k, n)}, (m, k, n), v.dtype))
+    terms = add(P.mul_p, tuple(wide), {}, (m, k, n), node.out.dtype)
+    return Node(P.reduce_sum_p, (terms,), {"axes": (1,)}, node.out, src)
+
+
 def _rewrite(node: Node, producers: list[Node | None]):
     """None to keep the node; a Var to replace it by; an array to fold it into a constant."""
     prim, ins = node.prim, node.inputs

@@ -35,7 +35,7 @@ from ..fusion import Buffer, EvalStep, FusedLoop, MatmulStep, Plan, ViewStep
 from ..ir import Graph, Node
 from ..primitives import draws_in
 from ..base import blas_threads, cache, config, progress
-from . import donation, pool, products, runner, scalars, scan_loop, scatters
+from . import donation, loop_bodies, pool, products, runner, scalars, scan_loop, scatters
 from .kernels import KernelSource, LayoutRefused, render_loop
 
 log = logging.getLogger("tracegrad")
@@ -176,6 +176,9 @@ class CpuProgram:
             for b, root in zip(plan.outputs, roots, strict=True)
         )
         self._lock = threading.Lock()
+        self.top_level = True  # not a loop's body (set by _compile_held)
+        self.linalg_written_out = False
+        self._nan_checked: bool | None = None  # decided on the first call (_checked)
         self._copy_inputs = False  # set by the first input a native kernel refused (__call__)
         if load:
             self._bind()
@@ -291,7 +294,7 @@ class CpuProgram:
         if any(native):
             if not all(native):
                 return None  # (a loop calls kernels of one compiler)
-            body = scan_loop.scan_body(self, n_consts, n_carry)
+            body = scan_loop.scan_body(self, n_consts, n_carry, views=True)
             if body is None:
                 return None
             from .llvm import loops
@@ -300,10 +303,35 @@ class CpuProgram:
         return scan_loop.scan_driver(self, n_consts, n_carry, save)
 
     def _compile_held(self, graph: Graph) -> CpuProgram:
-        """A graph a node holds (a loop body), optimised and compiled like a program of its own."""
+        """A graph a node holds (a loop body), optimised and compiled like a program of its own,
+        its small factorisations and solves written out as arithmetic (loop_bodies.py)."""
+        graph, written_out = loop_bodies.unrolled(graph)
         program = build(passes.optimize(graph), load=self.load)
+        program.top_level = False
+        program.linalg_written_out = written_out
         self.held.append(program)
         return program
+
+    def _writes_out_linalg(self) -> bool:
+        """Whether a loop of this program (at any depth) runs a written-out factorisation."""
+        return any(p.linalg_written_out or p._writes_out_linalg() for p in self.held)
+
+    def _checked(self, args, out):
+        """`out`, or NumPy's LinAlgError where a written-out factorisation in a loop failed:
+        it gives NaN where LAPACK raises (loop_bodies.py), so a result holding a NaN is
+        computed again by the reference interpreter, which raises NumPy's error or, when it
+        raises nothing, leaves these results to be returned (and later NaNs unchecked)."""
+        if self._nan_checked is None:
+            self._nan_checked = self.top_level and self._writes_out_linalg()
+            self._nan_checked = self._nan_checked and not draws_in(self.graph.nodes)
+        if self._nan_checked and any(
+            o.dtype.kind in "fc" and np.isnan(o).any() for o in map(np.asarray, out)
+        ):
+            from .. import interpreter
+
+            interpreter.evaluate(self.graph, args)
+            self._nan_checked = False
+        return out
 
     def _from_eval(self, b: Buffer) -> bool:
         return any(isinstance(step, EvalStep) and step.out is b for step in self.plan.steps)
@@ -408,6 +436,10 @@ class CpuProgram:
         return out
 
     def __call__(self, args):
+        out = self._call(args)
+        return self._checked(args, out) if self._nan_checked is not False else out
+
+    def _call(self, args):
         try:
             return self._run(args)
         except LayoutRefused:
@@ -580,6 +612,7 @@ def build(graph: Graph, load: bool = True, bake_sizes: bool | None = None) -> Cp
     specialisation (compiled again for every shape) that lets LLVM see the trip counts."""
     mode = render.math_mode()
     limits.check_graph(graph, "cpu")
+    graph = passes.tiny_products(graph)
     plan = fusion.plan(graph, render.supports, computed_identity=True)
     plan = donation.donate(scalars.pack_scalars(split.split_loops(plan)))
     plan = scatters.scatter_in_place(plan)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..fusion import render
-from ..fusion import FusedLoop
+from ..fusion import FusedLoop, ViewStep
 from ..fusion import loop_ir as L
 from ..fusion.render import Lines
 from ..base import cache, progress
@@ -37,19 +37,33 @@ class ScanBody:
     xs: list
     ys: list
     others: list
+    # (output's name, name of the buffer it is a view of, bytes): copied after the kernels
+    copies: list = ()
 
 
-def scan_body(program, n_consts: int, n_carry: int) -> ScanBody | None:
+def scan_body(program, n_consts: int, n_carry: int, views: bool = False) -> ScanBody | None:
     """The body `program` as a loop drives it, or None when it is not only serial fused kernels
-    writing outputs of their own (with only buffers the loop knows how to pass)."""
+    writing outputs of their own (with only buffers the loop knows how to pass). With `views`
+    (a loop of native kernels, which take data pointers), reshapes are also allowed: a reshape
+    of a buffer (all are C-contiguous) is the same memory, so it takes its buffer's name, and
+    an output that is one, or that is an input, is copied from that buffer after the step's
+    kernels."""
     plan = program.plan
-    if not plan.steps or not all(isinstance(s, FusedLoop) for s in plan.steps):
+    loops = [s for s in plan.steps if isinstance(s, FusedLoop)]
+    reshapes = [s for s in plan.steps if isinstance(s, ViewStep) and s.node.prim.name == "reshape"]
+    if not loops or len(loops) + (len(reshapes) if views else 0) != len(plan.steps):
         return None
-    calls = [program.calls[id(step)] for step in plan.steps]
+    calls = [program.calls[id(step)] for step in loops]
     if any(call.parallel for call in calls):
         return None
     outputs = list(plan.outputs)
-    if any(b.role != "output" or outputs.count(b) != 1 for b in outputs):
+    # with views, an output may also be a reshape, an input (a carry passed through) or
+    # another output again
+    copied = {id(s.out) for s in reshapes} | {id(b) for b in plan.inputs} if views else set()
+    if any(
+        (b.role != "output" and id(b) not in copied) or (outputs.count(b) != 1 and not views)
+        for b in outputs
+    ):
         return None
     name: dict[int, str] = {}
     for i, b in enumerate(plan.inputs):
@@ -59,16 +73,35 @@ def scan_body(program, n_consts: int, n_carry: int) -> ScanBody | None:
             name[id(b)] = f"ca{i - n_consts}"
         else:
             name[id(b)] = f"x{i - n_consts - n_carry}"
+    copies, again = [], []
     for k, b in enumerate(outputs):
-        name[id(b)] = f"cb{k}" if k < n_carry else f"y{k - n_carry}"
+        slot = f"cb{k}" if k < n_carry else f"y{k - n_carry}"
+        if b.role == "input":  # its own slot, filled from the input
+            copies.append((slot, name[id(b)], _nbytes(b)))
+        elif id(b) in name:  # an output again: filled from its first slot, once that is
+            again.append((slot, name[id(b)], _nbytes(b)))
+        else:
+            name[id(b)] = slot
     others = [b for b in plan.buffers if b.role in ("const", "temp")] + list(program.scratch)
     for j, b in enumerate(others):
         name[id(b)] = f"o{j}"
+    for step in reshapes if views else ():  # in plan order: a view of a view finds its name
+        source = name.get(id(step.src))
+        if source is None:
+            return None
+        if id(step.out) in name:  # an output: its own slot, filled from the buffer it views
+            copies.append((name[id(step.out)], source, _nbytes(step.out)))
+        name[id(step.out)] = source
+    copies += again
     if any(id(b) not in name for call in calls for b in call.source.arrays + call.partials):
         return None  # a buffer this loop does not know how to pass (a view)
     carries = list(plan.inputs[n_consts : n_consts + n_carry])
     xs = list(plan.inputs[n_consts + n_carry :])
-    return ScanBody(calls, name, carries, xs, outputs[n_carry:], others)
+    return ScanBody(calls, name, carries, xs, outputs[n_carry:], others, copies)
+
+
+def _nbytes(b) -> int:
+    return int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize
 
 
 def partial_names(call, name: dict[int, str]) -> dict[str, str]:

@@ -20,6 +20,23 @@ def interpreted(graph: Graph) -> Callable:
     return lambda arrays: evaluate(graph, arrays)
 
 
+def owned_results(run_body: Callable) -> Callable:
+    """`run_body` (a compiled body program) with results a loop may hold from one step to the
+    next. A program may return views of its own buffers (a reshape of a temporary it writes
+    again on its next call), or its inputs: a loop keeping them as carries would read them
+    overwritten. Results the program does not vouch for (`fresh_outputs`) are copied."""
+    fresh = getattr(run_body, "fresh_outputs", None)
+    if fresh is None or all(fresh):
+        return run_body
+    fresh = tuple(fresh)
+
+    def run(arrays):
+        outs = run_body(arrays)
+        return [o if f else np.array(o) for o, f in zip(outs, fresh, strict=True)]
+
+    return run
+
+
 def floats(vars_: Sequence[Var]) -> list[int]:
     return [i for i, v in enumerate(vars_) if P.is_float(v.dtype)]
 

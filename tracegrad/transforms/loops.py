@@ -56,6 +56,7 @@ from .bodies import (
     carry_flags,
     floats,
     interpreted,
+    owned_results,
     repack_batched,
     select_rows,
     truth,
@@ -194,7 +195,7 @@ def _counted_body(body: Graph, n_consts: int, b_consts, size: int, int_dtype) ->
 
 
 def _loop_compiled(node, compile):
-    run_body = compile(node.params["body"])
+    run_body = owned_results(compile(node.params["body"]))
     return lambda *args: run_loop(run_body, args, **node.params)
 
 
@@ -333,7 +334,7 @@ def _while_batch(size, inputs, batched, *, cond, body, n_cond_consts, n_body_con
 
 
 def _while_compiled(node, compile, count=False):
-    run_cond, run_body = compile(node.params["cond"]), compile(node.params["body"])
+    run_cond, run_body = compile(node.params["cond"]), owned_results(compile(node.params["body"]))
     return lambda *args: run_while(run_cond, run_body, args, count=count, **node.params)
 
 

@@ -18,7 +18,15 @@ from ..autodiff import adjoint
 from ..ir import Builder, Graph, Node, Var
 from ..primitives import Kind, Primitive
 from . import partial_eval
-from .bodies import batch_axis_to, batched_body, carry_flags, floats, interpreted, repack_batched
+from .bodies import (
+    batch_axis_to,
+    batched_body,
+    carry_flags,
+    floats,
+    interpreted,
+    owned_results,
+    repack_batched,
+)
 from .packing import Aval, avals, check_avals, pack_dtype, pack_size, packed_views, unpack
 from .remat import remat_barrier_p
 
@@ -261,7 +269,8 @@ def _scan_compiled(node, compile):
     if driver is not None and all(d == dtype for _, d in layout):
         fast = driver(params["n_consts"], params["n_carry"], params["save"])
     if fast is None:  # the body program called once per step
-        return lambda *args: run_scan(run_body, args, **params)
+        owned = owned_results(run_body)
+        return lambda *args: run_scan(owned, args, **params)
     n_consts, n_carry = params["n_consts"], params["n_carry"]
 
     def run(*args):  # the whole loop in one compiled call

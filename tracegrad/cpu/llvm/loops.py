@@ -112,6 +112,8 @@ def _print(body: ScanBody, n_consts: int, n_carry: int, save: bool) -> tuple[str
         for i, arg in enumerate(args):
             b.store(pointers[arg], b.gep(datas[j], [const(i)]))
         b.call(kernels[j], [datas[j], const(0), const(1), const(1)])
+    for out, source, nbytes in body.copies:  # outputs that are reshapes of other buffers
+        copy(pointers[out], pointers[source], nbytes)
     for k in range(n_carry):  # this step's output is the next step's carry
         b.store(pointers[f"cb{k}"], current[k])
         b.store(pointers[f"ca{k}"], spare[k])
