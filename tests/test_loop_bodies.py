@@ -152,7 +152,7 @@ def test_a_cholesky_that_fails_in_a_loop_raises_numpys_error(compiler):
         f(P0, np.array([0.0, 0.0, 100.0, 0.0]))  # step 3's matrix is not positive definite
 
 
-def test_a_singular_solve_in_a_loop_raises_numpys_error(compiler):
+def test_a_singular_solve_in_a_loop_raises_numpys_error(compiler, monkeypatch):
     def step(x, a):
         return np.linalg.solve(a, x), np.sum(x)
 
@@ -163,6 +163,11 @@ def test_a_singular_solve_in_a_loop_raises_numpys_error(compiler):
     bad[1] = np.ones((3, 3))
     with pytest.raises(np.linalg.LinAlgError):
         f(np.ones(3), bad)
+    # and on a first call that compiles before it returns (no interpreter answering it)
+    monkeypatch.setenv("TRACEGRAD_TIERED", "0")
+    first = tg.jit(lambda x, xs: tg.scan(step, x, xs)[0] * 2.0, backend="cpu")
+    with pytest.raises(np.linalg.LinAlgError):
+        first(np.ones(3), bad)
 
 
 def test_a_nan_that_is_not_a_failure_is_returned(compiler):

@@ -178,7 +178,6 @@ class CpuProgram:
         self._lock = threading.Lock()
         self.top_level = True  # not a loop's body (set by _compile_held)
         self.linalg_written_out = False
-        self._nan_checked: bool | None = None  # decided on the first call (_checked)
         self._copy_inputs = False  # set by the first input a native kernel refused (__call__)
         if load:
             self._bind()
@@ -316,21 +315,24 @@ class CpuProgram:
         """Whether a loop of this program (at any depth) runs a written-out factorisation."""
         return any(p.linalg_written_out or p._writes_out_linalg() for p in self.held)
 
+    def _steady(self):
+        """How calls after the first run: the driver, checked for NaN results when a loop of
+        this program runs a written-out factorisation (loop_bodies.py gives NaN where LAPACK
+        raises). A program that draws random numbers is not run twice, and a loop's body
+        program is checked by the program that holds it."""
+        if not self.top_level or draws_in(self.graph.nodes) or not self._writes_out_linalg():
+            return self._fast
+        return lambda args: self._checked(args, self._fast(args))
+
     def _checked(self, args, out):
-        """`out`, or NumPy's LinAlgError where a written-out factorisation in a loop failed:
-        it gives NaN where LAPACK raises (loop_bodies.py), so a result holding a NaN is
-        computed again by the reference interpreter, which raises NumPy's error or, when it
-        raises nothing, leaves these results to be returned (and later NaNs unchecked)."""
-        if self._nan_checked is None:
-            self._nan_checked = self.top_level and self._writes_out_linalg()
-            self._nan_checked = self._nan_checked and not draws_in(self.graph.nodes)
-        if self._nan_checked and any(
-            o.dtype.kind in "fc" and np.isnan(o).any() for o in map(np.asarray, out)
-        ):
+        """`out`, unless it holds a NaN: then the reference interpreter computes the call again,
+        which raises NumPy's LinAlgError where a factorisation failed or, when it raises
+        nothing, leaves these results to be returned, and later calls unchecked."""
+        if any(o.dtype.kind in "fc" and np.isnan(o).any() for o in map(np.asarray, out)):
             from .. import interpreter
 
             interpreter.evaluate(self.graph, args)
-            self._nan_checked = False
+            self._run = self._fast
         return out
 
     def _from_eval(self, b: Buffer) -> bool:
@@ -432,34 +434,34 @@ class CpuProgram:
                     call.module = cache.reload_without_compiled(call.module, call.source.module)
             self._bind()
             out = self._fast(args)
-        self._run = self._fast
-        return out
+        self._run = self._steady()
+        return out if self._run is self._fast else self._checked(args, out)
 
     def __call__(self, args):
-        out = self._call(args)
-        return self._checked(args, out) if self._nan_checked is not False else out
-
-    def _call(self, args):
         try:
-            return self._run(args)
+            out = self._run(args)
         except LayoutRefused:
-            # A native kernel refused an input's layout (strided, unaligned). Rather than compile
-            # the kernel's Numba version (seconds), copy such inputs C-contiguous on every call
-            # from now on and run the call again from the start: its steps only write the
-            # program's own buffers. A program that draws random numbers is not run twice (the
-            # draws would advance the user's generator again): its kernels fall back to Numba.
-            if not self._copy_inputs and not draws_in(self.graph.nodes):
-                self._copy_inputs = True
-                self._bind()
-                self._run = self._fast
-                try:
-                    return self._run(args)
-                except LayoutRefused:  # an array of the program's own, not an input
-                    pass
-            from .llvm import kernels as llvm_kernels
+            out = self._refused(args)
+        return out
 
-            with llvm_kernels.numba_fallback():
+    def _refused(self, args):
+        """A native kernel refused an input's layout (strided, unaligned). Rather than compile
+        the kernel's Numba version (seconds), copy such inputs C-contiguous on every call from
+        now on and run the call again from the start: its steps only write the program's own
+        buffers. A program that draws random numbers is not run twice (the draws would advance
+        the user's generator again): its kernels fall back to Numba."""
+        if not self._copy_inputs and not draws_in(self.graph.nodes):
+            self._copy_inputs = True
+            self._bind()
+            self._run = self._steady()
+            try:
                 return self._run(args)
+            except LayoutRefused:  # an array of the program's own, not an input
+                pass
+        from .llvm import kernels as llvm_kernels
+
+        with llvm_kernels.numba_fallback():
+            return self._run(args)
 
     # ---- showing it
     def source(self) -> str:
