@@ -166,6 +166,41 @@ def test_huge_tiny_and_special_complex_values_are_numpys(name, backend, compiler
 
 
 @pytest.mark.parametrize(
+    "backend, compiler", [("numpy", "llvm"), ("cpu", "llvm"), ("cpu", "numba"), ("cuda", "llvm")]
+)
+@pytest.mark.parametrize("name", ["arcsin", "arccos", "arctan", "arctanh", "arcsinh", "arccosh"])
+def test_inverse_functions_at_huge_tiny_and_special_values_are_numpys(
+    name, backend, compiler, monkeypatch
+):
+    """The same edge values for the inverse functions, and on the compiled cpu backend every
+    pair of 0, -0, 1, -2, 1e-300, +-inf and nan (NaN parts: C99 Annex G). The kernels' cmath
+    forms gave arctan(1+nan j) = pi/2 + nan j (NumPy: nan + nan j), arctanh(nan+1j) = nan + pi/2 j,
+    arcsin(+-0 + nan j) = nan + nan j (NumPy: +-0 + nan j) and, on the cuda backend, the other
+    sign of the infinite part at inf + nan j. (The simulator's cmath raises at atan(+-1j), so
+    the cuda backend gets the edge values only.)"""
+    monkeypatch.setenv("TRACEGRAD_CPU_COMPILER", compiler)
+    f = getattr(np, name)
+    z = SQRT_EDGES
+    if backend == "cpu":
+        special = [0.0, -0.0, 1.0, -2.0, 1e-300, np.inf, -np.inf, np.nan]
+        grid = _complex(np.repeat(special, len(special)), np.tile(special, len(special)))
+        z = np.concatenate([z, grid])
+    got = tg.jit(f, backend=backend)(z)
+    with np.errstate(all="ignore"):
+        want = f(z)
+    for part in ("real", "imag"):
+        g, w = getattr(got, part), getattr(want, part)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=part)
+        infinite = np.isinf(w)
+        np.testing.assert_array_equal(g[infinite], w[infinite], err_msg=part)
+        finite = np.isfinite(w)
+        scale = np.abs(want[finite])  # the complex result's size, or the part's beside a nan
+        scale = np.where(np.isfinite(scale), scale, np.abs(w[finite]))
+        assert np.all(np.abs(g[finite] - w[finite]) <= 4.5e-16 * scale), (part, g, w)
+        np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]), err_msg=part)
+
+
+@pytest.mark.parametrize(
     "name", ["mul", "div", "exp", "log", "sqrt", "sin", "tanh", "abs", "angle", "sum and prod"]
 )
 def test_complex64_stays_complex64_within_its_precision(name, z, backend):

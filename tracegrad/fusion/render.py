@@ -256,6 +256,47 @@ _COMPLEX_CALLS["asin"] = _tiny_is_itself("{0}", "cmath.asin")
 _COMPLEX_CALLS["asinh"] = _tiny_is_itself("{0}", "cmath.asinh")
 
 
+def _nan_cases(name: str, cases: list[tuple[str, str]]) -> None:
+    """The inverse functions' values at a NaN part that cmath as Numba compiles gets wrong,
+    NumPy's (C99 Annex G): `cases` are (condition, value) on the parts `{a}` and `{b}`, tried in
+    turn before the function's form. (cmath.atan(1+nan j) was pi/2 + nan j, NumPy's nan + nan j;
+    cmath.atanh(nan+1j) was nan + pi/2 j.)"""
+    text = _COMPLEX_CALLS[name]
+    for condition, value in reversed(cases):
+        text = f"({value} if ({condition}) else {text})"
+    _COMPLEX_CALLS[name] = text.replace("{a}", "{0}.real").replace("{b}", "{0}.imag")
+
+
+_ZERO_NAN = "{a} == 0.0 and math.isnan({b})"  # +-0 + nan j
+_NAN_ZERO = "math.isnan({a}) and {b} == 0.0"  # nan +- 0 j
+_HALF_PI = repr(math.pi / 2)
+_INF_NAN = "math.isinf({a}) and math.isnan({b})"  # +-inf + nan j (the sign C99 leaves open)
+_nan_cases(
+    "asin", [(_ZERO_NAN, "complex({a}, math.nan)"), (_INF_NAN, "complex(math.nan, math.inf)")]
+)
+_nan_cases(
+    "acos",
+    [(_ZERO_NAN, f"complex({_HALF_PI}, math.nan)"), (_INF_NAN, "complex(math.nan, -math.inf)")],
+)
+_nan_cases("asinh", [(_NAN_ZERO, "complex(math.nan, {b})")])
+_nan_cases("acosh", [(_ZERO_NAN, f"complex(math.nan, {_HALF_PI})")])
+_nan_cases(
+    "atanh",
+    [
+        (_ZERO_NAN, "complex({a}, math.nan)"),
+        ("math.isnan({a}) and math.isfinite({b})", "complex(math.nan, math.nan)"),
+    ],
+)
+_nan_cases(
+    "atan",
+    [
+        ("math.isfinite({a}) and math.isnan({b})", "complex(math.nan, math.nan)"),
+        (_INF_NAN, f"complex(math.copysign({_HALF_PI}, {{a}}), 0.0)"),
+        (_NAN_ZERO, "complex(math.nan, {b})"),
+    ],
+)
+
+
 def _parts_times(z: str, c: float) -> str:
     # each part times c (z * c on a complex z would make -inf * 0.0 a nan imaginary part)
     return f"complex({z}.real * {c!r}, {z}.imag * {c!r})"

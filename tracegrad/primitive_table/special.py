@@ -76,6 +76,7 @@ arctanh_p = elementwise_primitive(
     "np.arctanh({0})",
     domain=(-0.9, 0.9),
     complex_operands=True,
+    complex_scalar="M.atanh({0})",  # fusion/render.py's complex form, NumPy's NaN cases
 )
 # cbrt' = 1 / (3 cbrt(x)^2): infinite at 0, like the function's slope
 cbrt_p = elementwise_primitive(
