@@ -116,6 +116,21 @@ def _complex(re, im) -> np.ndarray:
     return out
 
 
+def assert_parts_match(got, want) -> None:
+    """Each part: NaN where NumPy's is, infinities equal, finite values within 2 ulps of the
+    complex result's size (or the part's, beside a NaN part), zeros of NumPy's sign."""
+    for part in ("real", "imag"):
+        g, w = getattr(got, part), getattr(want, part)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=part)
+        infinite = np.isinf(w)
+        np.testing.assert_array_equal(g[infinite], w[infinite], err_msg=part)
+        finite = np.isfinite(w)
+        scale = np.abs(want[finite])
+        scale = np.where(np.isfinite(scale), scale, np.abs(w[finite]))
+        assert np.all(np.abs(g[finite] - w[finite]) <= 4.5e-16 * scale), (part, g, w)
+        np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]), err_msg=part)
+
+
 SQRT_EDGES = _complex(
     [1e308, 1e308, -1e308, 0.0, 0.0, -0.0, 3e-320, 1e-310, -1e-310, 4.0, -4.0, 0.0, -0.0]
     + [np.inf, -np.inf, np.inf, np.nan, 1.0, 1.0, 1.0, -2.5, 1e-300, 1e154, 1.7e308, -1e308],
@@ -155,14 +170,7 @@ def test_huge_tiny_and_special_complex_values_are_numpys(name, backend, compiler
     got = tg.jit(f, backend=backend)(SQRT_EDGES)
     with np.errstate(all="ignore"):
         want = f(SQRT_EDGES)
-    for part in ("real", "imag"):
-        g, w = getattr(got, part), getattr(want, part)
-        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=part)
-        finite = np.isfinite(w)
-        np.testing.assert_array_equal(g[~finite & ~np.isnan(w)], w[~finite & ~np.isnan(w)])
-        scale = np.abs(want[finite])  # a relative error of the complex result, 2 ulps
-        assert np.all(np.abs(g[finite] - w[finite]) <= 4.5e-16 * scale), (part, g, w)
-        np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]), err_msg=part)
+    assert_parts_match(got, want)
 
 
 @pytest.mark.parametrize(
@@ -188,16 +196,7 @@ def test_inverse_functions_at_huge_tiny_and_special_values_are_numpys(
     got = tg.jit(f, backend=backend)(z)
     with np.errstate(all="ignore"):
         want = f(z)
-    for part in ("real", "imag"):
-        g, w = getattr(got, part), getattr(want, part)
-        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=part)
-        infinite = np.isinf(w)
-        np.testing.assert_array_equal(g[infinite], w[infinite], err_msg=part)
-        finite = np.isfinite(w)
-        scale = np.abs(want[finite])  # the complex result's size, or the part's beside a nan
-        scale = np.where(np.isfinite(scale), scale, np.abs(w[finite]))
-        assert np.all(np.abs(g[finite] - w[finite]) <= 4.5e-16 * scale), (part, g, w)
-        np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]), err_msg=part)
+    assert_parts_match(got, want)
 
 
 @pytest.mark.parametrize(
