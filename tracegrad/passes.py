@@ -7,6 +7,8 @@ dead nodes are removed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from . import ir
@@ -170,14 +172,7 @@ def _matrix_vector(node: Node, nodes: list[Node], producer: dict[Var, Node]) -> 
     sums add in another order than BLAS's (not bitwise equal to it)."""
     a, w = node.inputs
     m, k = a.shape
-    src = node.source
-
-    def add(prim, inputs, params, shape) -> Var:
-        out = Var(shape, node.out.dtype)
-        new = Node(prim, inputs, params, out, src)
-        nodes.append(new)
-        producer[out] = new
-        return out
+    add = _adder(nodes, producer, node.source, node.out.dtype)
 
     made = producer.get(a)
     if made is not None and made.prim is P.transpose_p and tuple(made.params["perm"]) == (1, 0):
@@ -189,7 +184,7 @@ def _matrix_vector(node: Node, nodes: list[Node], producer: dict[Var, Node]) -> 
         wide = add(P.broadcast_to_p, (row,), {"shape": (m, k)}, (m, k))
     terms = add(P.mul_p, (h, wide), {}, h.shape)
     sums = add(P.reduce_sum_p, (terms,), {"axes": (axis,)}, (m,))
-    return Node(P.reshape_p, (sums,), {"shape": (m, 1)}, node.out, src)
+    return Node(P.reshape_p, (sums,), {"shape": (m, 1)}, node.out, node.source)
 
 
 # A product of matrices of at most this many multiply-adds becomes a sum of elementwise products
@@ -228,21 +223,27 @@ def _product_as_sum(node: Node, nodes: list[Node], producer: dict[Var, Node]) ->
     the order of k (not BLAS's order: not bitwise equal to it)."""
     a, b = node.inputs
     (m, k), n = a.shape, b.shape[1]
-    src = node.source
+    wide = []
+    for v, shape in ((a, (m, k, 1)), (b, (1, k, n))):
+        add = _adder(nodes, producer, node.source, v.dtype)
+        v3 = add(P.reshape_p, (v,), {"shape": shape}, shape)
+        wide.append(add(P.broadcast_to_p, (v3,), {"shape": (m, k, n)}, (m, k, n)))
+    add = _adder(nodes, producer, node.source, node.out.dtype)
+    terms = add(P.mul_p, tuple(wide), {}, (m, k, n))
+    return Node(P.reduce_sum_p, (terms,), {"axes": (1,)}, node.out, node.source)
 
-    def add(prim, inputs, params, shape, dtype) -> Var:
+
+def _adder(nodes: list[Node], producer: dict[Var, Node], source, dtype) -> Callable:
+    """`add(prim, inputs, params, shape)`: a new node of `dtype` appended to `nodes`, its value."""
+
+    def add(prim, inputs, params, shape) -> Var:
         out = Var(shape, dtype)
-        new = Node(prim, inputs, params, out, src)
+        new = Node(prim, inputs, params, out, source)
         nodes.append(new)
         producer[out] = new
         return out
 
-    wide = []
-    for v, shape in ((a, (m, k, 1)), (b, (1, k, n))):
-        v3 = add(P.reshape_p, (v,), {"shape": shape}, shape, v.dtype)
-        wide.append(add(P.broadcast_to_p, (v3,), {"shape": (m, k, n)}, (m, k, n), v.dtype))
-    terms = add(P.mul_p, tuple(wide), {}, (m, k, n), node.out.dtype)
-    return Node(P.reduce_sum_p, (terms,), {"axes": (1,)}, node.out, src)
+    return add
 
 
 def _rewrite(node: Node, producers: list[Node | None]):

@@ -439,10 +439,9 @@ class CpuProgram:
 
     def __call__(self, args):
         try:
-            out = self._run(args)
+            return self._run(args)
         except LayoutRefused:
-            out = self._refused(args)
-        return out
+            return self._refused(args)
 
     def _refused(self, args):
         """A native kernel refused an input's layout (strided, unaligned). Rather than compile

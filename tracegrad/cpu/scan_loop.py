@@ -38,7 +38,7 @@ class ScanBody:
     ys: list
     others: list
     # (output's name, name of the buffer it is a view of, bytes): copied after the kernels
-    copies: list = ()
+    copies: list
 
 
 def scan_body(program, n_consts: int, n_carry: int, views: bool = False) -> ScanBody | None:
@@ -77,9 +77,9 @@ def scan_body(program, n_consts: int, n_carry: int, views: bool = False) -> Scan
     for k, b in enumerate(outputs):
         slot = f"cb{k}" if k < n_carry else f"y{k - n_carry}"
         if b.role == "input":  # its own slot, filled from the input
-            copies.append((slot, name[id(b)], _nbytes(b)))
+            copies.append((slot, name[id(b)], nbytes(b)))
         elif id(b) in name:  # an output again: filled from its first slot, once that is
-            again.append((slot, name[id(b)], _nbytes(b)))
+            again.append((slot, name[id(b)], nbytes(b)))
         else:
             name[id(b)] = slot
     others = [b for b in plan.buffers if b.role in ("const", "temp")] + list(program.scratch)
@@ -90,7 +90,7 @@ def scan_body(program, n_consts: int, n_carry: int, views: bool = False) -> Scan
         if source is None:
             return None
         if id(step.out) in name:  # an output: its own slot, filled from the buffer it views
-            copies.append((name[id(step.out)], source, _nbytes(step.out)))
+            copies.append((name[id(step.out)], source, nbytes(step.out)))
         name[id(step.out)] = source
     copies += again
     if any(id(b) not in name for call in calls for b in call.source.arrays + call.partials):
@@ -100,7 +100,8 @@ def scan_body(program, n_consts: int, n_carry: int, views: bool = False) -> Scan
     return ScanBody(calls, name, carries, xs, outputs[n_carry:], others, copies)
 
 
-def _nbytes(b) -> int:
+def nbytes(b) -> int:
+    """The bytes of a buffer's array."""
     return int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize
 
 

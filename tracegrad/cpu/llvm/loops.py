@@ -24,14 +24,10 @@ import numpy as np
 from llvmlite import ir
 
 from ...base import progress
-from ..scan_loop import ScanBody, partial_names
+from ..scan_loop import ScanBody, nbytes as _nbytes, partial_names
 
 I8P = ir.IntType(8).as_pointer()
 I64T = ir.IntType(64)
-
-
-def _nbytes(b) -> int:
-    return int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize
 
 
 def _print(body: ScanBody, n_consts: int, n_carry: int, save: bool) -> tuple[str, str, dict]:
